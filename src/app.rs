@@ -1,0 +1,320 @@
+//! The commands: resolve the scenario, bring up the servers (managed or external), run, and
+//! always clean up — on success, error and Ctrl-C alike — before the results are reported.
+
+use std::io::IsTerminal as _;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use tokio_util::sync::CancellationToken;
+
+use crate::cache;
+use crate::cli::{Cli, Command, OutputFlags, RunCmd};
+use crate::driver::{Driver, Raw};
+use crate::error::EnvError;
+use crate::metrics::Outcome;
+use crate::origin::Db;
+use crate::report::{self, RunResult};
+use crate::scenario::{self, Scenario, redact_url};
+use crate::servers::{ManagedPostgres, ManagedRedis, postgres::PgStartOptions};
+
+pub async fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Run(cmd) => run_cmd(cmd).await,
+    }
+}
+
+/// Ctrl-C and SIGTERM both become one shutdown signal handed to every task.
+fn shutdown_on_signals() -> CancellationToken {
+    let token = CancellationToken::new();
+    let t = token.clone();
+    tokio::spawn(async move {
+        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(s) => s,
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+                t.cancel();
+                return;
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        t.cancel();
+    });
+    token
+}
+
+/// Status lines for a person watching; silent with --quiet.
+struct Say(bool);
+impl Say {
+    fn line(&self, s: &str) {
+        if !self.0 {
+            eprintln!("{s}");
+        }
+    }
+}
+
+async fn run_cmd(cmd: RunCmd) -> Result<ExitCode> {
+    let sc = scenario::resolve(cmd.scenario.as_ref(), cmd.flags)?;
+    let shutdown = shutdown_on_signals();
+    let say = Say(cmd.output.quiet);
+    let mut env = Env::start(&sc, &say).await?;
+    let outcome = tokio::select! {
+        r = run_on(&sc, &mut env, shutdown.clone(), &cmd.output, &say) => r,
+    };
+    env.stop();
+    let result = outcome?;
+    if !cmd.output.quiet {
+        print!("{}", report::terminal::summary(&result));
+    }
+    if let Some(p) = &cmd.output.out {
+        say.line(&format!("results written to {}", p.display()));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The servers of a run: started by the tool (and stopped by it) or given by URL.
+pub struct Env {
+    pub redis_url: String,
+    pub pg_url: String,
+    redis: Option<ManagedRedis>,
+    pg: Option<ManagedPostgres>,
+    redis_startup: Option<Duration>,
+}
+
+impl Env {
+    pub async fn start(sc: &Scenario, say: &Say) -> Result<Env> {
+        let mut env = Env { redis_url: String::new(), pg_url: String::new(), redis: None, pg: None, redis_startup: None };
+        match &sc.redis_url {
+            Some(u) => env.redis_url = u.clone(),
+            None => {
+                let t = Instant::now();
+                let r = ManagedRedis::start().await?;
+                env.redis_startup = Some(t.elapsed());
+                env.redis_url = r.url();
+                env.redis = Some(r);
+            }
+        }
+        match &sc.pg_url {
+            Some(u) => env.pg_url = u.clone(),
+            None => {
+                // Every instance's pool plus the admin connections, with headroom.
+                let max_connections = sc.instances * sc.db_pool + 10;
+                let p = ManagedPostgres::start(PgStartOptions { max_connections }).await?;
+                let (took, reused) = p.startup();
+                say.line(&format!(
+                    "managed servers up: redis {} in {} ms, postgres {} in {} ms ({})",
+                    env.redis_url,
+                    env.redis_startup.map_or(0, |d| d.as_millis()),
+                    p.url(),
+                    took.as_millis(),
+                    if reused { "from template" } else { "first run: template created" }
+                ));
+                env.pg_url = p.url();
+                env.pg = Some(p);
+            }
+        }
+        Ok(env)
+    }
+
+    pub fn managed(&self) -> bool {
+        self.redis.is_some() || self.pg.is_some()
+    }
+
+    pub fn stop(&mut self) {
+        if let Some(mut r) = self.redis.take() {
+            r.stop();
+        }
+        if let Some(mut p) = self.pg.take() {
+            p.stop();
+        }
+    }
+}
+
+fn progress_bar(sc: &Scenario, quiet: bool) -> ProgressBar {
+    if quiet || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(sc.duration.0.as_millis() as u64);
+    if let Ok(style) = ProgressStyle::with_template("{spinner} [{bar:30}] {elapsed:>3}/{duration} {msg}") {
+        pb.set_style(style.progress_chars("=> "));
+    }
+    pb
+}
+
+async fn run_on(sc: &Scenario, env: &mut Env, shutdown: CancellationToken, out: &OutputFlags, say: &Say) -> Result<RunResult> {
+    let run_id = format!("{:08x}", rand::random::<u32>());
+    let prefix: Arc<str> = Arc::from(format!("stampede:{run_id}:"));
+    let seed_start = Instant::now();
+    let db = Db::setup(&env.pg_url, &run_id, sc.keys, sc.value_size).await?;
+    let seed_ms = seed_start.elapsed().as_millis() as u64;
+    let admin = cache::Admin::open(&env.redis_url, prefix.clone()).await?;
+    // From here on the run's schema and keys exist: remove them whatever happens next.
+    let result = measure(sc, env, &db, &admin, prefix, shutdown, out, say, seed_ms).await;
+    if sc.redis_url.is_some()
+        && let Err(e) = admin.remove_namespace().await
+    {
+        eprintln!("warning: could not remove this run's keys from {}: {e:#}", redact_url(&env.redis_url));
+    }
+    if let Err(e) = db.teardown().await {
+        eprintln!("warning: {e:#}");
+    }
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn measure(
+    sc: &Scenario,
+    env: &Env,
+    db: &Db,
+    admin: &cache::Admin,
+    prefix: Arc<str>,
+    shutdown: CancellationToken,
+    out: &OutputFlags,
+    say: &Say,
+    seed_ms: u64,
+) -> Result<RunResult> {
+    let redis_version = admin.version().await.map_err(|e| EnvError(format!("reading Redis INFO: {e:#}")))?;
+    let driver = Driver::build(sc, &env.redis_url, prefix, db).await?;
+    if sc.warm > 0 {
+        say.line(&format!("warming the {} most popular keys", sc.warm));
+    }
+    driver.warm(&shutdown).await.context("warming the cache")?;
+    let before = admin.stats().await.ok();
+    let progress = progress_bar(sc, out.quiet);
+    let raw = driver.run(shutdown, progress.clone()).await?;
+    progress.finish_and_clear();
+    let after = admin.stats().await.ok();
+    let tool_total = raw.calls_measured + raw.warm_loads + raw.warmup_calls;
+    // pg_stat_statements records a statement as it ends; give the last ones a moment to land.
+    let mut calls_server = db.server_calls().await;
+    let wait_until = Instant::now() + Duration::from_secs(1);
+    while calls_server.is_some_and(|c| c < tool_total) && Instant::now() < wait_until {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        calls_server = db.server_calls().await;
+    }
+    let mut result = shape(sc, raw, calls_server, db, before.zip(after), env);
+    result.servers.redis_version = redis_version;
+    result.servers.seed_ms = seed_ms;
+    if let Some(p) = &out.out {
+        report::write_json(p, &result)?;
+    }
+    Ok(result)
+}
+
+fn shape(
+    sc: &Scenario,
+    raw: Raw,
+    calls_server: Option<u64>,
+    db: &Db,
+    redis: Option<(cache::RedisStats, cache::RedisStats)>,
+    env: &Env,
+) -> RunResult {
+    let t = &raw.totals;
+    let o = |x: Outcome| t.outcomes[x as usize];
+    let errors = o(Outcome::Error) + raw.abandoned;
+    let completed = t.completed() + raw.abandoned;
+    let c = &raw.counters;
+    let mut by_outcome = std::collections::BTreeMap::new();
+    for x in Outcome::ALL {
+        let h = &t.by_outcome[x as usize];
+        if !h.is_empty() {
+            by_outcome.insert(x.name().to_string(), report::Latency::of(h));
+        }
+    }
+    RunResult {
+        schema: report::SCHEMA,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        strategy: sc.strategy.to_string(),
+        started_at_ms: raw.started_at_ms,
+        interrupted: raw.interrupted,
+        scenario: serde_json::to_value(sc).unwrap_or_default(),
+        requests: report::Requests {
+            scheduled: raw.scheduled,
+            completed,
+            shed: raw.shed,
+            errors,
+            abandoned: raw.abandoned,
+            warmup: raw.warmup_requests,
+        },
+        outcomes: report::Outcomes {
+            hit: o(Outcome::Hit),
+            miss: o(Outcome::Miss),
+            stale: o(Outcome::Stale),
+            waited: o(Outcome::Waited),
+            fallback: o(Outcome::Fallback),
+            error: errors,
+        },
+        hit_rate: if completed == 0 { 0.0 } else { (o(Outcome::Hit) + o(Outcome::Stale)) as f64 / completed as f64 },
+        db: report::DbFigures {
+            calls: raw.calls_measured + raw.warm_loads,
+            calls_server,
+            calls_server_note: db.stat_statements_missing.clone(),
+            warm_loads: raw.warm_loads,
+            warmup_calls: raw.warmup_calls,
+            peak_concurrent: raw.peak_concurrent,
+            peak_key_herd: raw.peak_herd,
+            redundant_loads: raw.redundant,
+            errors: c.db_errors,
+            timeouts: c.db_timeouts,
+            background_refreshes: c.background_refreshes,
+            refreshes_skipped: c.refreshes_skipped,
+            early_recomputes: c.early_recomputes,
+            early_lead_ms_mean: (c.early_recomputes > 0)
+                .then(|| c.early_lead_us as f64 / 1000.0 / c.early_recomputes as f64),
+        },
+        redis: report::RedisFigures {
+            keyspace_hits: redis.map(|(b, a)| a.keyspace_hits.saturating_sub(b.keyspace_hits)),
+            keyspace_misses: redis.map(|(b, a)| a.keyspace_misses.saturating_sub(b.keyspace_misses)),
+            note: match (redis, sc.redis_url.is_some()) {
+                (None, _) => Some("INFO could not be read".to_string()),
+                (Some(_), true) => Some("INFO counts the whole server: other clients' reads are included".to_string()),
+                (Some(_), false) if sc.warmup.0 > Duration::ZERO => {
+                    Some("INFO has no windows: the warm-up's reads are included".to_string())
+                }
+                _ => None,
+            },
+            errors: c.redis_errors,
+            timeouts: c.redis_timeouts,
+            cold_misses: c.cold_misses,
+            negative_hits: c.negative_hits,
+        },
+        lock: report::LockFigures {
+            acquired: c.lock_acquired,
+            contended: c.lock_contended,
+            timeouts: c.lock_timeouts,
+            lost: c.lock_lost,
+            unavailable: c.lock_unavailable,
+        },
+        latency_ms: report::Latency::of(&t.latency),
+        service_ms: report::Latency::of(&t.service),
+        latency_by_outcome_ms: by_outcome,
+        histograms: report::Histograms {
+            encoding: "hdrhistogram-v2-deflate-base64".to_string(),
+            latency_us: report::encode_histogram(&t.latency),
+            service_us: report::encode_histogram(&t.service),
+        },
+        timeline: raw.timeline,
+        servers: report::Servers {
+            redis_version: String::new(),
+            postgres_version: db.version.clone(),
+            managed: env.managed(),
+            redis_url: redact_url(&env.redis_url),
+            pg_url: redact_url(&env.pg_url),
+            redis_pid: env.redis.as_ref().and_then(|r| r.pid()),
+            postgres_pid: env.pg.as_ref().and_then(|p| p.pid()),
+            redis_startup_ms: env.redis_startup.map(|d| d.as_millis() as u64),
+            postgres_startup_ms: env.pg.as_ref().map(|p| p.startup().0.as_millis() as u64),
+            postgres_template_reused: env.pg.as_ref().map(|p| p.startup().1),
+            seed_ms: 0,
+        },
+        generator: report::Generator {
+            max_dispatch_lag_ms: raw.max_lag.as_secs_f64() * 1000.0,
+            instances: sc.instances,
+        },
+    }
+}

@@ -1,0 +1,204 @@
+//! The command-line parser: clap derive types only. Every run flag also lives in
+//! [`RunFlags`], which doubles as the schema of a scenario file, so the two can never drift.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use serde::{Deserialize, Serialize};
+
+use crate::values::{Dur, Percent, Rate};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "stampede",
+    version,
+    about = "Reproduce cache stampedes on a real Redis in front of a real Postgres and measure how each protection strategy holds",
+    long_about = None,
+    after_help = "Exit codes: 0 success, 1 a threshold or regression check failed, 2 bad usage or bad scenario, 3 a server could not start or be reached."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run one strategy against Redis and Postgres and report what happened.
+    Run(RunCmd),
+}
+
+#[derive(Debug, Args)]
+pub struct RunCmd {
+    /// Scenario file (TOML) whose keys are the run flags with `_` for `-`; flags given here win.
+    #[arg(long, value_name = "FILE")]
+    pub scenario: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub flags: RunFlags,
+
+    #[command(flatten)]
+    pub output: OutputFlags,
+}
+
+#[derive(Debug, Args, Clone, Default)]
+pub struct OutputFlags {
+    /// Write the full results (JSON, versioned schema) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+
+    /// No progress bar and no summary table; errors are still printed.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// How open-loop requests are spaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Arrival {
+    /// Evenly spaced: one request every 1/rps seconds.
+    Constant,
+    /// Exponential gaps with mean 1/rps (a Poisson process), seeded.
+    Poisson,
+}
+
+/// What a waiter does when `--lock-wait` runs out under the mutex coordination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LockTimeoutPolicy {
+    /// Load from the database anyway (outcome `fallback`).
+    Load,
+    /// Give up (outcome `error`).
+    Error,
+    /// Serve the stale value if there is one (needs the swr freshness), else load.
+    Stale,
+}
+
+/// Every setting of a run. All optional here: unset means "take the scenario file's value,
+/// else the default". Field names are the scenario file's keys.
+#[derive(Debug, Args, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunFlags {
+    /// Strategy: cache-aside, mutex, single-flight, xfetch, swr, jitter, or a combination with `+` such as swr+mutex [default: cache-aside]
+    #[arg(long, short = 's', value_name = "NAME")]
+    pub strategy: Option<String>,
+
+    /// Open loop: start this many requests per second whether or not earlier ones finished (accepts 10k) [default: 1000 unless --clients]
+    #[arg(long, value_name = "RATE", conflicts_with = "clients")]
+    pub rps: Option<Rate>,
+
+    /// Closed loop: this many workers, each sending its next request when the last returns, spread over the instances
+    #[arg(long, value_name = "N")]
+    pub clients: Option<u32>,
+
+    /// Open-loop spacing of requests [default: constant]
+    #[arg(long, value_enum)]
+    pub arrival: Option<Arrival>,
+
+    /// How long the measured part of the run lasts [default: 10s]
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<Dur>,
+
+    /// Traffic sent before the measured part and excluded from every figure [default: 0s]
+    #[arg(long, value_name = "DURATION")]
+    pub warmup: Option<Dur>,
+
+    /// Number of distinct item ids in the database and in the key space [default: 10000]
+    #[arg(long, value_name = "N")]
+    pub keys: Option<u64>,
+
+    /// Zipf exponent of key popularity (> 0; larger = more skewed) [default: 1.0]
+    #[arg(long, value_name = "S")]
+    pub zipf: Option<f64>,
+
+    /// Seed of the key sequence: the same seed gives the same keys for every strategy [default: 42]
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+
+    /// Bytes of payload per item [default: 1024]
+    #[arg(long, value_name = "BYTES")]
+    pub value_size: Option<usize>,
+
+    /// Time to live of a cache entry (the soft expiry under swr) [default: 30s]
+    #[arg(long, value_name = "DURATION")]
+    pub ttl: Option<Dur>,
+
+    /// Time each load spends inside Postgres, holding a real connection [default: 20ms]
+    #[arg(long, value_name = "DURATION")]
+    pub db_cost: Option<Dur>,
+
+    /// Database connections per app instance [default: 16]
+    #[arg(long, value_name = "N")]
+    pub db_pool: Option<u32>,
+
+    /// Statement timeout of a load and bound on the wait for a pooled connection; exceeded = error outcome [default: none]
+    #[arg(long, value_name = "DURATION")]
+    pub db_timeout: Option<Dur>,
+
+    /// Simulated app instances, each with its own Redis connections, DB pool and in-process state [default: 1]
+    #[arg(long, value_name = "N")]
+    pub instances: Option<u32>,
+
+    /// Redis connections per app instance (each multiplexed) [default: 2]
+    #[arg(long, value_name = "N")]
+    pub redis_conns: Option<u32>,
+
+    /// Open loop: requests in flight per instance before new ones are shed (counted, never silently dropped) [default: 2048]
+    #[arg(long, value_name = "N")]
+    pub max_inflight: Option<u32>,
+
+    /// Load the K most popular keys into the cache before traffic starts [default: 0]
+    #[arg(long, value_name = "K")]
+    pub warm: Option<u64>,
+
+    /// Use this Redis instead of starting one (redis://[:password@]host:port[/db]); only the run's own keys are touched
+    #[arg(long, value_name = "URL")]
+    pub redis_url: Option<String>,
+
+    /// Use this Postgres instead of starting one (postgres://user[:password]@host:port/db); the run's schema is dropped afterwards
+    #[arg(long, value_name = "URL")]
+    pub pg_url: Option<String>,
+
+    /// Deadline of every Redis command; a late or failed command counts as a miss [default: 100ms]
+    #[arg(long, value_name = "DURATION")]
+    pub redis_timeout: Option<Dur>,
+
+    /// Width of a timeline bucket [default: 100ms]
+    #[arg(long, value_name = "DURATION")]
+    pub interval: Option<Dur>,
+
+    /// XFetch: how eagerly to recompute before expiry (0 disables early recompute) [default: 1.0]
+    #[arg(long, value_name = "BETA")]
+    pub beta: Option<f64>,
+
+    /// SWR: how long past its soft expiry an entry may still be served while it is refreshed [default: 10s]
+    #[arg(long, value_name = "DURATION")]
+    pub stale: Option<Dur>,
+
+    /// Mutex: lease of the Redis lock (PX) [default: 2s]
+    #[arg(long, value_name = "DURATION")]
+    pub lock_ttl: Option<Dur>,
+
+    /// Mutex: how often a waiter polls the cache, with ±50% jitter [default: 50ms]
+    #[arg(long, value_name = "DURATION")]
+    pub lock_poll: Option<Dur>,
+
+    /// Mutex: how long a waiter waits before applying --lock-timeout-policy [default: 2s]
+    #[arg(long, value_name = "DURATION")]
+    pub lock_wait: Option<Dur>,
+
+    /// Mutex: what a waiter does when --lock-wait runs out [default: load]
+    #[arg(long, value_enum)]
+    pub lock_timeout_policy: Option<LockTimeoutPolicy>,
+
+    /// Spread every TTL written uniformly within ±P (e.g. 10%) [default: 0%, 10% for --strategy jitter]
+    #[arg(long, value_name = "P")]
+    pub jitter: Option<Percent>,
+
+    /// Share of requests for ids that do not exist in the database (e.g. 5%) [default: 0%]
+    #[arg(long, value_name = "P")]
+    pub missing_ratio: Option<Percent>,
+
+    /// Cache a not-found sentinel for this long (negative caching) [default: off]
+    #[arg(long, value_name = "DURATION")]
+    pub negative_ttl: Option<Dur>,
+}

@@ -1,0 +1,401 @@
+//! The run itself: build the app instances, warm the cache, drive open- or closed-loop traffic
+//! through them, keep the timeline, and stop cleanly on the shutdown signal. Returns raw
+//! figures; [`crate::app`] turns them into a result.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use indicatif::ProgressBar;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::cache::Cache;
+use crate::instance::{self, Instance, Shared};
+use crate::metrics::{Counters, CountersSnapshot, LoadKind, LoadTracker, Recorder, Totals};
+use crate::origin::Db;
+use crate::report::Bucket;
+use crate::scenario::{LoadShape, Scenario};
+use crate::strategy::{freshness, lock};
+use crate::workload::{KeySampler, Schedule};
+
+/// What the traffic produced, before it is shaped into a result.
+pub struct Raw {
+    pub totals: Totals,
+    pub scheduled: u64,
+    pub shed: u64,
+    /// Measured requests dispatched but never finished (still in flight at the end).
+    pub abandoned: u64,
+    pub warmup_requests: u64,
+    pub counters: CountersSnapshot,
+    pub calls_measured: u64,
+    pub warm_loads: u64,
+    pub warmup_calls: u64,
+    pub peak_concurrent: u64,
+    pub peak_herd: u64,
+    pub redundant: u64,
+    pub timeline: Vec<Bucket>,
+    pub interrupted: bool,
+    pub max_lag: Duration,
+    pub started_at_ms: u64,
+}
+
+pub struct Driver {
+    sc: Scenario,
+    instances: Vec<Arc<Instance>>,
+    shared: Arc<Shared>,
+    recorder: Arc<Recorder>,
+}
+
+struct Job {
+    scheduled: Instant,
+    id: u64,
+    measured: bool,
+}
+
+impl Driver {
+    /// Connect every app instance to Redis and Postgres.
+    pub async fn build(sc: &Scenario, redis_url: &str, prefix: Arc<str>, db: &Db) -> Result<Driver> {
+        let counters = Arc::new(Counters::default());
+        let ms = |d: Duration| d.as_millis() as u64;
+        let shared = Arc::new(Shared {
+            freshness: freshness::Policy {
+                kind: sc.strategy.freshness,
+                ttl_ms: ms(sc.ttl.0),
+                stale_ms: ms(sc.stale.0),
+                beta: sc.beta,
+                jitter: sc.jitter.0,
+                negative_ttl_ms: sc.negative_ttl.map(|d| ms(d.0).max(1)),
+            },
+            coordination: sc.strategy.coordination,
+            lock: lock::Settings {
+                ttl_ms: ms(sc.lock_ttl.0).max(1),
+                poll: sc.lock_poll.0,
+                wait: sc.lock_wait.0,
+                on_timeout: sc.lock_timeout_policy,
+            },
+            counters: counters.clone(),
+            loads: LoadTracker::default(),
+            refreshes_in_flight: AtomicU64::new(0),
+        });
+        let mut instances = Vec::with_capacity(sc.instances as usize);
+        for i in 0..sc.instances {
+            let cache = Cache::open(redis_url, sc.redis_conns, sc.redis_timeout.0, prefix.clone(), counters.clone()).await?;
+            let origin = db.origin(sc.db_pool, sc.db_cost.0, sc.db_timeout.map(|d| d.0)).await?;
+            instances.push(Arc::new(Instance::new(i, cache, origin, shared.clone())));
+        }
+        Ok(Driver { sc: sc.clone(), instances, shared, recorder: Arc::new(Recorder::default()) })
+    }
+
+    /// Load the `warm` most popular keys into the cache, `db_pool` at a time, before traffic.
+    pub async fn warm(&self, shutdown: &CancellationToken) -> Result<()> {
+        let k = self.sc.warm;
+        if k == 0 {
+            return Ok(());
+        }
+        let next = Arc::new(AtomicU64::new(1));
+        let mut set = JoinSet::new();
+        for w in 0..self.sc.db_pool.max(1) {
+            let inst = self.instances[(w as usize) % self.instances.len()].clone();
+            let next = next.clone();
+            let stop = shutdown.clone();
+            set.spawn(async move {
+                loop {
+                    let id = next.fetch_add(1, Relaxed);
+                    if id > k || stop.is_cancelled() {
+                        return Ok::<(), anyhow::Error>(());
+                    }
+                    inst.load_and_store(id, LoadKind::Warm)
+                        .await
+                        .map_err(|f| anyhow::anyhow!("warming key {id} failed: {f:?}"))?;
+                }
+            });
+        }
+        while let Some(r) = set.join_next().await {
+            r??;
+        }
+        Ok(())
+    }
+
+    /// Drive the traffic and collect the figures.
+    pub async fn run(&self, shutdown: CancellationToken, progress: ProgressBar) -> Result<Raw> {
+        let sc = &self.sc;
+        let lead = Duration::from_millis(20);
+        let start = Instant::now() + lead;
+        let started_at_ms = instance::now_ms() + lead.as_millis() as u64;
+        let measure_start = start + sc.warmup.0;
+        let end = measure_start + sc.duration.0;
+        let loads = &self.shared.loads;
+        let warm_loads = loads.warm_loads.load(Relaxed);
+        let calls_before = loads.calls.load(Relaxed);
+
+        // The timeline ticker: marks the start of the measured window, then one bucket per interval.
+        let ticker = {
+            let shared = self.shared.clone();
+            let recorder = self.recorder.clone();
+            let interval = sc.interval.0;
+            let stop = shutdown.clone();
+            let progress = progress.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep_until(measure_start.into()).await;
+                let at_measure = (shared.counters.snapshot(), shared.loads.calls.load(Relaxed));
+                shared.loads.reset_peaks();
+                shared.loads.interval_calls.store(0, Relaxed);
+                recorder.take_interval(&mut Recorder::new_interval());
+                let mut timeline = Vec::with_capacity((sc_len(end - measure_start, interval)) as usize);
+                let mut iv = Recorder::new_interval();
+                let mut tick = measure_start;
+                loop {
+                    tick += interval;
+                    let last = tick >= end;
+                    let due = if last { end } else { tick };
+                    tokio::select! {
+                        _ = tokio::time::sleep_until(due.into()) => {}
+                        _ = stop.cancelled() => {}
+                    }
+                    let now = Instant::now();
+                    recorder.take_interval(&mut iv);
+                    let db_calls = shared.loads.interval_calls.swap(0, Relaxed);
+                    let b = Bucket {
+                        t_ms: (now.min(end) - measure_start).as_millis() as u64,
+                        requests: iv.requests,
+                        db_calls,
+                        hits: iv.hits,
+                        stale: iv.stale,
+                        errors: iv.errors,
+                        p99_ms: crate::metrics::pct_ms(&iv.latency, 0.99),
+                    };
+                    let secs = interval.as_secs_f64();
+                    progress.set_position((now.min(end) - measure_start).as_millis() as u64);
+                    progress.set_message(format!(
+                        "{:>7.0} req/s  hit {:>5.1}%  db {:>6.0}/s  p99 {:>7.2} ms",
+                        b.requests as f64 / secs,
+                        if b.requests == 0 { 0.0 } else { (b.hits + b.stale) as f64 * 100.0 / b.requests as f64 },
+                        b.db_calls as f64 / secs,
+                        b.p99_ms
+                    ));
+                    timeline.push(b);
+                    if last || stop.is_cancelled() {
+                        return (timeline, at_measure);
+                    }
+                }
+            })
+        };
+
+        let (scheduled, shed, warmup_requests, dispatched, finished, max_lag) = match sc.load {
+            LoadShape::Open { rps, arrival } => self.open_loop(rps, arrival, start, measure_start, end, &shutdown).await?,
+            LoadShape::Closed { clients } => self.closed_loop(clients, start, measure_start, end, &shutdown).await?,
+        };
+        instance::drain_refreshes(&self.shared, Duration::from_secs(5)).await;
+        let interrupted = shutdown.is_cancelled();
+        let (timeline, (counters_at_measure, calls_at_measure)) = match ticker.await {
+            Ok(v) => v,
+            // The window never opened (interrupted during warm-up): nothing was measured.
+            Err(_) => (Vec::new(), (self.shared.counters.snapshot(), loads.calls.load(Relaxed))),
+        };
+        let totals = self.recorder.totals();
+        let abandoned = dispatched.saturating_sub(finished);
+        Ok(Raw {
+            totals,
+            scheduled,
+            shed,
+            abandoned,
+            warmup_requests,
+            counters: self.shared.counters.snapshot() - counters_at_measure,
+            calls_measured: loads.calls.load(Relaxed) - calls_at_measure,
+            warm_loads,
+            warmup_calls: calls_at_measure.saturating_sub(calls_before),
+            peak_concurrent: loads.peak_concurrent.load(Relaxed),
+            peak_herd: loads.peak_herd.load(Relaxed),
+            redundant: loads.redundant.load(Relaxed),
+            timeline,
+            interrupted,
+            max_lag,
+            started_at_ms,
+        })
+    }
+
+    /// Requests start on schedule whether or not earlier ones finished; latency counts from
+    /// the scheduled time. Each instance has a pool of workers fed through a bounded channel;
+    /// workers are spawned as in-flight demand grows, up to `max_inflight`, beyond which
+    /// requests are shed and counted.
+    async fn open_loop(
+        &self,
+        rps: f64,
+        arrival: crate::cli::Arrival,
+        start: Instant,
+        measure_start: Instant,
+        end: Instant,
+        shutdown: &CancellationToken,
+    ) -> Result<(u64, u64, u64, u64, u64, Duration)> {
+        let sc = &self.sc;
+        let n = self.instances.len();
+        let cap = sc.max_inflight as u64;
+        let finished = Arc::new(AtomicU64::new(0));
+        let mut lanes = Vec::with_capacity(n);
+        let mut workers = JoinSet::new();
+        for inst in &self.instances {
+            let (tx, rx) = async_channel::bounded::<Job>(sc.max_inflight as usize);
+            lanes.push((tx, rx, Arc::new(AtomicU64::new(0)), 0u64, inst.clone()));
+        }
+        let mut keys = KeySampler::new(sc.keys, sc.zipf, sc.seed, sc.missing_ratio.0).map_err(crate::error::UsageError)?;
+        let mut schedule = Schedule::new(rps, arrival, sc.seed);
+        let warmup_ns = (measure_start - start).as_nanos() as u64;
+        let total_ns = (end - start).as_nanos() as u64;
+        let (mut scheduled, mut shed, mut warmup, mut dispatched) = (0u64, 0u64, 0u64, 0u64);
+        let mut max_lag = Duration::ZERO;
+        let mut i = 0usize;
+        loop {
+            let off = schedule.next_offset();
+            if off >= total_ns {
+                break;
+            }
+            let at = start + Duration::from_nanos(off);
+            let now = Instant::now();
+            if at > now {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(at.into()) => {}
+                    _ = shutdown.cancelled() => break,
+                }
+            } else {
+                max_lag = max_lag.max(now - at);
+                if shutdown.is_cancelled() {
+                    break;
+                }
+            }
+            let id = keys.next_id();
+            let measured = off >= warmup_ns;
+            if measured {
+                scheduled += 1;
+            } else {
+                warmup += 1;
+            }
+            let lane = &mut lanes[i % n];
+            i += 1;
+            let inflight = &lane.2;
+            if inflight.load(Relaxed) >= cap {
+                if measured {
+                    shed += 1;
+                }
+                continue;
+            }
+            let now_inflight = inflight.fetch_add(1, Relaxed) + 1;
+            if now_inflight > lane.3 {
+                lane.3 += 1;
+                let rx = lane.1.clone();
+                let inflight = inflight.clone();
+                let inst = lane.4.clone();
+                let recorder = self.recorder.clone();
+                let finished = finished.clone();
+                workers.spawn(async move {
+                    while let Ok(job) = rx.recv().await {
+                        let began = Instant::now();
+                        let outcome = inst.handle(job.id).await;
+                        let done = Instant::now();
+                        inflight.fetch_sub(1, Relaxed);
+                        if job.measured {
+                            recorder.record(
+                                outcome,
+                                (done - job.scheduled).as_micros() as u64,
+                                (done - began).as_micros() as u64,
+                            );
+                            finished.fetch_add(1, Relaxed);
+                        }
+                    }
+                });
+            }
+            if measured {
+                dispatched += 1;
+            }
+            // Capacity equals the in-flight cap, which was checked above: this cannot be full.
+            let _ = lane.0.try_send(Job { scheduled: at, id, measured });
+        }
+        for lane in &lanes {
+            lane.0.close();
+        }
+        drop(lanes);
+        let limit = if shutdown.is_cancelled() { Duration::from_secs(5) } else { Duration::from_secs(30) };
+        drain(&mut workers, limit, shutdown).await;
+        Ok((scheduled, shed, warmup, dispatched, finished.load(Relaxed), max_lag))
+    }
+
+    /// Each client sends its next request when the last one returns; clients are spread over
+    /// the instances and each draws keys from its own seeded stream.
+    async fn closed_loop(
+        &self,
+        clients: u32,
+        start: Instant,
+        measure_start: Instant,
+        end: Instant,
+        shutdown: &CancellationToken,
+    ) -> Result<(u64, u64, u64, u64, u64, Duration)> {
+        let sc = &self.sc;
+        let started = Arc::new(AtomicU64::new(0));
+        let finished = Arc::new(AtomicU64::new(0));
+        let warmup = Arc::new(AtomicU64::new(0));
+        let mut workers = JoinSet::new();
+        for c in 0..clients {
+            let inst = self.instances[(c as usize) % self.instances.len()].clone();
+            let mut keys = KeySampler::new(sc.keys, sc.zipf, sc.seed.wrapping_add(u64::from(c)), sc.missing_ratio.0)
+                .map_err(crate::error::UsageError)?;
+            let (recorder, started, finished, warmup, stop) =
+                (self.recorder.clone(), started.clone(), finished.clone(), warmup.clone(), shutdown.clone());
+            workers.spawn(async move {
+                tokio::time::sleep_until(start.into()).await;
+                loop {
+                    let began = Instant::now();
+                    if began >= end || stop.is_cancelled() {
+                        return;
+                    }
+                    let measured = began >= measure_start;
+                    let id = keys.next_id();
+                    if measured {
+                        started.fetch_add(1, Relaxed);
+                    } else {
+                        warmup.fetch_add(1, Relaxed);
+                    }
+                    let outcome = inst.handle(id).await;
+                    if measured {
+                        let us = began.elapsed().as_micros() as u64;
+                        recorder.record(outcome, us, us);
+                        finished.fetch_add(1, Relaxed);
+                    }
+                }
+            });
+        }
+        let limit = end.saturating_duration_since(Instant::now()) + Duration::from_secs(30);
+        drain(&mut workers, limit, shutdown).await;
+        let s = started.load(Relaxed);
+        Ok((s, 0, warmup.load(Relaxed), s, finished.load(Relaxed), Duration::ZERO))
+    }
+}
+
+fn sc_len(window: Duration, interval: Duration) -> u64 {
+    (window.as_nanos() / interval.as_nanos().max(1)) as u64 + 2
+}
+
+/// Wait for the workers, at most `limit` (5 s once shutdown is signalled), then abort the rest:
+/// a run must end even when a server stopped answering.
+async fn drain(workers: &mut JoinSet<()>, limit: Duration, shutdown: &CancellationToken) {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        tokio::select! {
+            r = workers.join_next() => if r.is_none() { return },
+            _ = tokio::time::sleep_until(deadline) => break,
+            _ = shutdown.cancelled(), if deadline - tokio::time::Instant::now() > Duration::from_secs(5) => {
+                // Interrupted: give in-flight requests a short grace period, not the full limit.
+                let grace = tokio::time::Instant::now() + Duration::from_secs(5);
+                while tokio::time::Instant::now() < grace {
+                    tokio::select! {
+                        r = workers.join_next() => if r.is_none() { return },
+                        _ = tokio::time::sleep_until(grace) => break,
+                    }
+                }
+                break;
+            }
+        }
+    }
+    workers.abort_all();
+    while workers.join_next().await.is_some() {}
+}

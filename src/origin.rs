@@ -1,0 +1,213 @@
+//! The database behind the cache: the run's own schema in Postgres (created, seeded and
+//! dropped by the run), a connection pool per app instance, and the one loader statement whose
+//! every execution is one DB call, its cost spent inside Postgres on a real connection.
+
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use tokio_postgres::types::Type;
+use tokio_postgres::{NoTls, Row};
+
+use crate::error::EnvError;
+use crate::scenario::redact_url;
+
+/// Why a load did not produce an answer. Copy, so a single-flight leader can hand it to every
+/// follower.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoadFailure {
+    /// Postgres returned an error or the connection broke.
+    Db,
+    /// The statement timeout or the wait for a pooled connection ran out (`--db-timeout`).
+    Timeout,
+    /// The loader this request was waiting on was cancelled or panicked.
+    Abandoned,
+    /// The wait for the lock ran out under `--lock-timeout-policy error`.
+    LockTimeout,
+}
+
+/// The run's schema on a Postgres server, and an admin connection for setup and read-back.
+pub struct Db {
+    admin: tokio_postgres::Client,
+    config: tokio_postgres::Config,
+    url: String,
+    pub schema: String,
+    pub version: String,
+    /// Why the server's call count cannot be read, when it cannot.
+    pub stat_statements_missing: Option<String>,
+}
+
+async fn connect_admin(url: &str) -> Result<(tokio_postgres::Client, tokio_postgres::Config)> {
+    let mut config: tokio_postgres::Config = url
+        .parse()
+        .map_err(|e| EnvError(format!("bad Postgres URL {}: {e}", redact_url(url))))?;
+    config.connect_timeout(Duration::from_secs(5));
+    config.application_name("stampede");
+    let connected = tokio::time::timeout(Duration::from_secs(6), config.connect(NoTls)).await;
+    let (client, conn) = match connected {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => {
+            return Err(EnvError(format!(
+                "cannot connect to Postgres at {}: {e} (is it running and reachable?)",
+                redact_url(url)
+            ))
+            .into());
+        }
+        Err(_) => {
+            return Err(EnvError(format!("cannot connect to Postgres at {}: no answer within 6 s", redact_url(url))).into());
+        }
+    };
+    tokio::spawn(async move {
+        // Ends when the client is dropped; an error here surfaces on the next query instead.
+        let _ = conn.await;
+    });
+    Ok((client, config))
+}
+
+impl Db {
+    /// Create the run's schema and seed `keys` items of `value_size` bytes.
+    pub async fn setup(url: &str, run_id: &str, keys: u64, value_size: usize) -> Result<Db> {
+        let (admin, config) = connect_admin(url).await?;
+        let version: String = admin
+            .query_one("SHOW server_version", &[])
+            .await
+            .context("reading the Postgres server version")?
+            .get(0);
+        let schema = format!("stampede_{run_id}");
+        let setup = format!(
+            "CREATE SCHEMA {schema};
+             CREATE UNLOGGED TABLE {schema}.items (id bigint NOT NULL, version bigint NOT NULL, payload text NOT NULL);"
+        );
+        admin
+            .batch_execute(&setup)
+            .await
+            .with_context(|| format!("creating schema {schema} (the user needs CREATE on the database)"))?;
+        // Generated inside the server: no rows cross the network, far faster than COPY for
+        // synthetic payloads. Each payload differs (md5 of the id) so nothing compresses away.
+        let seed = format!(
+            "INSERT INTO {schema}.items (id, version, payload)
+             SELECT g, 1, substr(repeat(md5(g::text), $2::int), 1, $3::int) FROM generate_series(1, $1::int8) g"
+        );
+        let repeats = value_size.div_ceil(32) as i32;
+        admin
+            .execute(&seed, &[&(keys as i64), &repeats, &(value_size as i32)])
+            .await
+            .with_context(|| format!("seeding {keys} items into {schema}.items"))?;
+        admin
+            .batch_execute(&format!("ALTER TABLE {schema}.items ADD PRIMARY KEY (id); ANALYZE {schema}.items;"))
+            .await
+            .context("indexing the seeded items")?;
+        let stat_statements_missing = match admin.query_one("SELECT count(*) FROM pg_stat_statements", &[]).await {
+            Ok(_) => None,
+            Err(e) => Some(format!(
+                "pg_stat_statements is not available on this server ({}); enable it with shared_preload_libraries = 'pg_stat_statements' and CREATE EXTENSION pg_stat_statements",
+                e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_string())
+            )),
+        };
+        Ok(Db { admin, config, url: url.to_string(), schema, version, stat_statements_missing })
+    }
+
+    /// A pool of `size` connections for one app instance, already connected.
+    pub async fn origin(&self, size: u32, cost: Duration, timeout: Option<Duration>) -> Result<Origin> {
+        let mut cfg = self.config.clone();
+        if let Some(t) = timeout {
+            cfg.options(format!("-c statement_timeout={}", t.as_millis().max(1)));
+        }
+        let mgr = Manager::from_config(cfg, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let pool = Pool::builder(mgr)
+            .max_size(size as usize)
+            .wait_timeout(timeout)
+            .create_timeout(Some(Duration::from_secs(10)))
+            .runtime(Runtime::Tokio1)
+            .build()
+            .context("building the database pool")?;
+        let sql = format!(
+            "SELECT i.payload, i.version AS stampede_load_version FROM pg_sleep($2) LEFT JOIN {}.items i ON i.id = $1",
+            self.schema
+        );
+        // Open every connection now: connecting inside the first herd would inflate its latency
+        // with set-up cost a running app does not pay.
+        let mut held = Vec::with_capacity(size as usize);
+        for _ in 0..size {
+            let c = pool.get().await.map_err(|e| {
+                EnvError(format!("opening a database connection to {}: {e} (max_connections too low?)", redact_url(&self.url)))
+            })?;
+            c.prepare_typed_cached(&sql, &[Type::INT8, Type::FLOAT8])
+                .await
+                .context("preparing the loader statement")?;
+            held.push(c);
+        }
+        drop(held);
+        Ok(Origin { pool, sql, cost_s: cost.as_secs_f64() })
+    }
+
+    /// Executions of the loader statement counted by the server (pg_stat_statements), or None
+    /// when the extension is not available.
+    pub async fn server_calls(&self) -> Option<u64> {
+        if self.stat_statements_missing.is_some() {
+            return None;
+        }
+        let pattern = format!("%stampede_load_version%{}.items%", self.schema);
+        let row = self
+            .admin
+            .query_one(
+                "SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_statements WHERE query LIKE $1",
+                &[&pattern],
+            )
+            .await
+            .ok()?;
+        Some(row.get::<_, i64>(0) as u64)
+    }
+
+    /// Drop the run's schema (on an external server this is the whole clean-up).
+    pub async fn teardown(&self) -> Result<()> {
+        self.admin
+            .batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema))
+            .await
+            .with_context(|| format!("dropping schema {}", self.schema))
+    }
+}
+
+/// One app instance's database access.
+pub struct Origin {
+    pool: Pool,
+    sql: String,
+    cost_s: f64,
+}
+
+/// A loaded row: the item's payload and version.
+pub struct Loaded(Row);
+
+impl Loaded {
+    pub fn payload(&self) -> &[u8] {
+        self.0.get::<_, &str>(0).as_bytes()
+    }
+    pub fn version(&self) -> u64 {
+        self.0.get::<_, i64>(1) as u64
+    }
+}
+
+impl Origin {
+    /// Run the loader statement for `id`: one DB call. `Ok(None)` when the id does not exist.
+    pub async fn load(&self, id: u64) -> Result<Option<Loaded>, LoadFailure> {
+        let client = self.pool.get().await.map_err(|e| match e {
+            PoolError::Timeout(_) => LoadFailure::Timeout,
+            _ => LoadFailure::Db,
+        })?;
+        let stmt = client
+            .prepare_typed_cached(&self.sql, &[Type::INT8, Type::FLOAT8])
+            .await
+            .map_err(|_| LoadFailure::Db)?;
+        let row = client.query_one(&stmt, &[&(id as i64), &self.cost_s]).await.map_err(|e| {
+            if e.code() == Some(&tokio_postgres::error::SqlState::QUERY_CANCELED) {
+                LoadFailure::Timeout
+            } else {
+                LoadFailure::Db
+            }
+        })?;
+        if row.get::<_, Option<&str>>(0).is_none() {
+            return Ok(None);
+        }
+        Ok(Some(Loaded(row)))
+    }
+}

@@ -1,0 +1,279 @@
+//! The results of a run as data: the versioned JSON document (every field says what it counts
+//! and in what unit), and the renderers that show it (terminal summary; more formats plug in
+//! beside it).
+
+pub mod terminal;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use base64::Engine as _;
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::{Deserializer, Serializer as _, V2DeflateSerializer};
+use serde::{Deserialize, Serialize};
+
+use crate::metrics::pct_ms;
+
+/// Version of the results document; bump when a field changes meaning or disappears.
+pub const SCHEMA: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunResult {
+    /// Version of this document's layout.
+    pub schema: u32,
+    /// Version of stampede that produced it.
+    pub tool_version: String,
+    /// Canonical name of the strategy (freshness+coordination+jitter).
+    pub strategy: String,
+    /// Unix time in ms when traffic started.
+    pub started_at_ms: u64,
+    /// True when the run was stopped early (Ctrl-C / SIGTERM); figures cover what ran.
+    pub interrupted: bool,
+    /// Every effective setting of the run (URLs with passwords redacted).
+    pub scenario: serde_json::Value,
+    pub requests: Requests,
+    pub outcomes: Outcomes,
+    /// Share of completed requests served from the cache without a load: (hit + stale) / completed.
+    pub hit_rate: f64,
+    pub db: DbFigures,
+    pub redis: RedisFigures,
+    pub lock: LockFigures,
+    /// From the scheduled start (open loop; coordinated omission corrected) to completion.
+    pub latency_ms: Latency,
+    /// From the moment a worker actually started the request to completion.
+    pub service_ms: Latency,
+    /// Latency from the scheduled start, per outcome (only outcomes that occurred).
+    pub latency_by_outcome_ms: BTreeMap<String, Latency>,
+    /// Full latency distributions, mergeable across runs and shards.
+    pub histograms: Histograms,
+    /// One entry per `interval` of the measured window.
+    pub timeline: Vec<Bucket>,
+    pub servers: Servers,
+    /// How well the load generator kept its own schedule.
+    pub generator: Generator,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Requests {
+    /// Requests due to start in the measured window (open loop), or started in it (closed loop).
+    pub scheduled: u64,
+    /// Requests that finished, whatever their outcome (includes `abandoned`).
+    pub completed: u64,
+    /// Requests not started because the instance already had `max_inflight` in flight.
+    pub shed: u64,
+    /// Completed requests whose outcome is `error`.
+    pub errors: u64,
+    /// Requests still in flight when the run ended and given up on; counted as errors.
+    pub abandoned: u64,
+    /// Requests sent during the warm-up, excluded from every other figure.
+    pub warmup: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Outcomes {
+    pub hit: u64,
+    pub miss: u64,
+    pub stale: u64,
+    pub waited: u64,
+    pub fallback: u64,
+    pub error: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct DbFigures {
+    /// Loads (executions of the loader statement) in the measured window plus warm loads.
+    pub calls: u64,
+    /// Executions of the loader statement counted by Postgres (pg_stat_statements) over the
+    /// whole run, warm-up included; compare with `calls + warmup_calls`. Null when unavailable.
+    pub calls_server: Option<u64>,
+    /// Why `calls_server` is null, when it is.
+    pub calls_server_note: Option<String>,
+    /// Loads made by `--warm` before traffic (included in `calls`).
+    pub warm_loads: u64,
+    /// Loads made during the warm-up (not in `calls`).
+    pub warmup_calls: u64,
+    /// Most loads in flight at once, across instances.
+    pub peak_concurrent: u64,
+    /// Most loads of one key in flight at once (the herd).
+    pub peak_key_herd: u64,
+    /// Loads started while another load of the same key was in flight.
+    pub redundant_loads: u64,
+    /// Loads that failed with a database error.
+    pub errors: u64,
+    /// Loads that ran out of `--db-timeout` (statement or pool wait).
+    pub timeouts: u64,
+    /// SWR refreshes run behind a stale read.
+    pub background_refreshes: u64,
+    /// SWR refreshes not run because another instance held the lock.
+    pub refreshes_skipped: u64,
+    /// XFetch recomputes started before the hard expiry.
+    pub early_recomputes: u64,
+    /// Mean time between an early recompute's start and the expiry it pre-empted, ms.
+    pub early_lead_ms_mean: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RedisFigures {
+    /// keyspace_hits from INFO, change over the measured window (plus warm-up: INFO has no windows).
+    pub keyspace_hits: Option<u64>,
+    /// keyspace_misses from INFO, same window as `keyspace_hits`.
+    pub keyspace_misses: Option<u64>,
+    /// Why the keyspace figures may include other clients' traffic or are null.
+    pub note: Option<String>,
+    /// Redis commands that failed (connection down, error reply).
+    pub errors: u64,
+    /// Redis commands that missed their `--redis-timeout` deadline.
+    pub timeouts: u64,
+    /// Reads that found no entry (a cold miss), whatever happened next.
+    pub cold_misses: u64,
+    /// Reads served by a not-found sentinel (negative caching).
+    pub negative_hits: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LockFigures {
+    /// Locks taken.
+    pub acquired: u64,
+    /// Attempts that found the lock held by someone else.
+    pub contended: u64,
+    /// Waits that ran out of `--lock-wait`.
+    pub timeouts: u64,
+    /// Releases that found the lock gone or someone else's: the lease ran out under the holder.
+    pub lost: u64,
+    /// Lock attempts that failed because Redis was unreachable (the request loaded anyway).
+    pub unavailable: u64,
+}
+
+/// Latency percentiles in milliseconds.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Latency {
+    pub p50: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+    pub mean: f64,
+    /// Number of requests behind these figures.
+    pub count: u64,
+}
+
+impl Latency {
+    pub fn of(h: &Histogram<u64>) -> Latency {
+        Latency {
+            p50: pct_ms(h, 0.50),
+            p95: pct_ms(h, 0.95),
+            p99: pct_ms(h, 0.99),
+            p999: pct_ms(h, 0.999),
+            max: if h.is_empty() { 0.0 } else { h.max() as f64 / 1000.0 },
+            mean: if h.is_empty() { 0.0 } else { h.mean() / 1000.0 },
+            count: h.len(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Histograms {
+    /// Encoding of the histograms below.
+    pub encoding: String,
+    /// Latency from the scheduled start, µs.
+    pub latency_us: String,
+    /// Service time, µs.
+    pub service_us: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Bucket {
+    /// End of the bucket, ms since the measured window started.
+    pub t_ms: u64,
+    /// Requests completed in the bucket.
+    pub requests: u64,
+    /// Loads started in the bucket.
+    pub db_calls: u64,
+    /// Requests served from a fresh entry.
+    pub hits: u64,
+    /// Requests served stale.
+    pub stale: u64,
+    /// Requests with outcome error.
+    pub errors: u64,
+    /// 99th percentile latency of the bucket's requests, ms.
+    pub p99_ms: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Servers {
+    pub redis_version: String,
+    pub postgres_version: String,
+    /// True when the tool started (and stopped) the servers itself.
+    pub managed: bool,
+    /// Redis URL, password redacted.
+    pub redis_url: String,
+    /// Postgres URL, password redacted.
+    pub pg_url: String,
+    /// PIDs of the servers the tool started (gone after the run).
+    pub redis_pid: Option<u32>,
+    pub postgres_pid: Option<u32>,
+    /// Time to start the managed Redis and Postgres, ms.
+    pub redis_startup_ms: Option<u64>,
+    pub postgres_startup_ms: Option<u64>,
+    /// Whether the managed Postgres came from the cached initdb template.
+    pub postgres_template_reused: Option<bool>,
+    /// Time to create and seed the items table, ms.
+    pub seed_ms: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Generator {
+    /// Most a request was dispatched after its scheduled time, ms (open loop).
+    pub max_dispatch_lag_ms: f64,
+    /// App instances simulated.
+    pub instances: u32,
+}
+
+/// Encode a histogram as base64 of HdrHistogram's V2 deflate format (readable by every
+/// HdrHistogram implementation, and mergeable).
+pub fn encode_histogram(h: &Histogram<u64>) -> String {
+    let mut buf = Vec::new();
+    match V2DeflateSerializer::new().serialize(h, &mut buf) {
+        Ok(_) => base64::engine::general_purpose::STANDARD.encode(&buf),
+        Err(_) => String::new(),
+    }
+}
+
+pub fn decode_histogram(s: &str) -> Result<Histogram<u64>> {
+    let bytes = base64::engine::general_purpose::STANDARD.decode(s).context("histogram is not base64")?;
+    Deserializer::new()
+        .deserialize(&mut &bytes[..])
+        .map_err(|e| anyhow::anyhow!("histogram does not decode: {e:?}"))
+}
+
+pub fn write_json(path: &Path, r: &RunResult) -> Result<()> {
+    if let Some(dir) = path.parent()
+        && !dir.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(r).context("encoding results")?;
+    std::fs::write(path, text + "\n").with_context(|| format!("writing results to {}", path.display()))
+}
+
+pub fn read_json(path: &Path) -> Result<RunResult> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("{} is not a stampede results file", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_round_trip() {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).unwrap();
+        for v in [100, 2_000, 30_000, 30_001] {
+            h.record(v).unwrap();
+        }
+        let back = decode_histogram(&encode_histogram(&h)).unwrap();
+        assert_eq!(back.len(), 4);
+        assert_eq!(back.value_at_quantile(0.5), h.value_at_quantile(0.5));
+    }
+}

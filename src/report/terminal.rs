@@ -1,0 +1,135 @@
+//! The summary printed at the end of a run: what was asked, what happened, and the server
+//! counters beside the tool's own so a reader can see they agree.
+
+use std::fmt::Write as _;
+
+use super::{Latency, RunResult};
+
+fn lat(l: &Latency) -> String {
+    format!(
+        "p50 {:.2}  p95 {:.2}  p99 {:.2}  p99.9 {:.2}  max {:.2}  mean {:.2} ms",
+        l.p50, l.p95, l.p99, l.p999, l.max, l.mean
+    )
+}
+
+fn opt(v: Option<u64>) -> String {
+    v.map_or_else(|| "n/a".to_string(), |v| v.to_string())
+}
+
+/// One line describing the workload, built from the scenario in the result.
+pub fn describe(r: &RunResult) -> String {
+    let s = &r.scenario;
+    let g = |k: &str| s.get(k).map(|v| v.to_string().trim_matches('"').to_string()).unwrap_or_default();
+    let load = match s.get("load").and_then(|l| l.get("mode")).and_then(|m| m.as_str()) {
+        Some("closed") => format!("closed loop, {} clients", g("load").parse::<String>().ok().and_then(|_| s["load"].get("clients").map(|c| c.to_string())).unwrap_or_default()),
+        _ => format!(
+            "open loop {} req/s ({})",
+            s["load"].get("rps").map(|v| v.to_string()).unwrap_or_default(),
+            s["load"].get("arrival").and_then(|v| v.as_str()).unwrap_or("constant")
+        ),
+    };
+    format!(
+        "{}: {load}, {}, {} keys (zipf {}), ttl {}, db-cost {}, {} instance(s)",
+        r.strategy,
+        g("duration"),
+        g("keys"),
+        g("zipf"),
+        g("ttl"),
+        g("db_cost"),
+        g("instances")
+    )
+}
+
+pub fn summary(r: &RunResult) -> String {
+    let mut o = String::new();
+    let q = &r.requests;
+    let oc = &r.outcomes;
+    let pct = |n: u64| if q.completed == 0 { 0.0 } else { n as f64 * 100.0 / q.completed as f64 };
+    let _ = writeln!(o, "stampede run: {}{}", describe(r), if r.interrupted { "  [INTERRUPTED]" } else { "" });
+    let _ = writeln!(
+        o,
+        "  requests  scheduled {}  completed {}  shed {}  errors {}{}",
+        q.scheduled,
+        q.completed,
+        q.shed,
+        q.errors,
+        if q.abandoned > 0 { format!("  abandoned {}", q.abandoned) } else { String::new() }
+    );
+    let _ = writeln!(
+        o,
+        "  outcomes  hit {} ({:.1}%)  miss {}  stale {}  waited {}  fallback {}  error {}   hit rate {:.1}%",
+        oc.hit,
+        pct(oc.hit),
+        oc.miss,
+        oc.stale,
+        oc.waited,
+        oc.fallback,
+        oc.error,
+        r.hit_rate * 100.0
+    );
+    let d = &r.db;
+    let server = match (d.calls_server, &d.calls_server_note) {
+        (Some(s), _) => format!("server counted {s} of {} sent", d.calls + d.warmup_calls),
+        (None, Some(n)) => format!("server count unavailable: {n}"),
+        (None, None) => "server count unavailable".to_string(),
+    };
+    let _ = writeln!(
+        o,
+        "  db        calls {} ({server})  peak concurrent {}  peak herd {}  redundant {}",
+        d.calls, d.peak_concurrent, d.peak_key_herd, d.redundant_loads
+    );
+    let mut extra = Vec::new();
+    if d.warm_loads > 0 {
+        extra.push(format!("warm loads {}", d.warm_loads));
+    }
+    if d.warmup_calls > 0 {
+        extra.push(format!("warm-up loads {}", d.warmup_calls));
+    }
+    if d.errors + d.timeouts > 0 {
+        extra.push(format!("errors {}  timeouts {}", d.errors, d.timeouts));
+    }
+    if d.background_refreshes + d.refreshes_skipped > 0 {
+        extra.push(format!("background refreshes {} (skipped {})", d.background_refreshes, d.refreshes_skipped));
+    }
+    if d.early_recomputes > 0 {
+        extra.push(format!(
+            "early recomputes {} (mean lead {:.0} ms)",
+            d.early_recomputes,
+            d.early_lead_ms_mean.unwrap_or(0.0)
+        ));
+    }
+    if !extra.is_empty() {
+        let _ = writeln!(o, "            {}", extra.join("  "));
+    }
+    let rd = &r.redis;
+    let _ = writeln!(
+        o,
+        "  redis     keyspace hits {} misses {} (INFO)  cold misses {}  errors {}  timeouts {}",
+        opt(rd.keyspace_hits),
+        opt(rd.keyspace_misses),
+        rd.cold_misses,
+        rd.errors,
+        rd.timeouts
+    );
+    let l = &r.lock;
+    if l.acquired + l.contended + l.unavailable > 0 {
+        let _ = writeln!(
+            o,
+            "  lock      acquired {}  contended {}  timeouts {}  lost {}  unavailable {}",
+            l.acquired, l.contended, l.timeouts, l.lost, l.unavailable
+        );
+    }
+    let _ = writeln!(o, "  latency   {}", lat(&r.latency_ms));
+    let _ = writeln!(o, "  service   {}", lat(&r.service_ms));
+    let sv = &r.servers;
+    let _ = writeln!(
+        o,
+        "  servers   redis {} at {}, postgres {} at {}{}",
+        sv.redis_version,
+        sv.redis_url,
+        sv.postgres_version,
+        sv.pg_url,
+        if sv.managed { " (managed)" } else { "" }
+    );
+    o
+}

@@ -1,0 +1,344 @@
+//! Turns a scenario file plus command-line flags into one validated [`Scenario`]: flags win
+//! over the file, the file over the defaults, and every check that can fail before a server
+//! starts fails here, naming the file, the key and what is allowed.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::cli::{Arrival, LockTimeoutPolicy, RunFlags};
+use crate::error::UsageError;
+use crate::strategy::StrategySpec;
+use crate::values::{Dur, Percent, Rate};
+
+/// Open loop (a fixed arrival rate) or closed loop (a fixed number of clients).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "mode", rename_all = "kebab-case")]
+pub enum LoadShape {
+    Open { rps: f64, arrival: Arrival },
+    Closed { clients: u32 },
+}
+
+/// Every effective setting of a run, after defaults. Serialized whole into the results file so a
+/// result says exactly what produced it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Scenario {
+    /// The scenario file the settings came from, if any.
+    pub scenario_file: Option<String>,
+    pub strategy: StrategySpec,
+    pub load: LoadShape,
+    pub duration: Dur,
+    pub warmup: Dur,
+    pub keys: u64,
+    pub zipf: f64,
+    pub seed: u64,
+    pub value_size: usize,
+    pub ttl: Dur,
+    pub db_cost: Dur,
+    pub db_pool: u32,
+    pub db_timeout: Option<Dur>,
+    pub instances: u32,
+    pub redis_conns: u32,
+    pub max_inflight: u32,
+    pub warm: u64,
+    #[serde(serialize_with = "ser_redacted")]
+    pub redis_url: Option<String>,
+    #[serde(serialize_with = "ser_redacted")]
+    pub pg_url: Option<String>,
+    pub redis_timeout: Dur,
+    pub interval: Dur,
+    pub beta: f64,
+    pub stale: Dur,
+    pub lock_ttl: Dur,
+    pub lock_poll: Dur,
+    pub lock_wait: Dur,
+    pub lock_timeout_policy: LockTimeoutPolicy,
+    pub jitter: Percent,
+    pub missing_ratio: Percent,
+    pub negative_ttl: Option<Dur>,
+}
+
+fn ser_redacted<S: serde::Serializer>(url: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    match url {
+        Some(u) => s.serialize_some(&redact_url(u)),
+        None => s.serialize_none(),
+    }
+}
+
+/// A URL with its password replaced by `***`, fit for a results file that gets committed.
+pub fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_string();
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let Some(at) = authority.rfind('@') else {
+        return url.to_string();
+    };
+    let userinfo = &authority[..at];
+    let redacted = match userinfo.find(':') {
+        Some(colon) => format!("{}:***", &userinfo[..colon]),
+        // redis://secret@host puts the password where the user would be.
+        None if url.starts_with("redis") => "***".to_string(),
+        None => userinfo.to_string(),
+    };
+    format!("{}{}{}", &url[..scheme_end + 3], redacted, &rest[at..])
+}
+
+/// Where a setting came from, so an error can say which flag or which key of which file.
+enum Src<'a> {
+    Flags,
+    File(&'a Path),
+}
+
+impl Src<'_> {
+    fn name(&self, key: &str) -> String {
+        match self {
+            Src::Flags => format!("--{}", key.replace('_', "-")),
+            Src::File(p) => format!("`{key}` in {}", p.display()),
+        }
+    }
+}
+
+/// Read and parse a scenario file; a missing file, a TOML syntax error (with its line) and an
+/// unknown key are usage errors naming the file.
+pub fn read_file(path: &Path) -> Result<RunFlags, UsageError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError::new(format!("cannot read scenario file {}: {e}", path.display())))?;
+    toml::from_str(&text).map_err(|e| {
+        UsageError::new(format!(
+            "scenario file {}: {}",
+            path.display(),
+            e.to_string().trim_end()
+        ))
+    })
+}
+
+fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
+    macro_rules! pick {
+        ($($f:ident),* $(,)?) => { RunFlags { $($f: flags.$f.or(file.$f),)* } };
+    }
+    let mut m = pick!(
+        strategy, rps, clients, arrival, duration, warmup, keys, zipf, seed, value_size, ttl,
+        db_cost, db_pool, db_timeout, instances, redis_conns, max_inflight, warm, redis_url,
+        pg_url, redis_timeout, interval, beta, stale, lock_ttl, lock_poll, lock_wait,
+        lock_timeout_policy, jitter, missing_ratio, negative_ttl,
+    );
+    // A load shape given on the command line replaces the file's, whichever kind it is.
+    if flags.rps.is_some() {
+        m.clients = None;
+    } else if flags.clients.is_some() {
+        m.rps = None;
+    }
+    m
+}
+
+fn positive_dur(v: Option<Dur>, src: &Src, key: &str) -> Result<(), UsageError> {
+    match v {
+        Some(d) if d.0.is_zero() => Err(UsageError::new(format!("{} must be longer than 0", src.name(key)))),
+        _ => Ok(()),
+    }
+}
+
+fn at_least<T: PartialOrd + Copy + std::fmt::Display>(
+    v: Option<T>,
+    min: T,
+    src: &Src,
+    key: &str,
+) -> Result<(), UsageError> {
+    match v {
+        Some(x) if x < min => Err(UsageError::new(format!("{} must be at least {min} (got {x})", src.name(key)))),
+        _ => Ok(()),
+    }
+}
+
+/// Checks that need only one source's values.
+fn check(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
+    if let Some(s) = &f.strategy {
+        StrategySpec::parse(s).map_err(|e| UsageError::new(format!("{}: {e}", src.name("strategy"))))?;
+    }
+    if let Some(Rate(r)) = f.rps
+        && r <= 0.0
+    {
+        return Err(UsageError::new(format!("{} must be more than 0 requests per second (got {r})", src.name("rps"))));
+    }
+    if matches!(src, Src::File(_)) && f.rps.is_some() && f.clients.is_some() {
+        return Err(UsageError::new(format!(
+            "{} and {} both set: choose open loop (rps) or closed loop (clients)",
+            src.name("rps"),
+            src.name("clients")
+        )));
+    }
+    at_least(f.clients, 1, src, "clients")?;
+    positive_dur(f.duration, src, "duration")?;
+    at_least(f.keys, 1, src, "keys")?;
+    if let Some(z) = f.zipf
+        && !(z > 0.0 && z.is_finite())
+    {
+        return Err(UsageError::new(format!("{} must be a number above 0 (got {z})", src.name("zipf"))));
+    }
+    at_least(f.value_size, 1, src, "value_size")?;
+    if let Some(v) = f.value_size
+        && v > 16 * 1024 * 1024
+    {
+        return Err(UsageError::new(format!("{} must be at most 16 MiB (got {v})", src.name("value_size"))));
+    }
+    positive_dur(f.ttl, src, "ttl")?;
+    at_least(f.db_pool, 1, src, "db_pool")?;
+    positive_dur(f.db_timeout, src, "db_timeout")?;
+    at_least(f.instances, 1, src, "instances")?;
+    if let Some(n) = f.instances
+        && n > 256
+    {
+        return Err(UsageError::new(format!("{} must be at most 256 (got {n})", src.name("instances"))));
+    }
+    at_least(f.redis_conns, 1, src, "redis_conns")?;
+    at_least(f.max_inflight, 1, src, "max_inflight")?;
+    positive_dur(f.redis_timeout, src, "redis_timeout")?;
+    if let Some(d) = f.interval
+        && d.0 < Duration::from_millis(10)
+    {
+        return Err(UsageError::new(format!("{} must be at least 10ms (got {d})", src.name("interval"))));
+    }
+    if let Some(b) = f.beta
+        && !(b >= 0.0 && b.is_finite())
+    {
+        return Err(UsageError::new(format!("{} must be 0 or more (got {b})", src.name("beta"))));
+    }
+    positive_dur(f.lock_ttl, src, "lock_ttl")?;
+    positive_dur(f.lock_poll, src, "lock_poll")?;
+    positive_dur(f.negative_ttl, src, "negative_ttl")?;
+    for (key, url, schemes) in [
+        ("redis_url", &f.redis_url, &["redis://", "rediss://", "unix://"][..]),
+        ("pg_url", &f.pg_url, &["postgres://", "postgresql://"][..]),
+    ] {
+        if let Some(u) = url
+            && !schemes.iter().any(|s| u.starts_with(s))
+        {
+            return Err(UsageError::new(format!(
+                "{} must start with {} (got {})",
+                src.name(key),
+                schemes.join(" or "),
+                redact_url(u)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Build the run's scenario from an optional file and the command-line flags.
+pub fn resolve(file: Option<&PathBuf>, flags: RunFlags) -> Result<Scenario, UsageError> {
+    check(&flags, &Src::Flags)?;
+    let from_file = match file {
+        Some(p) => {
+            let f = read_file(p)?;
+            check(&f, &Src::File(p))?;
+            f
+        }
+        None => RunFlags::default(),
+    };
+    let m = merge(flags, from_file);
+
+    let strategy = StrategySpec::parse(m.strategy.as_deref().unwrap_or("cache-aside"))
+        .map_err(UsageError::new)?;
+    let load = match (m.rps, m.clients) {
+        (_, Some(c)) => LoadShape::Closed { clients: c },
+        (Some(Rate(r)), None) => LoadShape::Open { rps: r, arrival: m.arrival.unwrap_or(Arrival::Constant) },
+        (None, None) => LoadShape::Open { rps: 1000.0, arrival: m.arrival.unwrap_or(Arrival::Constant) },
+    };
+    let keys = m.keys.unwrap_or(10_000);
+    let warm = m.warm.unwrap_or(0);
+    if warm > keys {
+        return Err(UsageError::new(format!("--warm {warm} is more than --keys {keys}: warm at most every key")));
+    }
+    let lock_timeout_policy = m.lock_timeout_policy.unwrap_or(LockTimeoutPolicy::Load);
+    if lock_timeout_policy == LockTimeoutPolicy::Stale && !strategy.serves_stale() {
+        return Err(UsageError::new(format!(
+            "--lock-timeout-policy stale needs the swr freshness (there is no stale value under {}): use --strategy swr+mutex, or --lock-timeout-policy load|error",
+            strategy
+        )));
+    }
+    let jitter = m.jitter.unwrap_or(Percent(strategy.default_jitter()));
+
+    Ok(Scenario {
+        scenario_file: file.map(|p| p.display().to_string()),
+        strategy,
+        load,
+        duration: m.duration.unwrap_or(Dur(Duration::from_secs(10))),
+        warmup: m.warmup.unwrap_or(Dur(Duration::ZERO)),
+        keys,
+        zipf: m.zipf.unwrap_or(1.0),
+        seed: m.seed.unwrap_or(42),
+        value_size: m.value_size.unwrap_or(1024),
+        ttl: m.ttl.unwrap_or(Dur(Duration::from_secs(30))),
+        db_cost: m.db_cost.unwrap_or(Dur(Duration::from_millis(20))),
+        db_pool: m.db_pool.unwrap_or(16),
+        db_timeout: m.db_timeout,
+        instances: m.instances.unwrap_or(1),
+        redis_conns: m.redis_conns.unwrap_or(2),
+        max_inflight: m.max_inflight.unwrap_or(2048),
+        warm,
+        redis_url: m.redis_url,
+        pg_url: m.pg_url,
+        redis_timeout: m.redis_timeout.unwrap_or(Dur(Duration::from_millis(100))),
+        interval: m.interval.unwrap_or(Dur(Duration::from_millis(100))),
+        beta: m.beta.unwrap_or(1.0),
+        stale: m.stale.unwrap_or(Dur(Duration::from_secs(10))),
+        lock_ttl: m.lock_ttl.unwrap_or(Dur(Duration::from_secs(2))),
+        lock_poll: m.lock_poll.unwrap_or(Dur(Duration::from_millis(50))),
+        lock_wait: m.lock_wait.unwrap_or(Dur(Duration::from_secs(2))),
+        lock_timeout_policy,
+        jitter,
+        missing_ratio: m.missing_ratio.unwrap_or(Percent(0.0)),
+        negative_ttl: m.negative_ttl,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(redact_url("postgres://app:s3cret@db/x"), "postgres://app:***@db/x");
+        assert_eq!(redact_url("redis://:pw@127.0.0.1:6000/0"), "redis://:***@127.0.0.1:6000/0");
+        assert_eq!(redact_url("redis://pw@h:1"), "redis://***@h:1");
+        assert_eq!(redact_url("postgres://app@db/x"), "postgres://app@db/x");
+        assert_eq!(redact_url("redis://127.0.0.1:1/"), "redis://127.0.0.1:1/");
+    }
+
+    #[test]
+    fn flags_win_over_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("s.toml");
+        std::fs::write(&p, "rps = 500\nttl = \"2s\"\nkeys = 7\n").unwrap();
+        let flags = RunFlags { keys: Some(9), ..Default::default() };
+        let s = resolve(Some(&p), flags).unwrap();
+        assert_eq!(s.keys, 9);
+        assert_eq!(s.ttl.0, Duration::from_secs(2));
+        assert_eq!(s.load, LoadShape::Open { rps: 500.0, arrival: Arrival::Constant });
+        let flags = RunFlags { clients: Some(3), ..Default::default() };
+        assert_eq!(resolve(Some(&p), flags).unwrap().load, LoadShape::Closed { clients: 3 });
+    }
+
+    #[test]
+    fn file_errors_name_file_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("bad.toml");
+        for (text, needle) in [
+            ("rpz = 5\n", "rpz"),
+            ("rps = 0\n", "`rps` in"),
+            ("zipf = -1\n", "`zipf` in"),
+            ("duration = \"soon\"\n", "duration"),
+            ("strategy = \"magic\"\n", "cache-aside"),
+            ("rps = [\n", "line"),
+        ] {
+            std::fs::write(&p, text).unwrap();
+            let e = resolve(Some(&p), RunFlags::default()).unwrap_err().to_string();
+            assert!(e.contains("bad.toml"), "{text}: {e}");
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+    }
+}

@@ -1,0 +1,364 @@
+//! A managed `redis-server` on a free loopback port: no persistence, its own temp dir and log,
+//! killable (a crash) and restartable (empty, same port) for the chaos faults.
+
+use std::fs::OpenOptions;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::{
+    LaunchError, ServerError, find_on_path, free_port, kill_and_reap, log_len, log_tail,
+    port_busy_since, stop_child,
+};
+
+/// How long a start or restart may take before we call the server broken.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one PING may take; a live local server answers in well under a millisecond.
+const PING_TIMEOUT: Duration = Duration::from_millis(500);
+/// Fresh ports to try when another process takes ours between `free_port` and the bind.
+const START_ATTEMPTS: u32 = 3;
+/// Tries on the same port for a restart, `RESTART_BACKOFF` apart: the old socket may
+/// linger for a moment after a kill.
+const RESTART_ATTEMPTS: u32 = 10;
+const RESTART_BACKOFF: Duration = Duration::from_millis(200);
+/// How long `stop` lets Redis shut down after SIGTERM before SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// A `redis-server` child process and its temp dir. Dropping it stops the server and
+/// removes the dir.
+#[derive(Debug)]
+pub struct ManagedRedis {
+    binary: PathBuf,
+    port: u16,
+    /// `None` while killed or stopped.
+    child: Option<Child>,
+    /// Working dir and logs; removed on drop (after `Drop::drop` stopped the server).
+    dir: TempDir,
+}
+
+impl ManagedRedis {
+    /// Start redis-server on a free 127.0.0.1 port with persistence off, its own temp dir
+    /// and log file, and wait (up to 10 s) until it answers PING. On failure the process is
+    /// killed and the error carries the last lines of its log.
+    pub async fn start() -> Result<Self, ServerError> {
+        let binary = find_on_path("redis-server").ok_or(ServerError::NotFound {
+            program: "redis-server",
+            searched: "on PATH".to_owned(),
+            install: "Debian: apt-get install redis-server",
+        })?;
+        let dir = tempfile::Builder::new()
+            .prefix("stampede-redis-")
+            .tempdir()
+            .map_err(|e| {
+                ServerError::setup(
+                    format!(
+                        "creating a temp dir for redis-server in {}",
+                        std::env::temp_dir().display()
+                    ),
+                    e,
+                )
+            })?;
+        let mut redis = ManagedRedis {
+            binary,
+            port: 0,
+            child: None,
+            dir,
+        };
+        let mut attempt = 1;
+        loop {
+            redis.port = free_port()
+                .map_err(|e| ServerError::setup("finding a free port on 127.0.0.1", e))?;
+            match redis.launch().await {
+                Ok(()) => return Ok(redis),
+                Err(LaunchError::PortBusy(_)) if attempt < START_ATTEMPTS => attempt += 1,
+                Err(e) => return Err(e.into_inner()),
+            }
+        }
+    }
+
+    /// `redis://127.0.0.1:PORT/`, for the redis crate.
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// The TCP port, stable across restarts.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The server's pid; `None` while killed or stopped.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// SIGKILL the server, as in a crash, and reap it. Idempotent.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            kill_and_reap(&mut child);
+        }
+    }
+
+    /// Start a new, empty redis-server on the same port with the same arguments and wait
+    /// until it answers. Kills the running one first, if any. Retries for a while if the
+    /// port is briefly still taken.
+    pub async fn restart(&mut self) -> Result<(), ServerError> {
+        self.kill();
+        let mut attempt = 1;
+        loop {
+            match self.launch().await {
+                Ok(()) => return Ok(()),
+                Err(LaunchError::PortBusy(_)) if attempt < RESTART_ATTEMPTS => {
+                    attempt += 1;
+                    tokio::time::sleep(RESTART_BACKOFF).await;
+                }
+                Err(e) => return Err(e.into_inner()),
+            }
+        }
+    }
+
+    /// Stop gracefully: SIGTERM, up to 2 s to exit, then SIGKILL; reap. Idempotent.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            stop_child(&mut child, libc::SIGTERM, STOP_GRACE);
+        }
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("redis.log")
+    }
+
+    /// stdout/stderr of the process: where Redis reports problems it hits before it
+    /// opens its log file (bad arguments, unwritable log).
+    fn out_path(&self) -> PathBuf {
+        self.dir.path().join("redis.out")
+    }
+
+    fn what(&self) -> String {
+        format!("redis-server on 127.0.0.1:{}", self.port)
+    }
+
+    /// The tail of the log and of stdout/stderr, for an error message.
+    fn tail(&self) -> String {
+        log_tail(&[&self.log_path(), &self.out_path()])
+    }
+
+    /// Spawn one redis-server on `self.port` and wait until it answers PING. On failure
+    /// the process is killed and reaped before returning.
+    async fn launch(&mut self) -> Result<(), LaunchError> {
+        let (log, out) = (self.log_path(), self.out_path());
+        // Logs are appended across restarts, so only what this launch wrote tells whether
+        // the port was busy.
+        let (log_start, out_start) = (log_len(&log), log_len(&out));
+        let child = self.spawn().map_err(LaunchError::Failed)?;
+        self.child = Some(child);
+
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                self.child = None;
+                let err = ServerError::Exited {
+                    what: self.what(),
+                    status,
+                    tail: self.tail(),
+                };
+                let busy = port_busy_since(&log, log_start) || port_busy_since(&out, out_start);
+                return Err(if busy {
+                    LaunchError::PortBusy(err)
+                } else {
+                    LaunchError::Failed(err)
+                });
+            }
+            let last_error = match ping(self.port).await {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            if Instant::now() >= deadline {
+                self.kill();
+                return Err(LaunchError::Failed(ServerError::NotReady {
+                    what: self.what(),
+                    timeout: READY_TIMEOUT,
+                    last_error,
+                    tail: self.tail(),
+                }));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn spawn(&self) -> Result<Child, ServerError> {
+        let out_path = self.out_path();
+        let out = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&out_path)
+            .map_err(|e| ServerError::setup(format!("creating {}", out_path.display()), e))?;
+        let err = out.try_clone().map_err(|e| {
+            ServerError::setup(
+                format!("duplicating the handle of {}", out_path.display()),
+                e,
+            )
+        })?;
+        Command::new(&self.binary)
+            .arg("--port")
+            .arg(self.port.to_string())
+            .args(["--bind", "127.0.0.1"])
+            // No RDB snapshots and no AOF: a restart must come back empty, like a crash of a
+            // pure cache, and persistence would only add disk noise to the measurements.
+            .args(["--save", ""])
+            .args(["--appendonly", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .arg("--logfile")
+            .arg(self.log_path())
+            .args(["--protected-mode", "yes"])
+            .args(["--daemonize", "no"])
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::from(err))
+            // Own process group: a Ctrl-C at the terminal must not kill the server before the
+            // tool has written its results; the tool stops it itself.
+            .process_group(0)
+            .spawn()
+            .map_err(|e| {
+                ServerError::setup(
+                    format!("starting {} on port {}", self.binary.display(), self.port),
+                    e,
+                )
+            })
+    }
+}
+
+impl Drop for ManagedRedis {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// One raw RESP PING; `Ok` on `+PONG`. A raw socket keeps readiness free of any client
+/// library's reconnect logic.
+async fn ping(port: u16) -> Result<(), String> {
+    let exchange = async {
+        let mut stream = TcpStream::connect(("127.0.0.1", port))
+            .await
+            .map_err(|e| e.to_string())?;
+        stream
+            .write_all(b"*1\r\n$4\r\nPING\r\n")
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut reply = [0u8; 64];
+        let n = stream.read(&mut reply).await.map_err(|e| e.to_string())?;
+        let reply = String::from_utf8_lossy(&reply[..n]);
+        if reply.starts_with("+PONG") {
+            Ok(())
+        } else {
+            Err(format!("PING answered {:?}", reply.trim_end()))
+        }
+    };
+    tokio::time::timeout(PING_TIMEOUT, exchange)
+        .await
+        .unwrap_or_else(|_| Err(format!("PING got no answer within {PING_TIMEOUT:?}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::servers::test_support::pid_alive;
+
+    async fn redis_ping(url: &str) -> redis::RedisResult<String> {
+        let client = redis::Client::open(url)?;
+        let mut con = client.get_multiplexed_async_connection().await?;
+        redis::cmd("PING").query_async(&mut con).await
+    }
+
+    #[tokio::test]
+    async fn start_kill_restart_drop() {
+        let started = Instant::now();
+        let mut redis = ManagedRedis::start().await.expect("redis-server starts");
+        eprintln!("redis start-up took {:?}", started.elapsed());
+        assert_eq!(redis.url(), format!("redis://127.0.0.1:{}/", redis.port()));
+        assert_eq!(redis_ping(&redis.url()).await.expect("PING"), "PONG");
+
+        // A value written before the crash must be gone after the restart.
+        let client = redis::Client::open(redis.url()).expect("client");
+        let mut con = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("connect");
+        let _: () = redis::cmd("SET")
+            .arg("k")
+            .arg("v")
+            .query_async(&mut con)
+            .await
+            .expect("SET");
+
+        let first_pid = redis.pid().expect("running");
+        redis.kill();
+        assert_eq!(redis.pid(), None);
+        assert!(!pid_alive(first_pid));
+        redis.kill(); // idempotent
+        assert!(
+            redis_ping(&redis.url()).await.is_err(),
+            "PING after kill must fail"
+        );
+
+        let port = redis.port();
+        let started = Instant::now();
+        redis.restart().await.expect("restart");
+        eprintln!("redis restart took {:?}", started.elapsed());
+        assert_eq!(redis.port(), port);
+        assert_eq!(
+            redis_ping(&redis.url()).await.expect("PING after restart"),
+            "PONG"
+        );
+        let mut con = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("reconnect");
+        let v: Option<String> = redis::cmd("GET")
+            .arg("k")
+            .query_async(&mut con)
+            .await
+            .expect("GET");
+        assert_eq!(v, None, "restarted server is empty");
+
+        let pid = redis.pid().expect("running");
+        let dir = redis.dir.path().to_owned();
+        assert!(dir.exists());
+        drop(redis);
+        assert!(!pid_alive(pid), "redis-server {pid} still alive after drop");
+        assert!(!dir.exists(), "{} left behind", dir.display());
+    }
+
+    #[tokio::test]
+    async fn restart_while_running_and_stop_is_idempotent() {
+        let mut redis = ManagedRedis::start().await.expect("redis-server starts");
+        let old = redis.pid().expect("running");
+        redis.restart().await.expect("restart while running");
+        assert_ne!(redis.pid(), Some(old));
+        assert!(!pid_alive(old));
+        redis.stop();
+        redis.stop();
+        assert_eq!(redis.pid(), None);
+    }
+
+    #[tokio::test]
+    async fn busy_port_on_restart_reports_log_tail() {
+        let mut redis = ManagedRedis::start().await.expect("redis-server starts");
+        redis.kill();
+        // Someone else takes the port while Redis is down: restart must give up with an
+        // error naming the cause, not hang.
+        let _squatter = std::net::TcpListener::bind(("127.0.0.1", redis.port())).expect("bind");
+        let err = redis.restart().await.expect_err("port is taken");
+        let msg = err.to_string();
+        assert!(msg.contains("Address already in use"), "{msg}");
+        assert_eq!(redis.pid(), None);
+    }
+}

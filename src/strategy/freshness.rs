@@ -1,0 +1,151 @@
+//! Freshness policies: how an entry read from Redis is judged (fresh, stale, due for an early
+//! recompute) and how the TTLs of an entry being written are stamped, jitter included.
+
+use super::Freshness;
+use super::envelope::Meta;
+
+/// What the freshness policy says about an entry that was found in Redis.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Verdict {
+    /// Serve it.
+    Fresh,
+    /// SWR: past its soft expiry but inside the stale window: serve it and refresh behind it.
+    Stale,
+    /// XFetch: still valid, but this reader was drawn to recompute it early; `lead_ms` is how
+    /// long before the hard expiry the recompute starts.
+    Recompute { lead_ms: f64 },
+}
+
+/// The freshness choice with its parameters, in milliseconds.
+#[derive(Debug, Clone, Copy)]
+pub struct Policy {
+    pub kind: Freshness,
+    pub ttl_ms: u64,
+    pub stale_ms: u64,
+    pub beta: f64,
+    /// Fraction of the TTL by which each write is spread, uniformly in ±jitter.
+    pub jitter: f64,
+    pub negative_ttl_ms: Option<u64>,
+}
+
+impl Policy {
+    /// Judge an entry read at `now_ms`; `u` is uniform in (0, 1] (only XFetch draws on it).
+    pub fn judge(&self, meta: &Meta, now_ms: f64, u: f64) -> Verdict {
+        if meta.negative {
+            return Verdict::Fresh;
+        }
+        match self.kind {
+            Freshness::Expire => Verdict::Fresh,
+            Freshness::Xfetch => {
+                if self.beta <= 0.0 {
+                    return Verdict::Fresh;
+                }
+                let delta_ms = f64::from(meta.delta_us) / 1000.0;
+                let expiry = meta.hard_expiry_ms as f64;
+                // -ln(u) >= 0, so the reader "sees" a time pushed forward by a random multiple
+                // of the recompute cost: expensive values are refreshed further ahead.
+                if now_ms - delta_ms * self.beta * u.ln() >= expiry {
+                    Verdict::Recompute { lead_ms: (expiry - now_ms).max(0.0) }
+                } else {
+                    Verdict::Fresh
+                }
+            }
+            Freshness::Swr => {
+                if now_ms < meta.soft_expiry_ms as f64 {
+                    Verdict::Fresh
+                } else {
+                    Verdict::Stale
+                }
+            }
+        }
+    }
+
+    /// The header and PX (ms) for a value computed at `now_ms` by a load of `delta_us`;
+    /// `u` is uniform in [0, 1) and spreads the TTL by the jitter.
+    pub fn stamp(&self, now_ms: u64, delta_us: u32, version: u64, u: f64) -> (Meta, u64) {
+        let spread = 1.0 + self.jitter * (2.0 * u - 1.0);
+        let ttl = ((self.ttl_ms as f64) * spread).round().max(1.0) as u64;
+        let soft = now_ms + ttl;
+        let (hard, px) = match self.kind {
+            Freshness::Swr => (soft + self.stale_ms, ttl + self.stale_ms),
+            _ => (soft, ttl),
+        };
+        let meta = Meta {
+            computed_at_ms: now_ms,
+            delta_us,
+            soft_expiry_ms: soft,
+            hard_expiry_ms: hard,
+            version,
+            negative: false,
+        };
+        (meta, px)
+    }
+
+    /// The sentinel for an id that does not exist, when negative caching is on.
+    pub fn stamp_negative(&self, now_ms: u64, delta_us: u32) -> Option<(Meta, u64)> {
+        let ttl = self.negative_ttl_ms?;
+        let meta = Meta {
+            computed_at_ms: now_ms,
+            delta_us,
+            soft_expiry_ms: now_ms + ttl,
+            hard_expiry_ms: now_ms + ttl,
+            version: 0,
+            negative: true,
+        };
+        Some((meta, ttl))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(kind: Freshness) -> Policy {
+        Policy { kind, ttl_ms: 1000, stale_ms: 500, beta: 1.0, jitter: 0.0, negative_ttl_ms: Some(50) }
+    }
+
+    #[test]
+    fn xfetch_recomputes_early_only_when_drawn() {
+        let p = policy(Freshness::Xfetch);
+        let (meta, px) = p.stamp(10_000, 100_000, 1, 0.5); // a 100 ms load
+        assert_eq!(px, 1000);
+        // u = 1: ln(u) = 0, so only at expiry.
+        assert_eq!(p.judge(&meta, 10_900.0, 1.0), Verdict::Fresh);
+        assert!(matches!(p.judge(&meta, 11_000.0, 1.0), Verdict::Recompute { .. }));
+        // u = e^-2: the reader looks 2 * delta = 200 ms ahead.
+        let u = (-2.0f64).exp();
+        assert_eq!(p.judge(&meta, 10_799.0, u), Verdict::Fresh);
+        match p.judge(&meta, 10_801.0, u) {
+            Verdict::Recompute { lead_ms } => assert!((lead_ms - 199.0).abs() < 1e-6),
+            v => panic!("{v:?}"),
+        }
+        let off = Policy { beta: 0.0, ..p };
+        assert_eq!(off.judge(&meta, 10_999.0, 1e-9), Verdict::Fresh);
+    }
+
+    #[test]
+    fn swr_serves_stale_inside_the_window() {
+        let p = policy(Freshness::Swr);
+        let (meta, px) = p.stamp(0, 1, 1, 0.5);
+        assert_eq!(px, 1500);
+        assert_eq!(p.judge(&meta, 999.0, 0.5), Verdict::Fresh);
+        assert_eq!(p.judge(&meta, 1000.0, 0.5), Verdict::Stale);
+    }
+
+    #[test]
+    fn jitter_spreads_within_bounds() {
+        let p = Policy { jitter: 0.3, ..policy(Freshness::Expire) };
+        assert_eq!(p.stamp(0, 1, 1, 0.0).1, 700);
+        assert_eq!(p.stamp(0, 1, 1, 0.5).1, 1000);
+        assert_eq!(p.stamp(0, 1, 1, 0.999_999).1, 1300);
+    }
+
+    #[test]
+    fn negative_sentinel() {
+        let p = policy(Freshness::Expire);
+        let (m, px) = p.stamp_negative(5, 1).unwrap();
+        assert!(m.negative);
+        assert_eq!(px, 50);
+        assert!(Policy { negative_ttl_ms: None, ..p }.stamp_negative(5, 1).is_none());
+    }
+}

@@ -1,0 +1,53 @@
+//! The distributed mutex's rules: a Redis lock taken with `SET NX PX` and a random owner
+//! token, released by a Lua compare-and-delete so a holder whose lease ran out can never
+//! delete the lock someone else now holds; waiters poll with jitter up to a bounded wait.
+
+use std::time::Duration;
+
+use crate::cli::LockTimeoutPolicy;
+
+/// Deletes KEYS[1] only if it still holds ARGV[1] (the caller's token); returns 1 if deleted.
+pub const RELEASE_LUA: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return redis.call('DEL', KEYS[1])
+else
+    return 0
+end
+"#;
+
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// Lease of the lock (PX), ms.
+    pub ttl_ms: u64,
+    /// Mean pause between a waiter's polls.
+    pub poll: Duration,
+    /// How long a waiter waits before applying the policy.
+    pub wait: Duration,
+    pub on_timeout: LockTimeoutPolicy,
+}
+
+impl Settings {
+    /// The next poll pause: `poll` ±50%, so waiters that started together do not poll in step.
+    /// `u` is uniform in [0, 1).
+    pub fn poll_pause(&self, u: f64) -> Duration {
+        self.poll.mul_f64(0.5 + u)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn poll_pause_stays_within_half_either_side() {
+        let s = Settings {
+            ttl_ms: 2000,
+            poll: Duration::from_millis(50),
+            wait: Duration::from_secs(2),
+            on_timeout: LockTimeoutPolicy::Load,
+        };
+        assert_eq!(s.poll_pause(0.0), Duration::from_millis(25));
+        assert_eq!(s.poll_pause(0.5), Duration::from_millis(50));
+        assert!(s.poll_pause(0.999) < Duration::from_millis(75));
+    }
+}

@@ -1,0 +1,176 @@
+//! A strategy is three orthogonal choices (DESIGN §1): freshness (when a value is loaded
+//! again), coordination (who loads it) and TTL jitter. The CLI's six names are presets of
+//! these, and `+` composes them. This module parses and names them; the request path that
+//! applies them lives in [`crate::instance`].
+
+pub mod envelope;
+pub mod freshness;
+pub mod lock;
+pub mod single_flight;
+
+use std::fmt;
+
+use serde::{Serialize, Serializer};
+
+/// When a cached value is loaded again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Freshness {
+    /// Load on miss; the entry lives for the TTL.
+    Expire,
+    /// Probabilistic early recompute (Vattani et al., VLDB 2015).
+    Xfetch,
+    /// Soft expiry: serve stale within a window and refresh in the background.
+    Swr,
+}
+
+/// Who performs a load when one is needed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Coordination {
+    /// Every request that needs the value loads it.
+    None,
+    /// One load per key per app instance; others in that instance await it.
+    SingleFlight,
+    /// One load per key across instances, through a Redis lock.
+    Mutex,
+    /// Coalesce in-process first, then take the Redis lock across instances.
+    MutexSingleFlight,
+}
+
+impl Coordination {
+    pub fn single_flight(self) -> bool {
+        matches!(self, Coordination::SingleFlight | Coordination::MutexSingleFlight)
+    }
+    pub fn mutex(self) -> bool {
+        matches!(self, Coordination::Mutex | Coordination::MutexSingleFlight)
+    }
+}
+
+/// A parsed `--strategy`: one freshness, one coordination, and whether the jitter preset was
+/// named (its ±10% applies unless `--jitter` says otherwise).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StrategySpec {
+    pub freshness: Freshness,
+    pub coordination: Coordination,
+    pub jitter_preset: bool,
+}
+
+/// The presets of DESIGN §1, in the order `compare --strategies all` runs them.
+pub const PRESETS: [&str; 6] = ["cache-aside", "mutex", "single-flight", "xfetch", "swr", "jitter"];
+
+const VALID_FORMS: &str = "valid: cache-aside, mutex, single-flight, xfetch, swr, jitter, or `+` \
+    joining at most one freshness (cache-aside, xfetch, swr) with mutex and/or single-flight and/or \
+    jitter, e.g. swr+mutex, xfetch+single-flight, mutex+single-flight";
+
+impl StrategySpec {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let mut freshness: Option<(Freshness, &str)> = None;
+        let (mut mutex, mut sf, mut jitter) = (false, false, false);
+        if s.trim().is_empty() {
+            return Err(format!("empty strategy ({VALID_FORMS})"));
+        }
+        for part in s.split('+').map(str::trim) {
+            let f = match part {
+                "cache-aside" | "expire" => Some(Freshness::Expire),
+                "xfetch" => Some(Freshness::Xfetch),
+                "swr" => Some(Freshness::Swr),
+                "mutex" | "single-flight" | "jitter" => None,
+                other => return Err(format!("unknown strategy '{other}' ({VALID_FORMS})")),
+            };
+            let dup = match (part, f) {
+                (_, Some(f)) => {
+                    if let Some((_, prev)) = freshness {
+                        return Err(format!(
+                            "'{s}' combines two freshness policies ({prev} and {part}); a value has one way of going stale, choose one ({VALID_FORMS})"
+                        ));
+                    }
+                    freshness = Some((f, part));
+                    false
+                }
+                ("mutex", _) => std::mem::replace(&mut mutex, true),
+                ("single-flight", _) => std::mem::replace(&mut sf, true),
+                _ => std::mem::replace(&mut jitter, true),
+            };
+            if dup {
+                return Err(format!("'{s}' names {part} twice ({VALID_FORMS})"));
+            }
+        }
+        let coordination = match (mutex, sf) {
+            (false, false) => Coordination::None,
+            (false, true) => Coordination::SingleFlight,
+            (true, false) => Coordination::Mutex,
+            (true, true) => Coordination::MutexSingleFlight,
+        };
+        Ok(StrategySpec {
+            freshness: freshness.map_or(Freshness::Expire, |(f, _)| f),
+            coordination,
+            jitter_preset: jitter,
+        })
+    }
+
+    /// Whether a stale value can exist to be served (the lock timeout policy `stale` needs one).
+    pub fn serves_stale(&self) -> bool {
+        self.freshness == Freshness::Swr
+    }
+
+    /// The TTL jitter when `--jitter` is not given: ±10% for the jitter preset, else none.
+    pub fn default_jitter(&self) -> f64 {
+        if self.jitter_preset { 0.10 } else { 0.0 }
+    }
+}
+
+impl fmt::Display for StrategySpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts: Vec<&str> = Vec::with_capacity(4);
+        match self.freshness {
+            Freshness::Expire => {}
+            Freshness::Xfetch => parts.push("xfetch"),
+            Freshness::Swr => parts.push("swr"),
+        }
+        if self.coordination.mutex() {
+            parts.push("mutex");
+        }
+        if self.coordination.single_flight() {
+            parts.push("single-flight");
+        }
+        if self.jitter_preset {
+            parts.push("jitter");
+        }
+        if parts.is_empty() {
+            return f.write_str("cache-aside");
+        }
+        f.write_str(&parts.join("+"))
+    }
+}
+
+impl Serialize for StrategySpec {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_round_trip() {
+        for p in PRESETS {
+            assert_eq!(StrategySpec::parse(p).unwrap().to_string(), p);
+        }
+        for c in ["swr+mutex", "xfetch+mutex", "xfetch+single-flight", "mutex+single-flight"] {
+            assert_eq!(StrategySpec::parse(c).unwrap().to_string(), c);
+        }
+        assert_eq!(StrategySpec::parse("single-flight+mutex").unwrap().to_string(), "mutex+single-flight");
+        assert_eq!(StrategySpec::parse("cache-aside+mutex").unwrap().to_string(), "mutex");
+    }
+
+    #[test]
+    fn nonsense_is_refused_with_the_valid_forms() {
+        for bad in ["xfetch+swr", "magic", "mutex+mutex", "", "swr+"] {
+            let e = StrategySpec::parse(bad).unwrap_err();
+            assert!(e.contains("valid:"), "{bad}: {e}");
+        }
+    }
+}

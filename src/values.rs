@@ -1,0 +1,172 @@
+//! Value types for flags and scenario files: rates ("10k"), durations ("250ms"), percentages
+//! ("10%"). Each parses from a command-line string and from a TOML string or number, and
+//! serializes back to the same human form so a results file shows what the user wrote.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A TOML value that may be written as a string ("10k", "250ms") or a bare number.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum StrOrNum {
+    Str(String),
+    Int(i64),
+    Float(f64),
+}
+
+impl StrOrNum {
+    fn into_string(self) -> String {
+        match self {
+            StrOrNum::Str(s) => s,
+            StrOrNum::Int(i) => i.to_string(),
+            StrOrNum::Float(f) => f.to_string(),
+        }
+    }
+}
+
+macro_rules! serde_via_str {
+    ($t:ty) => {
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = StrOrNum::deserialize(d)?.into_string();
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+        impl Serialize for $t {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+    };
+}
+
+/// Requests per second; accepts a plain number or a `k`/`m` suffix ("10k" = 10000).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rate(pub f64);
+
+impl FromStr for Rate {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        let (num, mult) = match t.char_indices().last() {
+            Some((i, 'k' | 'K')) => (&t[..i], 1e3),
+            Some((i, 'm' | 'M')) => (&t[..i], 1e6),
+            _ => (t, 1.0),
+        };
+        let v: f64 = num
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{s}' is not a rate: write a number of requests per second such as 2000 or 10k"))?;
+        let v = v * mult;
+        if !v.is_finite() {
+            return Err(format!("'{s}' is not a finite rate"));
+        }
+        Ok(Rate(v))
+    }
+}
+
+impl fmt::Display for Rate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+serde_via_str!(Rate);
+
+/// A duration written with a unit: "250ms", "10s", "2m", "1m30s". A bare number is refused
+/// because "10" could mean seconds or milliseconds and a wrong guess silently changes a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Dur(pub Duration);
+
+impl FromStr for Dur {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        if t == "0" {
+            return Ok(Dur(Duration::ZERO));
+        }
+        humantime::parse_duration(t)
+            .map(Dur)
+            .map_err(|e| format!("'{s}' is not a duration ({e}): write it with a unit, such as 250ms, 10s or 2m"))
+    }
+}
+
+impl fmt::Display for Dur {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_zero() {
+            return write!(f, "0s");
+        }
+        write!(f, "{}", humantime::format_duration(self.0))
+    }
+}
+serde_via_str!(Dur);
+
+/// A fraction written as a percentage ("10%") or as a number in [0, 1] ("0.1").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Percent(pub f64);
+
+impl FromStr for Percent {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        let v = if let Some(p) = t.strip_suffix('%') {
+            p.trim()
+                .parse::<f64>()
+                .map(|v| v / 100.0)
+                .map_err(|_| format!("'{s}' is not a percentage such as 10%"))?
+        } else {
+            let v: f64 = t
+                .parse()
+                .map_err(|_| format!("'{s}' is not a percentage: write 10% or a fraction such as 0.1"))?;
+            if v > 1.0 {
+                return Err(format!("'{s}' is ambiguous: write {v}% for a percentage, or a fraction in [0, 1]"));
+            }
+            v
+        };
+        if !(0.0..=1.0).contains(&v) {
+            return Err(format!("'{s}' must be between 0% and 100%"));
+        }
+        Ok(Percent(v))
+    }
+}
+
+impl fmt::Display for Percent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}%", (self.0 * 1e6).round() / 1e4)
+    }
+}
+serde_via_str!(Percent);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rates() {
+        assert_eq!("2000".parse::<Rate>().unwrap().0, 2000.0);
+        assert_eq!("10k".parse::<Rate>().unwrap().0, 10_000.0);
+        assert_eq!("1.5K".parse::<Rate>().unwrap().0, 1500.0);
+        assert_eq!("2m".parse::<Rate>().unwrap().0, 2_000_000.0);
+        assert!("fast".parse::<Rate>().is_err());
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!("250ms".parse::<Dur>().unwrap().0, Duration::from_millis(250));
+        assert_eq!("10s".parse::<Dur>().unwrap().0, Duration::from_secs(10));
+        assert_eq!("0".parse::<Dur>().unwrap().0, Duration::ZERO);
+        assert!("10".parse::<Dur>().is_err());
+        assert_eq!(Dur(Duration::from_millis(1500)).to_string(), "1s 500ms");
+    }
+
+    #[test]
+    fn percents() {
+        assert_eq!("10%".parse::<Percent>().unwrap().0, 0.1);
+        assert_eq!("0.3".parse::<Percent>().unwrap().0, 0.3);
+        assert!("30".parse::<Percent>().is_err());
+        assert!("130%".parse::<Percent>().is_err());
+        assert_eq!(Percent(0.1).to_string(), "10%");
+    }
+}

@@ -1,0 +1,149 @@
+//! What the simulated users ask for and when: a seeded Zipf key sampler (the same seed gives
+//! the same key sequence for every strategy) and the open-loop arrival schedule.
+
+use rand::rngs::SmallRng;
+use rand::{RngExt, SeedableRng};
+use rand_distr::{Distribution, Exp, Zipf};
+
+use crate::cli::Arrival;
+
+/// Draws item ids: rank r (1 = most popular) with probability ∝ r^-s; with probability
+/// `missing` an id that is not in the database (above `keys`).
+pub struct KeySampler {
+    zipf: Zipf<f64>,
+    keys: u64,
+    missing: f64,
+    rng: SmallRng,
+}
+
+impl KeySampler {
+    pub fn new(keys: u64, s: f64, seed: u64, missing: f64) -> Result<KeySampler, String> {
+        let zipf = Zipf::new(keys as f64, s).map_err(|e| format!("invalid Zipf parameters (keys {keys}, exponent {s}): {e}"))?;
+        Ok(KeySampler { zipf, keys, missing, rng: SmallRng::seed_from_u64(seed) })
+    }
+
+    pub fn next_id(&mut self) -> u64 {
+        let rank = self.zipf.sample(&mut self.rng) as u64;
+        if self.missing > 0.0 && self.rng.random::<f64>() < self.missing {
+            // Missing ids keep the Zipf shape, shifted past the seeded range.
+            return self.keys + rank;
+        }
+        rank
+    }
+}
+
+/// Open-loop start times, as offsets in ns from the start of traffic.
+pub struct Schedule {
+    interval_ns: f64,
+    arrival: Arrival,
+    exp: Option<Exp<f64>>,
+    rng: SmallRng,
+    next_ns: f64,
+    index: u64,
+}
+
+impl Schedule {
+    pub fn new(rps: f64, arrival: Arrival, seed: u64) -> Schedule {
+        Schedule {
+            interval_ns: 1e9 / rps,
+            arrival,
+            exp: Exp::new(rps / 1e9).ok(),
+            // Its own stream, so Poisson gaps do not shift the key sequence.
+            rng: SmallRng::seed_from_u64(seed ^ 0x5eed_a11_7ea5),
+            next_ns: 0.0,
+            index: 0,
+        }
+    }
+
+    /// The next start offset in ns.
+    pub fn next_offset(&mut self) -> u64 {
+        let t = match self.arrival {
+            // Computed from the index rather than accumulated, so rounding never drifts.
+            Arrival::Constant => self.index as f64 * self.interval_ns,
+            Arrival::Poisson => {
+                let t = self.next_ns;
+                let gap = self.exp.map_or(self.interval_ns, |e| e.sample(&mut self.rng));
+                self.next_ns += gap;
+                t
+            }
+        };
+        self.index += 1;
+        t as u64
+    }
+}
+
+/// Exact number of constant-rate requests that start within `duration_ns`.
+pub fn constant_count(rps: f64, duration_ns: u64) -> u64 {
+    let interval = 1e9 / rps;
+    (duration_ns as f64 / interval).ceil() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_seed_same_keys() {
+        let mut a = KeySampler::new(1000, 1.0, 7, 0.0).unwrap();
+        let mut b = KeySampler::new(1000, 1.0, 7, 0.0).unwrap();
+        let mut c = KeySampler::new(1000, 1.0, 8, 0.0).unwrap();
+        let va: Vec<u64> = (0..1000).map(|_| a.next_id()).collect();
+        let vb: Vec<u64> = (0..1000).map(|_| b.next_id()).collect();
+        let vc: Vec<u64> = (0..1000).map(|_| c.next_id()).collect();
+        assert_eq!(va, vb);
+        assert_ne!(va, vc);
+        assert!(va.iter().all(|&k| (1..=1000).contains(&k)));
+    }
+
+    /// Least-squares slope of log(frequency) against log(rank) over the well-sampled head.
+    fn fitted_slope(keys: u64, s: f64) -> f64 {
+        let mut sampler = KeySampler::new(keys, s, 42, 0.0).unwrap();
+        let mut counts = vec![0u64; keys as usize + 1];
+        for _ in 0..2_000_000 {
+            counts[sampler.next_id() as usize] += 1;
+        }
+        let pts: Vec<(f64, f64)> = (1..=100)
+            .map(|r| ((r as f64).ln(), (counts[r] as f64).ln()))
+            .collect();
+        let n = pts.len() as f64;
+        let (sx, sy) = pts.iter().fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
+        let (mx, my) = (sx / n, sy / n);
+        let cov: f64 = pts.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
+        let var: f64 = pts.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
+        cov / var
+    }
+
+    #[test]
+    fn rank_frequency_follows_the_exponent() {
+        for s in [0.8, 1.0, 1.3] {
+            let slope = fitted_slope(10_000, s);
+            assert!((slope + s).abs() < 0.05, "exponent {s}: fitted slope {slope}");
+        }
+    }
+
+    #[test]
+    fn missing_ids_lie_outside_the_table() {
+        let mut k = KeySampler::new(100, 1.0, 1, 0.5).unwrap();
+        let missing = (0..10_000).filter(|_| k.next_id() > 100).count();
+        assert!((4_500..5_500).contains(&missing), "{missing}");
+    }
+
+    #[test]
+    fn constant_schedule_is_exact() {
+        let mut s = Schedule::new(1000.0, Arrival::Constant, 1);
+        let offs: Vec<u64> = (0..3).map(|_| s.next_offset()).collect();
+        assert_eq!(offs, vec![0, 1_000_000, 2_000_000]);
+        assert_eq!(constant_count(1000.0, 1_000_000_000), 1000);
+        assert_eq!(constant_count(3.0, 1_000_000_000), 3);
+        let mut s = Schedule::new(3.0, Arrival::Constant, 1);
+        let n = std::iter::from_fn(|| Some(s.next_offset())).take_while(|&t| t < 1_000_000_000).count();
+        assert_eq!(n as u64, constant_count(3.0, 1_000_000_000));
+    }
+
+    #[test]
+    fn poisson_schedule_has_the_mean_rate() {
+        let mut s = Schedule::new(10_000.0, Arrival::Poisson, 3);
+        let n = std::iter::from_fn(|| Some(s.next_offset())).take_while(|&t| t < 10_000_000_000).count();
+        assert!((98_000..102_000).contains(&n), "{n}");
+    }
+}
