@@ -31,14 +31,15 @@ fn shutdown_on_signals() -> CancellationToken {
     let token = CancellationToken::new();
     let t = token.clone();
     tokio::spawn(async move {
-        let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(s) => s,
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-                t.cancel();
-                return;
-            }
-        };
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    t.cancel();
+                    return;
+                }
+            };
         tokio::select! {
             _ = tokio::signal::ctrl_c() => {}
             _ = term.recv() => {}
@@ -49,7 +50,7 @@ fn shutdown_on_signals() -> CancellationToken {
 }
 
 /// Status lines for a person watching; silent with --quiet.
-struct Say(bool);
+pub struct Say(pub bool);
 impl Say {
     fn line(&self, s: &str) {
         if !self.0 {
@@ -88,7 +89,13 @@ pub struct Env {
 
 impl Env {
     pub async fn start(sc: &Scenario, say: &Say) -> Result<Env> {
-        let mut env = Env { redis_url: String::new(), pg_url: String::new(), redis: None, pg: None, redis_startup: None };
+        let mut env = Env {
+            redis_url: String::new(),
+            pg_url: String::new(),
+            redis: None,
+            pg: None,
+            redis_startup: None,
+        };
         match &sc.redis_url {
             Some(u) => env.redis_url = u.clone(),
             None => {
@@ -112,7 +119,11 @@ impl Env {
                     env.redis_startup.map_or(0, |d| d.as_millis()),
                     p.url(),
                     took.as_millis(),
-                    if reused { "from template" } else { "first run: template created" }
+                    if reused {
+                        "from template"
+                    } else {
+                        "first run: template created"
+                    }
                 ));
                 env.pg_url = p.url();
                 env.pg = Some(p);
@@ -140,13 +151,21 @@ fn progress_bar(sc: &Scenario, quiet: bool) -> ProgressBar {
         return ProgressBar::hidden();
     }
     let pb = ProgressBar::new(sc.duration.0.as_millis() as u64);
-    if let Ok(style) = ProgressStyle::with_template("{spinner} [{bar:30}] {elapsed:>3}/{duration} {msg}") {
+    if let Ok(style) =
+        ProgressStyle::with_template("{spinner} [{bar:30}] {elapsed:>3}/{duration} {msg}")
+    {
         pb.set_style(style.progress_chars("=> "));
     }
     pb
 }
 
-async fn run_on(sc: &Scenario, env: &mut Env, shutdown: CancellationToken, out: &OutputFlags, say: &Say) -> Result<RunResult> {
+async fn run_on(
+    sc: &Scenario,
+    env: &mut Env,
+    shutdown: CancellationToken,
+    out: &OutputFlags,
+    say: &Say,
+) -> Result<RunResult> {
     let run_id = format!("{:08x}", rand::random::<u32>());
     let prefix: Arc<str> = Arc::from(format!("stampede:{run_id}:"));
     let seed_start = Instant::now();
@@ -158,7 +177,10 @@ async fn run_on(sc: &Scenario, env: &mut Env, shutdown: CancellationToken, out: 
     if sc.redis_url.is_some()
         && let Err(e) = admin.remove_namespace().await
     {
-        eprintln!("warning: could not remove this run's keys from {}: {e:#}", redact_url(&env.redis_url));
+        eprintln!(
+            "warning: could not remove this run's keys from {}: {e:#}",
+            redact_url(&env.redis_url)
+        );
     }
     if let Err(e) = db.teardown().await {
         eprintln!("warning: {e:#}");
@@ -178,7 +200,10 @@ async fn measure(
     say: &Say,
     seed_ms: u64,
 ) -> Result<RunResult> {
-    let redis_version = admin.version().await.map_err(|e| EnvError(format!("reading Redis INFO: {e:#}")))?;
+    let redis_version = admin
+        .version()
+        .await
+        .map_err(|e| EnvError(format!("reading Redis INFO: {e:#}")))?;
     let driver = Driver::build(sc, &env.redis_url, prefix, db).await?;
     if sc.warm > 0 {
         say.line(&format!("warming the {} most popular keys", sc.warm));
@@ -249,7 +274,11 @@ fn shape(
             fallback: o(Outcome::Fallback),
             error: errors,
         },
-        hit_rate: if completed == 0 { 0.0 } else { (o(Outcome::Hit) + o(Outcome::Stale)) as f64 / completed as f64 },
+        hit_rate: if completed == 0 {
+            0.0
+        } else {
+            (o(Outcome::Hit) + o(Outcome::Stale)) as f64 / completed as f64
+        },
         db: report::DbFigures {
             calls: raw.calls_measured + raw.warm_loads,
             calls_server,
@@ -269,10 +298,13 @@ fn shape(
         },
         redis: report::RedisFigures {
             keyspace_hits: redis.map(|(b, a)| a.keyspace_hits.saturating_sub(b.keyspace_hits)),
-            keyspace_misses: redis.map(|(b, a)| a.keyspace_misses.saturating_sub(b.keyspace_misses)),
+            keyspace_misses: redis
+                .map(|(b, a)| a.keyspace_misses.saturating_sub(b.keyspace_misses)),
             note: match (redis, sc.redis_url.is_some()) {
                 (None, _) => Some("INFO could not be read".to_string()),
-                (Some(_), true) => Some("INFO counts the whole server: other clients' reads are included".to_string()),
+                (Some(_), true) => Some(
+                    "INFO counts the whole server: other clients' reads are included".to_string(),
+                ),
                 (Some(_), false) if sc.warmup.0 > Duration::ZERO => {
                     Some("INFO has no windows: the warm-up's reads are included".to_string())
                 }

@@ -32,7 +32,10 @@ struct KeyBuf {
 
 impl KeyBuf {
     fn new(prefix: &str, middle: &str, id: u64) -> KeyBuf {
-        let mut k = KeyBuf { buf: [0; 96], len: 0 };
+        let mut k = KeyBuf {
+            buf: [0; 96],
+            len: 0,
+        };
         let mut w = &mut k.buf[..];
         // The prefix is bounded when the namespace is made; a write that does not fit is a bug.
         let _ = write!(w, "{prefix}{middle}{id}");
@@ -77,7 +80,11 @@ pub async fn connect(url: &str, timeout: Duration) -> Result<ConnectionManager> 
             redact_url(url)
         ))
         .into()),
-        Err(_) => Err(EnvError(format!("cannot connect to Redis at {}: no answer within 5 s", redact_url(url))).into()),
+        Err(_) => Err(EnvError(format!(
+            "cannot connect to Redis at {}: no answer within 5 s",
+            redact_url(url)
+        ))
+        .into()),
     }
 }
 
@@ -130,15 +137,28 @@ impl Cache {
 
     pub async fn set(&self, id: u64, value: &[u8], px_ms: u64) -> Result<(), CacheError> {
         let k = KeyBuf::new(&self.prefix, "", id);
-        self.run(redis::cmd("SET").arg(k.as_bytes()).arg(value).arg("PX").arg(px_ms))
-            .await
+        self.run(
+            redis::cmd("SET")
+                .arg(k.as_bytes())
+                .arg(value)
+                .arg("PX")
+                .arg(px_ms),
+        )
+        .await
     }
 
     /// `SET lock:id token NX PX ttl`: true when this caller now holds the lock.
     pub async fn try_lock(&self, id: u64, token: u64, ttl_ms: u64) -> Result<bool, CacheError> {
         let k = KeyBuf::new(&self.prefix, "lock:", id);
         let r: Option<String> = self
-            .run(redis::cmd("SET").arg(k.as_bytes()).arg(token).arg("NX").arg("PX").arg(ttl_ms))
+            .run(
+                redis::cmd("SET")
+                    .arg(k.as_bytes())
+                    .arg(token)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ttl_ms),
+            )
             .await?;
         Ok(r.is_some())
     }
@@ -180,7 +200,10 @@ pub struct Admin {
 
 impl Admin {
     pub async fn open(url: &str, prefix: Arc<str>) -> Result<Admin> {
-        Ok(Admin { conn: connect(url, Duration::from_secs(2)).await?, prefix })
+        Ok(Admin {
+            conn: connect(url, Duration::from_secs(2)).await?,
+            prefix,
+        })
     }
 
     async fn info(&self, section: &str) -> Result<String> {
@@ -195,13 +218,22 @@ impl Admin {
 
     pub async fn version(&self) -> Result<String> {
         let info = self.info("server").await?;
-        Ok(info_field(&info, "redis_version").unwrap_or("unknown").to_string())
+        Ok(info_field(&info, "redis_version")
+            .unwrap_or("unknown")
+            .to_string())
     }
 
     pub async fn stats(&self) -> Result<RedisStats> {
         let info = self.info("stats").await?;
-        let num = |k| info_field(&info, k).and_then(|v| v.parse().ok()).unwrap_or(0);
-        Ok(RedisStats { keyspace_hits: num("keyspace_hits"), keyspace_misses: num("keyspace_misses") })
+        let num = |k| {
+            info_field(&info, k)
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0)
+        };
+        Ok(RedisStats {
+            keyspace_hits: num("keyspace_hits"),
+            keyspace_misses: num("keyspace_misses"),
+        })
     }
 
     /// Write an entry directly (cache warming), outside the request path.
@@ -236,7 +268,11 @@ impl Admin {
                 .context("scanning the run's keys")?;
             if !keys.is_empty() {
                 removed += keys.len() as u64;
-                redis::cmd("UNLINK").arg(&keys).query_async::<()>(&mut c).await.context("removing the run's keys")?;
+                redis::cmd("UNLINK")
+                    .arg(&keys)
+                    .query_async::<()>(&mut c)
+                    .await
+                    .context("removing the run's keys")?;
             }
             if next == 0 {
                 return Ok(removed);
@@ -247,7 +283,9 @@ impl Admin {
 }
 
 fn info_field<'a>(info: &'a str, key: &str) -> Option<&'a str> {
-    info.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(':')).map(str::trim)
+    info.lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+        .map(str::trim)
 }
 
 #[cfg(test)]

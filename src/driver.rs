@@ -56,7 +56,12 @@ struct Job {
 
 impl Driver {
     /// Connect every app instance to Redis and Postgres.
-    pub async fn build(sc: &Scenario, redis_url: &str, prefix: Arc<str>, db: &Db) -> Result<Driver> {
+    pub async fn build(
+        sc: &Scenario,
+        redis_url: &str,
+        prefix: Arc<str>,
+        db: &Db,
+    ) -> Result<Driver> {
         let counters = Arc::new(Counters::default());
         let ms = |d: Duration| d.as_millis() as u64;
         let shared = Arc::new(Shared {
@@ -81,11 +86,25 @@ impl Driver {
         });
         let mut instances = Vec::with_capacity(sc.instances as usize);
         for i in 0..sc.instances {
-            let cache = Cache::open(redis_url, sc.redis_conns, sc.redis_timeout.0, prefix.clone(), counters.clone()).await?;
-            let origin = db.origin(sc.db_pool, sc.db_cost.0, sc.db_timeout.map(|d| d.0)).await?;
+            let cache = Cache::open(
+                redis_url,
+                sc.redis_conns,
+                sc.redis_timeout.0,
+                prefix.clone(),
+                counters.clone(),
+            )
+            .await?;
+            let origin = db
+                .origin(sc.db_pool, sc.db_cost.0, sc.db_timeout.map(|d| d.0))
+                .await?;
             instances.push(Arc::new(Instance::new(i, cache, origin, shared.clone())));
         }
-        Ok(Driver { sc: sc.clone(), instances, shared, recorder: Arc::new(Recorder::default()) })
+        Ok(Driver {
+            sc: sc.clone(),
+            instances,
+            shared,
+            recorder: Arc::new(Recorder::default()),
+        })
     }
 
     /// Load the `warm` most popular keys into the cache, `db_pool` at a time, before traffic.
@@ -143,7 +162,8 @@ impl Driver {
                 shared.loads.reset_peaks();
                 shared.loads.interval_calls.store(0, Relaxed);
                 recorder.take_interval(&mut Recorder::new_interval());
-                let mut timeline = Vec::with_capacity((sc_len(end - measure_start, interval)) as usize);
+                let mut timeline =
+                    Vec::with_capacity((sc_len(end - measure_start, interval)) as usize);
                 let mut iv = Recorder::new_interval();
                 let mut tick = measure_start;
                 loop {
@@ -171,7 +191,11 @@ impl Driver {
                     progress.set_message(format!(
                         "{:>7.0} req/s  hit {:>5.1}%  db {:>6.0}/s  p99 {:>7.2} ms",
                         b.requests as f64 / secs,
-                        if b.requests == 0 { 0.0 } else { (b.hits + b.stale) as f64 * 100.0 / b.requests as f64 },
+                        if b.requests == 0 {
+                            0.0
+                        } else {
+                            (b.hits + b.stale) as f64 * 100.0 / b.requests as f64
+                        },
                         b.db_calls as f64 / secs,
                         b.p99_ms
                     ));
@@ -184,15 +208,24 @@ impl Driver {
         };
 
         let (scheduled, shed, warmup_requests, dispatched, finished, max_lag) = match sc.load {
-            LoadShape::Open { rps, arrival } => self.open_loop(rps, arrival, start, measure_start, end, &shutdown).await?,
-            LoadShape::Closed { clients } => self.closed_loop(clients, start, measure_start, end, &shutdown).await?,
+            LoadShape::Open { rps, arrival } => {
+                self.open_loop(rps, arrival, start, measure_start, end, &shutdown)
+                    .await?
+            }
+            LoadShape::Closed { clients } => {
+                self.closed_loop(clients, start, measure_start, end, &shutdown)
+                    .await?
+            }
         };
         instance::drain_refreshes(&self.shared, Duration::from_secs(5)).await;
         let interrupted = shutdown.is_cancelled();
         let (timeline, (counters_at_measure, calls_at_measure)) = match ticker.await {
             Ok(v) => v,
             // The window never opened (interrupted during warm-up): nothing was measured.
-            Err(_) => (Vec::new(), (self.shared.counters.snapshot(), loads.calls.load(Relaxed))),
+            Err(_) => (
+                Vec::new(),
+                (self.shared.counters.snapshot(), loads.calls.load(Relaxed)),
+            ),
         };
         let totals = self.recorder.totals();
         let abandoned = dispatched.saturating_sub(finished);
@@ -239,7 +272,8 @@ impl Driver {
             let (tx, rx) = async_channel::bounded::<Job>(sc.max_inflight as usize);
             lanes.push((tx, rx, Arc::new(AtomicU64::new(0)), 0u64, inst.clone()));
         }
-        let mut keys = KeySampler::new(sc.keys, sc.zipf, sc.seed, sc.missing_ratio.0).map_err(crate::error::UsageError)?;
+        let mut keys = KeySampler::new(sc.keys, sc.zipf, sc.seed, sc.missing_ratio.0)
+            .map_err(crate::error::UsageError)?;
         let mut schedule = Schedule::new(rps, arrival, sc.seed);
         let warmup_ns = (measure_start - start).as_nanos() as u64;
         let total_ns = (end - start).as_nanos() as u64;
@@ -309,15 +343,30 @@ impl Driver {
                 dispatched += 1;
             }
             // Capacity equals the in-flight cap, which was checked above: this cannot be full.
-            let _ = lane.0.try_send(Job { scheduled: at, id, measured });
+            let _ = lane.0.try_send(Job {
+                scheduled: at,
+                id,
+                measured,
+            });
         }
         for lane in &lanes {
             lane.0.close();
         }
         drop(lanes);
-        let limit = if shutdown.is_cancelled() { Duration::from_secs(5) } else { Duration::from_secs(30) };
+        let limit = if shutdown.is_cancelled() {
+            Duration::from_secs(5)
+        } else {
+            Duration::from_secs(30)
+        };
         drain(&mut workers, limit, shutdown).await;
-        Ok((scheduled, shed, warmup, dispatched, finished.load(Relaxed), max_lag))
+        Ok((
+            scheduled,
+            shed,
+            warmup,
+            dispatched,
+            finished.load(Relaxed),
+            max_lag,
+        ))
     }
 
     /// Each client sends its next request when the last one returns; clients are spread over
@@ -337,10 +386,20 @@ impl Driver {
         let mut workers = JoinSet::new();
         for c in 0..clients {
             let inst = self.instances[(c as usize) % self.instances.len()].clone();
-            let mut keys = KeySampler::new(sc.keys, sc.zipf, sc.seed.wrapping_add(u64::from(c)), sc.missing_ratio.0)
-                .map_err(crate::error::UsageError)?;
-            let (recorder, started, finished, warmup, stop) =
-                (self.recorder.clone(), started.clone(), finished.clone(), warmup.clone(), shutdown.clone());
+            let mut keys = KeySampler::new(
+                sc.keys,
+                sc.zipf,
+                sc.seed.wrapping_add(u64::from(c)),
+                sc.missing_ratio.0,
+            )
+            .map_err(crate::error::UsageError)?;
+            let (recorder, started, finished, warmup, stop) = (
+                self.recorder.clone(),
+                started.clone(),
+                finished.clone(),
+                warmup.clone(),
+                shutdown.clone(),
+            );
             workers.spawn(async move {
                 tokio::time::sleep_until(start.into()).await;
                 loop {
@@ -367,7 +426,14 @@ impl Driver {
         let limit = end.saturating_duration_since(Instant::now()) + Duration::from_secs(30);
         drain(&mut workers, limit, shutdown).await;
         let s = started.load(Relaxed);
-        Ok((s, 0, warmup.load(Relaxed), s, finished.load(Relaxed), Duration::ZERO))
+        Ok((
+            s,
+            0,
+            warmup.load(Relaxed),
+            s,
+            finished.load(Relaxed),
+            Duration::ZERO,
+        ))
     }
 }
 

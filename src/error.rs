@@ -28,7 +28,10 @@ pub struct EnvError(pub String);
 pub fn exit_code(e: &anyhow::Error) -> u8 {
     if e.chain().any(|c| c.is::<UsageError>()) {
         EXIT_USAGE
-    } else if e.chain().any(|c| c.is::<EnvError>() || c.is::<ServerError>()) {
+    } else if e
+        .chain()
+        .any(|c| c.is::<EnvError>() || c.is::<ServerError>())
+    {
         EXIT_ENV
     } else {
         EXIT_ENV

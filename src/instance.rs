@@ -40,11 +40,15 @@ pub struct Instance {
 }
 
 pub fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
 }
 
 fn now_ms_f64() -> f64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
 }
 
 /// What a cache read found.
@@ -139,7 +143,9 @@ impl Instance {
             }
         }
         bump(&sh.counters.early_recomputes);
-        sh.counters.early_lead_us.fetch_add((lead_ms * 1000.0) as u64, Relaxed);
+        sh.counters
+            .early_lead_us
+            .fetch_add((lead_ms * 1000.0) as u64, Relaxed);
         let r = self.load_and_store(id, LoadKind::Traffic).await;
         if let Some(t) = token {
             self.unlock(id, t).await;
@@ -158,7 +164,10 @@ impl Instance {
             return if c.mutex() {
                 self.fill_locked(id, stale).await
             } else {
-                outcome_of(self.load_and_store(id, LoadKind::Traffic).await, Outcome::Miss)
+                outcome_of(
+                    self.load_and_store(id, LoadKind::Traffic).await,
+                    Outcome::Miss,
+                )
             };
         }
         match self.flights.join(id) {
@@ -166,9 +175,16 @@ impl Instance {
                 let outcome = if c.mutex() {
                     self.fill_locked(id, stale).await
                 } else {
-                    outcome_of(self.load_and_store(id, LoadKind::Traffic).await, Outcome::Miss)
+                    outcome_of(
+                        self.load_and_store(id, LoadKind::Traffic).await,
+                        Outcome::Miss,
+                    )
                 };
-                let shared = if outcome == Outcome::Error { Err(LoadFailure::Db) } else { Ok(()) };
+                let shared = if outcome == Outcome::Error {
+                    Err(LoadFailure::Db)
+                } else {
+                    Ok(())
+                };
                 l.finish(shared);
                 outcome
             }
@@ -186,7 +202,10 @@ impl Instance {
             Err(_) => {
                 // Redis is down: no lock can be had. Documented policy: fail open and load.
                 bump(&sh.counters.lock_unavailable);
-                return outcome_of(self.load_and_store(id, LoadKind::Traffic).await, Outcome::Miss);
+                return outcome_of(
+                    self.load_and_store(id, LoadKind::Traffic).await,
+                    Outcome::Miss,
+                );
             }
         }
         let deadline = Instant::now() + sh.lock.wait;
@@ -197,10 +216,16 @@ impl Instance {
                 return match sh.lock.on_timeout {
                     LockTimeoutPolicy::Error => Outcome::Error,
                     LockTimeoutPolicy::Stale if stale.is_some() => Outcome::Stale,
-                    _ => outcome_of(self.load_and_store(id, LoadKind::Traffic).await, Outcome::Fallback),
+                    _ => outcome_of(
+                        self.load_and_store(id, LoadKind::Traffic).await,
+                        Outcome::Fallback,
+                    ),
                 };
             }
-            let pause = sh.lock.poll_pause(rand::rng().random::<f64>()).min(deadline - now);
+            let pause = sh
+                .lock
+                .poll_pause(rand::rng().random::<f64>())
+                .min(deadline - now);
             tokio::time::sleep(pause).await;
             if let Found::Entry(m) = self.read(id).await
                 && m.soft_expiry_ms as f64 > now_ms_f64()
@@ -250,7 +275,11 @@ impl Instance {
             struct Done<'a>(&'a Instance, u64);
             impl Drop for Done<'_> {
                 fn drop(&mut self) {
-                    self.0.refreshing.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.1);
+                    self.0
+                        .refreshing
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .remove(&self.1);
                     self.0.shared.refreshes_in_flight.fetch_sub(1, Relaxed);
                 }
             }
@@ -291,7 +320,9 @@ impl Instance {
         let now = now_ms();
         let written = match loaded {
             Ok(Some(row)) => {
-                let (meta, px) = sh.freshness.stamp(now, delta_us, row.version(), rand::rng().random::<f64>());
+                let (meta, px) =
+                    sh.freshness
+                        .stamp(now, delta_us, row.version(), rand::rng().random::<f64>());
                 self.cache.set(id, &meta.encode(row.payload()), px).await
             }
             Ok(None) => match sh.freshness.stamp_negative(now, delta_us) {
@@ -299,7 +330,11 @@ impl Instance {
                 None => Ok(()),
             },
             Err(f) => {
-                bump(if f == LoadFailure::Timeout { &sh.counters.db_timeouts } else { &sh.counters.db_errors });
+                bump(if f == LoadFailure::Timeout {
+                    &sh.counters.db_timeouts
+                } else {
+                    &sh.counters.db_errors
+                });
                 return Err(f);
             }
         };

@@ -1,24 +1,10 @@
 //! stampede: reproduce cache stampedes on a real Redis in front of a real Postgres and measure
 //! how well each protection strategy holds.
 
-mod app;
-mod instance;
-mod cache;
-mod cli;
-mod driver;
-mod error;
-mod metrics;
-mod origin;
-mod report;
-mod scenario;
-mod servers;
-mod strategy;
-mod values;
-mod workload;
-
 use std::process::ExitCode;
 
 use clap::Parser;
+use stampede::{app, cli, error};
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();

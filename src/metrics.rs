@@ -29,8 +29,14 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 6] =
-        [Outcome::Hit, Outcome::Miss, Outcome::Stale, Outcome::Waited, Outcome::Fallback, Outcome::Error];
+    pub const ALL: [Outcome; 6] = [
+        Outcome::Hit,
+        Outcome::Miss,
+        Outcome::Stale,
+        Outcome::Waited,
+        Outcome::Fallback,
+        Outcome::Error,
+    ];
     pub fn name(self) -> &'static str {
         match self {
             Outcome::Hit => "hit",
@@ -63,7 +69,13 @@ pub struct Interval {
 
 impl Interval {
     fn new() -> Self {
-        Interval { requests: 0, hits: 0, stale: 0, errors: 0, latency: histogram(2) }
+        Interval {
+            requests: 0,
+            hits: 0,
+            stale: 0,
+            errors: 0,
+            latency: histogram(2),
+        }
     }
     fn absorb(&mut self, o: &Interval) {
         self.requests += o.requests;
@@ -146,7 +158,12 @@ impl Default for Recorder {
     fn default() -> Self {
         Recorder {
             shards: (0..SHARDS)
-                .map(|_| Mutex::new(Shard { totals: Totals::new(), interval: Interval::new() }))
+                .map(|_| {
+                    Mutex::new(Shard {
+                        totals: Totals::new(),
+                        interval: Interval::new(),
+                    })
+                })
                 .collect(),
         }
     }
@@ -155,12 +172,16 @@ impl Default for Recorder {
 impl Recorder {
     /// Record one measured request.
     pub fn record(&self, outcome: Outcome, latency_us: u64, service_us: u64) {
-        let mut s = self.shards[shard_index()].lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = self.shards[shard_index()]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         let i = outcome as usize;
         let lat = latency_us.clamp(1, MAX_US);
         s.totals.outcomes[i] += 1;
         s.totals.latency.saturating_record(lat);
-        s.totals.service.saturating_record(service_us.clamp(1, MAX_US));
+        s.totals
+            .service
+            .saturating_record(service_us.clamp(1, MAX_US));
         s.totals.by_outcome[i].saturating_record(lat);
         s.interval.requests += 1;
         match outcome {
@@ -233,9 +254,21 @@ macro_rules! counters_snapshot {
     };
 }
 counters_snapshot!(
-    redis_errors, redis_timeouts, db_errors, db_timeouts, background_refreshes, refreshes_skipped,
-    early_recomputes, early_lead_us, lock_acquired, lock_contended, lock_timeouts, lock_lost,
-    lock_unavailable, negative_hits, cold_misses,
+    redis_errors,
+    redis_timeouts,
+    db_errors,
+    db_timeouts,
+    background_refreshes,
+    refreshes_skipped,
+    early_recomputes,
+    early_lead_us,
+    lock_acquired,
+    lock_contended,
+    lock_timeouts,
+    lock_lost,
+    lock_unavailable,
+    negative_hits,
+    cold_misses,
 );
 
 pub fn bump(c: &AtomicU64) {
@@ -276,7 +309,9 @@ impl Default for LoadTracker {
             peak_concurrent: AtomicU64::new(0),
             peak_herd: AtomicU64::new(0),
             redundant: AtomicU64::new(0),
-            herds: (0..HERD_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            herds: (0..HERD_SHARDS)
+                .map(|_| Mutex::new(HashMap::new()))
+                .collect(),
         }
     }
 }
@@ -298,7 +333,9 @@ impl LoadTracker {
         let now = self.in_flight.fetch_add(1, Relaxed) + 1;
         self.peak_concurrent.fetch_max(now, Relaxed);
         let herd = {
-            let mut m = self.herds[(key as usize) % HERD_SHARDS].lock().unwrap_or_else(|p| p.into_inner());
+            let mut m = self.herds[(key as usize) % HERD_SHARDS]
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             let n = m.entry(key).or_insert(0);
             *n += 1;
             *n
@@ -312,11 +349,19 @@ impl LoadTracker {
 
     /// Forget the peaks seen so far (at the end of the warm-up), keeping what is in flight.
     pub fn reset_peaks(&self) {
-        self.peak_concurrent.store(self.in_flight.load(Relaxed), Relaxed);
+        self.peak_concurrent
+            .store(self.in_flight.load(Relaxed), Relaxed);
         let herd = self
             .herds
             .iter()
-            .map(|m| m.lock().unwrap_or_else(|p| p.into_inner()).values().copied().max().unwrap_or(0))
+            .map(|m| {
+                m.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .values()
+                    .copied()
+                    .max()
+                    .unwrap_or(0)
+            })
             .max()
             .unwrap_or(0);
         self.peak_herd.store(u64::from(herd), Relaxed);
@@ -326,7 +371,9 @@ impl LoadTracker {
 impl Drop for LoadGuard<'_> {
     fn drop(&mut self) {
         self.tracker.in_flight.fetch_sub(1, Relaxed);
-        let mut m = self.tracker.herds[(self.key as usize) % HERD_SHARDS].lock().unwrap_or_else(|p| p.into_inner());
+        let mut m = self.tracker.herds[(self.key as usize) % HERD_SHARDS]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         if let Some(n) = m.get_mut(&self.key) {
             *n -= 1;
             if *n == 0 {
@@ -338,7 +385,11 @@ impl Drop for LoadGuard<'_> {
 
 /// Percentile of a µs histogram in ms.
 pub fn pct_ms(h: &Histogram<u64>, q: f64) -> f64 {
-    if h.is_empty() { 0.0 } else { h.value_at_quantile(q) as f64 / 1000.0 }
+    if h.is_empty() {
+        0.0
+    } else {
+        h.value_at_quantile(q) as f64 / 1000.0
+    }
 }
 
 #[cfg(test)]
@@ -357,7 +408,11 @@ mod tests {
         drop((a, b, c));
         assert_eq!(t.in_flight.load(Relaxed), 0);
         let _d = t.begin(1, LoadKind::Traffic);
-        assert_eq!(t.redundant.load(Relaxed), 1, "a load after the others ended is not redundant");
+        assert_eq!(
+            t.redundant.load(Relaxed),
+            1,
+            "a load after the others ended is not redundant"
+        );
         assert_eq!(t.calls.load(Relaxed), 4);
         assert_eq!(t.warm_loads.load(Relaxed), 1);
         t.reset_peaks();

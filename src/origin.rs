@@ -54,7 +54,11 @@ async fn connect_admin(url: &str) -> Result<(tokio_postgres::Client, tokio_postg
             .into());
         }
         Err(_) => {
-            return Err(EnvError(format!("cannot connect to Postgres at {}: no answer within 6 s", redact_url(url))).into());
+            return Err(EnvError(format!(
+                "cannot connect to Postgres at {}: no answer within 6 s",
+                redact_url(url)
+            ))
+            .into());
         }
     };
     tokio::spawn(async move {
@@ -78,10 +82,9 @@ impl Db {
             "CREATE SCHEMA {schema};
              CREATE UNLOGGED TABLE {schema}.items (id bigint NOT NULL, version bigint NOT NULL, payload text NOT NULL);"
         );
-        admin
-            .batch_execute(&setup)
-            .await
-            .with_context(|| format!("creating schema {schema} (the user needs CREATE on the database)"))?;
+        admin.batch_execute(&setup).await.with_context(|| {
+            format!("creating schema {schema} (the user needs CREATE on the database)")
+        })?;
         // Generated inside the server: no rows cross the network, far faster than COPY for
         // synthetic payloads. Each payload differs (md5 of the id) so nothing compresses away.
         let seed = format!(
@@ -94,26 +97,50 @@ impl Db {
             .await
             .with_context(|| format!("seeding {keys} items into {schema}.items"))?;
         admin
-            .batch_execute(&format!("ALTER TABLE {schema}.items ADD PRIMARY KEY (id); ANALYZE {schema}.items;"))
+            .batch_execute(&format!(
+                "ALTER TABLE {schema}.items ADD PRIMARY KEY (id); ANALYZE {schema}.items;"
+            ))
             .await
             .context("indexing the seeded items")?;
-        let stat_statements_missing = match admin.query_one("SELECT count(*) FROM pg_stat_statements", &[]).await {
+        let stat_statements_missing = match admin
+            .query_one("SELECT count(*) FROM pg_stat_statements", &[])
+            .await
+        {
             Ok(_) => None,
             Err(e) => Some(format!(
                 "pg_stat_statements is not available on this server ({}); enable it with shared_preload_libraries = 'pg_stat_statements' and CREATE EXTENSION pg_stat_statements",
-                e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_string())
+                e.as_db_error()
+                    .map_or_else(|| e.to_string(), |d| d.message().to_string())
             )),
         };
-        Ok(Db { admin, config, url: url.to_string(), schema, version, stat_statements_missing })
+        Ok(Db {
+            admin,
+            config,
+            url: url.to_string(),
+            schema,
+            version,
+            stat_statements_missing,
+        })
     }
 
     /// A pool of `size` connections for one app instance, already connected.
-    pub async fn origin(&self, size: u32, cost: Duration, timeout: Option<Duration>) -> Result<Origin> {
+    pub async fn origin(
+        &self,
+        size: u32,
+        cost: Duration,
+        timeout: Option<Duration>,
+    ) -> Result<Origin> {
         let mut cfg = self.config.clone();
         if let Some(t) = timeout {
             cfg.options(format!("-c statement_timeout={}", t.as_millis().max(1)));
         }
-        let mgr = Manager::from_config(cfg, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let mgr = Manager::from_config(
+            cfg,
+            NoTls,
+            ManagerConfig {
+                recycling_method: RecyclingMethod::Fast,
+            },
+        );
         let pool = Pool::builder(mgr)
             .max_size(size as usize)
             .wait_timeout(timeout)
@@ -130,7 +157,10 @@ impl Db {
         let mut held = Vec::with_capacity(size as usize);
         for _ in 0..size {
             let c = pool.get().await.map_err(|e| {
-                EnvError(format!("opening a database connection to {}: {e} (max_connections too low?)", redact_url(&self.url)))
+                EnvError(format!(
+                    "opening a database connection to {}: {e} (max_connections too low?)",
+                    redact_url(&self.url)
+                ))
             })?;
             c.prepare_typed_cached(&sql, &[Type::INT8, Type::FLOAT8])
                 .await
@@ -138,7 +168,11 @@ impl Db {
             held.push(c);
         }
         drop(held);
-        Ok(Origin { pool, sql, cost_s: cost.as_secs_f64() })
+        Ok(Origin {
+            pool,
+            sql,
+            cost_s: cost.as_secs_f64(),
+        })
     }
 
     /// Executions of the loader statement counted by the server (pg_stat_statements), or None
@@ -198,13 +232,16 @@ impl Origin {
             .prepare_typed_cached(&self.sql, &[Type::INT8, Type::FLOAT8])
             .await
             .map_err(|_| LoadFailure::Db)?;
-        let row = client.query_one(&stmt, &[&(id as i64), &self.cost_s]).await.map_err(|e| {
-            if e.code() == Some(&tokio_postgres::error::SqlState::QUERY_CANCELED) {
-                LoadFailure::Timeout
-            } else {
-                LoadFailure::Db
-            }
-        })?;
+        let row = client
+            .query_one(&stmt, &[&(id as i64), &self.cost_s])
+            .await
+            .map_err(|e| {
+                if e.code() == Some(&tokio_postgres::error::SqlState::QUERY_CANCELED) {
+                    LoadFailure::Timeout
+                } else {
+                    LoadFailure::Db
+                }
+            })?;
         if row.get::<_, Option<&str>>(0).is_none() {
             return Ok(None);
         }

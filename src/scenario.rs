@@ -105,8 +105,9 @@ impl Src<'_> {
 /// Read and parse a scenario file; a missing file, a TOML syntax error (with its line) and an
 /// unknown key are usage errors naming the file.
 pub fn read_file(path: &Path) -> Result<RunFlags, UsageError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| UsageError::new(format!("cannot read scenario file {}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        UsageError::new(format!("cannot read scenario file {}: {e}", path.display()))
+    })?;
     toml::from_str(&text).map_err(|e| {
         UsageError::new(format!(
             "scenario file {}: {}",
@@ -121,10 +122,37 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
         ($($f:ident),* $(,)?) => { RunFlags { $($f: flags.$f.or(file.$f),)* } };
     }
     let mut m = pick!(
-        strategy, rps, clients, arrival, duration, warmup, keys, zipf, seed, value_size, ttl,
-        db_cost, db_pool, db_timeout, instances, redis_conns, max_inflight, warm, redis_url,
-        pg_url, redis_timeout, interval, beta, stale, lock_ttl, lock_poll, lock_wait,
-        lock_timeout_policy, jitter, missing_ratio, negative_ttl,
+        strategy,
+        rps,
+        clients,
+        arrival,
+        duration,
+        warmup,
+        keys,
+        zipf,
+        seed,
+        value_size,
+        ttl,
+        db_cost,
+        db_pool,
+        db_timeout,
+        instances,
+        redis_conns,
+        max_inflight,
+        warm,
+        redis_url,
+        pg_url,
+        redis_timeout,
+        interval,
+        beta,
+        stale,
+        lock_ttl,
+        lock_poll,
+        lock_wait,
+        lock_timeout_policy,
+        jitter,
+        missing_ratio,
+        negative_ttl,
     );
     // A load shape given on the command line replaces the file's, whichever kind it is.
     if flags.rps.is_some() {
@@ -137,7 +165,10 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
 
 fn positive_dur(v: Option<Dur>, src: &Src, key: &str) -> Result<(), UsageError> {
     match v {
-        Some(d) if d.0.is_zero() => Err(UsageError::new(format!("{} must be longer than 0", src.name(key)))),
+        Some(d) if d.0.is_zero() => Err(UsageError::new(format!(
+            "{} must be longer than 0",
+            src.name(key)
+        ))),
         _ => Ok(()),
     }
 }
@@ -149,7 +180,10 @@ fn at_least<T: PartialOrd + Copy + std::fmt::Display>(
     key: &str,
 ) -> Result<(), UsageError> {
     match v {
-        Some(x) if x < min => Err(UsageError::new(format!("{} must be at least {min} (got {x})", src.name(key)))),
+        Some(x) if x < min => Err(UsageError::new(format!(
+            "{} must be at least {min} (got {x})",
+            src.name(key)
+        ))),
         _ => Ok(()),
     }
 }
@@ -157,12 +191,16 @@ fn at_least<T: PartialOrd + Copy + std::fmt::Display>(
 /// Checks that need only one source's values.
 fn check(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
     if let Some(s) = &f.strategy {
-        StrategySpec::parse(s).map_err(|e| UsageError::new(format!("{}: {e}", src.name("strategy"))))?;
+        StrategySpec::parse(s)
+            .map_err(|e| UsageError::new(format!("{}: {e}", src.name("strategy"))))?;
     }
     if let Some(Rate(r)) = f.rps
         && r <= 0.0
     {
-        return Err(UsageError::new(format!("{} must be more than 0 requests per second (got {r})", src.name("rps"))));
+        return Err(UsageError::new(format!(
+            "{} must be more than 0 requests per second (got {r})",
+            src.name("rps")
+        )));
     }
     if matches!(src, Src::File(_)) && f.rps.is_some() && f.clients.is_some() {
         return Err(UsageError::new(format!(
@@ -177,13 +215,19 @@ fn check(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
     if let Some(z) = f.zipf
         && !(z > 0.0 && z.is_finite())
     {
-        return Err(UsageError::new(format!("{} must be a number above 0 (got {z})", src.name("zipf"))));
+        return Err(UsageError::new(format!(
+            "{} must be a number above 0 (got {z})",
+            src.name("zipf")
+        )));
     }
     at_least(f.value_size, 1, src, "value_size")?;
     if let Some(v) = f.value_size
         && v > 16 * 1024 * 1024
     {
-        return Err(UsageError::new(format!("{} must be at most 16 MiB (got {v})", src.name("value_size"))));
+        return Err(UsageError::new(format!(
+            "{} must be at most 16 MiB (got {v})",
+            src.name("value_size")
+        )));
     }
     positive_dur(f.ttl, src, "ttl")?;
     at_least(f.db_pool, 1, src, "db_pool")?;
@@ -192,7 +236,10 @@ fn check(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
     if let Some(n) = f.instances
         && n > 256
     {
-        return Err(UsageError::new(format!("{} must be at most 256 (got {n})", src.name("instances"))));
+        return Err(UsageError::new(format!(
+            "{} must be at most 256 (got {n})",
+            src.name("instances")
+        )));
     }
     at_least(f.redis_conns, 1, src, "redis_conns")?;
     at_least(f.max_inflight, 1, src, "max_inflight")?;
@@ -200,18 +247,28 @@ fn check(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
     if let Some(d) = f.interval
         && d.0 < Duration::from_millis(10)
     {
-        return Err(UsageError::new(format!("{} must be at least 10ms (got {d})", src.name("interval"))));
+        return Err(UsageError::new(format!(
+            "{} must be at least 10ms (got {d})",
+            src.name("interval")
+        )));
     }
     if let Some(b) = f.beta
         && !(b >= 0.0 && b.is_finite())
     {
-        return Err(UsageError::new(format!("{} must be 0 or more (got {b})", src.name("beta"))));
+        return Err(UsageError::new(format!(
+            "{} must be 0 or more (got {b})",
+            src.name("beta")
+        )));
     }
     positive_dur(f.lock_ttl, src, "lock_ttl")?;
     positive_dur(f.lock_poll, src, "lock_poll")?;
     positive_dur(f.negative_ttl, src, "negative_ttl")?;
     for (key, url, schemes) in [
-        ("redis_url", &f.redis_url, &["redis://", "rediss://", "unix://"][..]),
+        (
+            "redis_url",
+            &f.redis_url,
+            &["redis://", "rediss://", "unix://"][..],
+        ),
         ("pg_url", &f.pg_url, &["postgres://", "postgresql://"][..]),
     ] {
         if let Some(u) = url
@@ -245,13 +302,21 @@ pub fn resolve(file: Option<&PathBuf>, flags: RunFlags) -> Result<Scenario, Usag
         .map_err(UsageError::new)?;
     let load = match (m.rps, m.clients) {
         (_, Some(c)) => LoadShape::Closed { clients: c },
-        (Some(Rate(r)), None) => LoadShape::Open { rps: r, arrival: m.arrival.unwrap_or(Arrival::Constant) },
-        (None, None) => LoadShape::Open { rps: 1000.0, arrival: m.arrival.unwrap_or(Arrival::Constant) },
+        (Some(Rate(r)), None) => LoadShape::Open {
+            rps: r,
+            arrival: m.arrival.unwrap_or(Arrival::Constant),
+        },
+        (None, None) => LoadShape::Open {
+            rps: 1000.0,
+            arrival: m.arrival.unwrap_or(Arrival::Constant),
+        },
     };
     let keys = m.keys.unwrap_or(10_000);
     let warm = m.warm.unwrap_or(0);
     if warm > keys {
-        return Err(UsageError::new(format!("--warm {warm} is more than --keys {keys}: warm at most every key")));
+        return Err(UsageError::new(format!(
+            "--warm {warm} is more than --keys {keys}: warm at most every key"
+        )));
     }
     let lock_timeout_policy = m.lock_timeout_policy.unwrap_or(LockTimeoutPolicy::Load);
     if lock_timeout_policy == LockTimeoutPolicy::Stale && !strategy.serves_stale() {
@@ -302,8 +367,14 @@ mod tests {
 
     #[test]
     fn redacts_passwords() {
-        assert_eq!(redact_url("postgres://app:s3cret@db/x"), "postgres://app:***@db/x");
-        assert_eq!(redact_url("redis://:pw@127.0.0.1:6000/0"), "redis://:***@127.0.0.1:6000/0");
+        assert_eq!(
+            redact_url("postgres://app:s3cret@db/x"),
+            "postgres://app:***@db/x"
+        );
+        assert_eq!(
+            redact_url("redis://:pw@127.0.0.1:6000/0"),
+            "redis://:***@127.0.0.1:6000/0"
+        );
         assert_eq!(redact_url("redis://pw@h:1"), "redis://***@h:1");
         assert_eq!(redact_url("postgres://app@db/x"), "postgres://app@db/x");
         assert_eq!(redact_url("redis://127.0.0.1:1/"), "redis://127.0.0.1:1/");
@@ -314,13 +385,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("s.toml");
         std::fs::write(&p, "rps = 500\nttl = \"2s\"\nkeys = 7\n").unwrap();
-        let flags = RunFlags { keys: Some(9), ..Default::default() };
+        let flags = RunFlags {
+            keys: Some(9),
+            ..Default::default()
+        };
         let s = resolve(Some(&p), flags).unwrap();
         assert_eq!(s.keys, 9);
         assert_eq!(s.ttl.0, Duration::from_secs(2));
-        assert_eq!(s.load, LoadShape::Open { rps: 500.0, arrival: Arrival::Constant });
-        let flags = RunFlags { clients: Some(3), ..Default::default() };
-        assert_eq!(resolve(Some(&p), flags).unwrap().load, LoadShape::Closed { clients: 3 });
+        assert_eq!(
+            s.load,
+            LoadShape::Open {
+                rps: 500.0,
+                arrival: Arrival::Constant
+            }
+        );
+        let flags = RunFlags {
+            clients: Some(3),
+            ..Default::default()
+        };
+        assert_eq!(
+            resolve(Some(&p), flags).unwrap().load,
+            LoadShape::Closed { clients: 3 }
+        );
     }
 
     #[test]
@@ -336,7 +422,9 @@ mod tests {
             ("rps = [\n", "line"),
         ] {
             std::fs::write(&p, text).unwrap();
-            let e = resolve(Some(&p), RunFlags::default()).unwrap_err().to_string();
+            let e = resolve(Some(&p), RunFlags::default())
+                .unwrap_err()
+                .to_string();
             assert!(e.contains("bad.toml"), "{text}: {e}");
             assert!(e.contains(needle), "{text}: {e}");
         }

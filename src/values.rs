@@ -56,10 +56,11 @@ impl FromStr for Rate {
             Some((i, 'm' | 'M')) => (&t[..i], 1e6),
             _ => (t, 1.0),
         };
-        let v: f64 = num
-            .trim()
-            .parse()
-            .map_err(|_| format!("'{s}' is not a rate: write a number of requests per second such as 2000 or 10k"))?;
+        let v: f64 = num.trim().parse().map_err(|_| {
+            format!(
+                "'{s}' is not a rate: write a number of requests per second such as 2000 or 10k"
+            )
+        })?;
         let v = v * mult;
         if !v.is_finite() {
             return Err(format!("'{s}' is not a finite rate"));
@@ -87,9 +88,9 @@ impl FromStr for Dur {
         if t == "0" {
             return Ok(Dur(Duration::ZERO));
         }
-        humantime::parse_duration(t)
-            .map(Dur)
-            .map_err(|e| format!("'{s}' is not a duration ({e}): write it with a unit, such as 250ms, 10s or 2m"))
+        humantime::parse_duration(t).map(Dur).map_err(|e| {
+            format!("'{s}' is not a duration ({e}): write it with a unit, such as 250ms, 10s or 2m")
+        })
     }
 }
 
@@ -117,11 +118,13 @@ impl FromStr for Percent {
                 .map(|v| v / 100.0)
                 .map_err(|_| format!("'{s}' is not a percentage such as 10%"))?
         } else {
-            let v: f64 = t
-                .parse()
-                .map_err(|_| format!("'{s}' is not a percentage: write 10% or a fraction such as 0.1"))?;
+            let v: f64 = t.parse().map_err(|_| {
+                format!("'{s}' is not a percentage: write 10% or a fraction such as 0.1")
+            })?;
             if v > 1.0 {
-                return Err(format!("'{s}' is ambiguous: write {v}% for a percentage, or a fraction in [0, 1]"));
+                return Err(format!(
+                    "'{s}' is ambiguous: write {v}% for a percentage, or a fraction in [0, 1]"
+                ));
             }
             v
         };
@@ -154,7 +157,10 @@ mod tests {
 
     #[test]
     fn durations() {
-        assert_eq!("250ms".parse::<Dur>().unwrap().0, Duration::from_millis(250));
+        assert_eq!(
+            "250ms".parse::<Dur>().unwrap().0,
+            Duration::from_millis(250)
+        );
         assert_eq!("10s".parse::<Dur>().unwrap().0, Duration::from_secs(10));
         assert_eq!("0".parse::<Dur>().unwrap().0, Duration::ZERO);
         assert!("10".parse::<Dur>().is_err());

@@ -18,8 +18,14 @@ pub struct KeySampler {
 
 impl KeySampler {
     pub fn new(keys: u64, s: f64, seed: u64, missing: f64) -> Result<KeySampler, String> {
-        let zipf = Zipf::new(keys as f64, s).map_err(|e| format!("invalid Zipf parameters (keys {keys}, exponent {s}): {e}"))?;
-        Ok(KeySampler { zipf, keys, missing, rng: SmallRng::seed_from_u64(seed) })
+        let zipf = Zipf::new(keys as f64, s)
+            .map_err(|e| format!("invalid Zipf parameters (keys {keys}, exponent {s}): {e}"))?;
+        Ok(KeySampler {
+            zipf,
+            keys,
+            missing,
+            rng: SmallRng::seed_from_u64(seed),
+        })
     }
 
     pub fn next_id(&mut self) -> u64 {
@@ -62,7 +68,9 @@ impl Schedule {
             Arrival::Constant => self.index as f64 * self.interval_ns,
             Arrival::Poisson => {
                 let t = self.next_ns;
-                let gap = self.exp.map_or(self.interval_ns, |e| e.sample(&mut self.rng));
+                let gap = self
+                    .exp
+                    .map_or(self.interval_ns, |e| e.sample(&mut self.rng));
                 self.next_ns += gap;
                 t
             }
@@ -117,7 +125,10 @@ mod tests {
     fn rank_frequency_follows_the_exponent() {
         for s in [0.8, 1.0, 1.3] {
             let slope = fitted_slope(10_000, s);
-            assert!((slope + s).abs() < 0.05, "exponent {s}: fitted slope {slope}");
+            assert!(
+                (slope + s).abs() < 0.05,
+                "exponent {s}: fitted slope {slope}"
+            );
         }
     }
 
@@ -136,14 +147,18 @@ mod tests {
         assert_eq!(constant_count(1000.0, 1_000_000_000), 1000);
         assert_eq!(constant_count(3.0, 1_000_000_000), 3);
         let mut s = Schedule::new(3.0, Arrival::Constant, 1);
-        let n = std::iter::from_fn(|| Some(s.next_offset())).take_while(|&t| t < 1_000_000_000).count();
+        let n = std::iter::from_fn(|| Some(s.next_offset()))
+            .take_while(|&t| t < 1_000_000_000)
+            .count();
         assert_eq!(n as u64, constant_count(3.0, 1_000_000_000));
     }
 
     #[test]
     fn poisson_schedule_has_the_mean_rate() {
         let mut s = Schedule::new(10_000.0, Arrival::Poisson, 3);
-        let n = std::iter::from_fn(|| Some(s.next_offset())).take_while(|&t| t < 10_000_000_000).count();
+        let n = std::iter::from_fn(|| Some(s.next_offset()))
+            .take_while(|&t| t < 10_000_000_000)
+            .count();
         assert!((98_000..102_000).contains(&n), "{n}");
     }
 }

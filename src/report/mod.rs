@@ -165,7 +165,11 @@ impl Latency {
             p95: pct_ms(h, 0.95),
             p99: pct_ms(h, 0.99),
             p999: pct_ms(h, 0.999),
-            max: if h.is_empty() { 0.0 } else { h.max() as f64 / 1000.0 },
+            max: if h.is_empty() {
+                0.0
+            } else {
+                h.max() as f64 / 1000.0
+            },
             mean: if h.is_empty() { 0.0 } else { h.mean() / 1000.0 },
             count: h.len(),
         }
@@ -241,7 +245,9 @@ pub fn encode_histogram(h: &Histogram<u64>) -> String {
 }
 
 pub fn decode_histogram(s: &str) -> Result<Histogram<u64>> {
-    let bytes = base64::engine::general_purpose::STANDARD.decode(s).context("histogram is not base64")?;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(s)
+        .context("histogram is not base64")?;
     Deserializer::new()
         .deserialize(&mut &bytes[..])
         .map_err(|e| anyhow::anyhow!("histogram does not decode: {e:?}"))
@@ -254,12 +260,15 @@ pub fn write_json(path: &Path, r: &RunResult) -> Result<()> {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let text = serde_json::to_string_pretty(r).context("encoding results")?;
-    std::fs::write(path, text + "\n").with_context(|| format!("writing results to {}", path.display()))
+    std::fs::write(path, text + "\n")
+        .with_context(|| format!("writing results to {}", path.display()))
 }
 
 pub fn read_json(path: &Path) -> Result<RunResult> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("{} is not a stampede results file", path.display()))
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a stampede results file", path.display()))
 }
 
 #[cfg(test)]

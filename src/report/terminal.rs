@@ -19,13 +19,34 @@ fn opt(v: Option<u64>) -> String {
 /// One line describing the workload, built from the scenario in the result.
 pub fn describe(r: &RunResult) -> String {
     let s = &r.scenario;
-    let g = |k: &str| s.get(k).map(|v| v.to_string().trim_matches('"').to_string()).unwrap_or_default();
-    let load = match s.get("load").and_then(|l| l.get("mode")).and_then(|m| m.as_str()) {
-        Some("closed") => format!("closed loop, {} clients", g("load").parse::<String>().ok().and_then(|_| s["load"].get("clients").map(|c| c.to_string())).unwrap_or_default()),
+    let g = |k: &str| {
+        s.get(k)
+            .map(|v| v.to_string().trim_matches('"').to_string())
+            .unwrap_or_default()
+    };
+    let load = match s
+        .get("load")
+        .and_then(|l| l.get("mode"))
+        .and_then(|m| m.as_str())
+    {
+        Some("closed") => format!(
+            "closed loop, {} clients",
+            g("load")
+                .parse::<String>()
+                .ok()
+                .and_then(|_| s["load"].get("clients").map(|c| c.to_string()))
+                .unwrap_or_default()
+        ),
         _ => format!(
             "open loop {} req/s ({})",
-            s["load"].get("rps").map(|v| v.to_string()).unwrap_or_default(),
-            s["load"].get("arrival").and_then(|v| v.as_str()).unwrap_or("constant")
+            s["load"]
+                .get("rps")
+                .map(|v| v.to_string())
+                .unwrap_or_default(),
+            s["load"]
+                .get("arrival")
+                .and_then(|v| v.as_str())
+                .unwrap_or("constant")
         ),
     };
     format!(
@@ -44,8 +65,19 @@ pub fn summary(r: &RunResult) -> String {
     let mut o = String::new();
     let q = &r.requests;
     let oc = &r.outcomes;
-    let pct = |n: u64| if q.completed == 0 { 0.0 } else { n as f64 * 100.0 / q.completed as f64 };
-    let _ = writeln!(o, "stampede run: {}{}", describe(r), if r.interrupted { "  [INTERRUPTED]" } else { "" });
+    let pct = |n: u64| {
+        if q.completed == 0 {
+            0.0
+        } else {
+            n as f64 * 100.0 / q.completed as f64
+        }
+    };
+    let _ = writeln!(
+        o,
+        "stampede run: {}{}",
+        describe(r),
+        if r.interrupted { "  [INTERRUPTED]" } else { "" }
+    );
     let _ = writeln!(
         o,
         "  requests  scheduled {}  completed {}  shed {}  errors {}{}",
@@ -53,7 +85,11 @@ pub fn summary(r: &RunResult) -> String {
         q.completed,
         q.shed,
         q.errors,
-        if q.abandoned > 0 { format!("  abandoned {}", q.abandoned) } else { String::new() }
+        if q.abandoned > 0 {
+            format!("  abandoned {}", q.abandoned)
+        } else {
+            String::new()
+        }
     );
     let _ = writeln!(
         o,
@@ -89,7 +125,10 @@ pub fn summary(r: &RunResult) -> String {
         extra.push(format!("errors {}  timeouts {}", d.errors, d.timeouts));
     }
     if d.background_refreshes + d.refreshes_skipped > 0 {
-        extra.push(format!("background refreshes {} (skipped {})", d.background_refreshes, d.refreshes_skipped));
+        extra.push(format!(
+            "background refreshes {} (skipped {})",
+            d.background_refreshes, d.refreshes_skipped
+        ));
     }
     if d.early_recomputes > 0 {
         extra.push(format!(

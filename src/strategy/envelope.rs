@@ -28,7 +28,12 @@ pub struct Meta {
 impl Meta {
     pub fn encode(&self, payload: &[u8]) -> Vec<u8> {
         let mut out = Vec::with_capacity(HEADER_LEN + payload.len());
-        out.extend_from_slice(&[MAGIC, FORMAT, if self.negative { FLAG_NEGATIVE } else { 0 }, 0]);
+        out.extend_from_slice(&[
+            MAGIC,
+            FORMAT,
+            if self.negative { FLAG_NEGATIVE } else { 0 },
+            0,
+        ]);
         out.extend_from_slice(&self.computed_at_ms.to_le_bytes());
         out.extend_from_slice(&self.delta_us.to_le_bytes());
         out.extend_from_slice(&self.soft_expiry_ms.to_le_bytes());
@@ -78,7 +83,10 @@ mod tests {
         let bytes = m.encode(b"hello");
         assert_eq!(bytes.len(), HEADER_LEN + 5);
         assert_eq!(Meta::decode(&bytes), Some(m));
-        let neg = Meta { negative: true, ..m };
+        let neg = Meta {
+            negative: true,
+            ..m
+        };
         assert_eq!(Meta::decode(&neg.encode(&[])), Some(neg));
         assert_eq!(Meta::decode(b"not ours"), None);
     }

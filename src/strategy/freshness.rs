@@ -45,7 +45,9 @@ impl Policy {
                 // -ln(u) >= 0, so the reader "sees" a time pushed forward by a random multiple
                 // of the recompute cost: expensive values are refreshed further ahead.
                 if now_ms - delta_ms * self.beta * u.ln() >= expiry {
-                    Verdict::Recompute { lead_ms: (expiry - now_ms).max(0.0) }
+                    Verdict::Recompute {
+                        lead_ms: (expiry - now_ms).max(0.0),
+                    }
                 } else {
                     Verdict::Fresh
                 }
@@ -101,7 +103,14 @@ mod tests {
     use super::*;
 
     fn policy(kind: Freshness) -> Policy {
-        Policy { kind, ttl_ms: 1000, stale_ms: 500, beta: 1.0, jitter: 0.0, negative_ttl_ms: Some(50) }
+        Policy {
+            kind,
+            ttl_ms: 1000,
+            stale_ms: 500,
+            beta: 1.0,
+            jitter: 0.0,
+            negative_ttl_ms: Some(50),
+        }
     }
 
     #[test]
@@ -111,7 +120,10 @@ mod tests {
         assert_eq!(px, 1000);
         // u = 1: ln(u) = 0, so only at expiry.
         assert_eq!(p.judge(&meta, 10_900.0, 1.0), Verdict::Fresh);
-        assert!(matches!(p.judge(&meta, 11_000.0, 1.0), Verdict::Recompute { .. }));
+        assert!(matches!(
+            p.judge(&meta, 11_000.0, 1.0),
+            Verdict::Recompute { .. }
+        ));
         // u = e^-2: the reader looks 2 * delta = 200 ms ahead.
         let u = (-2.0f64).exp();
         assert_eq!(p.judge(&meta, 10_799.0, u), Verdict::Fresh);
@@ -134,7 +146,10 @@ mod tests {
 
     #[test]
     fn jitter_spreads_within_bounds() {
-        let p = Policy { jitter: 0.3, ..policy(Freshness::Expire) };
+        let p = Policy {
+            jitter: 0.3,
+            ..policy(Freshness::Expire)
+        };
         assert_eq!(p.stamp(0, 1, 1, 0.0).1, 700);
         assert_eq!(p.stamp(0, 1, 1, 0.5).1, 1000);
         assert_eq!(p.stamp(0, 1, 1, 0.999_999).1, 1300);
@@ -146,6 +161,13 @@ mod tests {
         let (m, px) = p.stamp_negative(5, 1).unwrap();
         assert!(m.negative);
         assert_eq!(px, 50);
-        assert!(Policy { negative_ttl_ms: None, ..p }.stamp_negative(5, 1).is_none());
+        assert!(
+            Policy {
+                negative_ttl_ms: None,
+                ..p
+            }
+            .stamp_negative(5, 1)
+            .is_none()
+        );
     }
 }

@@ -40,7 +40,10 @@ pub enum Coordination {
 
 impl Coordination {
     pub fn single_flight(self) -> bool {
-        matches!(self, Coordination::SingleFlight | Coordination::MutexSingleFlight)
+        matches!(
+            self,
+            Coordination::SingleFlight | Coordination::MutexSingleFlight
+        )
     }
     pub fn mutex(self) -> bool {
         matches!(self, Coordination::Mutex | Coordination::MutexSingleFlight)
@@ -57,7 +60,14 @@ pub struct StrategySpec {
 }
 
 /// The presets of DESIGN §1, in the order `compare --strategies all` runs them.
-pub const PRESETS: [&str; 6] = ["cache-aside", "mutex", "single-flight", "xfetch", "swr", "jitter"];
+pub const PRESETS: [&str; 6] = [
+    "cache-aside",
+    "mutex",
+    "single-flight",
+    "xfetch",
+    "swr",
+    "jitter",
+];
 
 const VALID_FORMS: &str = "valid: cache-aside, mutex, single-flight, xfetch, swr, jitter, or `+` \
     joining at most one freshness (cache-aside, xfetch, swr) with mutex and/or single-flight and/or \
@@ -159,11 +169,26 @@ mod tests {
         for p in PRESETS {
             assert_eq!(StrategySpec::parse(p).unwrap().to_string(), p);
         }
-        for c in ["swr+mutex", "xfetch+mutex", "xfetch+single-flight", "mutex+single-flight"] {
+        for c in [
+            "swr+mutex",
+            "xfetch+mutex",
+            "xfetch+single-flight",
+            "mutex+single-flight",
+        ] {
             assert_eq!(StrategySpec::parse(c).unwrap().to_string(), c);
         }
-        assert_eq!(StrategySpec::parse("single-flight+mutex").unwrap().to_string(), "mutex+single-flight");
-        assert_eq!(StrategySpec::parse("cache-aside+mutex").unwrap().to_string(), "mutex");
+        assert_eq!(
+            StrategySpec::parse("single-flight+mutex")
+                .unwrap()
+                .to_string(),
+            "mutex+single-flight"
+        );
+        assert_eq!(
+            StrategySpec::parse("cache-aside+mutex")
+                .unwrap()
+                .to_string(),
+            "mutex"
+        );
     }
 
     #[test]

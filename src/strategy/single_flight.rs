@@ -40,16 +40,26 @@ impl SingleFlight {
         }
         let (tx, rx) = watch::channel(None);
         flights.insert(key, rx);
-        Role::Leader(Leader { table: self, key, tx: Some(tx) })
+        Role::Leader(Leader {
+            table: self,
+            key,
+            tx: Some(tx),
+        })
     }
 
     /// Whether a load of `key` is in the air in this instance.
     pub fn in_flight(&self, key: u64) -> bool {
-        self.flights.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&key)
+        self.flights
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(&key)
     }
 
     fn remove(&self, key: u64) {
-        self.flights.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+        self.flights
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&key);
     }
 }
 
@@ -88,10 +98,19 @@ mod tests {
     #[tokio::test]
     async fn followers_share_the_leaders_result() {
         let sf = SingleFlight::default();
-        let Role::Leader(leader) = sf.join(1) else { panic!("first caller leads") };
-        let Role::Follower(a) = sf.join(1) else { panic!("second follows") };
-        let Role::Follower(b) = sf.join(1) else { panic!("third follows") };
-        assert!(matches!(sf.join(2), Role::Leader(_)), "other keys fly alone");
+        let Role::Leader(leader) = sf.join(1) else {
+            panic!("first caller leads")
+        };
+        let Role::Follower(a) = sf.join(1) else {
+            panic!("second follows")
+        };
+        let Role::Follower(b) = sf.join(1) else {
+            panic!("third follows")
+        };
+        assert!(
+            matches!(sf.join(2), Role::Leader(_)),
+            "other keys fly alone"
+        );
         leader.finish(Err(LoadFailure::Db));
         assert_eq!(follow(a).await, Err(LoadFailure::Db));
         assert_eq!(follow(b).await, Err(LoadFailure::Db));
@@ -104,19 +123,25 @@ mod tests {
         let sf2 = sf.clone();
         let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
         let task = tokio::spawn(async move {
-            let Role::Leader(_leader) = sf2.join(7) else { panic!() };
+            let Role::Leader(_leader) = sf2.join(7) else {
+                panic!()
+            };
             let _ = ready_tx.send(());
             std::future::pending::<()>().await;
         });
         ready_rx.await.unwrap();
-        let Role::Follower(rx) = sf.join(7) else { panic!("must follow") };
+        let Role::Follower(rx) = sf.join(7) else {
+            panic!("must follow")
+        };
         task.abort();
         assert_eq!(follow(rx).await, Err(LoadFailure::Abandoned));
         assert!(!sf.in_flight(7));
 
         let sf3 = sf.clone();
         let panicking = tokio::spawn(async move {
-            let Role::Leader(_leader) = sf3.join(8) else { panic!() };
+            let Role::Leader(_leader) = sf3.join(8) else {
+                panic!()
+            };
             tokio::task::yield_now().await;
             panic!("load panicked");
         });

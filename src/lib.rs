@@ -1,0 +1,17 @@
+//! stampede as a library: the binary's modules, public so integration tests can start the
+//! same managed servers and read the same result types the tool writes.
+
+pub mod app;
+pub mod cache;
+pub mod cli;
+pub mod driver;
+pub mod error;
+pub mod instance;
+pub mod metrics;
+pub mod origin;
+pub mod report;
+pub mod scenario;
+pub mod servers;
+pub mod strategy;
+pub mod values;
+pub mod workload;

@@ -1,0 +1,109 @@
+//! Shared helpers for the integration tests: run the real binary (which starts its own Redis
+//! and Postgres on free loopback ports), read its JSON, and check that nothing it started
+//! outlives it.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_stampede");
+
+/// A `stampede` command with output captured and no progress bar.
+pub fn stampede() -> Command {
+    let mut c = Command::new(BIN);
+    c.env_remove("RUST_LOG");
+    c
+}
+
+/// A finished run: its exit code, its output and its results file.
+pub struct Run {
+    pub output: Output,
+    pub json: Value,
+    pub dir: tempfile::TempDir,
+}
+
+impl Run {
+    pub fn code(&self) -> i32 {
+        self.output.status.code().unwrap_or(-1)
+    }
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+    /// A number at a JSON pointer such as "/db/calls"; panics with the document when absent.
+    pub fn u(&self, ptr: &str) -> u64 {
+        self.json
+            .pointer(ptr)
+            .and_then(Value::as_u64)
+            .unwrap_or_else(|| panic!("{ptr} missing or not a count in {}", self.json))
+    }
+    pub fn f(&self, ptr: &str) -> f64 {
+        self.json
+            .pointer(ptr)
+            .and_then(Value::as_f64)
+            .unwrap_or_else(|| panic!("{ptr} missing or not a number in {}", self.json))
+    }
+}
+
+/// `stampede run ARGS --out <tmp>/r.json --quiet`; asserts exit 0 and returns the parsed JSON.
+pub fn run_ok(args: &[&str]) -> Run {
+    let r = run(args);
+    assert_eq!(r.code(), 0, "stampede run {args:?} failed:\nstdout:\n{}\nstderr:\n{}", r.stdout(), r.stderr());
+    r
+}
+
+/// `stampede run ARGS --out <tmp>/r.json --quiet`, whatever the exit code.
+pub fn run(args: &[&str]) -> Run {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = dir.path().join("r.json");
+    let output = stampede()
+        .arg("run")
+        .args(args)
+        .arg("--out")
+        .arg(&out)
+        .arg("--quiet")
+        .output()
+        .expect("running stampede");
+    let json = read_json(&out).unwrap_or(Value::Null);
+    Run { output, json, dir }
+}
+
+pub fn read_json(p: &Path) -> Option<Value> {
+    serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok()
+}
+
+/// True while a process with this PID exists (and is not a zombie we could still reap).
+pub fn alive(pid: u32) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"));
+    match stat {
+        Ok(s) => !s.split_whitespace().nth(2).is_some_and(|st| st == "Z"),
+        Err(_) => false,
+    }
+}
+
+/// Asserts that the servers a run started are gone.
+pub fn assert_servers_gone(json: &Value) {
+    for key in ["redis_pid", "postgres_pid"] {
+        if let Some(pid) = json.pointer(&format!("/servers/{key}")).and_then(Value::as_u64) {
+            assert!(!alive(pid as u32), "{key} {pid} still alive after the run");
+        }
+    }
+}
+
+/// Temp dirs the managed servers use, as a set of paths, to compare before and after a run.
+pub fn stampede_temp_dirs() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(std::env::temp_dir())
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("stampede-")))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
