@@ -64,9 +64,7 @@ async fn run_cmd(cmd: RunCmd) -> Result<ExitCode> {
     let shutdown = shutdown_on_signals();
     let say = Say(cmd.output.quiet);
     let mut env = Env::start(&sc, &say).await?;
-    let outcome = tokio::select! {
-        r = run_on(&sc, &mut env, shutdown.clone(), &cmd.output, &say) => r,
-    };
+    let outcome = run_on(&sc, &mut env, shutdown.clone(), &cmd.output, &say).await;
     env.stop();
     let result = outcome?;
     if !cmd.output.quiet {
@@ -74,6 +72,10 @@ async fn run_cmd(cmd: RunCmd) -> Result<ExitCode> {
     }
     if let Some(p) = &cmd.output.out {
         say.line(&format!("results written to {}", p.display()));
+    }
+    if result.interrupted {
+        say.line("interrupted: the figures cover the part of the run that took place");
+        return Ok(ExitCode::from(crate::error::EXIT_INTERRUPTED));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -339,6 +341,8 @@ fn shape(
             pg_url: redact_url(&env.pg_url),
             redis_pid: env.redis.as_ref().and_then(|r| r.pid()),
             postgres_pid: env.pg.as_ref().and_then(|p| p.pid()),
+            redis_dir: env.redis.as_ref().map(|r| r.dir().display().to_string()),
+            postgres_dir: env.pg.as_ref().map(|p| p.dir().display().to_string()),
             redis_startup_ms: env.redis_startup.map(|d| d.as_millis() as u64),
             postgres_startup_ms: env.pg.as_ref().map(|p| p.startup().0.as_millis() as u64),
             postgres_template_reused: env.pg.as_ref().map(|p| p.startup().1),

@@ -14,7 +14,7 @@ use crate::values::{Dur, Percent, Rate};
     version,
     about = "Reproduce cache stampedes on a real Redis in front of a real Postgres and measure how each protection strategy holds",
     long_about = None,
-    after_help = "Exit codes: 0 success, 1 a threshold or regression check failed, 2 bad usage or bad scenario, 3 a server could not start or be reached."
+    after_help = "Exit codes: 0 success, 1 a threshold or regression check failed, 2 bad usage or bad scenario, 3 a server could not start or be reached, 130 interrupted (results still written)."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -142,9 +142,13 @@ pub struct RunFlags {
     #[arg(long, value_name = "N")]
     pub redis_conns: Option<u32>,
 
-    /// Open loop: requests in flight per instance before new ones are shed (counted, never silently dropped) [default: 2048]
+    /// Open loop: requests handled at once per instance (its workers); more are queued up to --backlog, then shed (counted, never silently dropped) [default: 2048]
     #[arg(long, value_name = "N")]
     pub max_inflight: Option<u32>,
+
+    /// Open loop: requests per instance that may queue for a free worker once --max-inflight are busy; beyond it requests are shed [default: 0]
+    #[arg(long, value_name = "N")]
+    pub backlog: Option<u32>,
 
     /// Load the K most popular keys into the cache before traffic starts [default: 0]
     #[arg(long, value_name = "K")]

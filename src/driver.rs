@@ -251,7 +251,8 @@ impl Driver {
 
     /// Requests start on schedule whether or not earlier ones finished; latency counts from
     /// the scheduled time. Each instance has a pool of workers fed through a bounded channel;
-    /// workers are spawned as in-flight demand grows, up to `max_inflight`, beyond which
+    /// workers are spawned as demand grows, up to `max_inflight`; up to `backlog` more requests
+    /// queue for a worker (their wait shows in latency, not in service time); beyond that
     /// requests are shed and counted.
     async fn open_loop(
         &self,
@@ -264,12 +265,14 @@ impl Driver {
     ) -> Result<(u64, u64, u64, u64, u64, Duration)> {
         let sc = &self.sc;
         let n = self.instances.len();
-        let cap = sc.max_inflight as u64;
+        let workers_max = u64::from(sc.max_inflight);
+        // Requests an instance holds at once: those being handled plus those queued for a worker.
+        let cap = workers_max + u64::from(sc.backlog);
         let finished = Arc::new(AtomicU64::new(0));
         let mut lanes = Vec::with_capacity(n);
         let mut workers = JoinSet::new();
         for inst in &self.instances {
-            let (tx, rx) = async_channel::bounded::<Job>(sc.max_inflight as usize);
+            let (tx, rx) = async_channel::bounded::<Job>(cap as usize);
             lanes.push((tx, rx, Arc::new(AtomicU64::new(0)), 0u64, inst.clone()));
         }
         let mut keys = KeySampler::new(sc.keys, sc.zipf, sc.seed, sc.missing_ratio.0)
@@ -315,7 +318,7 @@ impl Driver {
                 continue;
             }
             let now_inflight = inflight.fetch_add(1, Relaxed) + 1;
-            if now_inflight > lane.3 {
+            if now_inflight > lane.3 && lane.3 < workers_max {
                 lane.3 += 1;
                 let rx = lane.1.clone();
                 let inflight = inflight.clone();

@@ -41,6 +41,7 @@ pub struct Scenario {
     pub instances: u32,
     pub redis_conns: u32,
     pub max_inflight: u32,
+    pub backlog: u32,
     pub warm: u64,
     #[serde(serialize_with = "ser_redacted")]
     pub redis_url: Option<String>,
@@ -139,6 +140,7 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
         instances,
         redis_conns,
         max_inflight,
+        backlog,
         warm,
         redis_url,
         pg_url,
@@ -344,6 +346,7 @@ pub fn resolve(file: Option<&PathBuf>, flags: RunFlags) -> Result<Scenario, Usag
         instances: m.instances.unwrap_or(1),
         redis_conns: m.redis_conns.unwrap_or(2),
         max_inflight: m.max_inflight.unwrap_or(2048),
+        backlog: m.backlog.unwrap_or(0),
         warm,
         redis_url: m.redis_url,
         pg_url: m.pg_url,

@@ -217,6 +217,9 @@ pub struct Servers {
     /// PIDs of the servers the tool started (gone after the run).
     pub redis_pid: Option<u32>,
     pub postgres_pid: Option<u32>,
+    /// Temp dirs of the servers the tool started (removed after the run).
+    pub redis_dir: Option<String>,
+    pub postgres_dir: Option<String>,
     /// Time to start the managed Redis and Postgres, ms.
     pub redis_startup_ms: Option<u64>,
     pub postgres_startup_ms: Option<u64>,

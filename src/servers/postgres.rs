@@ -125,6 +125,10 @@ impl ManagedPostgres {
     }
 
     /// The postmaster's pid; `None` once stopped.
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }

@@ -91,6 +91,11 @@ impl ManagedRedis {
         self.port
     }
 
+    /// The server's working dir (removed when this is dropped).
+    pub fn dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
     /// The server's pid; `None` while killed or stopped.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)

@@ -1,0 +1,104 @@
+//! Bad input is refused before any server starts, with exit code 2 and a message naming the
+//! flag or the scenario file and key; an unreachable server is exit 3, naming the URL.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn fails_with(args: &[&str], code: i32, needles: &[&str]) {
+    let out = stampede().args(args).output().expect("run stampede");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
+    for n in needles {
+        assert!(stderr.contains(n), "{args:?}: stderr lacks {n:?}:\n{stderr}");
+    }
+}
+
+#[test]
+fn bad_flags_exit_2_naming_the_flag() {
+    fails_with(&["run", "--rps", "0"], 2, &["--rps"]);
+    fails_with(&["run", "--rps=-5"], 2, &["--rps"]);
+    fails_with(&["run", "--rps", "lots"], 2, &["--rps", "lots"]);
+    fails_with(&["run", "--zipf", "0"], 2, &["--zipf"]);
+    fails_with(&["run", "--zipf=-1.5"], 2, &["--zipf"]);
+    fails_with(&["run", "--duration", "ten"], 2, &["--duration"]);
+    fails_with(&["run", "--duration", "10"], 2, &["--duration", "unit"]);
+    fails_with(&["run", "--strategy", "magic"], 2, &["magic", "cache-aside", "mutex", "single-flight", "xfetch", "swr"]);
+    fails_with(&["run", "--strategy", "xfetch+swr"], 2, &["xfetch", "swr", "valid"]);
+    fails_with(&["run", "--rps", "10", "--clients", "5"], 2, &["--clients"]);
+    fails_with(&["run", "--keys", "10", "--warm", "11"], 2, &["--warm"]);
+    fails_with(&["run", "--jitter", "150%"], 2, &["--jitter"]);
+    fails_with(&["run", "--lock-timeout-policy", "stale", "--strategy", "mutex"], 2, &["swr"]);
+    fails_with(&["run", "--scenario", "/nonexistent/s.toml"], 2, &["/nonexistent/s.toml"]);
+}
+
+#[test]
+fn bad_scenario_files_exit_2_naming_file_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&str, &[&str])] = &[
+        ("rps = 0\n", &["`rps`"]),
+        ("zipf = -1\n", &["`zipf`"]),
+        ("duration = \"soon\"\n", &["duration"]),
+        ("strategy = \"magic\"\n", &["`strategy`", "cache-aside"]),
+        ("rpss = 100\n", &["rpss"]),
+        ("keys = \"many\"\n", &["keys"]),
+        ("rps = 100\nclients = 5\n", &["rps", "clients"]),
+        ("rps = [1,\n", &["line"]),
+    ];
+    for (i, (text, needles)) in cases.iter().enumerate() {
+        let p = dir.path().join(format!("bad{i}.toml"));
+        std::fs::write(&p, text).unwrap();
+        let mut n: Vec<&str> = needles.to_vec();
+        let name = format!("bad{i}.toml");
+        n.push(&name);
+        fails_with(&["run", "--scenario", p.to_str().unwrap()], 2, &n);
+    }
+}
+
+#[test]
+fn shipped_scenarios_parse() {
+    for entry in std::fs::read_dir("scenarios").unwrap() {
+        let p = entry.unwrap().path();
+        // A scenario that resolves gets as far as connecting: exit 3 on unreachable servers,
+        // where a bad one would have stopped at 2.
+        let out = stampede()
+            .args(["run", "--scenario"])
+            .arg(&p)
+            .args(["--redis-url", "redis://127.0.0.1:1/", "--pg-url", "postgres://x@127.0.0.1:1/x", "--quiet"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(3), "{}: {}", p.display(), String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+#[test]
+fn unreachable_servers_exit_3_quickly_naming_the_url() {
+    let t = Instant::now();
+    fails_with(
+        &["run", "--redis-url", "redis://:secret@127.0.0.1:1/", "--pg-url", "postgres://u:pw@127.0.0.1:1/db", "--quiet"],
+        3,
+        &["127.0.0.1:1"],
+    );
+    assert!(t.elapsed() < Duration::from_secs(15));
+    let out = stampede()
+        .args(["run", "--redis-url", "redis://:secret@127.0.0.1:1/", "--pg-url", "postgres://u:pw@127.0.0.1:1/db"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("secret") && !stderr.contains(":pw@"), "password leaked: {stderr}");
+}
+
+#[test]
+fn help_explains_every_run_flag() {
+    let out = stampede().args(["run", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    for flag in [
+        "--strategy", "--rps", "--clients", "--arrival", "--duration", "--warmup", "--keys", "--zipf", "--seed",
+        "--value-size", "--ttl", "--db-cost", "--db-pool", "--instances", "--max-inflight", "--warm", "--redis-url",
+        "--pg-url", "--redis-timeout", "--interval", "--out", "--quiet", "--scenario",
+    ] {
+        assert!(help.contains(flag), "--help lacks {flag}");
+    }
+}
