@@ -156,12 +156,21 @@ impl Driver {
             let interval = sc.interval.0;
             let stop = shutdown.clone();
             let progress = progress.clone();
+            let no_warmup = sc.warmup.0.is_zero();
             tokio::spawn(async move {
+                // Without a warm-up the window opens with the traffic: take the baseline now,
+                // before any request can start a load, rather than race the first requests.
+                let at_measure = if no_warmup {
+                    (shared.counters.snapshot(), shared.loads.calls.load(Relaxed))
+                } else {
+                    tokio::time::sleep_until(measure_start.into()).await;
+                    let at = (shared.counters.snapshot(), shared.loads.calls.load(Relaxed));
+                    shared.loads.reset_peaks();
+                    shared.loads.interval_calls.store(0, Relaxed);
+                    recorder.take_interval(&mut Recorder::new_interval());
+                    at
+                };
                 tokio::time::sleep_until(measure_start.into()).await;
-                let at_measure = (shared.counters.snapshot(), shared.loads.calls.load(Relaxed));
-                shared.loads.reset_peaks();
-                shared.loads.interval_calls.store(0, Relaxed);
-                recorder.take_interval(&mut Recorder::new_interval());
                 let mut timeline =
                     Vec::with_capacity((sc_len(end - measure_start, interval)) as usize);
                 let mut iv = Recorder::new_interval();

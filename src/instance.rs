@@ -295,8 +295,15 @@ impl Instance {
             match self.cache.try_lock(id, token, sh.lock.ttl_ms).await {
                 Ok(true) => {
                     bump(&sh.counters.lock_acquired);
-                    bump(&sh.counters.background_refreshes);
-                    let _ = self.load_and_store(id, LoadKind::Traffic).await;
+                    // The instance that refreshed before us may have released just now.
+                    if let Found::Entry(m) = self.read(id).await
+                        && m.soft_expiry_ms as f64 > now_ms_f64()
+                    {
+                        bump(&sh.counters.refreshes_skipped);
+                    } else {
+                        bump(&sh.counters.background_refreshes);
+                        let _ = self.load_and_store(id, LoadKind::Traffic).await;
+                    }
                     self.unlock(id, token).await;
                 }
                 // Another instance is refreshing it (or Redis is down and nothing can be written).

@@ -12,7 +12,10 @@ fn fails_with(args: &[&str], code: i32, needles: &[&str]) {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(code), "{args:?}: {stderr}");
     for n in needles {
-        assert!(stderr.contains(n), "{args:?}: stderr lacks {n:?}:\n{stderr}");
+        assert!(
+            stderr.contains(n),
+            "{args:?}: stderr lacks {n:?}:\n{stderr}"
+        );
     }
 }
 
@@ -25,13 +28,42 @@ fn bad_flags_exit_2_naming_the_flag() {
     fails_with(&["run", "--zipf=-1.5"], 2, &["--zipf"]);
     fails_with(&["run", "--duration", "ten"], 2, &["--duration"]);
     fails_with(&["run", "--duration", "10"], 2, &["--duration", "unit"]);
-    fails_with(&["run", "--strategy", "magic"], 2, &["magic", "cache-aside", "mutex", "single-flight", "xfetch", "swr"]);
-    fails_with(&["run", "--strategy", "xfetch+swr"], 2, &["xfetch", "swr", "valid"]);
+    fails_with(
+        &["run", "--strategy", "magic"],
+        2,
+        &[
+            "magic",
+            "cache-aside",
+            "mutex",
+            "single-flight",
+            "xfetch",
+            "swr",
+        ],
+    );
+    fails_with(
+        &["run", "--strategy", "xfetch+swr"],
+        2,
+        &["xfetch", "swr", "valid"],
+    );
     fails_with(&["run", "--rps", "10", "--clients", "5"], 2, &["--clients"]);
     fails_with(&["run", "--keys", "10", "--warm", "11"], 2, &["--warm"]);
     fails_with(&["run", "--jitter", "150%"], 2, &["--jitter"]);
-    fails_with(&["run", "--lock-timeout-policy", "stale", "--strategy", "mutex"], 2, &["swr"]);
-    fails_with(&["run", "--scenario", "/nonexistent/s.toml"], 2, &["/nonexistent/s.toml"]);
+    fails_with(
+        &[
+            "run",
+            "--lock-timeout-policy",
+            "stale",
+            "--strategy",
+            "mutex",
+        ],
+        2,
+        &["swr"],
+    );
+    fails_with(
+        &["run", "--scenario", "/nonexistent/s.toml"],
+        2,
+        &["/nonexistent/s.toml"],
+    );
 }
 
 #[test]
@@ -66,10 +98,22 @@ fn shipped_scenarios_parse() {
         let out = stampede()
             .args(["run", "--scenario"])
             .arg(&p)
-            .args(["--redis-url", "redis://127.0.0.1:1/", "--pg-url", "postgres://x@127.0.0.1:1/x", "--quiet"])
+            .args([
+                "--redis-url",
+                "redis://127.0.0.1:1/",
+                "--pg-url",
+                "postgres://x@127.0.0.1:1/x",
+                "--quiet",
+            ])
             .output()
             .unwrap();
-        assert_eq!(out.status.code(), Some(3), "{}: {}", p.display(), String::from_utf8_lossy(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(3),
+            "{}: {}",
+            p.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 
@@ -77,17 +121,33 @@ fn shipped_scenarios_parse() {
 fn unreachable_servers_exit_3_quickly_naming_the_url() {
     let t = Instant::now();
     fails_with(
-        &["run", "--redis-url", "redis://:secret@127.0.0.1:1/", "--pg-url", "postgres://u:pw@127.0.0.1:1/db", "--quiet"],
+        &[
+            "run",
+            "--redis-url",
+            "redis://:secret@127.0.0.1:1/",
+            "--pg-url",
+            "postgres://u:pw@127.0.0.1:1/db",
+            "--quiet",
+        ],
         3,
         &["127.0.0.1:1"],
     );
     assert!(t.elapsed() < Duration::from_secs(15));
     let out = stampede()
-        .args(["run", "--redis-url", "redis://:secret@127.0.0.1:1/", "--pg-url", "postgres://u:pw@127.0.0.1:1/db"])
+        .args([
+            "run",
+            "--redis-url",
+            "redis://:secret@127.0.0.1:1/",
+            "--pg-url",
+            "postgres://u:pw@127.0.0.1:1/db",
+        ])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!stderr.contains("secret") && !stderr.contains(":pw@"), "password leaked: {stderr}");
+    assert!(
+        !stderr.contains("secret") && !stderr.contains(":pw@"),
+        "password leaked: {stderr}"
+    );
 }
 
 #[test]
@@ -95,9 +155,29 @@ fn help_explains_every_run_flag() {
     let out = stampede().args(["run", "--help"]).output().unwrap();
     let help = String::from_utf8_lossy(&out.stdout);
     for flag in [
-        "--strategy", "--rps", "--clients", "--arrival", "--duration", "--warmup", "--keys", "--zipf", "--seed",
-        "--value-size", "--ttl", "--db-cost", "--db-pool", "--instances", "--max-inflight", "--warm", "--redis-url",
-        "--pg-url", "--redis-timeout", "--interval", "--out", "--quiet", "--scenario",
+        "--strategy",
+        "--rps",
+        "--clients",
+        "--arrival",
+        "--duration",
+        "--warmup",
+        "--keys",
+        "--zipf",
+        "--seed",
+        "--value-size",
+        "--ttl",
+        "--db-cost",
+        "--db-pool",
+        "--instances",
+        "--max-inflight",
+        "--warm",
+        "--redis-url",
+        "--pg-url",
+        "--redis-timeout",
+        "--interval",
+        "--out",
+        "--quiet",
+        "--scenario",
     ] {
         assert!(help.contains(flag), "--help lacks {flag}");
     }

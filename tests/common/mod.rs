@@ -52,12 +52,24 @@ impl Run {
 /// `stampede run ARGS --out <tmp>/r.json --quiet`; asserts exit 0 and returns the parsed JSON.
 pub fn run_ok(args: &[&str]) -> Run {
     let r = run(args);
-    assert_eq!(r.code(), 0, "stampede run {args:?} failed:\nstdout:\n{}\nstderr:\n{}", r.stdout(), r.stderr());
+    assert_eq!(
+        r.code(),
+        0,
+        "stampede run {args:?} failed:\nstdout:\n{}\nstderr:\n{}",
+        r.stdout(),
+        r.stderr()
+    );
     r
 }
 
+/// Held while a CPU-bound run is going: a closed loop on a hot key keeps both cores busy, and
+/// two such runs side by side starve each other's database round trips (loads of 50 ms
+/// measured at 1-2 s), which changes what the strategies do. Runs in one test binary take turns.
+pub static CPU_HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// `stampede run ARGS --out <tmp>/r.json --quiet`, whatever the exit code.
 pub fn run(args: &[&str]) -> Run {
+    let _turn = CPU_HEAVY.lock().unwrap_or_else(|p| p.into_inner());
     let dir = tempfile::tempdir().expect("temp dir");
     let out = dir.path().join("r.json");
     let output = stampede()
@@ -88,7 +100,10 @@ pub fn alive(pid: u32) -> bool {
 /// Asserts that the servers a run started are gone.
 pub fn assert_servers_gone(json: &Value) {
     for key in ["redis_pid", "postgres_pid"] {
-        if let Some(pid) = json.pointer(&format!("/servers/{key}")).and_then(Value::as_u64) {
+        if let Some(pid) = json
+            .pointer(&format!("/servers/{key}"))
+            .and_then(Value::as_u64)
+        {
             assert!(!alive(pid as u32), "{key} {pid} still alive after the run");
         }
     }
@@ -100,7 +115,11 @@ pub fn stampede_temp_dirs() -> Vec<PathBuf> {
         .map(|rd| {
             rd.filter_map(|e| e.ok())
                 .map(|e| e.path())
-                .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("stampede-")))
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("stampede-"))
+                })
                 .collect()
         })
         .unwrap_or_default();
