@@ -2,6 +2,7 @@
 //! and in what unit), and the renderers that show it (terminal summary; more formats plug in
 //! beside it).
 
+pub mod html;
 pub mod terminal;
 
 use std::collections::BTreeMap;
@@ -52,6 +53,10 @@ pub struct RunResult {
     pub servers: Servers,
     /// How well the load generator kept its own schedule.
     pub generator: Generator,
+    /// Faults injected during the run (Redis killed and restarted), in order. Absent in results
+    /// of runs without faults.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub faults: Vec<Fault>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -202,6 +207,9 @@ pub struct Bucket {
     pub errors: u64,
     /// 99th percentile latency of the bucket's requests, ms.
     pub p99_ms: f64,
+    /// Whether Redis was up at the end of the bucket; absent when the run had no faults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis_up: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -232,6 +240,20 @@ pub struct Generator {
     pub max_dispatch_lag_ms: f64,
     /// App instances simulated.
     pub instances: u32,
+}
+
+/// One injected fault.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Fault {
+    /// What was done, e.g. `kill-redis`.
+    pub kind: String,
+    /// When it happened, ms since the measured window started.
+    pub at_ms: u64,
+    /// How long the server stayed down, ms.
+    pub down_ms: u64,
+    /// From the restart to the first successful Redis command, ms; null if it never answered.
+    #[serde(default)]
+    pub recovered_ms: Option<u64>,
 }
 
 /// Encode a histogram as base64 of HdrHistogram's V2 deflate format (readable by every
