@@ -185,7 +185,7 @@ impl Driver {
                         stale: iv.stale,
                         errors: iv.errors,
                         p99_ms: crate::metrics::pct_ms(&iv.latency, 0.99),
-                        redis_up: None,
+                        redis_up: true,
                     };
                     live.tick(&b);
                     timeline.push(b);

@@ -131,10 +131,13 @@ fn compare_directory_report_overlays_strategies_and_shades_faults() {
     std::fs::write(d.join("summary.json"), r#"{"ranking": ["single-flight"]}"#).unwrap();
     // Two fault windows, written the way a run with `--kill-redis-at` records them.
     let mut faulty = ca.clone();
-    faulty["faults"] = json!([
-        {"kind": "kill-redis", "at_ms": 500, "down_ms": 300, "recovered_ms": 12},
-        {"kind": "kill-redis", "at_ms": 1800, "down_ms": 400, "recovered_ms": 15}
-    ]);
+    let fault = |at_ms: u64, down_ms: u64| {
+        json!({"kind": "kill-redis", "at_ms": at_ms, "down_ms": down_ms, "recovered_ms": 12,
+               "hit_rate_recovered_ms": 300, "hit_rate_before": 0.99, "db_calls_during": 40,
+               "redis_errors_during": 900, "recovery_stampede": 20, "recovery_window_ms": 1000,
+               "note": null})
+    };
+    faulty["faults"] = json!([fault(500, 300), fault(1800, 400)]);
     std::fs::write(
         d.join("cache-aside.json"),
         serde_json::to_string(&faulty).unwrap(),

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::error::UsageError;
-use crate::report::{RunResult, read_json};
+use crate::report::{Bucket, FaultReport, RunResult, read_json};
 use crate::values::Dur;
 
 use chart::{METRICS, Series};
@@ -78,10 +78,10 @@ pub fn write(results: &[RunResult], out: &Path) -> Result<()> {
 /// A fault window, seconds since the measured window started.
 struct Window {
     strategy: String,
-    kind: String,
     from: f64,
     to: f64,
-    recovered_ms: Option<u64>,
+    /// The fault's figures, when the result recorded it (not only a run of down buckets).
+    fault: Option<FaultReport>,
 }
 
 /// Fault windows of a result: its `faults[]`, or else the runs of buckets with Redis down.
@@ -92,20 +92,33 @@ fn windows(r: &RunResult) -> Vec<Window> {
             .iter()
             .map(|f| Window {
                 strategy: r.strategy.clone(),
-                kind: f.kind.clone(),
                 from: f.at_ms as f64 / 1000.0,
                 to: (f.at_ms + f.down_ms) as f64 / 1000.0,
-                recovered_ms: f.recovered_ms,
+                fault: Some(f.clone()),
             })
             .collect();
     }
+    down_runs(&r.timeline)
+        .into_iter()
+        .map(|(from, to)| Window {
+            strategy: r.strategy.clone(),
+            from,
+            to,
+            fault: None,
+        })
+        .collect()
+}
+
+/// Spans (s) of consecutive buckets with Redis down, from the start of the first to the end
+/// of the last.
+fn down_runs(timeline: &[Bucket]) -> Vec<(f64, f64)> {
     let mut out = Vec::new();
     let mut prev = 0u64;
     let mut open: Option<u64> = None;
-    for b in &r.timeline {
+    for b in timeline {
         match (b.redis_up, open) {
-            (Some(false), None) => open = Some(prev),
-            (Some(true) | None, Some(from)) => {
+            (false, None) => open = Some(prev),
+            (true, Some(from)) => {
                 out.push((from, prev));
                 open = None;
             }
@@ -117,14 +130,33 @@ fn windows(r: &RunResult) -> Vec<Window> {
         out.push((from, prev));
     }
     out.into_iter()
-        .map(|(a, b)| Window {
-            strategy: r.strategy.clone(),
-            kind: "redis-down".to_string(),
-            from: a as f64 / 1000.0,
-            to: b as f64 / 1000.0,
-            recovered_ms: None,
-        })
+        .map(|(a, b)| (a as f64 / 1000.0, b as f64 / 1000.0))
         .collect()
+}
+
+/// Settings in which the results differ, beside the strategy: a report overlaying runs of
+/// different workloads would compare nothing, so the page says so.
+fn differing_settings(results: &[RunResult]) -> Vec<String> {
+    let Some(first) = results.first().and_then(|r| r.scenario.as_object()) else {
+        return Vec::new();
+    };
+    let mut keys: Vec<String> = first
+        .keys()
+        .filter(|k| {
+            !matches!(
+                k.as_str(),
+                "strategy" | "scenario_file" | "redis_url" | "pg_url"
+            )
+        })
+        .filter(|k| {
+            results
+                .iter()
+                .any(|r| r.scenario.get(k.as_str()) != first.get(k.as_str()))
+        })
+        .cloned()
+        .collect();
+    keys.sort();
+    keys
 }
 
 /// The page.
@@ -177,6 +209,15 @@ pub fn render(results: &[RunResult]) -> Result<String> {
     h.push_str("</style>\n</head>\n<body>\n");
     let _ = writeln!(h, "<h1>{}</h1>", esc(&title));
     let _ = writeln!(h, "<p class=\"scenario\">{}</p>", esc(&describe(first)));
+    let differ = differing_settings(results);
+    if !differ.is_empty() {
+        let _ = writeln!(
+            h,
+            "<p class=\"warn\">These results come from different workloads (they differ in {}): \
+the lines are not a like-for-like comparison.</p>",
+            esc(&differ.join(", "))
+        );
+    }
     if results.iter().any(|r| r.interrupted) {
         h.push_str("<p class=\"warn\">A run was interrupted: its figures cover what ran.</p>\n");
     }
@@ -411,19 +452,32 @@ fn faults_table(h: &mut String, windows: &[Window]) {
     if windows.is_empty() {
         return;
     }
-    h.push_str("<h2>Fault windows</h2>\n<table class=\"faults\">\n<thead><tr><th>strategy</th><th>fault</th><th>from (s)</th><th>to (s)</th><th title=\"from the restart to the first successful Redis command\">recovered after (ms)</th></tr></thead>\n<tbody>\n");
+    h.push_str(
+        "<h2>Fault windows</h2>\n<table class=\"faults\">\n<thead><tr><th>strategy</th><th>fault</th>\
+<th>from (s)</th><th title=\"until the new Redis answered\">to (s)</th>\
+<th>DB calls during</th>\
+<th title=\"DB calls in the first second after the restart\">recovery stampede</th>\
+<th title=\"from the restart to a request's first successful Redis command\">reconnected after (ms)</th>\
+<th title=\"from the restart until the hit rate was back to 90% of its level before the fault\">hit rate back after (ms)</th>\
+</tr></thead>\n<tbody>\n",
+    );
+    let opt = |v: Option<u64>| v.map_or_else(|| "–".to_string(), |v| v.to_string());
     for w in windows {
+        let f = w.fault.as_ref();
         let _ = writeln!(
             h,
-            "<tr class=\"fault-window\" data-from-s=\"{:.3}\" data-to-s=\"{:.3}\"><td>{}</td><td>{}</td><td>{:.2}</td><td>{:.2}</td><td>{}</td></tr>",
+            "<tr class=\"fault-window\" data-from-s=\"{:.3}\" data-to-s=\"{:.3}\"><td>{}</td><td>{}</td>\
+<td>{:.2}</td><td>{:.2}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             w.from,
             w.to,
             esc(&w.strategy),
-            esc(&w.kind),
+            esc(f.map_or("redis down", |f| f.kind.as_str())),
             w.from,
             w.to,
-            w.recovered_ms
-                .map_or_else(|| "–".to_string(), |v| v.to_string())
+            opt(f.map(|f| f.db_calls_during)),
+            opt(f.map(|f| f.recovery_stampede)),
+            opt(f.and_then(|f| f.recovered_ms)),
+            opt(f.and_then(|f| f.hit_rate_recovered_ms)),
         );
     }
     h.push_str("</tbody>\n</table>\n");
@@ -487,6 +541,20 @@ figure.chart svg { width: 100%; height: auto; display: block; }
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redis_down_buckets_become_windows() {
+        let tl: Vec<Bucket> = [true, false, false, true, true, false]
+            .iter()
+            .enumerate()
+            .map(|(i, &up)| Bucket {
+                t_ms: (i as u64 + 1) * 100,
+                redis_up: up,
+                ..Default::default()
+            })
+            .collect();
+        assert_eq!(down_runs(&tl), vec![(0.1, 0.3), (0.5, 0.6)]);
+    }
 
     #[test]
     fn escapes_markup() {
