@@ -134,6 +134,21 @@ fn down_runs(timeline: &[Bucket]) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// Overlapping spans merged: a compare runs the same fault schedule for every strategy, and
+/// the same outage, a few ms apart per run, is one shaded area (stacked translucent areas
+/// would darken into a block).
+fn union(mut spans: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
+    spans.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut out: Vec<(f64, f64)> = Vec::new();
+    for (a, b) in spans {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
 /// Settings in which the results differ, beside the strategy: a report overlaying runs of
 /// different workloads would compare nothing, so the page says so.
 fn differing_settings(results: &[RunResult]) -> Vec<String> {
@@ -183,16 +198,7 @@ pub fn render(results: &[RunResult]) -> Result<String> {
         .unwrap_or(0) as f64
         / 1000.0;
     let all_windows: Vec<Window> = results.iter().flat_map(windows).collect();
-    // One shaded area per distinct window: a compare runs the same fault schedule per strategy.
-    let mut shaded: Vec<(f64, f64)> = Vec::new();
-    for w in &all_windows {
-        if !shaded
-            .iter()
-            .any(|s| (s.0 - w.from).abs() < 1e-3 && (s.1 - w.to).abs() < 1e-3)
-        {
-            shaded.push((w.from, w.to));
-        }
-    }
+    let shaded = union(all_windows.iter().map(|w| (w.from, w.to)).collect());
     let mut guides: Vec<f64> = series
         .iter()
         .flat_map(|s| s.bursts.iter().map(|b| b.0))
@@ -278,14 +284,17 @@ fn describe(r: &RunResult) -> String {
         Some("closed") => format!("closed loop, {} clients", get_ptr(s, "/load/clients")),
         Some("open") => format!(
             "open loop, {} req/s ({})",
-            get_ptr(s, "/load/rps"),
+            get_ptr(s, "/load/rps").trim_end_matches(".0"),
             get_ptr(s, "/load/arrival")
         ),
         _ => "load ?".to_string(),
     };
     let mut parts = vec![
         load,
-        format!("{} app instances", get("instances")),
+        match get("instances").as_str() {
+            "1" => "1 app instance".to_string(),
+            n => format!("{n} app instances"),
+        },
         match get("keys").as_str() {
             "1" => "1 key".to_string(),
             k => format!("{k} keys, Zipf {}", get("zipf")),
@@ -554,6 +563,12 @@ mod tests {
             })
             .collect();
         assert_eq!(down_runs(&tl), vec![(0.1, 0.3), (0.5, 0.6)]);
+    }
+
+    #[test]
+    fn the_same_outage_in_several_runs_is_one_window() {
+        let spans = vec![(4.0, 7.03), (7.5, 8.0), (4.001, 7.02), (3.999, 7.04)];
+        assert_eq!(union(spans), vec![(3.999, 7.04), (7.5, 8.0)]);
     }
 
     #[test]
