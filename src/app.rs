@@ -1,19 +1,18 @@
 //! The commands: resolve the scenario, bring up the servers (managed or external), run, and
 //! always clean up — on success, error and Ctrl-C alike — before the results are reported.
 
-use std::io::IsTerminal as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use indicatif::{ProgressBar, ProgressStyle};
 use tokio_util::sync::CancellationToken;
 
 use crate::cache;
-use crate::cli::{Cli, Command, OutputFlags, RunCmd};
+use crate::cli::{Cli, Command, OutputFlags, ReportCmd, RunCmd};
 use crate::driver::{Driver, Raw};
 use crate::error::EnvError;
+use crate::live::Live;
 use crate::metrics::Outcome;
 use crate::origin::Db;
 use crate::report::{self, RunResult};
@@ -23,26 +22,52 @@ use crate::servers::{ManagedPostgres, ManagedRedis, postgres::PgStartOptions};
 pub async fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Run(cmd) => run_cmd(cmd).await,
+        Command::Report(cmd) => report_cmd(cmd),
     }
 }
 
-/// Ctrl-C and SIGTERM both become one shutdown signal handed to every task.
-fn shutdown_on_signals() -> CancellationToken {
+/// Render results already written: the HTML report with --html, else each one's summary.
+fn report_cmd(cmd: ReportCmd) -> Result<ExitCode> {
+    let results = report::html::load(&cmd.inputs)?;
+    match &cmd.html {
+        Some(p) => {
+            report::html::write(&results, p)?;
+            eprintln!(
+                "HTML report of {} result(s) written to {}",
+                results.len(),
+                p.display()
+            );
+        }
+        None => {
+            for r in &results {
+                print!("{}", report::terminal::summary(r));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Ctrl-C, SIGTERM and SIGHUP (a closed terminal) all become one shutdown signal handed to
+/// every task, so the servers are stopped however the tool is told to end.
+pub fn shutdown_on_signals() -> CancellationToken {
+    use tokio::signal::unix::{SignalKind, signal};
     let token = CancellationToken::new();
     let t = token.clone();
     tokio::spawn(async move {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                    t.cancel();
-                    return;
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::hangup()),
+        ) {
+            (Ok(mut term), Ok(mut hup)) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                    _ = hup.recv() => {}
                 }
-            };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
+            }
+            _ => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
         t.cancel();
     });
@@ -72,6 +97,10 @@ async fn run_cmd(cmd: RunCmd) -> Result<ExitCode> {
     }
     if let Some(p) = &cmd.output.out {
         say.line(&format!("results written to {}", p.display()));
+    }
+    if let Some(p) = &cmd.output.html {
+        report::html::write(std::slice::from_ref(&result), p)?;
+        say.line(&format!("HTML report written to {}", p.display()));
     }
     if result.interrupted {
         say.line("interrupted: the figures cover the part of the run that took place");
@@ -148,19 +177,6 @@ impl Env {
     }
 }
 
-fn progress_bar(sc: &Scenario, quiet: bool) -> ProgressBar {
-    if quiet || !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
-    }
-    let pb = ProgressBar::new(sc.duration.0.as_millis() as u64);
-    if let Ok(style) =
-        ProgressStyle::with_template("{spinner} [{bar:30}] {elapsed:>3}/{duration} {msg}")
-    {
-        pb.set_style(style.progress_chars("=> "));
-    }
-    pb
-}
-
 async fn run_on(
     sc: &Scenario,
     env: &mut Env,
@@ -212,9 +228,10 @@ async fn measure(
     }
     driver.warm(&shutdown).await.context("warming the cache")?;
     let before = admin.stats().await.ok();
-    let progress = progress_bar(sc, out.quiet);
-    let raw = driver.run(shutdown, progress.clone()).await?;
-    progress.finish_and_clear();
+    let live = Live::new(sc.duration.0, out.quiet);
+    let bar = live.bar();
+    let raw = driver.run(shutdown, live).await?;
+    bar.finish_and_clear();
     let after = admin.stats().await.ok();
     let tool_total = raw.calls_measured + raw.warm_loads + raw.warmup_calls;
     // pg_stat_statements records a statement as it ends; give the last ones a moment to land.
@@ -352,5 +369,6 @@ fn shape(
             max_dispatch_lag_ms: raw.max_lag.as_secs_f64() * 1000.0,
             instances: sc.instances,
         },
+        faults: Vec::new(),
     }
 }

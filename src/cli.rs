@@ -21,10 +21,25 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once per process: the size difference between commands costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run one strategy against Redis and Postgres and report what happened.
     Run(RunCmd),
+    /// Render results already written (by `run --out` or `compare`) as a report.
+    Report(ReportCmd),
+}
+
+#[derive(Debug, Args)]
+pub struct ReportCmd {
+    /// Results files, or directories holding one results file per strategy (summary.json is skipped); several results are overlaid and compared
+    #[arg(required = true, value_name = "RESULT.json|DIR")]
+    pub inputs: Vec<PathBuf>,
+
+    /// Write a self-contained HTML report (inline SVG and CSS; opens offline) to FILE; without it, print each result's summary
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -45,6 +60,10 @@ pub struct OutputFlags {
     /// Write the full results (JSON, versioned schema) to FILE.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+
+    /// Write a self-contained HTML report (timelines, inline SVG; opens offline) to FILE at the end.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
 
     /// No progress bar and no summary table; errors are still printed.
     #[arg(long, short)]

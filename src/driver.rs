@@ -7,12 +7,12 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use indicatif::ProgressBar;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::Cache;
 use crate::instance::{self, Instance, Shared};
+use crate::live::Live;
 use crate::metrics::{Counters, CountersSnapshot, LoadKind, LoadTracker, Recorder, Totals};
 use crate::origin::Db;
 use crate::report::Bucket;
@@ -138,7 +138,7 @@ impl Driver {
     }
 
     /// Drive the traffic and collect the figures.
-    pub async fn run(&self, shutdown: CancellationToken, progress: ProgressBar) -> Result<Raw> {
+    pub async fn run(&self, shutdown: CancellationToken, live: Live) -> Result<Raw> {
         let sc = &self.sc;
         let lead = Duration::from_millis(20);
         let start = Instant::now() + lead;
@@ -155,8 +155,8 @@ impl Driver {
             let recorder = self.recorder.clone();
             let interval = sc.interval.0;
             let stop = shutdown.clone();
-            let progress = progress.clone();
             let no_warmup = sc.warmup.0.is_zero();
+            let mut live = live;
             tokio::spawn(async move {
                 // Without a warm-up the window opens with the traffic: take the baseline now,
                 // before any request can start a load, rather than race the first requests.
@@ -194,20 +194,9 @@ impl Driver {
                         stale: iv.stale,
                         errors: iv.errors,
                         p99_ms: crate::metrics::pct_ms(&iv.latency, 0.99),
+                        redis_up: true,
                     };
-                    let secs = interval.as_secs_f64();
-                    progress.set_position((now.min(end) - measure_start).as_millis() as u64);
-                    progress.set_message(format!(
-                        "{:>7.0} req/s  hit {:>5.1}%  db {:>6.0}/s  p99 {:>7.2} ms",
-                        b.requests as f64 / secs,
-                        if b.requests == 0 {
-                            0.0
-                        } else {
-                            (b.hits + b.stale) as f64 * 100.0 / b.requests as f64
-                        },
-                        b.db_calls as f64 / secs,
-                        b.p99_ms
-                    ));
+                    live.tick(&b);
                     timeline.push(b);
                     if last || stop.is_cancelled() {
                         return (timeline, at_measure);

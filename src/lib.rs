@@ -7,6 +7,7 @@ pub mod cli;
 pub mod driver;
 pub mod error;
 pub mod instance;
+pub mod live;
 pub mod metrics;
 pub mod origin;
 pub mod report;
