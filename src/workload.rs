@@ -55,7 +55,7 @@ impl Schedule {
             arrival,
             exp: Exp::new(rps / 1e9).ok(),
             // Its own stream, so Poisson gaps do not shift the key sequence.
-            rng: SmallRng::seed_from_u64(seed ^ 0x5eed_a11_7ea5),
+            rng: SmallRng::seed_from_u64(seed ^ 0x05ee_da11_7ea5),
             next_ns: 0.0,
             index: 0,
         }

@@ -49,6 +49,9 @@ pub struct RunResult {
     pub histograms: Histograms,
     /// One entry per `interval` of the measured window.
     pub timeline: Vec<Bucket>,
+    /// The faults injected, in order, with what each outage and recovery cost (empty without faults).
+    #[serde(default)]
+    pub faults: Vec<FaultReport>,
     pub servers: Servers,
     /// How well the load generator kept its own schedule.
     pub generator: Generator,
@@ -111,6 +114,10 @@ pub struct DbFigures {
     pub early_recomputes: u64,
     /// Mean time between an early recompute's start and the expiry it pre-empted, ms.
     pub early_lead_ms_mean: Option<f64>,
+    /// Under `--db-query heavy`: what one heavy query cost on the idle server before traffic
+    /// (median of a few runs), ms. Null under `sleep`, whose cost is `--db-cost`.
+    #[serde(default)]
+    pub heavy_query_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -202,6 +209,47 @@ pub struct Bucket {
     pub errors: u64,
     /// 99th percentile latency of the bucket's requests, ms.
     pub p99_ms: f64,
+    /// False when Redis was down (killed by a fault, not yet restarted) at any moment of the bucket.
+    #[serde(default = "yes")]
+    pub redis_up: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One injected fault: when it struck, how long Redis was gone, and how the run recovered.
+/// Times are ms since the measured window started; "restart" is the moment the new Redis
+/// answered a PING from the tool.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct FaultReport {
+    /// What happened: `kill-redis` (a crash of Redis, which comes back empty).
+    pub kind: String,
+    /// When Redis was killed, ms since the measured window started (as done, not as planned).
+    pub at_ms: u64,
+    /// From the kill until the new Redis answered, ms (`down_for` plus the restart itself).
+    pub down_ms: u64,
+    /// From the restart until a request's Redis command first succeeded again (reconnection),
+    /// ms. Null when none succeeded before the next fault or the end of the run.
+    pub recovered_ms: Option<u64>,
+    /// From the restart until the end of the first timeline bucket whose hit rate was back to
+    /// at least 90% of `hit_rate_before`, ms. Null when it never got there, or when there was
+    /// no hit rate to get back to.
+    pub hit_rate_recovered_ms: Option<u64>,
+    /// Hit rate ((hit + stale) / requests) over the timeline buckets of the last second before
+    /// the kill; null when no bucket ended before it.
+    pub hit_rate_before: Option<f64>,
+    /// DB calls started during the outage (kill to restart).
+    pub db_calls_during: u64,
+    /// Redis commands that failed or missed their deadline during the outage.
+    pub redis_errors_during: u64,
+    /// DB calls started in the first second after the restart: the recovery stampede of a
+    /// cold cache. Fewer than 1000 ms are covered when the run or the next fault came first.
+    pub recovery_stampede: u64,
+    /// How many ms after the restart `recovery_stampede` covers (1000 unless cut short).
+    pub recovery_window_ms: u64,
+    /// What went wrong with the fault itself (a refused SHUTDOWN, a failed restart command).
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -214,9 +262,14 @@ pub struct Servers {
     pub redis_url: String,
     /// Postgres URL, password redacted.
     pub pg_url: String,
-    /// PIDs of the servers the tool started (gone after the run).
+    /// PIDs of the servers the tool started (gone after the run); `redis_pid` is the last
+    /// redis-server of the run.
     pub redis_pid: Option<u32>,
     pub postgres_pid: Option<u32>,
+    /// Every redis-server the tool started in this run, in order: a fault's restart starts a
+    /// new process with a new PID (all gone after the run).
+    #[serde(default)]
+    pub redis_pids: Vec<u32>,
     /// Time to start the managed Redis and Postgres, ms.
     pub redis_startup_ms: Option<u64>,
     pub postgres_startup_ms: Option<u64>,
