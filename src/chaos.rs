@@ -50,6 +50,7 @@ pub struct Record {
     pub db_calls_during: u64,
     pub redis_errors_during: u64,
     pub recovery_stampede: u64,
+    pub recovery_redundant: u64,
     pub recovery_window_ms: u64,
     pub note: Option<String>,
 }
@@ -125,6 +126,7 @@ struct Pending {
     record: usize,
     restarted: Instant,
     calls: u64,
+    redundant: u64,
 }
 
 fn ms_since(t: Instant, start: Instant) -> u64 {
@@ -249,6 +251,7 @@ impl Task {
                     record: self.records.len() - 1,
                     restarted: now,
                     calls: self.calls(),
+                    redundant: self.shared.loads.redundant.load(Relaxed),
                 })
             }
             Err(e) => {
@@ -266,8 +269,10 @@ impl Task {
         self.sleep_until(until).await;
         let now = Instant::now().min(until);
         let calls = self.calls() - p.calls;
+        let redundant = self.shared.loads.redundant.load(Relaxed) - p.redundant;
         let r = &mut self.records[p.record];
         r.recovery_stampede = calls;
+        r.recovery_redundant = redundant;
         r.recovery_window_ms = ms_since(now, p.restarted);
     }
 
@@ -389,6 +394,7 @@ pub fn reports(records: &[Record], timeline: &[Bucket]) -> Vec<FaultReport> {
                 db_calls_during: r.db_calls_during,
                 redis_errors_during: r.redis_errors_during,
                 recovery_stampede: r.recovery_stampede,
+                recovery_redundant: r.recovery_redundant,
                 recovery_window_ms: r.recovery_window_ms,
                 note: r.note.clone(),
             }
@@ -444,6 +450,7 @@ mod tests {
             db_calls_during: 950,
             redis_errors_during: 2000,
             recovery_stampede: 300,
+            recovery_redundant: 40,
             recovery_window_ms: 1000,
             note: None,
         };

@@ -246,6 +246,9 @@ pub struct FaultReport {
     /// DB calls started in the first second after the restart: the recovery stampede of a
     /// cold cache. Fewer than 1000 ms are covered when the run or the next fault came first.
     pub recovery_stampede: u64,
+    /// Of `recovery_stampede`, loads started while another load of the same key was in flight
+    /// (the herd a coordination is meant to prevent).
+    pub recovery_redundant: u64,
     /// How many ms after the restart `recovery_stampede` covers (1000 unless cut short).
     pub recovery_window_ms: u64,
     /// What went wrong with the fault itself (a refused SHUTDOWN, a failed restart command).

@@ -108,8 +108,9 @@ fn faults(o: &mut String, f: &FaultReport) {
     };
     let _ = writeln!(
         o,
-        "            recovery: stampede {} db calls in the {window} after restart, commands ok after {}, {hit_rate}",
+        "            recovery: stampede {} db calls ({} redundant) in the {window} after restart, commands ok after {}, {hit_rate}",
         f.recovery_stampede,
+        f.recovery_redundant,
         ms(f.recovered_ms)
     );
     if let Some(n) = &f.note {
@@ -161,6 +162,12 @@ pub fn summary(r: &RunResult) -> String {
     );
     let d = &r.db;
     let server = match (d.calls_server, &d.calls_server_note) {
+        // A load that timed out or failed never completes, so pg_stat_statements skips it.
+        (Some(s), _) if d.errors + d.timeouts > 0 => format!(
+            "server counted {s} of {} sent; {} failed loads are not counted by it",
+            d.calls + d.warmup_calls,
+            d.errors + d.timeouts
+        ),
         (Some(s), _) => format!("server counted {s} of {} sent", d.calls + d.warmup_calls),
         (None, Some(n)) => format!("server count unavailable: {n}"),
         (None, None) => "server count unavailable".to_string(),

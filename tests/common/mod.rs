@@ -52,7 +52,13 @@ impl Run {
 /// `stampede run ARGS --out <tmp>/r.json --quiet`; asserts exit 0 and returns the parsed JSON.
 pub fn run_ok(args: &[&str]) -> Run {
     let r = run(args);
-    assert_eq!(r.code(), 0, "stampede run {args:?} failed:\nstdout:\n{}\nstderr:\n{}", r.stdout(), r.stderr());
+    assert_eq!(
+        r.code(),
+        0,
+        "stampede run {args:?} failed:\nstdout:\n{}\nstderr:\n{}",
+        r.stdout(),
+        r.stderr()
+    );
     r
 }
 
@@ -80,7 +86,7 @@ pub fn read_json(p: &Path) -> Option<Value> {
 pub fn alive(pid: u32) -> bool {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"));
     match stat {
-        Ok(s) => !s.split_whitespace().nth(2).is_some_and(|st| st == "Z"),
+        Ok(s) => s.split_whitespace().nth(2).is_none_or(|st| st != "Z"),
         Err(_) => false,
     }
 }
@@ -88,9 +94,25 @@ pub fn alive(pid: u32) -> bool {
 /// Asserts that the servers a run started are gone.
 pub fn assert_servers_gone(json: &Value) {
     for key in ["redis_pid", "postgres_pid"] {
-        if let Some(pid) = json.pointer(&format!("/servers/{key}")).and_then(Value::as_u64) {
+        if let Some(pid) = json
+            .pointer(&format!("/servers/{key}"))
+            .and_then(Value::as_u64)
+        {
             assert!(!alive(pid as u32), "{key} {pid} still alive after the run");
         }
+    }
+    // A fault's restart starts a new redis-server: every one of them must be gone too.
+    for pid in json
+        .pointer("/servers/redis_pids")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_u64)
+    {
+        assert!(
+            !alive(pid as u32),
+            "redis-server {pid} still alive after the run"
+        );
     }
 }
 
@@ -100,7 +122,11 @@ pub fn stampede_temp_dirs() -> Vec<PathBuf> {
         .map(|rd| {
             rd.filter_map(|e| e.ok())
                 .map(|e| e.path())
-                .filter(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("stampede-")))
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("stampede-"))
+                })
                 .collect()
         })
         .unwrap_or_default();
