@@ -237,7 +237,12 @@ impl Task {
         record.injected = true;
         health.set_down();
         // Stopped early (Ctrl-C): restart now rather than leave Redis down.
-        let _ = self.sleep_until(killed + spec.down_for.0).await;
+        if !self.sleep_until(killed + spec.down_for.0).await {
+            record.note = Some(format!(
+                "outage cut short: the run was interrupted before down_for ({}) had passed",
+                spec.down_for
+            ));
+        }
         let restarted = self.restart().await;
         record.db_calls_during = self.calls() - calls0;
         record.redis_errors_during = self.redis_errors() - errors0;

@@ -205,7 +205,7 @@ impl Driver {
                     let secs = interval.as_secs_f64();
                     progress.set_position((now.min(end) - measure_start).as_millis() as u64);
                     progress.set_message(format!(
-                        "{:>7.0} req/s  hit {:>5.1}%  db {:>6.0}/s  p99 {:>7.2} ms",
+                        "{:>7.0} req/s  hit {:>5.1}%  db {:>6.0}/s  p99 {:>7.2} ms{}",
                         b.requests as f64 / secs,
                         if b.requests == 0 {
                             0.0
@@ -213,7 +213,8 @@ impl Driver {
                             (b.hits + b.stale) as f64 * 100.0 / b.requests as f64
                         },
                         b.db_calls as f64 / secs,
-                        b.p99_ms
+                        b.p99_ms,
+                        if b.redis_up { "" } else { "  REDIS DOWN" }
                     ));
                     timeline.push(b);
                     if last || stop.is_cancelled() {
