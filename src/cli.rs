@@ -85,10 +85,11 @@ pub enum DbQuery {
 }
 
 /// The kinds of fault a run can inject.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FaultKind {
     /// Redis crashes (SIGKILL) and comes back empty after `down_for`.
+    #[default]
     KillRedis,
 }
 

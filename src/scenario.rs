@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::cli::{Arrival, DbQuery, FaultKind, FaultSpec, LockTimeoutPolicy, RunFlags};
+use crate::chaos::schedule;
+use crate::cli::{Arrival, DbQuery, FaultSpec, LockTimeoutPolicy, RunFlags};
 use crate::error::UsageError;
 use crate::strategy::StrategySpec;
 use crate::values::{Dur, Percent, Rate};
@@ -331,70 +332,10 @@ fn fault_name(src: &Src, i: usize, f: &FaultSpec) -> String {
     }
 }
 
-/// Pair `--kill-redis-at` with `--redis-down-for` in the order given.
+/// Pair `--kill-redis-at` with `--redis-down-for` into the flags' fault list.
 fn faults_from_flags(flags: &mut RunFlags) -> Result<(), UsageError> {
-    let (at, down) = (&flags.kill_redis_at, &flags.redis_down_for);
-    match (at.len(), down.len()) {
-        (0, 0) => return Ok(()),
-        (_, 0) => {
-            return Err(UsageError::new(
-                "--kill-redis-at needs --redis-down-for (how long Redis stays down before it starts again)",
-            ));
-        }
-        (0, _) => {
-            return Err(UsageError::new(
-                "--redis-down-for needs --kill-redis-at (when, after the measured window starts, Redis is killed)",
-            ));
-        }
-        (a, d) if a != d => {
-            return Err(UsageError::new(format!(
-                "--kill-redis-at given {a} times but --redis-down-for {d} times: they are paired in order, one down time per kill"
-            )));
-        }
-        _ => {}
-    }
-    flags.fault = at
-        .iter()
-        .zip(down)
-        .map(|(&at, &down_for)| FaultSpec {
-            kind: FaultKind::KillRedis,
-            at,
-            down_for,
-        })
-        .collect();
-    Ok(())
-}
-
-/// Faults must strike inside the measured window, each Redis must be back before the window
-/// ends (so the recovery is measured and an external Redis is never left down), and two
-/// outages must not overlap.
-fn check_faults(faults: &mut [FaultSpec], duration: Dur, src: &Src) -> Result<(), UsageError> {
-    // Numbering in errors follows the order written, so name them before sorting.
-    let mut named: Vec<(String, FaultSpec)> = faults
-        .iter()
-        .enumerate()
-        .map(|(i, f)| (fault_name(src, i, f), *f))
-        .collect();
-    named.sort_by_key(|(_, f)| f.at);
-    let mut free_from = Duration::ZERO;
-    for (name, f) in &named {
-        let back = f.at.0 + f.down_for.0;
-        if back > duration.0 {
-            return Err(UsageError::new(format!(
-                "{name}: Redis would still be down when the run ends ({} + {} > duration {duration}); fault times count from the start of the measured window: move the fault earlier, shorten down_for or lengthen --duration",
-                f.at, f.down_for
-            )));
-        }
-        if f.at.0 < free_from {
-            return Err(UsageError::new(format!(
-                "{name}: starts at {} while Redis is still down from an earlier fault (back at {}): outages must not overlap",
-                f.at,
-                Dur(free_from)
-            )));
-        }
-        free_from = back;
-    }
-    faults.sort_by_key(|f| f.at);
+    flags.fault =
+        schedule::pair(&flags.kill_redis_at, &flags.redis_down_for).map_err(UsageError)?;
     Ok(())
 }
 
@@ -445,7 +386,8 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
     }
     let jitter = m.jitter.unwrap_or(Percent(strategy.default_jitter()));
     let duration = m.duration.unwrap_or(Dur(Duration::from_secs(10)));
-    check_faults(&mut m.fault, duration, &faults_src)?;
+    schedule::check(&mut m.fault, duration, |i, f| fault_name(&faults_src, i, f))
+        .map_err(UsageError)?;
     match (&m.redis_url, &m.redis_restart_cmd) {
         (Some(_), None) if !m.fault.is_empty() => {
             return Err(UsageError::new(
@@ -574,19 +516,6 @@ mod tests {
 
     fn dur(s: &str) -> Dur {
         s.parse().unwrap()
-    }
-
-    #[test]
-    fn fault_flags_pair_in_order_and_sort() {
-        let flags = RunFlags {
-            kill_redis_at: vec![dur("6s"), dur("1s")],
-            redis_down_for: vec![dur("2s"), dur("3s")],
-            ..Default::default()
-        };
-        let s = resolve(None, flags).unwrap();
-        let got: Vec<(Dur, Dur)> = s.faults.iter().map(|f| (f.at, f.down_for)).collect();
-        assert_eq!(got, vec![(dur("1s"), dur("3s")), (dur("6s"), dur("2s"))]);
-        assert!(s.faults.iter().all(|f| f.kind == FaultKind::KillRedis));
     }
 
     #[test]
