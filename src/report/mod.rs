@@ -278,7 +278,7 @@ pub struct Servers {
     pub postgres_startup_ms: Option<u64>,
     /// Whether the managed Postgres came from the cached initdb template.
     pub postgres_template_reused: Option<bool>,
-    /// Time to create and seed the items table, ms.
+    /// Time to create and seed the items table (and the reviews table under `--db-query heavy`), ms.
     pub seed_ms: u64,
 }
 
