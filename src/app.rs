@@ -9,7 +9,8 @@ use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
 
 use crate::cache;
-use crate::cli::{Cli, Command, OutputFlags, ReportCmd, RunCmd};
+use crate::chaos::{self, Chaos, RedisControl};
+use crate::cli::{Cli, Command, DbQuery, OutputFlags, ReportCmd, RunCmd};
 use crate::driver::{Driver, Raw};
 use crate::error::EnvError;
 use crate::live::Live;
@@ -188,10 +189,28 @@ async fn run_on(
     let prefix: Arc<str> = Arc::from(format!("stampede:{run_id}:"));
     let seed_start = Instant::now();
     let db = Db::setup(&env.pg_url, &run_id, sc.keys, sc.value_size).await?;
+    let heavy_query_ms = heavy_setup(sc, &db, say).await;
     let seed_ms = seed_start.elapsed().as_millis() as u64;
     let admin = cache::Admin::open(&env.redis_url, prefix.clone()).await?;
     // From here on the run's schema and keys exist: remove them whatever happens next.
-    let result = measure(sc, env, &db, &admin, prefix, shutdown, out, say, seed_ms).await;
+    let result = match heavy_query_ms {
+        Ok(heavy_query_ms) => {
+            measure(
+                sc,
+                env,
+                &db,
+                &admin,
+                prefix,
+                shutdown,
+                out,
+                say,
+                seed_ms,
+                heavy_query_ms,
+            )
+            .await
+        }
+        Err(e) => Err(e),
+    };
     if sc.redis_url.is_some()
         && let Err(e) = admin.remove_namespace().await
     {
@@ -206,10 +225,62 @@ async fn run_on(
     result
 }
 
+/// Under `--db-query heavy`, seed the reviews table and measure one heavy query.
+async fn heavy_setup(sc: &Scenario, db: &Db, say: &Say) -> Result<Option<f64>> {
+    if sc.db_query != DbQuery::Heavy {
+        return Ok(None);
+    }
+    let ms = db.seed_reviews(sc.keys).await?;
+    say.line(&format!(
+        "heavy DB query: one aggregate over {} reviews takes {ms:.1} ms on the idle server (median of 5, one core: no parallel workers)",
+        crate::origin::REVIEW_ROWS
+    ));
+    Ok(Some(ms))
+}
+
+/// Start the fault schedule, if the scenario has faults. A managed Redis moves into it (it
+/// kills and restarts it) and comes back to `env` in [`finish_faults`].
+fn start_faults(
+    sc: &Scenario,
+    env: &mut Env,
+    driver: &Driver,
+    admin: &cache::Admin,
+    shutdown: &CancellationToken,
+) -> Option<Chaos> {
+    if sc.faults.is_empty() {
+        return None;
+    }
+    let control = match (env.redis.take(), &sc.redis_restart_cmd) {
+        (Some(r), _) => RedisControl::Managed(r),
+        (None, Some(cmd)) => RedisControl::External {
+            admin: admin.clone(),
+            restart_cmd: cmd.clone(),
+        },
+        // The scenario refuses faults on an external Redis without a restart command.
+        (None, None) => return None,
+    };
+    Some(Chaos::spawn(
+        sc.faults.clone(),
+        control,
+        driver.shared().clone(),
+        driver.window_start(),
+        sc.duration.0,
+        shutdown.clone(),
+    ))
+}
+
+/// End the fault schedule and give the managed Redis back to `env` (to be stopped with it).
+async fn finish_faults(chaos: Option<Chaos>, env: &mut Env) -> Result<Option<chaos::Done>> {
+    let Some(c) = chaos else { return Ok(None) };
+    let mut done = c.finish().await?;
+    env.redis = done.managed.take();
+    Ok(Some(done))
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn measure(
     sc: &Scenario,
-    env: &Env,
+    env: &mut Env,
     db: &Db,
     admin: &cache::Admin,
     prefix: Arc<str>,
@@ -217,6 +288,7 @@ async fn measure(
     out: &OutputFlags,
     say: &Say,
     seed_ms: u64,
+    heavy_query_ms: Option<f64>,
 ) -> Result<RunResult> {
     let redis_version = admin
         .version()
@@ -230,10 +302,17 @@ async fn measure(
     let before = admin.stats().await.ok();
     let live = Live::new(sc.duration.0, out.quiet);
     let bar = live.bar();
-    let raw = driver.run(shutdown, live).await?;
+    let first_redis_pid = env.redis.as_ref().and_then(|r| r.pid());
+    let chaos = start_faults(sc, env, &driver, admin, &shutdown);
+    let raw = driver.run(shutdown, live).await;
+    let faults = finish_faults(chaos, env).await;
+    let raw = raw?;
+    let faults = faults?;
     bar.finish_and_clear();
     let after = admin.stats().await.ok();
-    let tool_total = raw.calls_measured + raw.warm_loads + raw.warmup_calls;
+    // Loads that failed or timed out never complete, so the server does not count them.
+    let tool_total = (raw.calls_measured + raw.warm_loads + raw.warmup_calls)
+        .saturating_sub(raw.counters.db_errors + raw.counters.db_timeouts);
     // pg_stat_statements records a statement as it ends; give the last ones a moment to land.
     let mut calls_server = db.server_calls().await;
     let wait_until = Instant::now() + Duration::from_secs(1);
@@ -244,6 +323,23 @@ async fn measure(
     let mut result = shape(sc, raw, calls_server, db, before.zip(after), env);
     result.servers.redis_version = redis_version;
     result.servers.seed_ms = seed_ms;
+    result.db.heavy_query_ms = heavy_query_ms;
+    result.servers.redis_pids.extend(first_redis_pid);
+    if let Some(done) = faults {
+        result.faults = chaos::reports(&done.records, &result.timeline);
+        result.servers.redis_pids.extend(done.restarted_pids);
+        if result.faults.iter().any(|f| f.down_ms > 0) {
+            // INFO's counters start again at zero with every restart.
+            result.redis.keyspace_hits = None;
+            result.redis.keyspace_misses = None;
+            result.redis.note = Some(
+                "Redis restarted during the run and its INFO counters with it: the run's keyspace totals cannot be read back".to_string(),
+            );
+        }
+        for f in result.faults.iter().filter_map(|f| f.note.as_deref()) {
+            eprintln!("warning: fault: {f}");
+        }
+    }
     if let Some(p) = &out.out {
         report::write_json(p, &result)?;
     }
@@ -314,6 +410,7 @@ fn shape(
             early_recomputes: c.early_recomputes,
             early_lead_ms_mean: (c.early_recomputes > 0)
                 .then(|| c.early_lead_us as f64 / 1000.0 / c.early_recomputes as f64),
+            heavy_query_ms: None,
         },
         redis: report::RedisFigures {
             keyspace_hits: redis.map(|(b, a)| a.keyspace_hits.saturating_sub(b.keyspace_hits)),
@@ -350,6 +447,7 @@ fn shape(
             service_us: report::encode_histogram(&t.service),
         },
         timeline: raw.timeline,
+        faults: Vec::new(),
         servers: report::Servers {
             redis_version: String::new(),
             postgres_version: db.version.clone(),
@@ -360,6 +458,7 @@ fn shape(
             postgres_pid: env.pg.as_ref().and_then(|p| p.pid()),
             redis_dir: env.redis.as_ref().map(|r| r.dir().display().to_string()),
             postgres_dir: env.pg.as_ref().map(|p| p.dir().display().to_string()),
+            redis_pids: Vec::new(),
             redis_startup_ms: env.redis_startup.map(|d| d.as_millis() as u64),
             postgres_startup_ms: env.pg.as_ref().map(|p| p.startup().0.as_millis() as u64),
             postgres_template_reused: env.pg.as_ref().map(|p| p.startup().1),
@@ -369,6 +468,5 @@ fn shape(
             max_dispatch_lag_ms: raw.max_lag.as_secs_f64() * 1000.0,
             instances: sc.instances,
         },
-        faults: Vec::new(),
     }
 }

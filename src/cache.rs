@@ -118,7 +118,10 @@ impl Cache {
     async fn run<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, CacheError> {
         let mut c = self.conn();
         match tokio::time::timeout(self.timeout, cmd.query_async::<T>(&mut c)).await {
-            Ok(Ok(v)) => Ok(v),
+            Ok(Ok(v)) => {
+                self.counters.redis_health.note_ok();
+                Ok(v)
+            }
             Ok(Err(_)) => {
                 bump(&self.counters.redis_errors);
                 Err(CacheError::Failed)
@@ -171,7 +174,10 @@ impl Cache {
         let mut inv = self.release.key(k.as_bytes());
         inv.arg(token);
         match tokio::time::timeout(self.timeout, inv.invoke_async::<i64>(&mut c)).await {
-            Ok(Ok(n)) => Ok(n == 1),
+            Ok(Ok(n)) => {
+                self.counters.redis_health.note_ok();
+                Ok(n == 1)
+            }
             Ok(Err(_)) => {
                 bump(&self.counters.redis_errors);
                 Err(CacheError::Failed)
@@ -193,6 +199,7 @@ pub struct RedisStats {
 
 /// The tool's own connection for reading INFO and cleaning up; never used by requests, so its
 /// commands do not pollute the keyspace figures.
+#[derive(Clone)]
 pub struct Admin {
     conn: ConnectionManager,
     prefix: Arc<str>,
@@ -214,6 +221,35 @@ impl Admin {
             .await
             .context("INFO timed out")?
             .context("INFO failed")
+    }
+
+    /// PING with a short deadline: whether Redis answers now.
+    pub async fn ping(&self) -> bool {
+        let mut c = self.conn.clone();
+        let cmd = redis::cmd("PING");
+        let ping = cmd.query_async::<String>(&mut c);
+        matches!(
+            tokio::time::timeout(Duration::from_millis(500), ping).await,
+            Ok(Ok(_))
+        )
+    }
+
+    /// `SHUTDOWN NOSAVE`: stop the server without persisting, as close to a crash as a client
+    /// can cause. The server drops the connection instead of answering, so a dropped
+    /// connection is success; an error reply (renamed command, missing ACL) is not.
+    pub async fn shutdown_nosave(&self) -> Result<()> {
+        let mut c = self.conn.clone();
+        let mut cmd = redis::cmd("SHUTDOWN");
+        cmd.arg("NOSAVE");
+        match tokio::time::timeout(Duration::from_secs(5), cmd.query_async::<()>(&mut c)).await {
+            Ok(Ok(())) => Ok(()),
+            // An error reply has a code; a connection dropped by the stopping server has none.
+            Ok(Err(e)) if e.code().is_none() => Ok(()),
+            Ok(Err(e)) => Err(anyhow::anyhow!(
+                "Redis refused SHUTDOWN NOSAVE: {e} (the fault needs a user allowed to run SHUTDOWN)"
+            )),
+            Err(_) => Err(anyhow::anyhow!("SHUTDOWN NOSAVE got no answer within 5 s")),
+        }
     }
 
     pub async fn version(&self) -> Result<String> {

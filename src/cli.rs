@@ -92,6 +92,38 @@ pub enum LockTimeoutPolicy {
     Stale,
 }
 
+/// What one load (one DB call) costs the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DbQuery {
+    /// `pg_sleep(--db-cost)` inside Postgres: a fixed cost that holds a real connection but
+    /// no CPU, so only the pool saturates.
+    Sleep,
+    /// A CPU-bound aggregate over a seeded `reviews` table: the server's CPU saturates for real.
+    Heavy,
+}
+
+/// The kinds of fault a run can inject.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultKind {
+    /// Redis crashes (SIGKILL) and comes back empty after `down_for`.
+    #[default]
+    KillRedis,
+}
+
+/// One `[[fault]]` table of a scenario file; on the command line the same fault is
+/// `--kill-redis-at AT --redis-down-for DOWN_FOR`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSpec {
+    pub kind: FaultKind,
+    /// When the fault strikes, measured from the start of the measured window (after warm-up).
+    pub at: Dur,
+    /// How long Redis stays down before a new, empty one is started.
+    pub down_for: Dur,
+}
+
 /// Every setting of a run. All optional here: unset means "take the scenario file's value,
 /// else the default". Field names are the scenario file's keys.
 #[derive(Debug, Args, Clone, Default, Deserialize)]
@@ -224,4 +256,27 @@ pub struct RunFlags {
     /// Cache a not-found sentinel for this long (negative caching) [default: off]
     #[arg(long, value_name = "DURATION")]
     pub negative_ttl: Option<Dur>,
+
+    /// What a load costs the DB: sleep (pg_sleep of --db-cost, holds a connection) or heavy (a CPU-bound aggregate over a seeded reviews table) [default: sleep]
+    #[arg(long, value_enum)]
+    pub db_query: Option<DbQuery>,
+
+    /// Crash Redis (SIGKILL) this long after the measured window starts; repeatable, paired in order with --redis-down-for (scenario file: [[fault]] with kind = "kill-redis", at, down_for)
+    #[arg(long, value_name = "T")]
+    #[serde(skip)]
+    pub kill_redis_at: Vec<Dur>,
+
+    /// How long Redis stays down after the matching --kill-redis-at before a new, empty one starts on the same port
+    #[arg(long, value_name = "DURATION")]
+    #[serde(skip)]
+    pub redis_down_for: Vec<Dur>,
+
+    /// Faults of a scenario file (`[[fault]]` tables); the command line's --kill-redis-at/--redis-down-for replace them
+    #[arg(skip)]
+    #[serde(default)]
+    pub fault: Vec<FaultSpec>,
+
+    /// External Redis (--redis-url) only: shell command (run with sh -c) that starts it again after a fault's SHUTDOWN NOSAVE
+    #[arg(long, value_name = "CMD")]
+    pub redis_restart_cmd: Option<String>,
 }

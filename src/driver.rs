@@ -46,6 +46,8 @@ pub struct Driver {
     instances: Vec<Arc<Instance>>,
     shared: Arc<Shared>,
     recorder: Arc<Recorder>,
+    /// When the measured window starts, once `run` has fixed it (the fault schedule counts from it).
+    window: tokio::sync::watch::Sender<Option<Instant>>,
 }
 
 struct Job {
@@ -95,7 +97,7 @@ impl Driver {
             )
             .await?;
             let origin = db
-                .origin(sc.db_pool, sc.db_cost.0, sc.db_timeout.map(|d| d.0))
+                .origin(sc.db_pool, sc.load_cost(), sc.db_timeout.map(|d| d.0))
                 .await?;
             instances.push(Arc::new(Instance::new(i, cache, origin, shared.clone())));
         }
@@ -104,7 +106,18 @@ impl Driver {
             instances,
             shared,
             recorder: Arc::new(Recorder::default()),
+            window: tokio::sync::watch::Sender::new(None),
         })
+    }
+
+    /// What every instance shares: counters, the load tracker, Redis's health.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Tells when the measured window of the next `run` starts, as soon as it is fixed.
+    pub fn window_start(&self) -> tokio::sync::watch::Receiver<Option<Instant>> {
+        self.window.subscribe()
     }
 
     /// Load the `warm` most popular keys into the cache, `db_pool` at a time, before traffic.
@@ -145,6 +158,7 @@ impl Driver {
         let started_at_ms = instance::now_ms() + lead.as_millis() as u64;
         let measure_start = start + sc.warmup.0;
         let end = measure_start + sc.duration.0;
+        self.window.send_replace(Some(measure_start));
         let loads = &self.shared.loads;
         let warm_loads = loads.warm_loads.load(Relaxed);
         let calls_before = loads.calls.load(Relaxed);
@@ -171,6 +185,7 @@ impl Driver {
                     at
                 };
                 tokio::time::sleep_until(measure_start.into()).await;
+                shared.counters.redis_health.take_bucket_up();
                 let mut timeline =
                     Vec::with_capacity((sc_len(end - measure_start, interval)) as usize);
                 let mut iv = Recorder::new_interval();
@@ -194,7 +209,7 @@ impl Driver {
                         stale: iv.stale,
                         errors: iv.errors,
                         p99_ms: crate::metrics::pct_ms(&iv.latency, 0.99),
-                        redis_up: true,
+                        redis_up: shared.counters.redis_health.take_bucket_up(),
                     };
                     live.tick(&b);
                     timeline.push(b);

@@ -3,6 +3,7 @@
 
 pub mod app;
 pub mod cache;
+pub mod chaos;
 pub mod cli;
 pub mod driver;
 pub mod error;

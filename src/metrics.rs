@@ -5,7 +5,8 @@
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::time::Instant;
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -235,6 +236,55 @@ pub struct Counters {
     pub lock_unavailable: AtomicU64,
     pub negative_hits: AtomicU64,
     pub cold_misses: AtomicU64,
+    /// Whether Redis is up, as the fault schedule knows it (not a counter: not in snapshots).
+    pub redis_health: RedisHealth,
+}
+
+/// Redis's state as the fault schedule ([`crate::chaos`]) sets it, for the timeline, and the
+/// moment requests first got a command through after a restart. The request path pays one
+/// relaxed load per successful command; the lock is taken once per restart.
+#[derive(Debug, Default)]
+pub struct RedisHealth {
+    down: AtomicBool,
+    /// Down at some moment since the timeline last asked.
+    went_down: AtomicBool,
+    armed: AtomicBool,
+    first_ok: Mutex<Option<Instant>>,
+}
+
+impl RedisHealth {
+    /// Redis was just killed.
+    pub fn set_down(&self) {
+        self.down.store(true, Relaxed);
+        self.went_down.store(true, Relaxed);
+    }
+
+    /// Redis answers again; the next successful command of a request is recorded.
+    pub fn set_up(&self) {
+        *self.first_ok.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        self.armed.store(true, Relaxed);
+        self.down.store(false, Relaxed);
+    }
+
+    /// For one timeline bucket: true when Redis was up during the whole bucket since the last call.
+    pub fn take_bucket_up(&self) -> bool {
+        let down_now = self.down.load(Relaxed);
+        let was_down = self.went_down.swap(down_now, Relaxed);
+        !(was_down || down_now)
+    }
+
+    /// A request's Redis command succeeded.
+    #[inline]
+    pub fn note_ok(&self) {
+        if self.armed.load(Relaxed) && self.armed.swap(false, Relaxed) {
+            *self.first_ok.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        }
+    }
+
+    /// When the first command succeeded after the last [`RedisHealth::set_up`], if one has.
+    pub fn first_ok(&self) -> Option<Instant> {
+        *self.first_ok.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 macro_rules! counters_snapshot {
@@ -417,6 +467,24 @@ mod tests {
         assert_eq!(t.warm_loads.load(Relaxed), 1);
         t.reset_peaks();
         assert_eq!(t.peak_herd.load(Relaxed), 1);
+    }
+
+    #[test]
+    fn redis_health_marks_every_bucket_that_saw_an_outage() {
+        let h = RedisHealth::default();
+        assert!(h.take_bucket_up());
+        h.set_down();
+        assert!(!h.take_bucket_up(), "the bucket in which Redis died");
+        assert!(!h.take_bucket_up(), "a bucket spent down");
+        h.note_ok();
+        assert_eq!(h.first_ok(), None, "not armed while down");
+        h.set_up();
+        assert!(!h.take_bucket_up(), "the bucket in which Redis came back");
+        assert!(h.take_bucket_up());
+        h.note_ok();
+        let first = h.first_ok().expect("recorded");
+        h.note_ok();
+        assert_eq!(h.first_ok(), Some(first), "only the first command counts");
     }
 
     #[test]

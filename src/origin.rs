@@ -1,8 +1,9 @@
 //! The database behind the cache: the run's own schema in Postgres (created, seeded and
 //! dropped by the run), a connection pool per app instance, and the one loader statement whose
-//! every execution is one DB call, its cost spent inside Postgres on a real connection.
+//! every execution is one DB call, its cost spent inside Postgres on a real connection: a
+//! sleep (holds a connection, no CPU) or a heavy aggregate (burns the server's CPU).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
@@ -24,6 +25,51 @@ pub enum LoadFailure {
     Abandoned,
     /// The wait for the lock ran out under `--lock-timeout-policy error`.
     LockTimeout,
+}
+
+/// Rows seeded into `reviews` under `--db-query heavy`. Sized so that one aggregate over them
+/// costs several ms of one core on the reference machine (see the README's figures): enough
+/// for a herd to saturate a 2-core server, little enough that seeding takes well under a second.
+pub const REVIEW_ROWS: i64 = 100_000;
+
+/// What one load costs the database.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LoadCost {
+    /// `pg_sleep` for this long on a held connection.
+    Sleep(Duration),
+    /// A CPU-bound aggregate over every row of `reviews` (seeded by [`Db::seed_reviews`]).
+    Heavy,
+}
+
+/// The heavy loader's aggregate: the item's own mean rating and a helpfulness-weighted mean
+/// over the whole catalogue, so every call scans and computes over every review. `$1` is the
+/// item id; kept in one place so the cost measured before traffic is the cost paid in it.
+fn heavy_aggregate(schema: &str) -> String {
+    format!(
+        "SELECT avg(r.rating) FILTER (WHERE r.item_id = $1) AS rating, \
+         sum(r.rating * (r.helpful + 1))::float8 / sum(r.helpful + 1) AS catalogue_rating FROM {schema}.reviews r"
+    )
+}
+
+/// The loader statement. The `stampede_load_version` alias and `{schema}.items` are what
+/// [`Db::server_calls`] finds it by in pg_stat_statements: keep both in every form.
+fn loader_sql(schema: &str, cost: LoadCost) -> String {
+    match cost {
+        LoadCost::Sleep(_) => format!(
+            "SELECT i.payload, i.version AS stampede_load_version FROM pg_sleep($2) LEFT JOIN {schema}.items i ON i.id = $1"
+        ),
+        LoadCost::Heavy => format!(
+            "SELECT i.payload, i.version AS stampede_load_version, a.rating, a.catalogue_rating FROM ({}) a LEFT JOIN {schema}.items i ON i.id = $1",
+            heavy_aggregate(schema)
+        ),
+    }
+}
+
+fn loader_types(cost: LoadCost) -> &'static [Type] {
+    match cost {
+        LoadCost::Sleep(_) => &[Type::INT8, Type::FLOAT8],
+        LoadCost::Heavy => &[Type::INT8],
+    }
 }
 
 /// The run's schema on a Postgres server, and an admin connection for setup and read-back.
@@ -123,16 +169,77 @@ impl Db {
         })
     }
 
+    /// Seed `reviews` for `--db-query heavy` and measure what one heavy aggregate costs on
+    /// the idle server (median of 5, ms). The statement measured is not the loader, so these
+    /// runs are not counted as DB calls.
+    pub async fn seed_reviews(&self, keys: u64) -> Result<f64> {
+        let schema = &self.schema;
+        self.admin
+            .batch_execute(&format!(
+                "CREATE UNLOGGED TABLE {schema}.reviews (item_id bigint NOT NULL, rating int NOT NULL, helpful int NOT NULL)"
+            ))
+            .await
+            .with_context(|| format!("creating {schema}.reviews"))?;
+        // Generated inside the server, spread over every item, deterministic.
+        self.admin
+            .execute(
+                &format!(
+                    "INSERT INTO {schema}.reviews SELECT g % $2::int8 + 1, (g * 7919) % 5 + 1, (g * 104729) % 1000 FROM generate_series(1, $1::int8) g"
+                ),
+                &[&REVIEW_ROWS, &(keys.max(1) as i64)],
+            )
+            .await
+            .with_context(|| format!("seeding {REVIEW_ROWS} rows into {schema}.reviews"))?;
+        // Sets hint bits and statistics now, so the first loads do not pay for it.
+        self.admin
+            .batch_execute(&format!("VACUUM ANALYZE {schema}.reviews"))
+            .await
+            .with_context(|| format!("vacuuming {schema}.reviews"))?;
+        self.admin
+            .batch_execute("SET max_parallel_workers_per_gather = 0")
+            .await
+            .context("disabling parallel query for the measurement")?;
+        let stmt = self
+            .admin
+            .prepare_typed(&heavy_aggregate(schema), &[Type::INT8])
+            .await
+            .context("preparing the heavy aggregate")?;
+        let mut times = Vec::with_capacity(5);
+        for id in 1..=5i64 {
+            let t = Instant::now();
+            self.admin
+                .query_one(&stmt, &[&id])
+                .await
+                .context("running the heavy aggregate")?;
+            times.push(t.elapsed().as_secs_f64() * 1000.0);
+        }
+        let _ = self
+            .admin
+            .batch_execute("RESET max_parallel_workers_per_gather")
+            .await;
+        times.sort_by(f64::total_cmp);
+        Ok(times[times.len() / 2])
+    }
+
     /// A pool of `size` connections for one app instance, already connected.
     pub async fn origin(
         &self,
         size: u32,
-        cost: Duration,
+        cost: LoadCost,
         timeout: Option<Duration>,
     ) -> Result<Origin> {
         let mut cfg = self.config.clone();
+        let mut options = Vec::new();
         if let Some(t) = timeout {
-            cfg.options(format!("-c statement_timeout={}", t.as_millis().max(1)));
+            options.push(format!("-c statement_timeout={}", t.as_millis().max(1)));
+        }
+        if cost == LoadCost::Heavy {
+            // One load = one backend = one core, as in an OLTP app: parallel workers would let
+            // a single query borrow the cores the herd is fighting over.
+            options.push("-c max_parallel_workers_per_gather=0".to_string());
+        }
+        if !options.is_empty() {
+            cfg.options(options.join(" "));
         }
         let mgr = Manager::from_config(
             cfg,
@@ -148,10 +255,8 @@ impl Db {
             .runtime(Runtime::Tokio1)
             .build()
             .context("building the database pool")?;
-        let sql = format!(
-            "SELECT i.payload, i.version AS stampede_load_version FROM pg_sleep($2) LEFT JOIN {}.items i ON i.id = $1",
-            self.schema
-        );
+        let sql = loader_sql(&self.schema, cost);
+        let types = loader_types(cost);
         // Open every connection now: connecting inside the first herd would inflate its latency
         // with set-up cost a running app does not pay.
         let mut held = Vec::with_capacity(size as usize);
@@ -162,17 +267,13 @@ impl Db {
                     redact_url(&self.url)
                 ))
             })?;
-            c.prepare_typed_cached(&sql, &[Type::INT8, Type::FLOAT8])
+            c.prepare_typed_cached(&sql, types)
                 .await
                 .context("preparing the loader statement")?;
             held.push(c);
         }
         drop(held);
-        Ok(Origin {
-            pool,
-            sql,
-            cost_s: cost.as_secs_f64(),
-        })
+        Ok(Origin { pool, sql, cost })
     }
 
     /// Executions of the loader statement counted by the server (pg_stat_statements), or None
@@ -206,7 +307,7 @@ impl Db {
 pub struct Origin {
     pool: Pool,
     sql: String,
-    cost_s: f64,
+    cost: LoadCost,
 }
 
 /// A loaded row: the item's payload and version.
@@ -229,19 +330,21 @@ impl Origin {
             _ => LoadFailure::Db,
         })?;
         let stmt = client
-            .prepare_typed_cached(&self.sql, &[Type::INT8, Type::FLOAT8])
+            .prepare_typed_cached(&self.sql, loader_types(self.cost))
             .await
             .map_err(|_| LoadFailure::Db)?;
-        let row = client
-            .query_one(&stmt, &[&(id as i64), &self.cost_s])
-            .await
-            .map_err(|e| {
-                if e.code() == Some(&tokio_postgres::error::SqlState::QUERY_CANCELED) {
-                    LoadFailure::Timeout
-                } else {
-                    LoadFailure::Db
-                }
-            })?;
+        let id = id as i64;
+        let ran = match self.cost {
+            LoadCost::Sleep(d) => client.query_one(&stmt, &[&id, &d.as_secs_f64()]).await,
+            LoadCost::Heavy => client.query_one(&stmt, &[&id]).await,
+        };
+        let row = ran.map_err(|e| {
+            if e.code() == Some(&tokio_postgres::error::SqlState::QUERY_CANCELED) {
+                LoadFailure::Timeout
+            } else {
+                LoadFailure::Db
+            }
+        })?;
         if row.get::<_, Option<&str>>(0).is_none() {
             return Ok(None);
         }

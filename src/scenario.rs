@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::cli::{Arrival, LockTimeoutPolicy, RunFlags};
+use crate::chaos::schedule;
+use crate::cli::{Arrival, DbQuery, FaultSpec, LockTimeoutPolicy, RunFlags};
 use crate::error::UsageError;
 use crate::strategy::StrategySpec;
 use crate::values::{Dur, Percent, Rate};
@@ -58,6 +59,20 @@ pub struct Scenario {
     pub jitter: Percent,
     pub missing_ratio: Percent,
     pub negative_ttl: Option<Dur>,
+    pub db_query: DbQuery,
+    /// Faults to inject, sorted by `at` (relative to the start of the measured window).
+    pub faults: Vec<FaultSpec>,
+    pub redis_restart_cmd: Option<String>,
+}
+
+impl Scenario {
+    /// What one load costs the database under this scenario.
+    pub fn load_cost(&self) -> crate::origin::LoadCost {
+        match self.db_query {
+            DbQuery::Sleep => crate::origin::LoadCost::Sleep(self.db_cost.0),
+            DbQuery::Heavy => crate::origin::LoadCost::Heavy,
+        }
+    }
 }
 
 fn ser_redacted<S: serde::Serializer>(url: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
@@ -120,7 +135,13 @@ pub fn read_file(path: &Path) -> Result<RunFlags, UsageError> {
 
 fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
     macro_rules! pick {
-        ($($f:ident),* $(,)?) => { RunFlags { $($f: flags.$f.or(file.$f),)* } };
+        ($($f:ident),* $(,)?) => { RunFlags {
+            $($f: flags.$f.or(file.$f),)*
+            // Faults given on the command line replace the file's list as a whole.
+            fault: if flags.fault.is_empty() { file.fault } else { flags.fault },
+            kill_redis_at: Vec::new(),
+            redis_down_for: Vec::new(),
+        } };
     }
     let mut m = pick!(
         strategy,
@@ -155,6 +176,8 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
         jitter,
         missing_ratio,
         negative_ttl,
+        db_query,
+        redis_restart_cmd,
     );
     // A load shape given on the command line replaces the file's, whichever kind it is.
     if flags.rps.is_some() {
@@ -265,6 +288,22 @@ fn check(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
     positive_dur(f.lock_ttl, src, "lock_ttl")?;
     positive_dur(f.lock_poll, src, "lock_poll")?;
     positive_dur(f.negative_ttl, src, "negative_ttl")?;
+    for (i, fault) in f.fault.iter().enumerate() {
+        if fault.down_for.0.is_zero() {
+            return Err(UsageError::new(format!(
+                "{}: down_for must be longer than 0",
+                fault_name(src, i, fault)
+            )));
+        }
+    }
+    if let Some(c) = &f.redis_restart_cmd
+        && c.trim().is_empty()
+    {
+        return Err(UsageError::new(format!(
+            "{} is empty: give the shell command that starts your Redis again",
+            src.name("redis_restart_cmd")
+        )));
+    }
     for (key, url, schemes) in [
         (
             "redis_url",
@@ -287,8 +326,24 @@ fn check(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
     Ok(())
 }
 
+/// How a fault is named in an error: the flags that made it, or its table in the file.
+fn fault_name(src: &Src, i: usize, f: &FaultSpec) -> String {
+    match src {
+        Src::Flags => format!("--kill-redis-at {} --redis-down-for {}", f.at, f.down_for),
+        Src::File(p) => format!("[[fault]] #{} in {}", i + 1, p.display()),
+    }
+}
+
+/// Pair `--kill-redis-at` with `--redis-down-for` into the flags' fault list.
+fn faults_from_flags(flags: &mut RunFlags) -> Result<(), UsageError> {
+    flags.fault =
+        schedule::pair(&flags.kill_redis_at, &flags.redis_down_for).map_err(UsageError)?;
+    Ok(())
+}
+
 /// Build the run's scenario from an optional file and the command-line flags.
-pub fn resolve(file: Option<&PathBuf>, flags: RunFlags) -> Result<Scenario, UsageError> {
+pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, UsageError> {
+    faults_from_flags(&mut flags)?;
     check(&flags, &Src::Flags)?;
     let from_file = match file {
         Some(p) => {
@@ -298,7 +353,11 @@ pub fn resolve(file: Option<&PathBuf>, flags: RunFlags) -> Result<Scenario, Usag
         }
         None => RunFlags::default(),
     };
-    let m = merge(flags, from_file);
+    let faults_src = match file {
+        Some(p) if flags.fault.is_empty() => Src::File(p),
+        _ => Src::Flags,
+    };
+    let mut m = merge(flags, from_file);
 
     let strategy = StrategySpec::parse(m.strategy.as_deref().unwrap_or("cache-aside"))
         .map_err(UsageError::new)?;
@@ -328,12 +387,34 @@ pub fn resolve(file: Option<&PathBuf>, flags: RunFlags) -> Result<Scenario, Usag
         )));
     }
     let jitter = m.jitter.unwrap_or(Percent(strategy.default_jitter()));
+    let duration = m.duration.unwrap_or(Dur(Duration::from_secs(10)));
+    schedule::check(&mut m.fault, duration, |i, f| fault_name(&faults_src, i, f))
+        .map_err(UsageError)?;
+    match (&m.redis_url, &m.redis_restart_cmd) {
+        (Some(_), None) if !m.fault.is_empty() => {
+            return Err(UsageError::new(
+                "a kill-redis fault on an external Redis (--redis-url) needs --redis-restart-cmd: stampede sends it SHUTDOWN NOSAVE at the fault and runs that shell command to start it again (it only kills and restarts by itself a Redis it started)",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(UsageError::new(
+                "--redis-restart-cmd applies only to an external Redis (--redis-url): the managed Redis is restarted by stampede itself",
+            ));
+        }
+        _ => {}
+    }
+    let db_query = m.db_query.unwrap_or(DbQuery::Sleep);
+    if db_query == DbQuery::Heavy && m.db_cost.is_some() {
+        return Err(UsageError::new(
+            "--db-cost sets the pg_sleep of --db-query sleep; under --db-query heavy a load costs what its aggregate costs on this server: drop --db-cost (or db_cost in the file)",
+        ));
+    }
 
     Ok(Scenario {
         scenario_file: file.map(|p| p.display().to_string()),
         strategy,
         load,
-        duration: m.duration.unwrap_or(Dur(Duration::from_secs(10))),
+        duration,
         warmup: m.warmup.unwrap_or(Dur(Duration::ZERO)),
         keys,
         zipf: m.zipf.unwrap_or(1.0),
@@ -361,6 +442,9 @@ pub fn resolve(file: Option<&PathBuf>, flags: RunFlags) -> Result<Scenario, Usag
         jitter,
         missing_ratio: m.missing_ratio.unwrap_or(Percent(0.0)),
         negative_ttl: m.negative_ttl,
+        db_query,
+        faults: m.fault,
+        redis_restart_cmd: m.redis_restart_cmd,
     })
 }
 
@@ -429,6 +513,96 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(e.contains("bad.toml"), "{text}: {e}");
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+    }
+
+    fn dur(s: &str) -> Dur {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn bad_faults_are_usage_errors_that_say_why() {
+        let case = |at: &[&str], down: &[&str], extra: RunFlags| {
+            let flags = RunFlags {
+                kill_redis_at: at.iter().map(|s| dur(s)).collect(),
+                redis_down_for: down.iter().map(|s| dur(s)).collect(),
+                ..extra
+            };
+            resolve(None, flags).unwrap_err().to_string()
+        };
+        let none = RunFlags::default;
+        assert!(case(&["1s"], &[], none()).contains("needs --redis-down-for"));
+        assert!(case(&[], &["1s"], none()).contains("needs --kill-redis-at"));
+        assert!(case(&["1s", "5s"], &["1s"], none()).contains("paired in order"));
+        assert!(case(&["9s"], &["2s"], none()).contains("still be down when the run ends"));
+        assert!(case(&["1s", "2s"], &["3s", "1s"], none()).contains("must not overlap"));
+        assert!(case(&["1s"], &["0s"], none()).contains("longer than 0"));
+        let external = RunFlags {
+            redis_url: Some("redis://127.0.0.1:1/".into()),
+            ..Default::default()
+        };
+        assert!(case(&["1s"], &["1s"], external).contains("needs --redis-restart-cmd"));
+        let managed_cmd = RunFlags {
+            redis_restart_cmd: Some("redis-server".into()),
+            ..Default::default()
+        };
+        assert!(case(&[], &[], managed_cmd).contains("only to an external Redis"));
+        let heavy_with_cost = RunFlags {
+            db_query: Some(DbQuery::Heavy),
+            db_cost: Some(dur("5ms")),
+            ..Default::default()
+        };
+        assert!(case(&[], &[], heavy_with_cost).contains("drop --db-cost"));
+    }
+
+    #[test]
+    fn file_faults_are_tables_and_flags_replace_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("outage.toml");
+        std::fs::write(
+            &p,
+            "duration = \"10s\"\n[[fault]]\nkind = \"kill-redis\"\nat = \"4s\"\ndown_for = \"3s\"\n",
+        )
+        .unwrap();
+        let s = resolve(Some(&p), RunFlags::default()).unwrap();
+        assert_eq!(s.faults.len(), 1);
+        assert_eq!(
+            (s.faults[0].at, s.faults[0].down_for),
+            (dur("4s"), dur("3s"))
+        );
+        let flags = RunFlags {
+            kill_redis_at: vec![dur("1s")],
+            redis_down_for: vec![dur("1s")],
+            ..Default::default()
+        };
+        let s = resolve(Some(&p), flags).unwrap();
+        assert_eq!(s.faults[0].at, dur("1s"), "flags replace the file's faults");
+
+        for (text, needle) in [
+            (
+                "[[fault]]\nkind = \"kill-postgres\"\nat = \"1s\"\ndown_for = \"1s\"\n",
+                "kill-redis",
+            ),
+            (
+                "[[fault]]\nkind = \"kill-redis\"\nat = \"1s\"\n",
+                "down_for",
+            ),
+            (
+                "[[fault]]\nkind = \"kill-redis\"\nat = \"1s\"\ndown_for = \"1s\"\nwhen = 1\n",
+                "when",
+            ),
+            ("kill_redis_at = \"1s\"\n", "kill_redis_at"),
+            (
+                "[[fault]]\nkind = \"kill-redis\"\nat = \"9s\"\ndown_for = \"5s\"\n",
+                "[[fault]] #1",
+            ),
+        ] {
+            std::fs::write(&p, text).unwrap();
+            let e = resolve(Some(&p), RunFlags::default())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("outage.toml"), "{text}: {e}");
             assert!(e.contains(needle), "{text}: {e}");
         }
     }

@@ -115,6 +115,10 @@ pub struct DbFigures {
     pub early_recomputes: u64,
     /// Mean time between an early recompute's start and the expiry it pre-empted, ms.
     pub early_lead_ms_mean: Option<f64>,
+    /// Under `--db-query heavy`: what one heavy query cost on the idle server before traffic
+    /// (median of a few runs), ms. Null under `sleep`, whose cost is `--db-cost`.
+    #[serde(default)]
+    pub heavy_query_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -243,6 +247,9 @@ pub struct FaultReport {
     /// DB calls started in the first second after the restart: the recovery stampede of a
     /// cold cache. Fewer than 1000 ms are covered when the run or the next fault came first.
     pub recovery_stampede: u64,
+    /// Of `recovery_stampede`, loads started while another load of the same key was in flight
+    /// (the herd a coordination is meant to prevent).
+    pub recovery_redundant: u64,
     /// How many ms after the restart `recovery_stampede` covers (1000 unless cut short).
     pub recovery_window_ms: u64,
     /// What went wrong with the fault itself (a refused SHUTDOWN, a failed restart command).
@@ -259,18 +266,23 @@ pub struct Servers {
     pub redis_url: String,
     /// Postgres URL, password redacted.
     pub pg_url: String,
-    /// PIDs of the servers the tool started (gone after the run).
+    /// PIDs of the servers the tool started (gone after the run); `redis_pid` is the last
+    /// redis-server of the run.
     pub redis_pid: Option<u32>,
     pub postgres_pid: Option<u32>,
     /// Temp dirs of the servers the tool started (removed after the run).
     pub redis_dir: Option<String>,
     pub postgres_dir: Option<String>,
+    /// Every redis-server the tool started in this run, in order: a fault's restart starts a
+    /// new process with a new PID (all gone after the run).
+    #[serde(default)]
+    pub redis_pids: Vec<u32>,
     /// Time to start the managed Redis and Postgres, ms.
     pub redis_startup_ms: Option<u64>,
     pub postgres_startup_ms: Option<u64>,
     /// Whether the managed Postgres came from the cached initdb template.
     pub postgres_template_reused: Option<bool>,
-    /// Time to create and seed the items table, ms.
+    /// Time to create and seed the items table (and the reviews table under `--db-query heavy`), ms.
     pub seed_ms: u64,
 }
 

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Latency, RunResult};
+use super::{FaultReport, Latency, RunResult};
 
 fn lat(l: &Latency) -> String {
     format!(
@@ -49,16 +49,73 @@ pub fn describe(r: &RunResult) -> String {
                 .unwrap_or("constant")
         ),
     };
+    let db = if g("db_query") == "heavy" {
+        "db-query heavy".to_string()
+    } else {
+        format!("db-cost {}", g("db_cost"))
+    };
     format!(
-        "{}: {load}, {}, {} keys (zipf {}), ttl {}, db-cost {}, {} instance(s)",
+        "{}: {load}, {}, {} keys (zipf {}), ttl {}, {db}, {} instance(s)",
         r.strategy,
         g("duration"),
         g("keys"),
         g("zipf"),
         g("ttl"),
-        g("db_cost"),
         g("instances")
     )
+}
+
+fn secs(ms: u64) -> String {
+    format!("{:.2} s", ms as f64 / 1000.0)
+}
+
+/// The outage window, what it cost, and the recovery after the restart.
+fn faults(o: &mut String, f: &FaultReport) {
+    if f.down_ms == 0 && f.note.is_some() {
+        let _ = writeln!(
+            o,
+            "  fault     {} at {}: {}",
+            f.kind,
+            secs(f.at_ms),
+            f.note.as_deref().unwrap_or_default()
+        );
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "  fault     {} at {}, down {} (outage {} to {}): db calls during it {}, redis errors {}",
+        f.kind,
+        secs(f.at_ms),
+        secs(f.down_ms),
+        secs(f.at_ms),
+        secs(f.at_ms + f.down_ms),
+        f.db_calls_during,
+        f.redis_errors_during
+    );
+    let ms = |v: Option<u64>| v.map_or_else(|| "never".to_string(), |v| format!("{v} ms"));
+    let hit_rate = match f.hit_rate_before {
+        Some(b) => format!(
+            "hit rate back to 90% of {:.1}% after {}",
+            b * 100.0,
+            ms(f.hit_rate_recovered_ms)
+        ),
+        None => "no hit rate before the fault to compare".to_string(),
+    };
+    let window = if f.recovery_window_ms < 1000 {
+        format!("first {} ms (cut short)", f.recovery_window_ms)
+    } else {
+        "first second".to_string()
+    };
+    let _ = writeln!(
+        o,
+        "            recovery: stampede {} db calls ({} redundant) in the {window} after restart, commands ok after {}, {hit_rate}",
+        f.recovery_stampede,
+        f.recovery_redundant,
+        ms(f.recovered_ms)
+    );
+    if let Some(n) = &f.note {
+        let _ = writeln!(o, "            note: {n}");
+    }
 }
 
 pub fn summary(r: &RunResult) -> String {
@@ -105,6 +162,12 @@ pub fn summary(r: &RunResult) -> String {
     );
     let d = &r.db;
     let server = match (d.calls_server, &d.calls_server_note) {
+        // A load that timed out or failed never completes, so pg_stat_statements skips it.
+        (Some(s), _) if d.errors + d.timeouts > 0 => format!(
+            "server counted {s} of {} sent; {} failed loads are not counted by it",
+            d.calls + d.warmup_calls,
+            d.errors + d.timeouts
+        ),
         (Some(s), _) => format!("server counted {s} of {} sent", d.calls + d.warmup_calls),
         (None, Some(n)) => format!("server count unavailable: {n}"),
         (None, None) => "server count unavailable".to_string(),
@@ -129,6 +192,9 @@ pub fn summary(r: &RunResult) -> String {
             "background refreshes {} (skipped {})",
             d.background_refreshes, d.refreshes_skipped
         ));
+    }
+    if let Some(ms) = d.heavy_query_ms {
+        extra.push(format!("heavy query {ms:.1} ms idle"));
     }
     if d.early_recomputes > 0 {
         extra.push(format!(
@@ -157,6 +223,9 @@ pub fn summary(r: &RunResult) -> String {
             "  lock      acquired {}  contended {}  timeouts {}  lost {}  unavailable {}",
             l.acquired, l.contended, l.timeouts, l.lost, l.unavailable
         );
+    }
+    for f in &r.faults {
+        faults(&mut o, f);
     }
     let _ = writeln!(o, "  latency   {}", lat(&r.latency_ms));
     let _ = writeln!(o, "  service   {}", lat(&r.service_ms));

@@ -107,6 +107,19 @@ pub fn assert_servers_gone(json: &Value) {
             assert!(!alive(pid as u32), "{key} {pid} still alive after the run");
         }
     }
+    // A fault's restart starts a new redis-server: every one of them must be gone too.
+    for pid in json
+        .pointer("/servers/redis_pids")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_u64)
+    {
+        assert!(
+            !alive(pid as u32),
+            "redis-server {pid} still alive after the run"
+        );
+    }
 }
 
 /// Temp dirs the managed servers use, as a set of paths, to compare before and after a run.
