@@ -232,7 +232,7 @@ impl Driver {
         };
         instance::drain_refreshes(&self.shared, Duration::from_secs(5)).await;
         let interrupted = shutdown.is_cancelled();
-        let (timeline, (counters_at_measure, calls_at_measure)) = match ticker.await {
+        let (mut timeline, (counters_at_measure, calls_at_measure)) = match ticker.await {
             Ok(v) => v,
             // The window never opened (interrupted during warm-up): nothing was measured.
             Err(_) => (
@@ -240,6 +240,27 @@ impl Driver {
                 (self.shared.counters.snapshot(), loads.calls.load(Relaxed)),
             ),
         };
+        // Requests in flight at the end of the window finish during the drain: their figures
+        // go in one last bucket stamped when the drain ended, so the timeline adds up to the totals.
+        if !timeline.is_empty() {
+            let mut iv = Recorder::new_interval();
+            self.recorder.take_interval(&mut iv);
+            let db_calls = self.shared.loads.interval_calls.swap(0, Relaxed);
+            if iv.requests > 0 || db_calls > 0 {
+                timeline.push(Bucket {
+                    t_ms: Instant::now()
+                        .saturating_duration_since(measure_start)
+                        .as_millis() as u64,
+                    requests: iv.requests,
+                    db_calls,
+                    hits: iv.hits,
+                    stale: iv.stale,
+                    errors: iv.errors,
+                    p99_ms: crate::metrics::pct_ms(&iv.latency, 0.99),
+                    redis_up: self.shared.counters.redis_health.take_bucket_up(),
+                });
+            }
+        }
         let totals = self.recorder.totals();
         let abandoned = dispatched.saturating_sub(finished);
         Ok(Raw {

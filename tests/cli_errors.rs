@@ -104,6 +104,9 @@ fn shipped_scenarios_parse() {
                 "--pg-url",
                 "postgres://x@127.0.0.1:1/x",
                 "--quiet",
+                // Faults on an external Redis need a restart command to be valid.
+                "--redis-restart-cmd",
+                "true",
             ])
             .output()
             .unwrap();

@@ -134,7 +134,7 @@ fn compare_directory_report_overlays_strategies_and_shades_faults() {
     let fault = |at_ms: u64, down_ms: u64| {
         json!({"kind": "kill-redis", "at_ms": at_ms, "down_ms": down_ms, "recovered_ms": 12,
                "hit_rate_recovered_ms": 300, "hit_rate_before": 0.99, "db_calls_during": 40,
-               "redis_errors_during": 900, "recovery_stampede": 20, "recovery_window_ms": 1000,
+               "redis_errors_during": 900, "recovery_stampede": 20, "recovery_redundant": 3, "recovery_window_ms": 1000,
                "note": null})
     };
     faulty["faults"] = json!([fault(500, 300), fault(1800, 400)]);

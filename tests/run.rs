@@ -87,7 +87,8 @@ fn cache_aside_counts_agree_with_the_servers() {
     );
     let tl = j["timeline"].as_array().expect("timeline");
     assert!(
-        (29..=31).contains(&tl.len()),
+        // 30 buckets, and one more when requests in flight at the end finished in the drain.
+        (30..=31).contains(&tl.len()),
         "3 s in 100 ms buckets: {}",
         tl.len()
     );

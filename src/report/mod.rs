@@ -249,6 +249,7 @@ pub struct FaultReport {
     pub recovery_stampede: u64,
     /// Of `recovery_stampede`, loads started while another load of the same key was in flight
     /// (the herd a coordination is meant to prevent).
+    #[serde(default)]
     pub recovery_redundant: u64,
     /// How many ms after the restart `recovery_stampede` covers (1000 unless cut short).
     pub recovery_window_ms: u64,
