@@ -201,16 +201,12 @@ impl Driver {
                     let now = Instant::now();
                     recorder.take_interval(&mut iv);
                     let db_calls = shared.loads.interval_calls.swap(0, Relaxed);
-                    let b = Bucket {
-                        t_ms: (now.min(end) - measure_start).as_millis() as u64,
-                        requests: iv.requests,
+                    let b = bucket(
+                        now.min(end) - measure_start,
+                        &iv,
                         db_calls,
-                        hits: iv.hits,
-                        stale: iv.stale,
-                        errors: iv.errors,
-                        p99_ms: crate::metrics::pct_ms(&iv.latency, 0.99),
-                        redis_up: shared.counters.redis_health.take_bucket_up(),
-                    };
+                        shared.counters.redis_health.take_bucket_up(),
+                    );
                     live.tick(&b);
                     timeline.push(b);
                     if last || stop.is_cancelled() {
@@ -247,18 +243,12 @@ impl Driver {
             self.recorder.take_interval(&mut iv);
             let db_calls = self.shared.loads.interval_calls.swap(0, Relaxed);
             if iv.requests > 0 || db_calls > 0 {
-                timeline.push(Bucket {
-                    t_ms: Instant::now()
-                        .saturating_duration_since(measure_start)
-                        .as_millis() as u64,
-                    requests: iv.requests,
+                timeline.push(bucket(
+                    Instant::now().saturating_duration_since(measure_start),
+                    &iv,
                     db_calls,
-                    hits: iv.hits,
-                    stale: iv.stale,
-                    errors: iv.errors,
-                    p99_ms: crate::metrics::pct_ms(&iv.latency, 0.99),
-                    redis_up: self.shared.counters.redis_health.take_bucket_up(),
-                });
+                    self.shared.counters.redis_health.take_bucket_up(),
+                ));
             }
         }
         let totals = self.recorder.totals();
@@ -471,6 +461,20 @@ impl Driver {
             finished.load(Relaxed),
             Duration::ZERO,
         ))
+    }
+}
+
+/// One timeline entry: what the interval `iv` recorded, ending `at` into the measured window.
+fn bucket(at: Duration, iv: &crate::metrics::Interval, db_calls: u64, redis_up: bool) -> Bucket {
+    Bucket {
+        t_ms: at.as_millis() as u64,
+        requests: iv.requests,
+        db_calls,
+        hits: iv.hits,
+        stale: iv.stale,
+        errors: iv.errors,
+        p99_ms: crate::metrics::pct_ms(&iv.latency, 0.99),
+        redis_up,
     }
 }
 
