@@ -24,6 +24,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Run(cmd) => run_cmd(cmd).await,
         Command::Report(cmd) => report_cmd(cmd),
+        Command::Compare(cmd) => crate::compare::run(cmd).await,
+        Command::Check(cmd) => crate::check::run(cmd),
     }
 }
 
@@ -78,7 +80,7 @@ pub fn shutdown_on_signals() -> CancellationToken {
 /// Status lines for a person watching; silent with --quiet.
 pub struct Say(pub bool);
 impl Say {
-    fn line(&self, s: &str) {
+    pub(crate) fn line(&self, s: &str) {
         if !self.0 {
             eprintln!("{s}");
         }
@@ -92,9 +94,14 @@ async fn run_cmd(cmd: RunCmd) -> Result<ExitCode> {
     let mut env = Env::start(&sc, &say).await?;
     let outcome = run_on(&sc, &mut env, shutdown.clone(), &cmd.output, &say).await;
     env.stop();
-    let result = outcome?;
+    let mut result = outcome?;
+    result.thresholds = sc.thresholds.judge(&result);
+    if let Some(p) = &cmd.output.out {
+        report::write_json(p, &result)?;
+    }
     if !cmd.output.quiet {
         print!("{}", report::terminal::summary(&result));
+        print!("{}", report::tables::thresholds(&result.thresholds));
     }
     if let Some(p) = &cmd.output.out {
         say.line(&format!("results written to {}", p.display()));
@@ -103,9 +110,14 @@ async fn run_cmd(cmd: RunCmd) -> Result<ExitCode> {
         report::html::write(std::slice::from_ref(&result), p)?;
         say.line(&format!("HTML report written to {}", p.display()));
     }
+    let broken = crate::thresholds::broken(&result.strategy, &result.thresholds);
+    eprint!("{broken}");
     if result.interrupted {
         say.line("interrupted: the figures cover the part of the run that took place");
         return Ok(ExitCode::from(crate::error::EXIT_INTERRUPTED));
+    }
+    if !broken.is_empty() {
+        return Ok(ExitCode::from(crate::error::EXIT_FAILED_CHECK));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -178,7 +190,10 @@ impl Env {
     }
 }
 
-async fn run_on(
+/// One strategy's run on servers that are already up: its own schema (fresh DB counters) and
+/// its own Redis namespace (a fresh cache), both removed afterwards. Shared by `run` and
+/// `compare`.
+pub(crate) async fn run_on(
     sc: &Scenario,
     env: &mut Env,
     shutdown: CancellationToken,
@@ -302,6 +317,8 @@ async fn measure(
     let before = admin.stats().await.ok();
     let live = Live::new(sc.duration.0, out.quiet);
     let bar = live.bar();
+    // Names the bar: `compare` shows one per strategy.
+    bar.set_prefix(sc.strategy.to_string());
     let first_redis_pid = env.redis.as_ref().and_then(|r| r.pid());
     let chaos = start_faults(sc, env, &driver, admin, &shutdown);
     let raw = driver.run(shutdown, live).await;
@@ -339,9 +356,6 @@ async fn measure(
         for f in result.faults.iter().filter_map(|f| f.note.as_deref()) {
             eprintln!("warning: fault: {f}");
         }
-    }
-    if let Some(p) = &out.out {
-        report::write_json(p, &result)?;
     }
     Ok(result)
 }
@@ -467,6 +481,9 @@ fn shape(
         generator: report::Generator {
             max_dispatch_lag_ms: raw.max_lag.as_secs_f64() * 1000.0,
             instances: sc.instances,
+            key_digest: format!("{:016x}", raw.key_digest.0),
+            key_digest_draws: raw.key_digest.1,
         },
+        thresholds: Vec::new(),
     }
 }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::{Deserialize, Serialize};
 
+use crate::thresholds::{ThresholdArg, Thresholds};
 use crate::values::{Dur, Percent, Rate};
 
 #[derive(Debug, Parser)]
@@ -29,6 +30,69 @@ pub enum Command {
     Run(RunCmd),
     /// Render results already written (by `run --out` or `compare`) as a report.
     Report(ReportCmd),
+    /// Run several strategies on the same seeded workload, each on a fresh cache and fresh DB
+    /// counters, and rank them by DB calls.
+    Compare(CompareCmd),
+    /// Compare a result (or a `compare --out` directory) with a baseline; exit 1 on a regression.
+    Check(CheckCmd),
+}
+
+#[derive(Debug, Args)]
+pub struct CompareCmd {
+    /// Strategies to run, comma-separated (e.g. cache-aside,mutex,swr+mutex), or `all` for the six presets
+    #[arg(long, value_name = "LIST")]
+    pub strategies: String,
+
+    /// Scenario file (TOML), as for `run`; its `strategy` is replaced by each of --strategies.
+    #[arg(long, value_name = "FILE")]
+    pub scenario: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub flags: RunFlags,
+
+    /// Write DIR/<strategy>.json (one results file per strategy), DIR/summary.json and DIR/summary.md.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+
+    /// Write a self-contained HTML report overlaying every strategy to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+
+    /// No progress bars and no table; errors and broken thresholds are still printed.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// How `check` prints its verdicts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CheckFormat {
+    /// An aligned table for a terminal or a CI log.
+    Text,
+    /// GitHub-flavoured Markdown, fit for $GITHUB_STEP_SUMMARY.
+    Markdown,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckCmd {
+    /// The results to judge: a results file from `run --out`, or a directory from `compare --out`
+    #[arg(value_name = "CURRENT")]
+    pub current: PathBuf,
+
+    /// What CURRENT is judged against: a results file, or a `compare --out` directory when CURRENT is one
+    #[arg(long, value_name = "BASE")]
+    pub baseline: PathBuf,
+
+    /// Allowed worsening per metric, e.g. db_calls=10%,p99=25% (repeatable). N% is relative to the baseline, a bare number is absolute (calls, ms); rates (hit_rate, error_rate, stale_ratio) take percentage points
+    #[arg(long, value_name = "METRIC=TOL", value_delimiter = ',')]
+    pub tolerance: Vec<String>,
+
+    /// Compare even when the two scenarios differ in what matters (strategy, load, keys, zipf, ttl, db cost, duration, …)
+    #[arg(long)]
+    pub force: bool,
+
+    /// Output format
+    #[arg(long, value_enum, default_value = "text")]
+    pub format: CheckFormat,
 }
 
 #[derive(Debug, Args)]
@@ -279,4 +343,14 @@ pub struct RunFlags {
     /// External Redis (--redis-url) only: shell command (run with sh -c) that starts it again after a fault's SHUTDOWN NOSAVE
     #[arg(long, value_name = "CMD")]
     pub redis_restart_cmd: Option<String>,
+
+    /// Exit 1 when a figure breaks this limit, e.g. p99_ms_max=250 or hit_rate_min=95% (repeatable; over the scenario's [thresholds]). Names: db_calls_max, redundant_loads_max, peak_key_herd_max, hit_rate_min, p50_ms_max, p95_ms_max, p99_ms_max, error_rate_max, stale_ratio_max
+    #[arg(long = "threshold", value_name = "NAME=VALUE", value_parser = crate::thresholds::parse_arg)]
+    #[serde(skip)]
+    pub threshold: Vec<ThresholdArg>,
+
+    /// A scenario file's `[thresholds]` table (no flag of its own: --threshold sets one).
+    #[arg(skip)]
+    #[serde(default)]
+    pub thresholds: Option<Thresholds>,
 }

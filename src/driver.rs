@@ -18,7 +18,7 @@ use crate::origin::Db;
 use crate::report::Bucket;
 use crate::scenario::{LoadShape, Scenario};
 use crate::strategy::{freshness, lock};
-use crate::workload::{KeySampler, Schedule};
+use crate::workload::{KeySampler, Schedule, combine_digests};
 
 /// What the traffic produced, before it is shaped into a result.
 pub struct Raw {
@@ -39,6 +39,8 @@ pub struct Raw {
     pub interrupted: bool,
     pub max_lag: Duration,
     pub started_at_ms: u64,
+    /// Fingerprint of the key draws and how many ids it covers (see [`KeySampler::digest`]).
+    pub key_digest: (u64, u64),
 }
 
 pub struct Driver {
@@ -48,6 +50,8 @@ pub struct Driver {
     recorder: Arc<Recorder>,
     /// When the measured window starts, once `run` has fixed it (the fault schedule counts from it).
     window: tokio::sync::watch::Sender<Option<Instant>>,
+    /// Set by the loop that drew the keys: (digest, ids covered).
+    key_digest: std::sync::Mutex<(u64, u64)>,
 }
 
 struct Job {
@@ -107,6 +111,7 @@ impl Driver {
             shared,
             recorder: Arc::new(Recorder::default()),
             window: tokio::sync::watch::Sender::new(None),
+            key_digest: std::sync::Mutex::new((0, 0)),
         })
     }
 
@@ -270,6 +275,7 @@ impl Driver {
             interrupted,
             max_lag,
             started_at_ms,
+            key_digest: self.key_digest.lock().map_or((0, 0), |d| *d),
         })
     }
 
@@ -376,6 +382,9 @@ impl Driver {
                 measured,
             });
         }
+        if let Ok(mut d) = self.key_digest.lock() {
+            *d = keys.digest();
+        }
         for lane in &lanes {
             lane.0.close();
         }
@@ -410,6 +419,12 @@ impl Driver {
         let started = Arc::new(AtomicU64::new(0));
         let finished = Arc::new(AtomicU64::new(0));
         let warmup = Arc::new(AtomicU64::new(0));
+        // Each client's key digest, written while it is still growing (the first draws only).
+        let digests: Arc<Vec<(AtomicU64, AtomicU64)>> = Arc::new(
+            (0..clients)
+                .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
+                .collect(),
+        );
         let mut workers = JoinSet::new();
         for c in 0..clients {
             let inst = self.instances[(c as usize) % self.instances.len()].clone();
@@ -420,12 +435,13 @@ impl Driver {
                 sc.missing_ratio.0,
             )
             .map_err(crate::error::UsageError)?;
-            let (recorder, started, finished, warmup, stop) = (
+            let (recorder, started, finished, warmup, stop, digests) = (
                 self.recorder.clone(),
                 started.clone(),
                 finished.clone(),
                 warmup.clone(),
                 shutdown.clone(),
+                digests.clone(),
             );
             workers.spawn(async move {
                 tokio::time::sleep_until(start.into()).await;
@@ -436,6 +452,12 @@ impl Driver {
                     }
                     let measured = began >= measure_start;
                     let id = keys.next_id();
+                    let (digest, drawn) = keys.digest();
+                    let slot = &digests[c as usize];
+                    if drawn > slot.1.load(Relaxed) {
+                        slot.0.store(digest, Relaxed);
+                        slot.1.store(drawn, Relaxed);
+                    }
                     if measured {
                         started.fetch_add(1, Relaxed);
                     } else {
@@ -452,6 +474,13 @@ impl Driver {
         }
         let limit = end.saturating_duration_since(Instant::now()) + Duration::from_secs(30);
         drain(&mut workers, limit, shutdown).await;
+        if let Ok(mut d) = self.key_digest.lock() {
+            *d = combine_digests(
+                digests
+                    .iter()
+                    .map(|(d, n)| (d.load(Relaxed), n.load(Relaxed))),
+            );
+        }
         let s = started.load(Relaxed);
         Ok((
             s,

@@ -4,7 +4,9 @@
 pub mod app;
 pub mod cache;
 pub mod chaos;
+pub mod check;
 pub mod cli;
+pub mod compare;
 pub mod driver;
 pub mod error;
 pub mod instance;
@@ -15,5 +17,6 @@ pub mod report;
 pub mod scenario;
 pub mod servers;
 pub mod strategy;
+pub mod thresholds;
 pub mod values;
 pub mod workload;

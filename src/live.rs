@@ -54,7 +54,7 @@ impl Live {
             Mode::Bar => {
                 let pb = ProgressBar::new(duration.as_millis() as u64);
                 if let Ok(style) = ProgressStyle::with_template(
-                    "{spinner} [{bar:20}] {elapsed:>3}/{duration} {msg}",
+                    "{prefix} {spinner} [{bar:20}] {elapsed:>3}/{duration} {msg}",
                 ) {
                     pb.set_style(style.progress_chars("=> "));
                 }

@@ -11,6 +11,7 @@ use crate::chaos::schedule;
 use crate::cli::{Arrival, DbQuery, FaultSpec, LockTimeoutPolicy, RunFlags};
 use crate::error::UsageError;
 use crate::strategy::StrategySpec;
+use crate::thresholds::Thresholds;
 use crate::values::{Dur, Percent, Rate};
 
 /// Open loop (a fixed arrival rate) or closed loop (a fixed number of clients).
@@ -63,6 +64,9 @@ pub struct Scenario {
     /// Faults to inject, sorted by `at` (relative to the start of the measured window).
     pub faults: Vec<FaultSpec>,
     pub redis_restart_cmd: Option<String>,
+    /// Limits that make the run exit 1 when broken: the file's `[thresholds]` with
+    /// `--threshold` on top.
+    pub thresholds: Thresholds,
 }
 
 impl Scenario {
@@ -141,6 +145,7 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
             fault: if flags.fault.is_empty() { file.fault } else { flags.fault },
             kill_redis_at: Vec::new(),
             redis_down_for: Vec::new(),
+            threshold: flags.threshold,
         } };
     }
     let mut m = pick!(
@@ -178,6 +183,7 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
         negative_ttl,
         db_query,
         redis_restart_cmd,
+        thresholds,
     );
     // A load shape given on the command line replaces the file's, whichever kind it is.
     if flags.rps.is_some() {
@@ -445,6 +451,7 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
         db_query,
         faults: m.fault,
         redis_restart_cmd: m.redis_restart_cmd,
+        thresholds: m.thresholds.unwrap_or_default().overridden_by(&m.threshold),
     })
 }
 

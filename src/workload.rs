@@ -7,6 +7,22 @@ use rand_distr::{Distribution, Exp, Zipf};
 
 use crate::cli::Arrival;
 
+/// Ids of a key stream folded into its digest: enough to tell two sequences apart, and a
+/// bounded cost (one branch per draw after that).
+pub const DIGEST_DRAWS: u64 = 1000;
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+/// One step of FNV-1a over the 8 bytes of `v`: a cheap, stable fingerprint of a sequence.
+pub fn fnv_step(mut h: u64, v: u64) -> u64 {
+    for b in v.to_le_bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(FNV_PRIME);
+    }
+    h
+}
+
 /// Draws item ids: rank r (1 = most popular) with probability ∝ r^-s; with probability
 /// `missing` an id that is not in the database (above `keys`).
 pub struct KeySampler {
@@ -14,6 +30,8 @@ pub struct KeySampler {
     keys: u64,
     missing: f64,
     rng: SmallRng,
+    drawn: u64,
+    digest: u64,
 }
 
 impl KeySampler {
@@ -25,17 +43,38 @@ impl KeySampler {
             keys,
             missing,
             rng: SmallRng::seed_from_u64(seed),
+            drawn: 0,
+            digest: FNV_OFFSET,
         })
     }
 
     pub fn next_id(&mut self) -> u64 {
         let rank = self.zipf.sample(&mut self.rng) as u64;
-        if self.missing > 0.0 && self.rng.random::<f64>() < self.missing {
-            // Missing ids keep the Zipf shape, shifted past the seeded range.
-            return self.keys + rank;
+        // Missing ids keep the Zipf shape, shifted past the seeded range.
+        let id = if self.missing > 0.0 && self.rng.random::<f64>() < self.missing {
+            self.keys + rank
+        } else {
+            rank
+        };
+        if self.drawn < DIGEST_DRAWS {
+            self.drawn += 1;
+            self.digest = fnv_step(self.digest, id);
         }
-        rank
+        id
     }
+
+    /// Fingerprint of the first [`DIGEST_DRAWS`] ids drawn (fewer if fewer were drawn), and
+    /// how many it covers: two streams with equal digests drew the same keys.
+    pub fn digest(&self) -> (u64, u64) {
+        (self.digest, self.drawn)
+    }
+}
+
+/// Combine per-stream digests, in stream order, into one fingerprint of all the draws.
+pub fn combine_digests(parts: impl IntoIterator<Item = (u64, u64)>) -> (u64, u64) {
+    parts
+        .into_iter()
+        .fold((FNV_OFFSET, 0), |(h, n), (d, c)| (fnv_step(h, d), n + c))
 }
 
 /// Open-loop start times, as offsets in ns from the start of traffic.
@@ -101,6 +140,9 @@ mod tests {
         assert_eq!(va, vb);
         assert_ne!(va, vc);
         assert!(va.iter().all(|&k| (1..=1000).contains(&k)));
+        assert_eq!(a.digest(), b.digest());
+        assert_ne!(a.digest(), c.digest());
+        assert_eq!(a.digest().1, DIGEST_DRAWS);
     }
 
     /// Least-squares slope of log(frequency) against log(rank) over the well-sampled head.

@@ -3,6 +3,9 @@
 //! beside it).
 
 pub mod html;
+pub mod markdown;
+pub mod summary;
+pub mod tables;
 pub mod terminal;
 
 use std::collections::BTreeMap;
@@ -56,6 +59,23 @@ pub struct RunResult {
     pub servers: Servers,
     /// How well the load generator kept its own schedule.
     pub generator: Generator,
+    /// Every threshold the scenario set, judged against this run (empty when none were set).
+    #[serde(default)]
+    pub thresholds: Vec<ThresholdResult>,
+}
+
+/// One threshold judged against a run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ThresholdResult {
+    /// Threshold name, e.g. `p99_ms_max` (`_max`: measured must not exceed the limit; `_min`:
+    /// must not fall below it).
+    pub name: String,
+    /// The limit, in the metric's unit (calls, ms, or a share between 0 and 1).
+    pub limit: f64,
+    /// What the run measured, same unit.
+    pub measured: f64,
+    /// Whether the measured value is within the limit.
+    pub passed: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -293,6 +313,14 @@ pub struct Generator {
     pub max_dispatch_lag_ms: f64,
     /// App instances simulated.
     pub instances: u32,
+    /// FNV-1a fingerprint (hex) of the first 1000 ids drawn by each key stream (one stream in
+    /// open loop; one per client in closed loop, combined in client order). Equal digests mean
+    /// the same key draws, whatever the strategy.
+    #[serde(default)]
+    pub key_digest: String,
+    /// Ids the digest covers, over all streams.
+    #[serde(default)]
+    pub key_digest_draws: u64,
 }
 
 /// Encode a histogram as base64 of HdrHistogram's V2 deflate format (readable by every

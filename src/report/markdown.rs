@@ -1,0 +1,160 @@
+//! Markdown (GitHub-flavoured) for CI summaries such as `$GITHUB_STEP_SUMMARY`: the ranking of
+//! a `compare` and the verdicts of a `check`, one table row per strategy or per metric.
+
+use std::fmt::Write as _;
+
+use super::summary::CompareSummary;
+use crate::check::Comparison;
+
+/// A table cell: pipes escaped, line breaks flattened, so a value cannot break the table.
+fn cell(s: &str) -> String {
+    s.replace('|', "\\|").replace(['\n', '\r'], " ")
+}
+
+/// A table; columns for which `right(i)` holds (numbers) are right-aligned.
+fn table(o: &mut String, header: &[&str], right: impl Fn(usize) -> bool, rows: &[Vec<String>]) {
+    let _ = writeln!(o, "| {} |", header.join(" | "));
+    let seps: Vec<&str> = (0..header.len())
+        .map(|i| if right(i) { "---:" } else { "---" })
+        .collect();
+    let _ = writeln!(o, "| {} |", seps.join(" | "));
+    for r in rows {
+        let cells: Vec<String> = r.iter().map(|c| cell(c)).collect();
+        let _ = writeln!(o, "| {} |", cells.join(" | "));
+    }
+}
+
+/// The ranking of a `compare`, as `summary.md`.
+pub fn compare(s: &CompareSummary) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "## stampede compare");
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "{}{}",
+        cell(&s.workload),
+        if s.interrupted {
+            " — **interrupted**: figures cover what ran"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(o);
+    let mut header = vec![
+        "#",
+        "strategy",
+        "DB calls",
+        "vs best",
+        "redundant loads",
+        "peak herd",
+        "hit rate",
+        "stale",
+        "waited",
+        "errors",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+    ];
+    if s.thresholds_set {
+        header.push("thresholds");
+    }
+    let rows: Vec<Vec<String>> = s
+        .ranking
+        .iter()
+        .map(|r| {
+            let mut v = vec![
+                r.rank.to_string(),
+                format!(
+                    "`{}`{}",
+                    r.strategy,
+                    if r.interrupted { " (interrupted)" } else { "" }
+                ),
+                r.db_calls.to_string(),
+                r.vs_best(),
+                r.redundant_loads.to_string(),
+                r.peak_key_herd.to_string(),
+                format!("{:.1}%", r.hit_rate * 100.0),
+                r.stale.to_string(),
+                r.waited.to_string(),
+                r.errors.to_string(),
+                format!("{:.2}", r.p50_ms),
+                format!("{:.2}", r.p95_ms),
+                format!("{:.2}", r.p99_ms),
+            ];
+            if s.thresholds_set {
+                v.push(r.thresholds_cell(true));
+            }
+            v
+        })
+        .collect();
+    table(&mut o, &header, |i| (2..13).contains(&i), &rows);
+    if !s.not_run.is_empty() {
+        let _ = writeln!(o);
+        let _ = writeln!(o, "Not run: {}", s.not_run.join(", "));
+    }
+    o
+}
+
+/// The verdicts of a `check`: per strategy a heading and a table with one row per metric.
+pub fn check(cs: &[Comparison], notes: &[String]) -> String {
+    let mut o = String::new();
+    let total: usize = cs.iter().map(Comparison::regressions).sum();
+    let _ = writeln!(
+        o,
+        "## stampede check: {}",
+        if total == 0 {
+            "no regression".to_string()
+        } else {
+            format!("{total} regression(s)")
+        }
+    );
+    for c in cs {
+        let n = c.regressions();
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "### `{}` {}",
+            c.strategy,
+            if n == 0 {
+                "— no regression".to_string()
+            } else {
+                format!("— **{n} regression(s)**")
+            }
+        );
+        let _ = writeln!(o);
+        for f in &c.forced {
+            let _ = writeln!(o, "> compared with `--force` although {}", cell(f));
+            let _ = writeln!(o);
+        }
+        let rows: Vec<Vec<String>> = c
+            .rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.metric.to_string(),
+                    r.show(r.baseline),
+                    r.show(r.current),
+                    r.change(),
+                    if r.verdict == crate::check::Verdict::Worse {
+                        format!("**{}** (tolerance {})", r.verdict(), r.tolerance())
+                    } else {
+                        r.verdict().to_string()
+                    },
+                ]
+            })
+            .collect();
+        table(
+            &mut o,
+            &["metric", "baseline", "current", "change", "verdict"],
+            |i| (1..4).contains(&i),
+            &rows,
+        );
+    }
+    if !notes.is_empty() {
+        let _ = writeln!(o);
+        for n in notes {
+            let _ = writeln!(o, "- {}", cell(n));
+        }
+    }
+    o
+}

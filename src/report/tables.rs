@@ -1,0 +1,182 @@
+//! Plain-text tables for a terminal or a CI log: the thresholds of a run, the ranking of a
+//! `compare`, and the verdicts of a `check`.
+
+use std::fmt::Write as _;
+
+use super::ThresholdResult;
+use super::summary::CompareSummary;
+use crate::check::Comparison;
+use crate::thresholds::unit_of;
+
+/// Columns padded to their widest cell; names and words left-aligned (`left(i)`), numbers right.
+pub fn aligned(header: &[&str], rows: &[Vec<String>], left: impl Fn(usize) -> bool) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut o = String::new();
+    let line = |o: &mut String, cells: &mut dyn Iterator<Item = &str>| {
+        let mut parts = Vec::with_capacity(widths.len());
+        for (i, (c, w)) in cells.zip(&widths).enumerate() {
+            parts.push(if left(i) {
+                format!("{c:<w$}")
+            } else {
+                format!("{c:>w$}")
+            });
+        }
+        let _ = writeln!(o, "  {}", parts.join("  ").trim_end());
+    };
+    line(&mut o, &mut header.iter().copied());
+    for r in rows {
+        line(&mut o, &mut r.iter().map(String::as_str));
+    }
+    o
+}
+
+/// The thresholds of a run, one line each (nothing when none were set).
+pub fn thresholds(ts: &[ThresholdResult]) -> String {
+    let mut o = String::new();
+    for t in ts {
+        let u = unit_of(&t.name);
+        let _ = writeln!(
+            o,
+            "  threshold {} {}: measured {}  {}",
+            t.name,
+            u.show(t.limit),
+            u.show(t.measured),
+            if t.passed { "ok" } else { "BROKEN" }
+        );
+    }
+    o
+}
+
+/// The ranking of a `compare`.
+pub fn compare(s: &CompareSummary) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "stampede compare: {}{}",
+        s.workload,
+        if s.interrupted { "  [INTERRUPTED]" } else { "" }
+    );
+    let mut header = vec![
+        "#",
+        "strategy",
+        "db calls",
+        "vs best",
+        "redundant",
+        "peak herd",
+        "hit rate",
+        "stale",
+        "waited",
+        "errors",
+        "p50 ms",
+        "p95 ms",
+        "p99 ms",
+    ];
+    if s.thresholds_set {
+        header.push("thresholds");
+    }
+    let rows: Vec<Vec<String>> = s
+        .ranking
+        .iter()
+        .map(|r| {
+            let mut v = vec![
+                r.rank.to_string(),
+                format!(
+                    "{}{}",
+                    r.strategy,
+                    if r.interrupted { " (interrupted)" } else { "" }
+                ),
+                r.db_calls.to_string(),
+                r.vs_best(),
+                r.redundant_loads.to_string(),
+                r.peak_key_herd.to_string(),
+                format!("{:.1}%", r.hit_rate * 100.0),
+                r.stale.to_string(),
+                r.waited.to_string(),
+                r.errors.to_string(),
+                format!("{:.2}", r.p50_ms),
+                format!("{:.2}", r.p95_ms),
+                format!("{:.2}", r.p99_ms),
+            ];
+            if s.thresholds_set {
+                v.push(r.thresholds_cell(true));
+            }
+            v
+        })
+        .collect();
+    o.push_str(&aligned(&header, &rows, |i| i == 1 || i >= 13));
+    if !s.not_run.is_empty() {
+        let _ = writeln!(o, "  not run: {}", s.not_run.join(", "));
+    }
+    o
+}
+
+/// The verdicts of a `check`, one table per strategy.
+pub fn check(cs: &[Comparison], notes: &[String]) -> String {
+    let mut o = String::new();
+    for c in cs {
+        let n = c.regressions();
+        let _ = writeln!(
+            o,
+            "stampede check: {} — {} vs baseline {}: {}",
+            c.strategy,
+            c.current.display(),
+            c.baseline.display(),
+            if n == 0 {
+                "no regression".to_string()
+            } else {
+                format!("{n} regression(s)")
+            }
+        );
+        for f in &c.forced {
+            let _ = writeln!(o, "  warning (--force): {f}");
+        }
+        let rows: Vec<Vec<String>> = c
+            .rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.metric.to_string(),
+                    r.show(r.baseline),
+                    r.show(r.current),
+                    r.change(),
+                    r.tolerance(),
+                    r.verdict().to_string(),
+                ]
+            })
+            .collect();
+        o.push_str(&aligned(
+            &[
+                "metric",
+                "baseline",
+                "current",
+                "change",
+                "tolerance",
+                "verdict",
+            ],
+            &rows,
+            |i| i == 0 || i == 5,
+        ));
+    }
+    for n in notes {
+        let _ = writeln!(o, "note: {n}");
+    }
+    if cs.len() > 1 {
+        let total: usize = cs.iter().map(Comparison::regressions).sum();
+        let _ = writeln!(
+            o,
+            "stampede check: {} strategies compared, {}",
+            cs.len(),
+            if total == 0 {
+                "no regression".to_string()
+            } else {
+                format!("{total} regression(s)")
+            }
+        );
+    }
+    o
+}
