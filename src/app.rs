@@ -96,6 +96,9 @@ async fn run_cmd(cmd: RunCmd) -> Result<ExitCode> {
     env.stop();
     let mut result = outcome?;
     result.thresholds = sc.thresholds.judge(&result);
+    if let Some(why) = crate::check::unreliable(&result) {
+        eprintln!("warning: {why}");
+    }
     if let Some(p) = &cmd.output.out {
         report::write_json(p, &result)?;
     }

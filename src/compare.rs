@@ -116,6 +116,9 @@ pub async fn run(cmd: CompareCmd) -> Result<ExitCode> {
             }
         };
         r.thresholds = sc.thresholds.judge(&r);
+        if let Some(why) = crate::check::unreliable(&r) {
+            eprintln!("warning ({}): {why}", r.strategy);
+        }
         say.line(&format!(
             "[{}/{n}] {}: {} DB calls, peak herd {}, hit rate {:.1}%, p99 {:.2} ms{}",
             i + 1,

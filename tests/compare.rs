@@ -1,0 +1,291 @@
+//! `stampede compare` and thresholds, end to end against the managed servers: every file is
+//! written, every strategy draws the same keys, and a broken or misspelled threshold decides
+//! the exit code.
+
+mod common;
+
+use std::path::Path;
+
+use common::{assert_servers_gone, read_json, stampede};
+use serde_json::Value;
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn json(p: &Path) -> Value {
+    read_json(p).unwrap_or_else(|| panic!("{} missing or not JSON", p.display()))
+}
+
+#[test]
+fn broken_threshold_exits_1_and_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("s.toml");
+    // A cold cache over 50 keys needs at least 50 loads: 10 cannot hold. The p99 limit is
+    // generous and must pass, so the failure message is about db_calls_max alone.
+    std::fs::write(
+        &scenario,
+        "rps = 200\nkeys = 50\nduration = \"1s\"\n[thresholds]\ndb_calls_max = 10\np99_ms_max = 60000\n",
+    )
+    .unwrap();
+    let out = dir.path().join("r.json");
+    let o = stampede()
+        .args(["run", "--quiet", "--scenario"])
+        .arg(&scenario)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "stderr:\n{err}");
+    assert!(
+        err.contains("db_calls_max") && err.contains("measured"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("p99_ms_max"),
+        "a passing threshold reported: {err}"
+    );
+    let r = json(&out);
+    let ts = r["thresholds"]
+        .as_array()
+        .expect("thresholds[] in the JSON");
+    assert_eq!(ts.len(), 2);
+    let calls = r["db"]["calls"].as_f64().unwrap();
+    let t = ts.iter().find(|t| t["name"] == "db_calls_max").unwrap();
+    assert_eq!(t["limit"], 10.0);
+    assert_eq!(t["measured"].as_f64(), Some(calls));
+    assert_eq!(t["passed"], false);
+    let t = ts.iter().find(|t| t["name"] == "p99_ms_max").unwrap();
+    assert_eq!(t["passed"], true);
+    assert_servers_gone(&r);
+
+    // The command line adds to (and overrides) the file: a loose db_calls_max passes.
+    let o = stampede()
+        .args([
+            "run",
+            "--quiet",
+            "--threshold",
+            "db_calls_max=1000000",
+            "--scenario",
+        ])
+        .arg(&scenario)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
+
+#[test]
+fn unknown_threshold_exits_2_and_lists_the_valid_ones() {
+    let o = stampede()
+        .args(["run", "--threshold", "p99_max=5"])
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("p99_max"), "{err}");
+    for valid in [
+        "db_calls_max",
+        "p99_ms_max",
+        "hit_rate_min",
+        "stale_ratio_max",
+    ] {
+        assert!(err.contains(valid), "{valid} not listed: {err}");
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = dir.path().join("typo.toml");
+    std::fs::write(
+        &scenario,
+        "rps = 10\n[thresholds]\nhit_rate_minimum = 0.9\n",
+    )
+    .unwrap();
+    let o = stampede()
+        .args(["compare", "--strategies", "all", "--scenario"])
+        .arg(&scenario)
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("typo.toml")
+            && err.contains("hit_rate_minimum")
+            && err.contains("hit_rate_min,"),
+        "{err}"
+    );
+
+    // A limit outside what the metric can be is refused too, naming the threshold.
+    let o = stampede()
+        .args(["run", "--threshold", "hit_rate_min=120%"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o.stderr).contains("hit_rate_min"));
+}
+
+#[test]
+fn compare_writes_every_file_and_runs_every_strategy_on_the_same_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cmp");
+    let strategies = ["cache-aside", "mutex", "swr"];
+    // Open loop: 1000 req/s for 1.5 s schedules exactly 1500 requests, whatever the strategy.
+    let o = stampede()
+        .args([
+            "compare",
+            "--strategies",
+            &strategies.join(","),
+            "--rps",
+            "1000",
+            "--duration",
+            "1500ms",
+            "--keys",
+            "300",
+            "--instances",
+            "2",
+            "--ttl",
+            "500ms",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+
+    let results: Vec<Value> = strategies
+        .iter()
+        .map(|s| json(&out.join(format!("{s}.json"))))
+        .collect();
+    for (s, r) in strategies.iter().zip(&results) {
+        assert_eq!(r["strategy"], *s);
+        assert_eq!(r["requests"]["scheduled"], 1500, "{s}");
+        assert_eq!(r["interrupted"], false);
+    }
+    // The same key draws: one digest for all, covering the first 1000 ids drawn.
+    let digest = &results[0]["generator"]["key_digest"];
+    assert!(digest.as_str().is_some_and(|d| d.len() == 16), "{digest}");
+    for r in &results {
+        assert_eq!(&r["generator"]["key_digest"], digest, "{}", r["strategy"]);
+        assert_eq!(r["generator"]["key_digest_draws"], 1000);
+    }
+    // Servers started once and stopped at the end: every strategy ran on the same ones.
+    let redis_pid = &results[0]["servers"]["redis_pid"];
+    assert!(redis_pid.is_u64());
+    for r in &results {
+        assert_eq!(&r["servers"]["redis_pid"], redis_pid);
+        assert_eq!(
+            r["servers"]["postgres_pid"],
+            results[0]["servers"]["postgres_pid"]
+        );
+        assert_servers_gone(r);
+        // Fresh DB counters per strategy: the server's count matches the tool's, not the sum.
+        let sent = r["db"]["calls"].as_u64().unwrap() + r["db"]["warmup_calls"].as_u64().unwrap();
+        assert_eq!(
+            r["db"]["calls_server"].as_u64(),
+            Some(sent),
+            "{}",
+            r["strategy"]
+        );
+    }
+
+    // The summary: every strategy, ranked by DB calls, relative to the best.
+    let summary = json(&out.join("summary.json"));
+    let ranking = summary["ranking"].as_array().unwrap();
+    assert_eq!(ranking.len(), strategies.len());
+    let calls: Vec<u64> = ranking
+        .iter()
+        .map(|r| r["db_calls"].as_u64().unwrap())
+        .collect();
+    assert!(
+        calls.windows(2).all(|w| w[0] <= w[1]),
+        "not ranked: {calls:?}"
+    );
+    assert_eq!(ranking[0]["rank"], 1);
+    assert_eq!(ranking[0]["db_calls_vs_best"], 1.0);
+    for row in ranking {
+        let file = json(&out.join(format!("{}.json", row["strategy"].as_str().unwrap())));
+        assert_eq!(row["db_calls"], file["db"]["calls"]);
+    }
+    assert_eq!(summary["interrupted"], false);
+    assert_eq!(summary["not_run"].as_array().map(Vec::len), Some(0));
+
+    // summary.md is a table with a row per strategy; the terminal shows the same ranking.
+    let md = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| ")).collect();
+    assert_eq!(rows.len(), 2 + strategies.len(), "{md}");
+    for s in strategies {
+        assert!(md.contains(&format!("`{s}`")), "{md}");
+        assert!(stdout.contains(s), "{stdout}");
+    }
+    assert!(
+        stdout.contains("db calls") && stdout.contains("vs best"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn compare_fails_on_the_strategy_that_breaks_a_threshold() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cmp");
+    // One hot key, 20 clients over 2 instances, a slow load: without coordination the cold
+    // start alone sends many loads of the key at once; the mutex lets one through.
+    let o = stampede()
+        .args([
+            "compare",
+            "--strategies",
+            "cache-aside,mutex",
+            "--clients",
+            "20",
+            "--instances",
+            "2",
+            "--keys",
+            "1",
+            "--db-cost",
+            "100ms",
+            "--duration",
+            "1s",
+            "--threshold",
+            "peak_key_herd_max=1",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("threshold broken (cache-aside): peak_key_herd_max"),
+        "{err}"
+    );
+    assert!(!err.contains("(mutex)"), "{err}");
+    let summary = json(&out.join("summary.json"));
+    for row in summary["ranking"].as_array().unwrap() {
+        let broken = row["thresholds_broken"].as_array().unwrap();
+        match row["strategy"].as_str().unwrap() {
+            "mutex" => assert!(broken.is_empty(), "{row}"),
+            _ => assert_eq!(broken.len(), 1, "{row}"),
+        }
+    }
+}
+
+#[test]
+fn compare_refuses_bad_lists_before_starting_anything() {
+    for (args, needle) in [
+        (&["--strategies", "mutex,mutex"][..], "twice"),
+        (&["--strategies", "magic"][..], "magic"),
+        (
+            &["--strategies", "all", "--strategy", "mutex"][..],
+            "--strategies",
+        ),
+    ] {
+        let o = stampede().arg("compare").args(args).output().unwrap();
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
