@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 
 use crate::app::{self, Env, Say};
 use crate::cli::{CompareCmd, OutputFlags};
-use crate::error::{EXIT_FAILED_CHECK, UsageError};
+use crate::error::{EXIT_FAILED_CHECK, EXIT_INTERRUPTED, UsageError};
 use crate::report::summary::CompareSummary;
 use crate::report::{self, RunResult, markdown, tables};
 use crate::scenario::{self, Scenario};
@@ -182,8 +182,12 @@ pub async fn run(cmd: CompareCmd) -> Result<ExitCode> {
     for r in &done {
         broken.push_str(&thresholds::broken(&r.strategy, &r.thresholds));
     }
+    eprint!("{broken}");
+    if summary.interrupted {
+        say.line("interrupted: the files cover the strategies that ran (the last one in part)");
+        return Ok(ExitCode::from(EXIT_INTERRUPTED));
+    }
     if !broken.is_empty() {
-        eprint!("{broken}");
         return Ok(ExitCode::from(EXIT_FAILED_CHECK));
     }
     Ok(ExitCode::SUCCESS)

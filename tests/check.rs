@@ -180,3 +180,22 @@ fn markdown_is_a_table_with_one_row_per_metric() {
     let db = table.iter().find(|l| l.starts_with("| db_calls ")).unwrap();
     assert!(db.contains("REGRESSION"), "{db}");
 }
+
+#[test]
+fn a_run_whose_generator_fell_behind_is_not_judged() {
+    // A machine that stalls (seen here once in 30 runs: 4.8 s behind schedule) produces
+    // figures that say nothing about the strategy; check says so instead of a verdict.
+    let dir = tempfile::tempdir().unwrap();
+    let cur = doctored(dir.path(), "mutex", |v| {
+        v["generator"]["max_dispatch_lag_ms"] = 4800.0.into();
+        v["latency_ms"]["p99"] = 5000.0.into();
+    });
+    let base = baseline("mutex");
+    let o = check(&[&cur, &base], &[]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("4800 ms behind"), "{err}");
+    // With --force it is judged, and the stalled p99 is a regression.
+    let o = check(&[&cur, &base], &["--force"]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stdout));
+}
