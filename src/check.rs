@@ -59,9 +59,10 @@ pub struct Metric {
     /// True when a larger value is better (hit rate).
     pub higher_is_better: bool,
     pub get: fn(&RunResult) -> f64,
-    /// Default tolerance, sized from the run-to-run spread of 5 runs of `scenarios/ci.toml`
-    /// on a busy 2-core machine (README, "Use in CI"): about 2-3 times the widest range seen
-    /// for any strategy, so noise passes and a change of behaviour does not.
+    /// Default tolerance, sized from the run-to-run spread of `scenarios/ci.toml` on a shared
+    /// 2-core machine (README, "Use in CI"): wider than the widest range seen for any strategy
+    /// over 10 runs and than the shift seen with the CPU oversubscribed 3 times, narrower than
+    /// the gap between a strategy and the one it degrades to when its protection breaks.
     pub default: Tolerance,
 }
 
@@ -76,14 +77,14 @@ pub const METRICS: [Metric; 10] = [
         kind: Kind::Count,
         higher_is_better: false,
         get: |r| r.db.calls as f64,
-        default: tol(0.05, 3.0),
+        default: tol(0.10, 5.0),
     },
     Metric {
         name: "redundant_loads",
         kind: Kind::Count,
         higher_is_better: false,
         get: |r| r.db.redundant_loads as f64,
-        default: tol(0.20, 2.0),
+        default: tol(0.40, 3.0),
     },
     Metric {
         name: "peak_key_herd",
@@ -97,14 +98,14 @@ pub const METRICS: [Metric; 10] = [
         kind: Kind::Count,
         higher_is_better: false,
         get: |r| r.db.peak_concurrent as f64,
-        default: tol(0.15, 2.0),
+        default: tol(0.25, 3.0),
     },
     Metric {
         name: "hit_rate",
         kind: Kind::Rate,
         higher_is_better: true,
         get: |r| r.hit_rate,
-        default: tol(0.0, 0.01),
+        default: tol(0.0, 0.02),
     },
     Metric {
         name: "error_rate",
@@ -125,21 +126,21 @@ pub const METRICS: [Metric; 10] = [
         kind: Kind::Ms,
         higher_is_better: false,
         get: |r| r.latency_ms.p50,
-        default: tol(0.50, 1.0),
+        default: tol(1.0, 5.0),
     },
     Metric {
         name: "p95",
         kind: Kind::Ms,
         higher_is_better: false,
         get: |r| r.latency_ms.p95,
-        default: tol(0.25, 5.0),
+        default: tol(0.50, 10.0),
     },
     Metric {
         name: "p99",
         kind: Kind::Ms,
         higher_is_better: false,
         get: |r| r.latency_ms.p99,
-        default: tol(0.25, 5.0),
+        default: tol(0.50, 10.0),
     },
 ];
 

@@ -199,3 +199,15 @@ fn a_run_whose_generator_fell_behind_is_not_judged() {
     let o = check(&[&cur, &base], &["--force"]);
     assert_eq!(o.status.code(), Some(1), "{}", text(&o.stdout));
 }
+
+#[test]
+fn default_tolerances_catch_a_strategy_that_lost_its_protection() {
+    // A coordination or freshness policy that silently stops working degrades to plain
+    // cache-aside; on the CI scenario that must be a regression for each of them. (The jitter
+    // preset is the exception: ci.toml has no synchronized expiry for it to spread.)
+    let cache_aside = baseline("cache-aside");
+    for s in ["mutex", "single-flight", "swr", "xfetch"] {
+        let o = check(&[&cache_aside, &baseline(s)], &["--force"]);
+        assert_eq!(o.status.code(), Some(1), "{s}:\n{}", text(&o.stdout));
+    }
+}

@@ -289,3 +289,70 @@ fn compare_refuses_bad_lists_before_starting_anything() {
         assert!(err.contains(needle), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn ctrl_c_during_compare_keeps_what_finished_and_marks_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cmp");
+    let mut child = stampede()
+        .args([
+            "compare",
+            "--strategies",
+            "cache-aside,mutex,swr",
+            "--rps",
+            "300",
+            "--keys",
+            "100",
+            "--duration",
+            "3s",
+            "--quiet",
+            "--out",
+        ])
+        .arg(&out)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Interrupt once the first strategy's file is written: the second is then running (or
+    // about to start), the third has not started.
+    let first = out.join("cache-aside.json");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !first.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "cache-aside.json never appeared"
+        );
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("compare ended early: {status}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let o = child.wait_with_output().unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+
+    let first = json(&first);
+    assert_eq!(first["interrupted"], false);
+    assert_servers_gone(&first);
+    let summary = json(&out.join("summary.json"));
+    assert_eq!(summary["interrupted"], true, "{summary}");
+    let not_run: Vec<&str> = summary["not_run"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(not_run.contains(&"swr"), "{summary}");
+    assert!(!out.join("swr.json").exists());
+    // The strategy cut short, if it got as far as running, says so.
+    if out.join("mutex.json").exists() {
+        assert_eq!(json(&out.join("mutex.json"))["interrupted"], true);
+        assert!(!not_run.contains(&"mutex"));
+    } else {
+        assert!(not_run.contains(&"mutex"), "{summary}");
+    }
+    let rows = summary["ranking"].as_array().unwrap().len();
+    assert_eq!(rows + not_run.len(), 3, "{summary}");
+}
