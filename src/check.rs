@@ -60,9 +60,9 @@ pub struct Metric {
     pub higher_is_better: bool,
     pub get: fn(&RunResult) -> f64,
     /// Default tolerance, sized from the run-to-run spread of `scenarios/ci.toml` on a shared
-    /// 2-core machine (README, "Use in CI"): wider than the widest range seen for any strategy
-    /// over 10 runs and than the shift seen with the CPU oversubscribed 3 times, narrower than
-    /// the gap between a strategy and the one it degrades to when its protection breaks.
+    /// 2-core machine (README, "Use in CI"): two to three times the widest range seen for any
+    /// strategy over 10 runs, narrower than the gap between a strategy and cache-aside, which
+    /// is what it degrades to when its protection breaks.
     pub default: Tolerance,
 }
 
@@ -77,35 +77,35 @@ pub const METRICS: [Metric; 10] = [
         kind: Kind::Count,
         higher_is_better: false,
         get: |r| r.db.calls as f64,
-        default: tol(0.10, 5.0),
+        default: tol(0.05, 5.0),
     },
     Metric {
         name: "redundant_loads",
         kind: Kind::Count,
         higher_is_better: false,
         get: |r| r.db.redundant_loads as f64,
-        default: tol(0.40, 3.0),
+        default: tol(0.30, 3.0),
     },
     Metric {
         name: "peak_key_herd",
         kind: Kind::Count,
         higher_is_better: false,
         get: |r| r.db.peak_key_herd as f64,
-        default: tol(0.50, 0.0),
+        default: tol(0.40, 0.0),
     },
     Metric {
         name: "peak_concurrent",
         kind: Kind::Count,
         higher_is_better: false,
         get: |r| r.db.peak_concurrent as f64,
-        default: tol(0.25, 3.0),
+        default: tol(0.20, 3.0),
     },
     Metric {
         name: "hit_rate",
         kind: Kind::Rate,
         higher_is_better: true,
         get: |r| r.hit_rate,
-        default: tol(0.0, 0.02),
+        default: tol(0.0, 0.015),
     },
     Metric {
         name: "error_rate",
@@ -126,7 +126,7 @@ pub const METRICS: [Metric; 10] = [
         kind: Kind::Ms,
         higher_is_better: false,
         get: |r| r.latency_ms.p50,
-        default: tol(1.0, 5.0),
+        default: tol(1.0, 2.0),
     },
     Metric {
         name: "p95",
@@ -362,15 +362,32 @@ pub fn mismatches(baseline: &RunResult, current: &RunResult) -> Vec<String> {
 
 /// Most an open-loop request may have been dispatched after its scheduled time before the run
 /// stops being a measurement of the strategy: beyond it the machine could not keep the
-/// schedule (typically ~20-70 ms on a busy 2-core machine; a stalled one showed 4.8 s).
+/// schedule. Over 149 runs of the CI scenario on a busy 2-core machine the median was 9 ms and
+/// 95% stayed under 100 ms; a run 4.8 s behind (the process stalled) was the worst.
 pub const LAG_LIMIT_MS: f64 = 250.0;
 
-/// Why a result cannot be trusted as a measurement, when it cannot.
+/// Why a result cannot be trusted as a measurement, when it cannot: the load generator could
+/// not keep its schedule, or Redis (with no fault injected) missed its deadlines — on a local
+/// server that means the machine starved it, and the fail-open path then turns every strategy
+/// into cache-aside (seen here once: mutex with 2052 Redis timeouts, DB calls +41%).
 pub fn unreliable(r: &RunResult) -> Option<String> {
+    let mut why = Vec::new();
     let lag = r.generator.max_dispatch_lag_ms;
-    (lag > LAG_LIMIT_MS).then(|| {
+    if lag > LAG_LIMIT_MS {
+        why.push(format!(
+            "the load generator fell {lag:.0} ms behind its schedule (limit {LAG_LIMIT_MS:.0} ms)"
+        ));
+    }
+    let misses = r.redis.timeouts;
+    if r.faults.is_empty() && misses * 1000 > r.requests.scheduled.max(1000) {
+        why.push(format!(
+            "Redis missed its deadline {misses} times with no fault injected (more than 1 in 1000 requests)"
+        ));
+    }
+    (!why.is_empty()).then(|| {
         format!(
-            "the load generator fell {lag:.0} ms behind its schedule (limit {LAG_LIMIT_MS:.0} ms): the machine was too busy to keep the requested rate, so these figures measure the machine, not the strategy"
+            "{}: the machine was too busy for this scenario, so these figures measure the machine, not the strategy",
+            why.join("; ")
         )
     })
 }
