@@ -15,6 +15,7 @@ use crate::instance::{self, Instance, Shared};
 use crate::live::Live;
 use crate::metrics::{Counters, CountersSnapshot, LoadKind, LoadTracker, Recorder, Totals};
 use crate::origin::Db;
+use crate::pacer::{self, Pacer};
 use crate::report::Bucket;
 use crate::scenario::{LoadShape, Scenario};
 use crate::strategy::{freshness, lock};
@@ -39,6 +40,12 @@ pub struct Raw {
     pub interrupted: bool,
     pub max_lag: Duration,
     pub started_at_ms: u64,
+    /// CPU the whole process used from the start of traffic to the end of the drain.
+    pub cpu: Duration,
+    /// Wall-clock time of that same window.
+    pub wall: Duration,
+    /// Peak resident set size of the process, bytes.
+    pub peak_rss: u64,
 }
 
 pub struct Driver {
@@ -140,6 +147,7 @@ impl Driver {
     /// Drive the traffic and collect the figures.
     pub async fn run(&self, shutdown: CancellationToken, live: Live) -> Result<Raw> {
         let sc = &self.sc;
+        let (usage_before, t0) = (crate::metrics::usage(), Instant::now());
         let lead = Duration::from_millis(20);
         let start = Instant::now() + lead;
         let started_at_ms = instance::now_ms() + lead.as_millis() as u64;
@@ -216,6 +224,7 @@ impl Driver {
             }
         };
         instance::drain_refreshes(&self.shared, Duration::from_secs(5)).await;
+        let (usage_after, wall) = (crate::metrics::usage(), t0.elapsed());
         let interrupted = shutdown.is_cancelled();
         let (timeline, (counters_at_measure, calls_at_measure)) = match ticker.await {
             Ok(v) => v,
@@ -244,6 +253,9 @@ impl Driver {
             interrupted,
             max_lag,
             started_at_ms,
+            cpu: usage_after.cpu.saturating_sub(usage_before.cpu),
+            wall,
+            peak_rss: usage_after.max_rss,
         })
     }
 
@@ -281,6 +293,9 @@ impl Driver {
         let (mut scheduled, mut shed, mut warmup, mut dispatched) = (0u64, 0u64, 0u64, 0u64);
         let mut max_lag = Duration::ZERO;
         let mut i = 0usize;
+        let mut pacer = Pacer::new();
+        // The last wake-up target and how many requests went out since the last await.
+        let (mut woke_for, mut unyielded) = (start, 0u32);
         loop {
             let off = schedule.next_offset();
             if off >= total_ns {
@@ -289,14 +304,25 @@ impl Driver {
             let at = start + Duration::from_nanos(off);
             let now = Instant::now();
             if at > now {
+                // Requests due within MIN_GAP of the last wake-up go out together (late, and
+                // measured so): bounds the wake-ups per second at high rates.
+                woke_for = at.max(woke_for + pacer::MIN_GAP);
+                unyielded = 0;
                 tokio::select! {
-                    _ = tokio::time::sleep_until(at.into()) => {}
+                    _ = pacer.wait_until(woke_for) => {}
                     _ = shutdown.cancelled() => break,
                 }
+                max_lag = max_lag.max(Instant::now().saturating_duration_since(at));
             } else {
                 max_lag = max_lag.max(now - at);
                 if shutdown.is_cancelled() {
                     break;
+                }
+                // Behind schedule the loop never awaits: let this worker's other tasks (the
+                // requests just dispatched, the Redis connections) run now and then.
+                unyielded += 1;
+                if unyielded % 64 == 0 {
+                    tokio::task::yield_now().await;
                 }
             }
             let id = keys.next_id();

@@ -280,6 +280,51 @@ pub struct Generator {
     pub max_dispatch_lag_ms: f64,
     /// App instances simulated.
     pub instances: u32,
+    /// CPU time (user + system, all threads) stampede itself used from the start of traffic to
+    /// the end of the drain (warm-up included), s. The servers it started are not included.
+    #[serde(default)]
+    pub cpu_seconds: f64,
+    /// `cpu_seconds` per request scheduled in that window (warm-up included), µs.
+    #[serde(default)]
+    pub cpu_per_request_us: f64,
+    /// `cpu_seconds` / (wall-clock time of the window × `cores`): the share of the machine the
+    /// generator used. Near 1, the figures measure the tool as much as the system under test.
+    #[serde(default)]
+    pub cpu_utilization: f64,
+    /// CPU cores available to the process.
+    #[serde(default)]
+    pub cores: u32,
+    /// Peak resident memory of the stampede process, MiB.
+    #[serde(default)]
+    pub peak_rss_mib: f64,
+    /// Why the figures may measure the generator rather than the system (empty when fine).
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+/// Above this share of the machine's CPU the generator competes with the servers it measures.
+pub const CPU_WARN: f64 = 0.5;
+/// A request dispatched this late (ms) means the generator, or the machine, fell behind.
+pub const LAG_WARN_MS: f64 = 10.0;
+
+impl Generator {
+    /// Fill `warnings` from the figures.
+    pub fn judge(&mut self) {
+        self.warnings.clear();
+        if self.cpu_utilization > CPU_WARN {
+            self.warnings.push(format!(
+                "the generator used {:.0}% of the machine's {} cores: its own work competes with the servers, so the latency and the rate held partly measure the tool",
+                self.cpu_utilization * 100.0,
+                self.cores
+            ));
+        }
+        if self.max_dispatch_lag_ms > LAG_WARN_MS {
+            self.warnings.push(format!(
+                "requests were dispatched up to {:.1} ms after their scheduled time: the generator (or the machine it runs on) fell behind; the latency counts that delay",
+                self.max_dispatch_lag_ms
+            ));
+        }
+    }
 }
 
 /// Encode a histogram as base64 of HdrHistogram's V2 deflate format (readable by every
