@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 /// Shortest gap between two wake-ups: requests due closer together than this are dispatched
 /// together, so at high rates the clock costs at most 1/MIN_GAP wake-ups a second. Their wait
 /// counts in their latency (it is measured from the scheduled time).
-pub const MIN_GAP: Duration = Duration::from_micros(50);
+pub const MIN_GAP: Duration = Duration::from_micros(100);
 
 pub struct Pacer {
     #[cfg(target_os = "linux")]
