@@ -55,10 +55,42 @@ pub struct Driver {
     recorder: Arc<Recorder>,
 }
 
-struct Job {
-    scheduled: Instant,
-    id: u64,
-    measured: bool,
+/// One instance's share of the open loop. Each request is its own task (no worker pool: an
+/// idle pool costs memory and a shared channel costs a lock and an allocation per request).
+struct Lane {
+    inst: Arc<Instance>,
+    /// Requests started and not finished: being handled or waiting for a permit.
+    inflight: AtomicU64,
+    /// `max_inflight` permits when a backlog may queue behind them; None without a backlog
+    /// (the in-flight cap alone then bounds the requests handled at once).
+    permits: Option<tokio::sync::Semaphore>,
+    recorder: Arc<Recorder>,
+    /// Measured requests finished.
+    finished: AtomicU64,
+}
+
+impl Lane {
+    /// Serve one request scheduled at `scheduled`; latency counts from then, service time
+    /// from when it got a permit.
+    async fn serve(self: Arc<Lane>, id: u64, scheduled: Instant, measured: bool) {
+        let _permit = match &self.permits {
+            Some(p) => p.acquire().await.ok(),
+            None => None,
+        };
+        let began = Instant::now();
+        let outcome = self.inst.handle(id).await;
+        let done = Instant::now();
+        if measured {
+            self.recorder.record(
+                outcome,
+                (done - scheduled).as_micros() as u64,
+                (done - began).as_micros() as u64,
+            );
+            self.finished.fetch_add(1, Relaxed);
+        }
+        // Last, so that no request is in flight once everything it counts has been counted.
+        self.inflight.fetch_sub(1, Relaxed);
+    }
 }
 
 impl Driver {
@@ -275,16 +307,22 @@ impl Driver {
     ) -> Result<(u64, u64, u64, u64, u64, Duration)> {
         let sc = &self.sc;
         let n = self.instances.len();
-        let workers_max = u64::from(sc.max_inflight);
-        // Requests an instance holds at once: those being handled plus those queued for a worker.
-        let cap = workers_max + u64::from(sc.backlog);
-        let finished = Arc::new(AtomicU64::new(0));
-        let mut lanes = Vec::with_capacity(n);
-        let mut workers = JoinSet::new();
-        for inst in &self.instances {
-            let (tx, rx) = async_channel::bounded::<Job>(cap as usize);
-            lanes.push((tx, rx, Arc::new(AtomicU64::new(0)), 0u64, inst.clone()));
-        }
+        // Requests an instance holds at once: those being handled plus those queued for a permit.
+        let cap = u64::from(sc.max_inflight) + u64::from(sc.backlog);
+        let lanes: Vec<Arc<Lane>> = self
+            .instances
+            .iter()
+            .map(|inst| {
+                Arc::new(Lane {
+                    inst: inst.clone(),
+                    inflight: AtomicU64::new(0),
+                    permits: (sc.backlog > 0)
+                        .then(|| tokio::sync::Semaphore::new(sc.max_inflight as usize)),
+                    recorder: self.recorder.clone(),
+                    finished: AtomicU64::new(0),
+                })
+            })
+            .collect();
         let mut keys = KeySampler::new(sc.keys, sc.zipf, sc.seed, sc.missing_ratio.0)
             .map_err(crate::error::UsageError)?;
         let mut schedule = Schedule::new(rps, arrival, sc.seed);
@@ -332,68 +370,28 @@ impl Driver {
             } else {
                 warmup += 1;
             }
-            let lane = &mut lanes[i % n];
+            let lane = &lanes[i % n];
             i += 1;
-            let inflight = &lane.2;
-            if inflight.load(Relaxed) >= cap {
+            if lane.inflight.load(Relaxed) >= cap {
                 if measured {
                     shed += 1;
                 }
                 continue;
             }
-            let now_inflight = inflight.fetch_add(1, Relaxed) + 1;
-            if now_inflight > lane.3 && lane.3 < workers_max {
-                lane.3 += 1;
-                let rx = lane.1.clone();
-                let inflight = inflight.clone();
-                let inst = lane.4.clone();
-                let recorder = self.recorder.clone();
-                let finished = finished.clone();
-                workers.spawn(async move {
-                    while let Ok(job) = rx.recv().await {
-                        let began = Instant::now();
-                        let outcome = inst.handle(job.id).await;
-                        let done = Instant::now();
-                        inflight.fetch_sub(1, Relaxed);
-                        if job.measured {
-                            recorder.record(
-                                outcome,
-                                (done - job.scheduled).as_micros() as u64,
-                                (done - began).as_micros() as u64,
-                            );
-                            finished.fetch_add(1, Relaxed);
-                        }
-                    }
-                });
-            }
+            lane.inflight.fetch_add(1, Relaxed);
             if measured {
                 dispatched += 1;
             }
-            // Capacity equals the in-flight cap, which was checked above: this cannot be full.
-            let _ = lane.0.try_send(Job {
-                scheduled: at,
-                id,
-                measured,
-            });
+            tokio::spawn(lane.clone().serve(id, at, measured));
         }
-        for lane in &lanes {
-            lane.0.close();
-        }
-        drop(lanes);
         let limit = if shutdown.is_cancelled() {
             Duration::from_secs(5)
         } else {
             Duration::from_secs(30)
         };
-        drain(&mut workers, limit, shutdown).await;
-        Ok((
-            scheduled,
-            shed,
-            warmup,
-            dispatched,
-            finished.load(Relaxed),
-            max_lag,
-        ))
+        drain_lanes(&lanes, limit, shutdown).await;
+        let finished = lanes.iter().map(|l| l.finished.load(Relaxed)).sum();
+        Ok((scheduled, shed, warmup, dispatched, finished, max_lag))
     }
 
     /// Each client sends its next request when the last one returns; clients are spread over
@@ -466,6 +464,24 @@ impl Driver {
 
 fn sc_len(window: Duration, interval: Duration) -> u64 {
     (window.as_nanos() / interval.as_nanos().max(1)) as u64 + 2
+}
+
+/// Wait until no open-loop request is in flight, at most `limit` (5 s once shutdown is
+/// signalled). Requests still running then are abandoned (counted by the caller): their Redis
+/// commands have deadlines, and the runtime drops them at exit.
+async fn drain_lanes(lanes: &[Arc<Lane>], limit: Duration, shutdown: &CancellationToken) {
+    let mut deadline = Instant::now() + limit;
+    let mut graced = false;
+    while lanes.iter().any(|l| l.inflight.load(Relaxed) > 0) {
+        if shutdown.is_cancelled() && !graced {
+            graced = true;
+            deadline = deadline.min(Instant::now() + Duration::from_secs(5));
+        }
+        if Instant::now() >= deadline {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 /// Wait for the workers, at most `limit` (5 s once shutdown is signalled), then abort the rest:
