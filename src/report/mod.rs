@@ -378,4 +378,24 @@ mod tests {
         assert_eq!(back.len(), 4);
         assert_eq!(back.value_at_quantile(0.5), h.value_at_quantile(0.5));
     }
+
+    #[test]
+    fn generator_warns_when_it_may_have_measured_itself() {
+        let mut g = Generator {
+            cpu_utilization: 0.2,
+            max_dispatch_lag_ms: 0.3,
+            cores: 2,
+            ..Generator::default()
+        };
+        g.judge();
+        assert!(g.warnings.is_empty(), "{:?}", g.warnings);
+        g.cpu_utilization = 0.9;
+        g.judge();
+        assert_eq!(g.warnings.len(), 1);
+        assert!(g.warnings[0].contains("90%"), "{}", g.warnings[0]);
+        g.max_dispatch_lag_ms = 25.0;
+        g.judge();
+        assert_eq!(g.warnings.len(), 2, "judging again replaces, not appends");
+        assert!(g.warnings[1].contains("25.0 ms"), "{}", g.warnings[1]);
+    }
 }
