@@ -2,11 +2,14 @@
 //! through them, keep the timeline, and stop cleanly on the shutdown signal. Returns raw
 //! figures; [`crate::app`] turns them into a result.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -334,6 +337,7 @@ impl Driver {
         let mut pacer = Pacer::new();
         // The last wake-up target and how many requests went out since the last await.
         let (mut woke_for, mut unyielded) = (start, 0u32);
+        let mut batch = Batch(Vec::with_capacity(64));
         loop {
             let off = schedule.next_offset();
             if off >= total_ns {
@@ -342,6 +346,7 @@ impl Driver {
             let at = start + Duration::from_nanos(off);
             let now = Instant::now();
             if at > now {
+                batch.send();
                 // Requests due within MIN_GAP of the last wake-up go out together (late, and
                 // measured so): bounds the wake-ups per second at high rates.
                 woke_for = at.max(woke_for + pacer::MIN_GAP);
@@ -360,6 +365,7 @@ impl Driver {
                 // requests just dispatched, the Redis connections) run now and then.
                 unyielded += 1;
                 if unyielded % 64 == 0 {
+                    batch.send();
                     tokio::task::yield_now().await;
                 }
             }
@@ -382,8 +388,9 @@ impl Driver {
             if measured {
                 dispatched += 1;
             }
-            tokio::spawn(lane.clone().serve(id, at, measured));
+            batch.push(lane.clone().serve(id, at, measured));
         }
+        batch.send();
         let limit = if shutdown.is_cancelled() {
             Duration::from_secs(5)
         } else {
@@ -464,6 +471,35 @@ impl Driver {
 
 fn sc_len(window: Duration, interval: Duration) -> u64 {
     (window.as_nanos() / interval.as_nanos().max(1)) as u64 + 2
+}
+
+/// The requests due at one wake-up of the open-loop clock, started together in one task.
+///
+/// Each request sends its GET into its Redis connection's queue; the connection writes what
+/// is queued when it next runs. Requests that are tasks of their own each run (and so each
+/// write) one at a time, since tokio runs the task a request just woke next. Polled by one
+/// task, they all queue their commands first and the connection writes them in one go.
+struct Batch<F>(Vec<F>);
+
+impl<F: Future<Output = ()> + Send + 'static> Batch<F> {
+    fn push(&mut self, request: F) {
+        self.0.push(request);
+    }
+
+    fn send(&mut self) {
+        match self.0.len() {
+            0 => {}
+            1 => {
+                if let Some(r) = self.0.pop() {
+                    tokio::spawn(r);
+                }
+            }
+            _ => {
+                let mut set: FuturesUnordered<_> = self.0.drain(..).collect();
+                tokio::spawn(async move { while set.next().await.is_some() {} });
+            }
+        }
+    }
 }
 
 /// Wait until no open-loop request is in flight, at most `limit` (5 s once shutdown is
