@@ -344,7 +344,7 @@ pub fn resolve(file: Option<&PathBuf>, flags: RunFlags) -> Result<Scenario, Usag
         db_pool: m.db_pool.unwrap_or(16),
         db_timeout: m.db_timeout,
         instances: m.instances.unwrap_or(1),
-        redis_conns: m.redis_conns.unwrap_or(2),
+        redis_conns: m.redis_conns.unwrap_or(1),
         max_inflight: m.max_inflight.unwrap_or(2048),
         backlog: m.backlog.unwrap_or(0),
         warm,
