@@ -371,6 +371,7 @@ fn shape(
     redis: Option<(cache::RedisStats, cache::RedisStats)>,
     env: &Env,
 ) -> RunResult {
+    let generator = generator_figures(sc, &raw);
     let t = &raw.totals;
     let o = |x: Outcome| t.outcomes[x as usize];
     let errors = o(Outcome::Error) + raw.abandoned;
@@ -481,12 +482,32 @@ fn shape(
             postgres_template_reused: env.pg.as_ref().map(|p| p.startup().1),
             seed_ms: 0,
         },
-        generator: report::Generator {
-            max_dispatch_lag_ms: raw.max_lag.as_secs_f64() * 1000.0,
-            instances: sc.instances,
-            key_digest: format!("{:016x}", raw.key_digest.0),
-            key_digest_draws: raw.key_digest.1,
-        },
+        generator,
         thresholds: Vec::new(),
     }
+}
+
+/// What the generator itself cost, and whether that casts doubt on the figures.
+fn generator_figures(sc: &Scenario, raw: &Raw) -> report::Generator {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    let cpu = raw.cpu.as_secs_f64();
+    let requests = raw.scheduled + raw.warmup_requests;
+    let mut g = report::Generator {
+        max_dispatch_lag_ms: raw.max_lag.as_secs_f64() * 1000.0,
+        instances: sc.instances,
+        cpu_seconds: cpu,
+        cpu_per_request_us: if requests == 0 {
+            0.0
+        } else {
+            cpu * 1e6 / requests as f64
+        },
+        cpu_utilization: cpu / (raw.wall.as_secs_f64() * f64::from(cores)).max(1e-9),
+        cores,
+        peak_rss_mib: raw.peak_rss as f64 / (1024.0 * 1024.0),
+        warnings: Vec::new(),
+        key_digest: format!("{:016x}", raw.key_digest.0),
+        key_digest_draws: raw.key_digest.1,
+    };
+    g.judge();
+    g
 }

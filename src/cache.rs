@@ -135,7 +135,11 @@ impl Cache {
 
     pub async fn get(&self, id: u64) -> Result<Option<Vec<u8>>, CacheError> {
         let k = KeyBuf::new(&self.prefix, "", id);
-        self.run(redis::cmd("GET").arg(k.as_bytes())).await
+        // Sized up front: `redis::cmd` grows its buffers argument by argument (one more
+        // allocation on every read).
+        let mut cmd = redis::Cmd::with_capacity(2, 3 + k.as_bytes().len());
+        cmd.arg("GET").arg(k.as_bytes());
+        self.run(&cmd).await
     }
 
     pub async fn set(&self, id: u64, value: &[u8], px_ms: u64) -> Result<(), CacheError> {

@@ -253,15 +253,15 @@ pub struct RunFlags {
     #[arg(long, value_name = "N")]
     pub instances: Option<u32>,
 
-    /// Redis connections per app instance (each multiplexed) [default: 2]
+    /// Redis connections per app instance, each multiplexed: the requests that start together share one write [default: 1]
     #[arg(long, value_name = "N")]
     pub redis_conns: Option<u32>,
 
-    /// Open loop: requests handled at once per instance (its workers); more are queued up to --backlog, then shed (counted, never silently dropped) [default: 2048]
+    /// Open loop: requests handled at once per instance; more are queued up to --backlog, then shed (counted, never silently dropped) [default: 2048]
     #[arg(long, value_name = "N")]
     pub max_inflight: Option<u32>,
 
-    /// Open loop: requests per instance that may queue for a free worker once --max-inflight are busy; beyond it requests are shed [default: 0]
+    /// Open loop: requests per instance that may queue once --max-inflight are being handled; beyond it requests are shed [default: 0]
     #[arg(long, value_name = "N")]
     pub backlog: Option<u32>,
 

@@ -2,11 +2,14 @@
 //! through them, keep the timeline, and stop cleanly on the shutdown signal. Returns raw
 //! figures; [`crate::app`] turns them into a result.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
@@ -15,6 +18,7 @@ use crate::instance::{self, Instance, Shared};
 use crate::live::Live;
 use crate::metrics::{Counters, CountersSnapshot, LoadKind, LoadTracker, Recorder, Totals};
 use crate::origin::Db;
+use crate::pacer::{self, Pacer};
 use crate::report::Bucket;
 use crate::scenario::{LoadShape, Scenario};
 use crate::strategy::{freshness, lock};
@@ -41,6 +45,12 @@ pub struct Raw {
     pub started_at_ms: u64,
     /// Fingerprint of the key draws and how many ids it covers (see [`KeySampler::digest`]).
     pub key_digest: (u64, u64),
+    /// CPU the whole process used from the start of traffic to the end of the drain.
+    pub cpu: Duration,
+    /// Wall-clock time of that same window.
+    pub wall: Duration,
+    /// Peak resident set size of the process, bytes.
+    pub peak_rss: u64,
 }
 
 pub struct Driver {
@@ -54,10 +64,42 @@ pub struct Driver {
     key_digest: std::sync::Mutex<(u64, u64)>,
 }
 
-struct Job {
-    scheduled: Instant,
-    id: u64,
-    measured: bool,
+/// One instance's share of the open loop. Each request is its own task (no worker pool: an
+/// idle pool costs memory and a shared channel costs a lock and an allocation per request).
+struct Lane {
+    inst: Arc<Instance>,
+    /// Requests started and not finished: being handled or waiting for a permit.
+    inflight: AtomicU64,
+    /// `max_inflight` permits when a backlog may queue behind them; None without a backlog
+    /// (the in-flight cap alone then bounds the requests handled at once).
+    permits: Option<tokio::sync::Semaphore>,
+    recorder: Arc<Recorder>,
+    /// Measured requests finished.
+    finished: AtomicU64,
+}
+
+impl Lane {
+    /// Serve one request scheduled at `scheduled`; latency counts from then, service time
+    /// from when it got a permit.
+    async fn serve(self: Arc<Lane>, id: u64, scheduled: Instant, measured: bool) {
+        let _permit = match &self.permits {
+            Some(p) => p.acquire().await.ok(),
+            None => None,
+        };
+        let began = Instant::now();
+        let outcome = self.inst.handle(id).await;
+        let done = Instant::now();
+        if measured {
+            self.recorder.record(
+                outcome,
+                (done - scheduled).as_micros() as u64,
+                (done - began).as_micros() as u64,
+            );
+            self.finished.fetch_add(1, Relaxed);
+        }
+        // Last, so that no request is in flight once everything it counts has been counted.
+        self.inflight.fetch_sub(1, Relaxed);
+    }
 }
 
 impl Driver {
@@ -158,6 +200,7 @@ impl Driver {
     /// Drive the traffic and collect the figures.
     pub async fn run(&self, shutdown: CancellationToken, live: Live) -> Result<Raw> {
         let sc = &self.sc;
+        let (usage_before, t0) = (crate::metrics::usage(), Instant::now());
         let lead = Duration::from_millis(20);
         let start = Instant::now() + lead;
         let started_at_ms = instance::now_ms() + lead.as_millis() as u64;
@@ -232,6 +275,7 @@ impl Driver {
             }
         };
         instance::drain_refreshes(&self.shared, Duration::from_secs(5)).await;
+        let (usage_after, wall) = (crate::metrics::usage(), t0.elapsed());
         let interrupted = shutdown.is_cancelled();
         let (mut timeline, (counters_at_measure, calls_at_measure)) = match ticker.await {
             Ok(v) => v,
@@ -276,6 +320,9 @@ impl Driver {
             max_lag,
             started_at_ms,
             key_digest: self.key_digest.lock().map_or((0, 0), |d| *d),
+            cpu: usage_after.cpu.saturating_sub(usage_before.cpu),
+            wall,
+            peak_rss: usage_after.max_rss,
         })
     }
 
@@ -295,16 +342,22 @@ impl Driver {
     ) -> Result<(u64, u64, u64, u64, u64, Duration)> {
         let sc = &self.sc;
         let n = self.instances.len();
-        let workers_max = u64::from(sc.max_inflight);
-        // Requests an instance holds at once: those being handled plus those queued for a worker.
-        let cap = workers_max + u64::from(sc.backlog);
-        let finished = Arc::new(AtomicU64::new(0));
-        let mut lanes = Vec::with_capacity(n);
-        let mut workers = JoinSet::new();
-        for inst in &self.instances {
-            let (tx, rx) = async_channel::bounded::<Job>(cap as usize);
-            lanes.push((tx, rx, Arc::new(AtomicU64::new(0)), 0u64, inst.clone()));
-        }
+        // Requests an instance holds at once: those being handled plus those queued for a permit.
+        let cap = u64::from(sc.max_inflight) + u64::from(sc.backlog);
+        let lanes: Vec<Arc<Lane>> = self
+            .instances
+            .iter()
+            .map(|inst| {
+                Arc::new(Lane {
+                    inst: inst.clone(),
+                    inflight: AtomicU64::new(0),
+                    permits: (sc.backlog > 0)
+                        .then(|| tokio::sync::Semaphore::new(sc.max_inflight as usize)),
+                    recorder: self.recorder.clone(),
+                    finished: AtomicU64::new(0),
+                })
+            })
+            .collect();
         let mut keys = KeySampler::new(sc.keys, sc.zipf, sc.seed, sc.missing_ratio.0)
             .map_err(crate::error::UsageError)?;
         let mut schedule = Schedule::new(rps, arrival, sc.seed);
@@ -313,6 +366,10 @@ impl Driver {
         let (mut scheduled, mut shed, mut warmup, mut dispatched) = (0u64, 0u64, 0u64, 0u64);
         let mut max_lag = Duration::ZERO;
         let mut i = 0usize;
+        let mut pacer = Pacer::new();
+        // The last wake-up target and how many requests went out since the last await.
+        let (mut woke_for, mut unyielded) = (start, 0u32);
+        let mut batch = Batch(Vec::with_capacity(64));
         loop {
             let off = schedule.next_offset();
             if off >= total_ns {
@@ -321,14 +378,27 @@ impl Driver {
             let at = start + Duration::from_nanos(off);
             let now = Instant::now();
             if at > now {
+                batch.send();
+                // Requests due within MIN_GAP of the last wake-up go out together (late, and
+                // measured so): bounds the wake-ups per second at high rates.
+                woke_for = at.max(woke_for + pacer::MIN_GAP);
+                unyielded = 0;
                 tokio::select! {
-                    _ = tokio::time::sleep_until(at.into()) => {}
+                    _ = pacer.wait_until(woke_for) => {}
                     _ = shutdown.cancelled() => break,
                 }
+                max_lag = max_lag.max(Instant::now().saturating_duration_since(at));
             } else {
                 max_lag = max_lag.max(now - at);
                 if shutdown.is_cancelled() {
                     break;
+                }
+                // Behind schedule the loop never awaits: let this worker's other tasks (the
+                // requests just dispatched, the Redis connections) run now and then.
+                unyielded += 1;
+                if unyielded % 64 == 0 {
+                    batch.send();
+                    tokio::task::yield_now().await;
                 }
             }
             let id = keys.next_id();
@@ -338,71 +408,32 @@ impl Driver {
             } else {
                 warmup += 1;
             }
-            let lane = &mut lanes[i % n];
+            let lane = &lanes[i % n];
             i += 1;
-            let inflight = &lane.2;
-            if inflight.load(Relaxed) >= cap {
+            if lane.inflight.load(Relaxed) >= cap {
                 if measured {
                     shed += 1;
                 }
                 continue;
             }
-            let now_inflight = inflight.fetch_add(1, Relaxed) + 1;
-            if now_inflight > lane.3 && lane.3 < workers_max {
-                lane.3 += 1;
-                let rx = lane.1.clone();
-                let inflight = inflight.clone();
-                let inst = lane.4.clone();
-                let recorder = self.recorder.clone();
-                let finished = finished.clone();
-                workers.spawn(async move {
-                    while let Ok(job) = rx.recv().await {
-                        let began = Instant::now();
-                        let outcome = inst.handle(job.id).await;
-                        let done = Instant::now();
-                        inflight.fetch_sub(1, Relaxed);
-                        if job.measured {
-                            recorder.record(
-                                outcome,
-                                (done - job.scheduled).as_micros() as u64,
-                                (done - began).as_micros() as u64,
-                            );
-                            finished.fetch_add(1, Relaxed);
-                        }
-                    }
-                });
-            }
+            lane.inflight.fetch_add(1, Relaxed);
             if measured {
                 dispatched += 1;
             }
-            // Capacity equals the in-flight cap, which was checked above: this cannot be full.
-            let _ = lane.0.try_send(Job {
-                scheduled: at,
-                id,
-                measured,
-            });
+            batch.push(lane.clone().serve(id, at, measured));
         }
         if let Ok(mut d) = self.key_digest.lock() {
             *d = keys.digest();
         }
-        for lane in &lanes {
-            lane.0.close();
-        }
-        drop(lanes);
+        batch.send();
         let limit = if shutdown.is_cancelled() {
             Duration::from_secs(5)
         } else {
             Duration::from_secs(30)
         };
-        drain(&mut workers, limit, shutdown).await;
-        Ok((
-            scheduled,
-            shed,
-            warmup,
-            dispatched,
-            finished.load(Relaxed),
-            max_lag,
-        ))
+        drain_lanes(&lanes, limit, shutdown).await;
+        let finished = lanes.iter().map(|l| l.finished.load(Relaxed)).sum();
+        Ok((scheduled, shed, warmup, dispatched, finished, max_lag))
     }
 
     /// Each client sends its next request when the last one returns; clients are spread over
@@ -509,6 +540,53 @@ fn bucket(at: Duration, iv: &crate::metrics::Interval, db_calls: u64, redis_up: 
 
 fn sc_len(window: Duration, interval: Duration) -> u64 {
     (window.as_nanos() / interval.as_nanos().max(1)) as u64 + 2
+}
+
+/// The requests due at one wake-up of the open-loop clock, started together in one task.
+///
+/// Each request sends its GET into its Redis connection's queue; the connection writes what
+/// is queued when it next runs. Requests that are tasks of their own each run (and so each
+/// write) one at a time, since tokio runs the task a request just woke next. Polled by one
+/// task, they all queue their commands first and the connection writes them in one go.
+struct Batch<F>(Vec<F>);
+
+impl<F: Future<Output = ()> + Send + 'static> Batch<F> {
+    fn push(&mut self, request: F) {
+        self.0.push(request);
+    }
+
+    fn send(&mut self) {
+        match self.0.len() {
+            0 => {}
+            1 => {
+                if let Some(r) = self.0.pop() {
+                    tokio::spawn(r);
+                }
+            }
+            _ => {
+                let mut set: FuturesUnordered<_> = self.0.drain(..).collect();
+                tokio::spawn(async move { while set.next().await.is_some() {} });
+            }
+        }
+    }
+}
+
+/// Wait until no open-loop request is in flight, at most `limit` (5 s once shutdown is
+/// signalled). Requests still running then are abandoned (counted by the caller): their Redis
+/// commands have deadlines, and the runtime drops them at exit.
+async fn drain_lanes(lanes: &[Arc<Lane>], limit: Duration, shutdown: &CancellationToken) {
+    let mut deadline = Instant::now() + limit;
+    let mut graced = false;
+    while lanes.iter().any(|l| l.inflight.load(Relaxed) > 0) {
+        if shutdown.is_cancelled() && !graced {
+            graced = true;
+            deadline = deadline.min(Instant::now() + Duration::from_secs(5));
+        }
+        if Instant::now() >= deadline {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 /// Wait for the workers, at most `limit` (5 s once shutdown is signalled), then abort the rest:

@@ -82,13 +82,17 @@ impl Instance {
     }
 
     /// Serve one request for item `id` ("GET /item/{id}").
+    ///
+    /// The paths that load (miss, early recompute) are boxed: their futures (pool checkout,
+    /// query) are ~2 KB, and an unboxed one would size every open-loop worker for them, hit
+    /// path or idle alike, so memory would grow with the peak number of workers.
     pub async fn handle(self: &Arc<Self>, id: u64) -> Outcome {
         let sh = &self.shared;
         let meta = match self.read(id).await {
             Found::Entry(m) => m,
             Found::Absent => {
                 bump(&sh.counters.cold_misses);
-                return self.fill(id, None).await;
+                return Box::pin(self.fill(id, None)).await;
             }
         };
         let u: f64 = 1.0 - rand::rng().random::<f64>(); // (0, 1]
@@ -103,7 +107,7 @@ impl Instance {
                 self.refresh_behind(id);
                 Outcome::Stale
             }
-            Verdict::Recompute { lead_ms } => self.recompute_early(id, lead_ms).await,
+            Verdict::Recompute { lead_ms } => Box::pin(self.recompute_early(id, lead_ms)).await,
         }
     }
 
@@ -356,5 +360,29 @@ pub async fn drain_refreshes(shared: &Shared, limit: Duration) {
     let deadline = Instant::now() + limit;
     while shared.refreshes_in_flight.load(Relaxed) > 0 && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Size of the future `f` returns, without running it.
+    fn future_size<F, Fut>(_f: F) -> usize
+    where
+        F: FnOnce(Arc<Instance>) -> Fut,
+    {
+        std::mem::size_of::<Fut>()
+    }
+
+    /// Every open-loop worker holds a request future sized for its largest path, even idle:
+    /// the loading paths are boxed so that size stays that of the hit path.
+    #[test]
+    fn request_future_is_sized_for_the_hit_path() {
+        let handle = future_size(|i| async move { i.handle(1).await });
+        let read = future_size(|i| async move { i.read(1).await });
+        let fill = future_size(|i| async move { i.fill(1, None).await });
+        assert!(handle < read + 256, "handle {handle} B, read {read} B");
+        assert!(handle < fill, "handle {handle} B, fill {fill} B");
     }
 }

@@ -13,6 +13,7 @@ pub mod instance;
 pub mod live;
 pub mod metrics;
 pub mod origin;
+pub mod pacer;
 pub mod report;
 pub mod scenario;
 pub mod servers;

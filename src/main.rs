@@ -19,7 +19,14 @@ fn main() -> ExitCode {
             return ExitCode::from(error::EXIT_ENV);
         }
     };
-    let result = runtime.block_on(app::run(cli));
+    // The program runs as a task on a worker thread, not in block_on on this thread: a future
+    // polled by block_on hands every wake-up between this thread and the workers (two context
+    // switches each), which at one open-loop dispatch per wake-up cost more than the requests.
+    let result = match runtime.block_on(async { tokio::spawn(app::run(cli)).await }) {
+        Ok(r) => r,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(anyhow::anyhow!("the main task was cancelled: {e}")),
+    };
     // Background tasks still parked on a dead socket must not keep the process alive.
     runtime.shutdown_timeout(std::time::Duration::from_secs(2));
     match result {

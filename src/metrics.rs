@@ -433,6 +433,33 @@ impl Drop for LoadGuard<'_> {
     }
 }
 
+/// What this process has used so far (all its threads, not the servers it started).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Usage {
+    /// User + system CPU time.
+    pub cpu: std::time::Duration,
+    /// Peak resident set size, bytes.
+    pub max_rss: u64,
+}
+
+/// getrusage(RUSAGE_SELF); zeros if the call fails (the figures are then reported as 0).
+pub fn usage() -> Usage {
+    // SAFETY: rusage is plain data; getrusage only writes into the struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF is always a valid target and `ru` is a valid pointer.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return Usage::default();
+    }
+    let tv = |t: libc::timeval| {
+        std::time::Duration::new(t.tv_sec.max(0) as u64, (t.tv_usec.max(0) as u32) * 1000)
+    };
+    Usage {
+        cpu: tv(ru.ru_utime) + tv(ru.ru_stime),
+        // Linux reports ru_maxrss in KiB.
+        max_rss: (ru.ru_maxrss.max(0) as u64) * 1024,
+    }
+}
+
 /// Percentile of a µs histogram in ms.
 pub fn pct_ms(h: &Histogram<u64>, q: f64) -> f64 {
     if h.is_empty() {

@@ -321,6 +321,51 @@ pub struct Generator {
     /// Ids the digest covers, over all streams.
     #[serde(default)]
     pub key_digest_draws: u64,
+    /// CPU time (user + system, all threads) stampede itself used from the start of traffic to
+    /// the end of the drain (warm-up included), s. The servers it started are not included.
+    #[serde(default)]
+    pub cpu_seconds: f64,
+    /// `cpu_seconds` per request scheduled in that window (warm-up included), µs.
+    #[serde(default)]
+    pub cpu_per_request_us: f64,
+    /// `cpu_seconds` / (wall-clock time of the window × `cores`): the share of the machine the
+    /// generator used. Near 1, the figures measure the tool as much as the system under test.
+    #[serde(default)]
+    pub cpu_utilization: f64,
+    /// CPU cores available to the process.
+    #[serde(default)]
+    pub cores: u32,
+    /// Peak resident memory of the stampede process, MiB.
+    #[serde(default)]
+    pub peak_rss_mib: f64,
+    /// Why the figures may measure the generator rather than the system (empty when fine).
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+/// Above this share of the machine's CPU the generator competes with the servers it measures.
+pub const CPU_WARN: f64 = 0.5;
+/// A request dispatched this late (ms) means the generator, or the machine, fell behind.
+pub const LAG_WARN_MS: f64 = 10.0;
+
+impl Generator {
+    /// Fill `warnings` from the figures.
+    pub fn judge(&mut self) {
+        self.warnings.clear();
+        if self.cpu_utilization > CPU_WARN {
+            self.warnings.push(format!(
+                "the generator used {:.0}% of the machine's {} cores: its own work competes with the servers, so the latency and the rate held partly measure the tool",
+                self.cpu_utilization * 100.0,
+                self.cores
+            ));
+        }
+        if self.max_dispatch_lag_ms > LAG_WARN_MS {
+            self.warnings.push(format!(
+                "requests were dispatched up to {:.1} ms after their scheduled time: the generator (or the machine it runs on) fell behind; the latency counts that delay",
+                self.max_dispatch_lag_ms
+            ));
+        }
+    }
 }
 
 /// Encode a histogram as base64 of HdrHistogram's V2 deflate format (readable by every
@@ -373,5 +418,25 @@ mod tests {
         let back = decode_histogram(&encode_histogram(&h)).unwrap();
         assert_eq!(back.len(), 4);
         assert_eq!(back.value_at_quantile(0.5), h.value_at_quantile(0.5));
+    }
+
+    #[test]
+    fn generator_warns_when_it_may_have_measured_itself() {
+        let mut g = Generator {
+            cpu_utilization: 0.2,
+            max_dispatch_lag_ms: 0.3,
+            cores: 2,
+            ..Generator::default()
+        };
+        g.judge();
+        assert!(g.warnings.is_empty(), "{:?}", g.warnings);
+        g.cpu_utilization = 0.9;
+        g.judge();
+        assert_eq!(g.warnings.len(), 1);
+        assert!(g.warnings[0].contains("90%"), "{}", g.warnings[0]);
+        g.max_dispatch_lag_ms = 25.0;
+        g.judge();
+        assert_eq!(g.warnings.len(), 2, "judging again replaces, not appends");
+        assert!(g.warnings[1].contains("25.0 ms"), "{}", g.warnings[1]);
     }
 }

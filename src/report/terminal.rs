@@ -229,6 +229,20 @@ pub fn summary(r: &RunResult) -> String {
     }
     let _ = writeln!(o, "  latency   {}", lat(&r.latency_ms));
     let _ = writeln!(o, "  service   {}", lat(&r.service_ms));
+    let g = &r.generator;
+    let _ = writeln!(
+        o,
+        "  generator cpu {:.2} s ({:.1} µs/request, {:.0}% of {} cores)  peak rss {:.0} MiB  max dispatch lag {:.2} ms",
+        g.cpu_seconds,
+        g.cpu_per_request_us,
+        g.cpu_utilization * 100.0,
+        g.cores,
+        g.peak_rss_mib,
+        g.max_dispatch_lag_ms
+    );
+    for w in &g.warnings {
+        let _ = writeln!(o, "  WARNING   {w}");
+    }
     let sv = &r.servers;
     let _ = writeln!(
         o,
