@@ -194,6 +194,8 @@ impl Driver {
         while let Some(r) = set.join_next().await {
             r??;
         }
+        // Warming is not traffic: its parallel loads must not stand as the run's peak herd.
+        self.shared.loads.reset_peaks();
         Ok(())
     }
 
