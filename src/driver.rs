@@ -368,6 +368,16 @@ impl Driver {
         let (mut scheduled, mut shed, mut warmup, mut dispatched) = (0u64, 0u64, 0u64, 0u64);
         let mut max_lag = Duration::ZERO;
         let mut i = 0usize;
+        // After a stall of the servers or the machine, up to `cap` requests per instance pile
+        // up (a few KB each); give that memory back once they are done, so a long run's RSS
+        // shows what it holds rather than its worst moment.
+        let trimmer = tokio::spawn(async {
+            let mut every = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                every.tick().await;
+                let _ = tokio::task::spawn_blocking(crate::metrics::release_free_memory).await;
+            }
+        });
         let mut pacer = Pacer::new();
         // The last wake-up target and how many requests went out since the last await.
         let (mut woke_for, mut unyielded) = (start, 0u32);
@@ -434,6 +444,7 @@ impl Driver {
             Duration::from_secs(30)
         };
         drain_lanes(&lanes, limit, shutdown).await;
+        trimmer.abort();
         let finished = lanes.iter().map(|l| l.finished.load(Relaxed)).sum();
         Ok((scheduled, shed, warmup, dispatched, finished, max_lag))
     }
