@@ -40,53 +40,7 @@ pub fn compare(s: &CompareSummary) -> String {
         }
     );
     let _ = writeln!(o);
-    let mut header = vec![
-        "#",
-        "strategy",
-        "DB calls",
-        "vs best",
-        "redundant loads",
-        "peak herd",
-        "hit rate",
-        "stale",
-        "waited",
-        "errors",
-        "p50 ms",
-        "p95 ms",
-        "p99 ms",
-    ];
-    if s.thresholds_set {
-        header.push("thresholds");
-    }
-    let rows: Vec<Vec<String>> = s
-        .ranking
-        .iter()
-        .map(|r| {
-            let mut v = vec![
-                r.rank.to_string(),
-                format!(
-                    "`{}`{}",
-                    r.strategy,
-                    if r.interrupted { " (interrupted)" } else { "" }
-                ),
-                r.db_calls.to_string(),
-                r.vs_best(),
-                r.redundant_loads.to_string(),
-                r.peak_key_herd.to_string(),
-                format!("{:.1}%", r.hit_rate * 100.0),
-                r.stale.to_string(),
-                r.waited.to_string(),
-                r.errors.to_string(),
-                format!("{:.2}", r.p50_ms),
-                format!("{:.2}", r.p95_ms),
-                format!("{:.2}", r.p99_ms),
-            ];
-            if s.thresholds_set {
-                v.push(r.thresholds_cell(true));
-            }
-            v
-        })
-        .collect();
+    let (header, rows) = s.ranking_cells(true);
     table(&mut o, &header, |i| (2..13).contains(&i), &rows);
     if !s.not_run.is_empty() {
         let _ = writeln!(o);

@@ -145,3 +145,63 @@ impl Row {
         }
     }
 }
+
+impl CompareSummary {
+    /// The ranking as a header and rows of text cells, shared by the terminal and Markdown
+    /// tables; `markdown` spells the headers out and puts strategy names in code spans.
+    pub fn ranking_cells(&self, markdown: bool) -> (Vec<&'static str>, Vec<Vec<String>>) {
+        let mut header = vec![
+            "#",
+            "strategy",
+            if markdown { "DB calls" } else { "db calls" },
+            "vs best",
+            if markdown {
+                "redundant loads"
+            } else {
+                "redundant"
+            },
+            "peak herd",
+            "hit rate",
+            "stale",
+            "waited",
+            "errors",
+            "p50 ms",
+            "p95 ms",
+            "p99 ms",
+        ];
+        if self.thresholds_set {
+            header.push("thresholds");
+        }
+        let tick = if markdown { "`" } else { "" };
+        let rows = self
+            .ranking
+            .iter()
+            .map(|r| {
+                let mut v = vec![
+                    r.rank.to_string(),
+                    format!(
+                        "{tick}{}{tick}{}",
+                        r.strategy,
+                        if r.interrupted { " (interrupted)" } else { "" }
+                    ),
+                    r.db_calls.to_string(),
+                    r.vs_best(),
+                    r.redundant_loads.to_string(),
+                    r.peak_key_herd.to_string(),
+                    format!("{:.1}%", r.hit_rate * 100.0),
+                    r.stale.to_string(),
+                    r.waited.to_string(),
+                    r.errors.to_string(),
+                    format!("{:.2}", r.p50_ms),
+                    format!("{:.2}", r.p95_ms),
+                    format!("{:.2}", r.p99_ms),
+                ];
+                if self.thresholds_set {
+                    v.push(r.thresholds_cell(true));
+                }
+                v
+            })
+            .collect();
+        (header, rows)
+    }
+}
