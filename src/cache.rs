@@ -117,7 +117,16 @@ impl Cache {
 
     async fn run<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, CacheError> {
         let mut c = self.conn();
-        match tokio::time::timeout(self.timeout, cmd.query_async::<T>(&mut c)).await {
+        self.deadline(cmd.query_async::<T>(&mut c)).await
+    }
+
+    /// Every Redis command's deadline and its bookkeeping: a success marks Redis healthy, a
+    /// failure or a late answer is counted and reported as an error the caller treats as a miss.
+    async fn deadline<T>(
+        &self,
+        fut: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, CacheError> {
+        match tokio::time::timeout(self.timeout, fut).await {
             Ok(Ok(v)) => {
                 self.counters.redis_health.note_ok();
                 Ok(v)
@@ -177,20 +186,7 @@ impl Cache {
         let mut c = self.conn();
         let mut inv = self.release.key(k.as_bytes());
         inv.arg(token);
-        match tokio::time::timeout(self.timeout, inv.invoke_async::<i64>(&mut c)).await {
-            Ok(Ok(n)) => {
-                self.counters.redis_health.note_ok();
-                Ok(n == 1)
-            }
-            Ok(Err(_)) => {
-                bump(&self.counters.redis_errors);
-                Err(CacheError::Failed)
-            }
-            Err(_) => {
-                bump(&self.counters.redis_timeouts);
-                Err(CacheError::Timeout)
-            }
-        }
+        Ok(self.deadline(inv.invoke_async::<i64>(&mut c)).await? == 1)
     }
 }
 

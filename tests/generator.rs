@@ -31,15 +31,7 @@ fn schedule_is_exact_at_a_rate_that_batches_dispatch() {
     ]);
     assert_eq!(r.u("/requests/warmup"), 25_000);
     assert_eq!(r.u("/requests/scheduled"), 50_000);
-    assert_eq!(
-        r.u("/requests/completed") + r.u("/requests/shed"),
-        r.u("/requests/scheduled")
-    );
-    let outcomes: u64 = ["hit", "miss", "stale", "waited", "fallback", "error"]
-        .iter()
-        .map(|o| r.u(&format!("/outcomes/{o}")))
-        .sum();
-    assert_eq!(outcomes, r.u("/requests/completed"));
+    r.assert_counts_add_up();
     assert_servers_gone(&r.json);
 }
 

@@ -29,15 +29,7 @@ fn cache_aside_counts_agree_with_the_servers() {
     assert_eq!(j["interrupted"], false);
     // Constant arrivals: exactly rate x duration requests are scheduled.
     assert_eq!(r.u("/requests/scheduled"), 3000);
-    assert_eq!(
-        r.u("/requests/completed") + r.u("/requests/shed"),
-        r.u("/requests/scheduled")
-    );
-    let outcomes: u64 = ["hit", "miss", "stale", "waited", "fallback", "error"]
-        .iter()
-        .map(|o| r.u(&format!("/outcomes/{o}")))
-        .sum();
-    assert_eq!(outcomes, r.u("/requests/completed"));
+    r.assert_counts_add_up();
     assert_eq!(r.u("/outcomes/error"), 0);
     // Every load the tool made was executed by Postgres, no more, no less.
     assert_eq!(

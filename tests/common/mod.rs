@@ -41,6 +41,20 @@ impl Run {
             .and_then(Value::as_u64)
             .unwrap_or_else(|| panic!("{ptr} missing or not a count in {}", self.json))
     }
+    /// The request and outcome counts add up: every scheduled request was completed or shed,
+    /// and every completed one has exactly one outcome.
+    pub fn assert_counts_add_up(&self) {
+        assert_eq!(
+            self.u("/requests/completed") + self.u("/requests/shed"),
+            self.u("/requests/scheduled")
+        );
+        let outcomes: u64 = ["hit", "miss", "stale", "waited", "fallback", "error"]
+            .iter()
+            .map(|o| self.u(&format!("/outcomes/{o}")))
+            .sum();
+        assert_eq!(outcomes, self.u("/requests/completed"));
+    }
+
     pub fn f(&self, ptr: &str) -> f64 {
         self.json
             .pointer(ptr)
