@@ -10,14 +10,16 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cache;
 use crate::chaos::{self, Chaos, RedisControl};
-use crate::cli::{Cli, Command, DbQuery, OutputFlags, ReportCmd, RunCmd};
+use crate::cli::{Cli, Command, OutputFlags, ReportCmd, RunCmd};
+use crate::origin::DbQuery;
 use crate::driver::{Driver, Raw};
 use crate::error::EnvError;
 use crate::live::Live;
 use crate::metrics::Outcome;
 use crate::origin::Db;
 use crate::report::{self, RunResult};
-use crate::scenario::{self, Scenario, redact_url};
+use crate::scenario::{self, Scenario};
+use crate::values::redact_url;
 use crate::servers::{ManagedPostgres, ManagedRedis, postgres::PgStartOptions};
 
 pub async fn run(cli: Cli) -> Result<ExitCode> {

@@ -13,7 +13,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::error::EnvError;
 use crate::metrics::{Counters, bump};
-use crate::scenario::redact_url;
+use crate::values::redact_url;
 use crate::strategy::lock::RELEASE_LUA;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

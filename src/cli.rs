@@ -4,7 +4,12 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
+
+use crate::fault::FaultSpec;
+use crate::origin::DbQuery;
+use crate::strategy::lock::LockTimeoutPolicy;
+use crate::workload::Arrival;
 
 use crate::thresholds::{ThresholdArg, Thresholds};
 use crate::values::{Dur, Percent, Rate};
@@ -132,60 +137,6 @@ pub struct OutputFlags {
     /// No progress bar and no summary table; errors are still printed.
     #[arg(long, short)]
     pub quiet: bool,
-}
-
-/// How open-loop requests are spaced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Arrival {
-    /// Evenly spaced: one request every 1/rps seconds.
-    Constant,
-    /// Exponential gaps with mean 1/rps (a Poisson process), seeded.
-    Poisson,
-}
-
-/// What a waiter does when `--lock-wait` runs out under the mutex coordination.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LockTimeoutPolicy {
-    /// Load from the database anyway (outcome `fallback`).
-    Load,
-    /// Give up (outcome `error`).
-    Error,
-    /// Serve the stale value if there is one (needs the swr freshness), else load.
-    Stale,
-}
-
-/// What one load (one DB call) costs the database.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum DbQuery {
-    /// `pg_sleep(--db-cost)` inside Postgres: a fixed cost that holds a real connection but
-    /// no CPU, so only the pool saturates.
-    Sleep,
-    /// A CPU-bound aggregate over a seeded `reviews` table: the server's CPU saturates for real.
-    Heavy,
-}
-
-/// The kinds of fault a run can inject.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FaultKind {
-    /// Redis crashes (SIGKILL) and comes back empty after `down_for`.
-    #[default]
-    KillRedis,
-}
-
-/// One `[[fault]]` table of a scenario file; on the command line the same fault is
-/// `--kill-redis-at AT --redis-down-for DOWN_FOR`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FaultSpec {
-    pub kind: FaultKind,
-    /// When the fault strikes, measured from the start of the measured window (after warm-up).
-    pub at: Dur,
-    /// How long Redis stays down before a new, empty one is started.
-    pub down_for: Dur,
 }
 
 /// Every setting of a run. All optional here: unset means "take the scenario file's value,

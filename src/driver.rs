@@ -336,7 +336,7 @@ impl Driver {
     async fn open_loop(
         &self,
         rps: f64,
-        arrival: crate::cli::Arrival,
+        arrival: crate::workload::Arrival,
         start: Instant,
         measure_start: Instant,
         end: Instant,

@@ -11,13 +11,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use rand::RngExt;
 
 use crate::cache::{Cache, CacheError};
-use crate::cli::LockTimeoutPolicy;
 use crate::metrics::{Counters, LoadKind, LoadTracker, Outcome, bump};
 use crate::origin::{LoadFailure, Origin};
 use crate::strategy::envelope::Meta;
 use crate::strategy::freshness::{self, Verdict};
 use crate::strategy::single_flight::{self, Role, SingleFlight};
-use crate::strategy::{Coordination, lock};
+use crate::strategy::lock::{self, LockTimeoutPolicy};
+use crate::strategy::Coordination;
 
 /// What every instance shares: the policy and the run-wide counters.
 pub struct Shared {

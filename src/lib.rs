@@ -9,6 +9,7 @@ pub mod cli;
 pub mod compare;
 pub mod driver;
 pub mod error;
+pub mod fault;
 pub mod instance;
 pub mod live;
 pub mod metrics;

@@ -6,12 +6,25 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use clap::ValueEnum;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
 use tokio_postgres::types::Type;
+use serde::{Deserialize, Serialize};
 use tokio_postgres::{NoTls, Row};
 
 use crate::error::EnvError;
-use crate::scenario::redact_url;
+use crate::values::redact_url;
+
+/// What one load (one DB call) costs the database.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DbQuery {
+    /// `pg_sleep(--db-cost)` inside Postgres: a fixed cost that holds a real connection but
+    /// no CPU, so only the pool saturates.
+    Sleep,
+    /// A CPU-bound aggregate over a seeded `reviews` table: the server's CPU saturates for real.
+    Heavy,
+}
 
 /// Why a load did not produce an answer. Copy, so a single-flight leader can hand it to every
 /// follower.

@@ -7,12 +7,15 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::chaos::schedule;
-use crate::cli::{Arrival, DbQuery, FaultSpec, LockTimeoutPolicy, RunFlags};
+use crate::cli::RunFlags;
+use crate::fault::{self as schedule, FaultSpec};
+use crate::origin::{DbQuery, LoadCost};
+use crate::strategy::lock::LockTimeoutPolicy;
+use crate::workload::Arrival;
 use crate::error::UsageError;
 use crate::strategy::StrategySpec;
 use crate::thresholds::Thresholds;
-use crate::values::{Dur, Percent, Rate};
+use crate::values::{Dur, Percent, Rate, redact_url};
 
 /// Open loop (a fixed arrival rate) or closed loop (a fixed number of clients).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -71,10 +74,10 @@ pub struct Scenario {
 
 impl Scenario {
     /// What one load costs the database under this scenario.
-    pub fn load_cost(&self) -> crate::origin::LoadCost {
+    pub fn load_cost(&self) -> LoadCost {
         match self.db_query {
-            DbQuery::Sleep => crate::origin::LoadCost::Sleep(self.db_cost.0),
-            DbQuery::Heavy => crate::origin::LoadCost::Heavy,
+            DbQuery::Sleep => LoadCost::Sleep(self.db_cost.0),
+            DbQuery::Heavy => LoadCost::Heavy,
         }
     }
 }
@@ -84,27 +87,6 @@ fn ser_redacted<S: serde::Serializer>(url: &Option<String>, s: S) -> Result<S::O
         Some(u) => s.serialize_some(&redact_url(u)),
         None => s.serialize_none(),
     }
-}
-
-/// A URL with its password replaced by `***`, fit for a results file that gets committed.
-pub fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_string();
-    };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    let Some(at) = authority.rfind('@') else {
-        return url.to_string();
-    };
-    let userinfo = &authority[..at];
-    let redacted = match userinfo.find(':') {
-        Some(colon) => format!("{}:***", &userinfo[..colon]),
-        // redis://secret@host puts the password where the user would be.
-        None if url.starts_with("redis") => "***".to_string(),
-        None => userinfo.to_string(),
-    };
-    format!("{}{}{}", &url[..scheme_end + 3], redacted, &rest[at..])
 }
 
 /// Where a setting came from, so an error can say which flag or which key of which file.
@@ -458,21 +440,6 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn redacts_passwords() {
-        assert_eq!(
-            redact_url("postgres://app:s3cret@db/x"),
-            "postgres://app:***@db/x"
-        );
-        assert_eq!(
-            redact_url("redis://:pw@127.0.0.1:6000/0"),
-            "redis://:***@127.0.0.1:6000/0"
-        );
-        assert_eq!(redact_url("redis://pw@h:1"), "redis://***@h:1");
-        assert_eq!(redact_url("postgres://app@db/x"), "postgres://app@db/x");
-        assert_eq!(redact_url("redis://127.0.0.1:1/"), "redis://127.0.0.1:1/");
-    }
 
     #[test]
     fn flags_win_over_file() {

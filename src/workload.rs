@@ -5,7 +5,18 @@ use rand::rngs::SmallRng;
 use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp, Zipf};
 
-use crate::cli::Arrival;
+/// How open-loop requests are spaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Arrival {
+    /// Evenly spaced: one request every 1/rps seconds.
+    Constant,
+    /// Exponential gaps with mean 1/rps (a Poisson process), seeded.
+    Poisson,
+}
+
+use clap::ValueEnum;
+use serde::{Deserialize, Serialize};
 
 /// Ids of a key stream folded into its digest: enough to tell two sequences apart, and a
 /// bounded cost (one branch per draw after that).

@@ -14,12 +14,11 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::Admin;
-use crate::cli::{FaultKind, FaultSpec};
+use crate::fault::{FaultKind, FaultSpec};
 use crate::instance::Shared;
 use crate::servers::ManagedRedis;
 
 mod report;
-pub mod schedule;
 
 pub use report::reports;
 

@@ -2,7 +2,7 @@
 //! the timeline can tell (the hit rate before the fault and when it came back).
 
 use super::Record;
-use crate::cli::FaultKind;
+use crate::fault::FaultKind;
 use crate::report::{Bucket, FaultReport};
 
 /// The share of the pre-fault hit rate that counts as recovered.

@@ -4,7 +4,20 @@
 
 use std::time::Duration;
 
-use crate::cli::LockTimeoutPolicy;
+use clap::ValueEnum;
+use serde::{Deserialize, Serialize};
+
+/// What a waiter does when `--lock-wait` runs out under the mutex coordination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LockTimeoutPolicy {
+    /// Load from the database anyway (outcome `fallback`).
+    Load,
+    /// Give up (outcome `error`).
+    Error,
+    /// Serve the stale value if there is one (needs the swr freshness), else load.
+    Stale,
+}
 
 /// Deletes KEYS[1] only if it still holds ARGV[1] (the caller's token); returns 1 if deleted.
 pub const RELEASE_LUA: &str = r#"

@@ -1,10 +1,33 @@
-//! The fault schedule as the user wrote it, checked before any server starts: flags paired in
-//! order, every outage inside the measured window, none overlapping.
+//! The faults a scenario asks for, as the user wrote them, checked before any server starts:
+//! flags paired in order, every outage inside the measured window, none overlapping. Running
+//! them is [`crate::chaos`]'s job.
 
 use std::time::Duration;
 
-use crate::cli::{FaultKind, FaultSpec};
+use serde::{Deserialize, Serialize};
+
 use crate::values::Dur;
+
+/// The kinds of fault a run can inject.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultKind {
+    /// Redis crashes (SIGKILL) and comes back empty after `down_for`.
+    #[default]
+    KillRedis,
+}
+
+/// One `[[fault]]` table of a scenario file; on the command line the same fault is
+/// `--kill-redis-at AT --redis-down-for DOWN_FOR`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSpec {
+    pub kind: FaultKind,
+    /// When the fault strikes, measured from the start of the measured window (after warm-up).
+    pub at: Dur,
+    /// How long Redis stays down before a new, empty one is started.
+    pub down_for: Dur,
+}
 
 /// Pair `--kill-redis-at` with `--redis-down-for` in the order given.
 pub fn pair(at: &[Dur], down: &[Dur]) -> Result<Vec<FaultSpec>, String> {
