@@ -13,8 +13,8 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::error::EnvError;
 use crate::metrics::{Counters, bump};
-use crate::values::redact_url;
 use crate::strategy::lock::RELEASE_LUA;
+use crate::values::redact_url;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CacheError {
@@ -270,20 +270,6 @@ impl Admin {
             keyspace_hits: num("keyspace_hits"),
             keyspace_misses: num("keyspace_misses"),
         })
-    }
-
-    /// Write an entry directly (cache warming), outside the request path.
-    pub async fn set(&self, id: u64, value: &[u8], px_ms: u64) -> Result<()> {
-        let k = KeyBuf::new(&self.prefix, "", id);
-        let mut c = self.conn.clone();
-        redis::cmd("SET")
-            .arg(k.as_bytes())
-            .arg(value)
-            .arg("PX")
-            .arg(px_ms)
-            .query_async::<()>(&mut c)
-            .await
-            .context("writing a warmed entry")
     }
 
     /// Delete every key of this run's namespace (SCAN + UNLINK; never FLUSH a shared server).

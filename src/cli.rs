@@ -113,6 +113,10 @@ pub struct ReportCmd {
 
 #[derive(Debug, Args)]
 pub struct RunCmd {
+    /// Strategy: a preset (cache-aside, mutex, single-flight, xfetch, swr, jitter) or a combination with `+` of at most one of cache-aside|xfetch|swr with mutex, single-flight and/or jitter, such as swr+mutex [default: cache-aside]
+    #[arg(long, short = 's', value_name = "NAME")]
+    pub strategy: Option<String>,
+
     /// Scenario file (TOML) whose keys are the run flags with `_` for `-`; flags given here win.
     #[arg(long, value_name = "FILE")]
     pub scenario: Option<PathBuf>,
@@ -122,6 +126,16 @@ pub struct RunCmd {
 
     #[command(flatten)]
     pub output: OutputFlags,
+}
+
+impl RunCmd {
+    /// The run flags with the strategy given on the command line.
+    pub fn flags(&self) -> RunFlags {
+        RunFlags {
+            strategy: self.strategy.clone(),
+            ..self.flags.clone()
+        }
+    }
 }
 
 #[derive(Debug, Args, Clone, Default)]
@@ -144,8 +158,9 @@ pub struct OutputFlags {
 #[derive(Debug, Args, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RunFlags {
-    /// Strategy: cache-aside, mutex, single-flight, xfetch, swr, jitter, or a combination with `+` such as swr+mutex [default: cache-aside]
-    #[arg(long, short = 's', value_name = "NAME")]
+    /// The strategy (scenario file key `strategy`); on the command line it is `run --strategy`,
+    /// and `compare --strategies` for a comparison.
+    #[arg(skip)]
     pub strategy: Option<String>,
 
     /// Open loop: start this many requests per second whether or not earlier ones finished (accepts 10k) [default: 1000 unless --clients]
@@ -295,7 +310,7 @@ pub struct RunFlags {
     #[arg(long, value_name = "CMD")]
     pub redis_restart_cmd: Option<String>,
 
-    /// Exit 1 when a figure breaks this limit, e.g. p99_ms_max=250 or hit_rate_min=95% (repeatable; over the scenario's [thresholds]). Names: db_calls_max, redundant_loads_max, peak_key_herd_max, hit_rate_min, p50_ms_max, p95_ms_max, p99_ms_max, error_rate_max, stale_ratio_max
+    /// Exit 1 when a figure breaks this limit, e.g. p99_ms_max=250 or hit_rate_min=95% (repeatable; over the scenario's [thresholds]). Names: db_calls_max, redundant_loads_max, peak_key_herd_max, peak_concurrent_max, hit_rate_min, stale_ratio_max, error_rate_max, p50_ms_max, p95_ms_max, p99_ms_max
     #[arg(long = "threshold", value_name = "NAME=VALUE", value_parser = crate::thresholds::parse_arg)]
     #[serde(skip)]
     pub threshold: Vec<ThresholdArg>,

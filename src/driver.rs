@@ -19,7 +19,7 @@ use crate::live::Live;
 use crate::metrics::{Counters, CountersSnapshot, LoadKind, LoadTracker, Recorder, Totals};
 use crate::origin::Db;
 use crate::pacer::{self, Pacer};
-use crate::report::Bucket;
+use crate::results::Bucket;
 use crate::scenario::{LoadShape, Scenario};
 use crate::strategy::{freshness, lock};
 use crate::workload::{KeySampler, Schedule, combine_digests};
@@ -133,7 +133,7 @@ impl Driver {
             refreshes_in_flight: AtomicU64::new(0),
         });
         let mut instances = Vec::with_capacity(sc.instances as usize);
-        for i in 0..sc.instances {
+        for _ in 0..sc.instances {
             let cache = Cache::open(
                 redis_url,
                 sc.redis_conns,
@@ -145,7 +145,7 @@ impl Driver {
             let origin = db
                 .origin(sc.db_pool, sc.load_cost(), sc.db_timeout.map(|d| d.0))
                 .await?;
-            instances.push(Arc::new(Instance::new(i, cache, origin, shared.clone())));
+            instances.push(Arc::new(Instance::new(cache, origin, shared.clone())));
         }
         Ok(Driver {
             sc: sc.clone(),

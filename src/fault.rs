@@ -17,6 +17,21 @@ pub enum FaultKind {
     KillRedis,
 }
 
+impl FaultKind {
+    /// The name written in scenario files and results: `kill-redis`.
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::KillRedis => "kill-redis",
+        }
+    }
+}
+
+impl std::fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// One `[[fault]]` table of a scenario file; on the command line the same fault is
 /// `--kill-redis-at AT --redis-down-for DOWN_FOR`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

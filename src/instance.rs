@@ -13,11 +13,11 @@ use rand::RngExt;
 use crate::cache::{Cache, CacheError};
 use crate::metrics::{Counters, LoadKind, LoadTracker, Outcome, bump};
 use crate::origin::{LoadFailure, Origin};
+use crate::strategy::Coordination;
 use crate::strategy::envelope::Meta;
 use crate::strategy::freshness::{self, Verdict};
-use crate::strategy::single_flight::{self, Role, SingleFlight};
 use crate::strategy::lock::{self, LockTimeoutPolicy};
-use crate::strategy::Coordination;
+use crate::strategy::single_flight::{self, Role, SingleFlight};
 
 /// What every instance shares: the policy and the run-wide counters.
 pub struct Shared {
@@ -31,7 +31,6 @@ pub struct Shared {
 }
 
 pub struct Instance {
-    pub id: u32,
     cache: Cache,
     origin: Origin,
     flights: SingleFlight,
@@ -62,9 +61,8 @@ fn outcome_of(r: Result<(), LoadFailure>, ok: Outcome) -> Outcome {
 }
 
 impl Instance {
-    pub fn new(id: u32, cache: Cache, origin: Origin, shared: Arc<Shared>) -> Instance {
+    pub fn new(cache: Cache, origin: Origin, shared: Arc<Shared>) -> Instance {
         Instance {
-            id,
             cache,
             origin,
             flights: SingleFlight::default(),

@@ -1,24 +1,26 @@
-//! stampede as a library: the binary's modules, public so integration tests can start the
-//! same managed servers and read the same result types the tool writes.
+//! stampede as a library: the binary's modules. Only what the integration tests use is public,
+//! so the compiler sees what nothing uses. Dependencies run one way, leaves first: values,
+//! error, metric, metrics, fault, thresholds → workload, strategy → cache, origin, servers →
+//! scenario → instance, results → driver, chaos, live → report → commands.
 
-pub mod app;
 pub mod cache;
-pub mod chaos;
-pub mod check;
+mod chaos;
 pub mod cli;
-pub mod compare;
-pub mod driver;
+pub mod commands;
+mod driver;
 pub mod error;
-pub mod fault;
-pub mod instance;
-pub mod live;
+mod fault;
+mod instance;
+mod live;
+pub mod metric;
 pub mod metrics;
-pub mod origin;
-pub mod pacer;
-pub mod report;
-pub mod scenario;
+mod origin;
+mod pacer;
+mod report;
+pub mod results;
+mod scenario;
 pub mod servers;
 pub mod strategy;
-pub mod thresholds;
-pub mod values;
-pub mod workload;
+mod thresholds;
+mod values;
+mod workload;

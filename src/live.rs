@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::report::Bucket;
+use crate::results::Bucket;
 
 /// How far back the sparkline reaches, and the width of one of its cells.
 const SPARK_WINDOW_MS: u64 = 8_000;

@@ -4,7 +4,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use stampede::{app, cli, error};
+use stampede::{cli, commands, error};
 
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
@@ -22,7 +22,7 @@ fn main() -> ExitCode {
     // The program runs as a task on a worker thread, not in block_on on this thread: a future
     // polled by block_on hands every wake-up between this thread and the workers (two context
     // switches each), which at one open-loop dispatch per wake-up cost more than the requests.
-    let result = match runtime.block_on(async { tokio::spawn(app::run(cli)).await }) {
+    let result = match runtime.block_on(async { tokio::spawn(commands::run(cli)).await }) {
         Ok(r) => r,
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         Err(e) => Err(anyhow::anyhow!("the main task was cancelled: {e}")),

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::ValueEnum;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
-use tokio_postgres::types::Type;
 use serde::{Deserialize, Serialize};
+use tokio_postgres::types::Type;
 use tokio_postgres::{NoTls, Row};
 
 use crate::error::EnvError;

@@ -33,18 +33,6 @@ impl Pacer {
         }
     }
 
-    /// True when waits are precise (a timerfd), false when they fall back to tokio's timer.
-    pub fn precise(&self) -> bool {
-        #[cfg(target_os = "linux")]
-        {
-            self.fd.is_some()
-        }
-        #[cfg(not(target_os = "linux"))]
-        {
-            false
-        }
-    }
-
     /// Return at `at` or shortly after (never before).
     pub async fn wait_until(&mut self, at: Instant) {
         #[cfg(target_os = "linux")]

@@ -211,5 +211,4 @@ mod tests {
         assert_eq!(redact_url("postgres://app@db/x"), "postgres://app@db/x");
         assert_eq!(redact_url("redis://127.0.0.1:1/"), "redis://127.0.0.1:1/");
     }
-
 }

@@ -131,6 +131,7 @@ impl Schedule {
 }
 
 /// Exact number of constant-rate requests that start within `duration_ns`.
+#[cfg(test)]
 pub fn constant_count(rps: f64, duration_ns: u64) -> u64 {
     let interval = 1e9 / rps;
     (duration_ns as f64 / interval).ceil() as u64

@@ -198,7 +198,7 @@ fn compare_writes_every_file_and_runs_every_strategy_on_the_same_keys() {
     assert_eq!(ranking.len(), strategies.len());
     let calls: Vec<u64> = ranking
         .iter()
-        .map(|r| r["db_calls"].as_u64().unwrap())
+        .map(|r| r["figures"]["db_calls"].as_f64().unwrap() as u64)
         .collect();
     assert!(
         calls.windows(2).all(|w| w[0] <= w[1]),
@@ -208,7 +208,10 @@ fn compare_writes_every_file_and_runs_every_strategy_on_the_same_keys() {
     assert_eq!(ranking[0]["db_calls_vs_best"], 1.0);
     for row in ranking {
         let file = json(&out.join(format!("{}.json", row["strategy"].as_str().unwrap())));
-        assert_eq!(row["db_calls"], file["db"]["calls"]);
+        assert_eq!(
+            row["figures"]["db_calls"].as_f64().unwrap() as u64,
+            file["db"]["calls"].as_u64().unwrap()
+        );
     }
     assert_eq!(summary["interrupted"], false);
     assert_eq!(summary["not_run"].as_array().map(Vec::len), Some(0));

@@ -2,8 +2,7 @@
 //! the timeline can tell (the hit rate before the fault and when it came back).
 
 use super::Record;
-use crate::fault::FaultKind;
-use crate::report::{Bucket, FaultReport};
+use crate::results::{Bucket, FaultReport};
 
 /// The share of the pre-fault hit rate that counts as recovered.
 const HIT_RATE_RECOVERED: f64 = 0.9;
@@ -29,9 +28,7 @@ pub fn reports(records: &[Record], timeline: &[Bucket]) -> Vec<FaultReport> {
                 _ => None,
             };
             FaultReport {
-                kind: match r.kind {
-                    FaultKind::KillRedis => "kill-redis".to_string(),
-                },
+                kind: r.kind,
                 at_ms: r.kill_ms,
                 down_ms: r.restart_ms.map_or(0, |b| b.saturating_sub(r.kill_ms)),
                 recovered_ms: r
@@ -68,6 +65,7 @@ fn hit_rate_over(timeline: &[Bucket], from: u64, to: u64) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fault::FaultKind;
 
     fn bucket(t_ms: u64, requests: u64, hits: u64) -> Bucket {
         Bucket {

@@ -12,8 +12,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::error::UsageError;
-use crate::report::{Bucket, FaultReport, RunResult, read_json};
-use crate::values::Dur;
+use crate::metric::Metric;
+use crate::results::summary::cell;
+use crate::results::{Bucket, FaultReport, RunResult, read_json};
+use crate::scenario::WORKLOAD_SETTINGS;
 
 use chart::{METRICS, Series};
 
@@ -152,25 +154,16 @@ fn union(mut spans: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
 /// Settings in which the results differ, beside the strategy: a report overlaying runs of
 /// different workloads would compare nothing, so the page says so.
 fn differing_settings(results: &[RunResult]) -> Vec<String> {
-    let Some(first) = results.first().and_then(|r| r.scenario.as_object()) else {
+    let Some(first) = results.first() else {
         return Vec::new();
     };
-    let mut keys: Vec<String> = first
-        .keys()
-        .filter(|k| {
-            !matches!(
-                k.as_str(),
-                "strategy" | "scenario_file" | "redis_url" | "pg_url"
-            )
-        })
-        .filter(|k| {
-            results
-                .iter()
-                .any(|r| r.scenario.get(k.as_str()) != first.get(k.as_str()))
-        })
-        .cloned()
+    let mut keys: Vec<String> = results
+        .iter()
+        .flat_map(|r| first.scenario.differences(&r.scenario, &WORKLOAD_SETTINGS))
+        .map(|(k, _, _)| k)
         .collect();
     keys.sort();
+    keys.dedup();
     keys
 }
 
@@ -265,7 +258,7 @@ fn labels(results: &[RunResult]) -> Vec<String> {
 }
 
 fn scenario_name(r: &RunResult) -> Option<String> {
-    let file = r.scenario.get("scenario_file")?.as_str()?;
+    let file = r.scenario.scenario_file.as_deref()?;
     Path::new(file)
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -278,174 +271,35 @@ fn title(first: &RunResult, labels: &[String]) -> String {
 
 /// One line saying what traffic the scenario sent.
 fn describe(r: &RunResult) -> String {
-    let s = &r.scenario;
-    let get = |k: &str| s.get(k).map(value_text).unwrap_or_else(|| "?".to_string());
-    let load = match s.pointer("/load/mode").and_then(|m| m.as_str()) {
-        Some("closed") => format!("closed loop, {} clients", get_ptr(s, "/load/clients")),
-        Some("open") => format!(
-            "open loop, {} req/s ({})",
-            get_ptr(s, "/load/rps").trim_end_matches(".0"),
-            get_ptr(s, "/load/arrival")
-        ),
-        _ => "load ?".to_string(),
-    };
-    let mut parts = vec![
-        load,
-        match get("instances").as_str() {
-            "1" => "1 app instance".to_string(),
-            n => format!("{n} app instances"),
-        },
-        match get("keys").as_str() {
-            "1" => "1 key".to_string(),
-            k => format!("{k} keys, Zipf {}", get("zipf")),
-        },
-        format!("TTL {}", get("ttl")),
-        format!("DB cost {}", get("db_cost")),
-        format!("{} measured", get("duration")),
-        format!("buckets of {}", get("interval")),
-    ];
-    if s.get("warm")
-        .and_then(|v| v.as_u64())
-        .is_some_and(|w| w > 0)
-    {
-        parts.push(format!("{} keys warmed", get("warm")));
-    }
-    if let Some(v) = s.get("warmup").and_then(|v| v.as_str())
-        && v != "0s"
-    {
-        parts.push(format!("warm-up {v}"));
-    }
-    parts.push(format!("seed {}", get("seed")));
+    let mut parts = r.scenario.describe();
+    parts.push(format!("buckets of {}", r.scenario.interval));
     parts.join(" · ")
 }
 
-fn get_ptr(v: &serde_json::Value, ptr: &str) -> String {
-    v.pointer(ptr)
-        .map(value_text)
-        .unwrap_or_else(|| "?".to_string())
-}
-
-fn value_text(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-/// The comparison table; with several results the best figure of each column is bold.
+/// The comparison table, one column per ranked metric of [`crate::metric`] after the requests
+/// completed; with several results the best figure of each column is bold.
 fn table(h: &mut String, results: &[RunResult], labels: &[String]) {
-    struct Col {
-        head: &'static str,
-        title: &'static str,
-        get: fn(&RunResult) -> f64,
-        fmt: fn(f64) -> String,
-        /// Whether a lower figure is better (None: no best).
-        lower_better: Option<bool>,
-    }
-    let count = |v: f64| format!("{v:.0}");
-    let ms = |v: f64| format!("{v:.1}");
-    let cols = [
-        Col {
-            head: "requests",
-            title: "requests completed",
-            get: |r| r.requests.completed as f64,
-            fmt: count,
-            lower_better: None,
-        },
-        Col {
-            head: "DB calls",
-            title: "loads counted by the tool (warm loads included)",
-            get: |r| r.db.calls as f64,
-            fmt: count,
-            lower_better: Some(true),
-        },
-        Col {
-            head: "redundant loads",
-            title: "loads started while another load of the same key was in flight",
-            get: |r| r.db.redundant_loads as f64,
-            fmt: count,
-            lower_better: Some(true),
-        },
-        Col {
-            head: "peak herd",
-            title: "most loads of one key in flight at once",
-            get: |r| r.db.peak_key_herd as f64,
-            fmt: count,
-            lower_better: Some(true),
-        },
-        Col {
-            head: "hit rate",
-            title: "(hit + stale) / completed",
-            get: |r| r.hit_rate * 100.0,
-            fmt: |v| format!("{v:.1}%"),
-            lower_better: Some(false),
-        },
-        Col {
-            head: "stale",
-            title: "requests served stale",
-            get: |r| r.outcomes.stale as f64,
-            fmt: count,
-            lower_better: None,
-        },
-        Col {
-            head: "waited",
-            title: "requests that waited for another loader",
-            get: |r| r.outcomes.waited as f64,
-            fmt: count,
-            lower_better: None,
-        },
-        Col {
-            head: "errors",
-            title: "requests with outcome error",
-            get: |r| r.requests.errors as f64,
-            fmt: count,
-            lower_better: Some(true),
-        },
-        Col {
-            head: "p50 ms",
-            title: "median latency",
-            get: |r| r.latency_ms.p50,
-            fmt: ms,
-            lower_better: Some(true),
-        },
-        Col {
-            head: "p95 ms",
-            title: "95th percentile latency",
-            get: |r| r.latency_ms.p95,
-            fmt: ms,
-            lower_better: Some(true),
-        },
-        Col {
-            head: "p99 ms",
-            title: "99th percentile latency",
-            get: |r| r.latency_ms.p99,
-            fmt: ms,
-            lower_better: Some(true),
-        },
-    ];
-    h.push_str("<table class=\"compare\">\n<thead><tr><th>strategy</th>");
-    for c in &cols {
-        let _ = write!(h, "<th title=\"{}\">{}</th>", esc(c.title), esc(c.head));
+    h.push_str("<table class=\"compare\">\n<thead><tr><th>strategy</th><th title=\"requests completed\">requests</th>");
+    for m in Metric::ranked() {
+        let d = m.def();
+        let _ = write!(h, "<th title=\"{}\">{}</th>", esc(d.what), esc(d.header));
     }
     h.push_str("</tr></thead>\n<tbody>\n");
     for (i, (r, label)) in results.iter().zip(labels).enumerate() {
         let look = chart::look(i);
         let _ = write!(
             h,
-            "<tr><th scope=\"row\"><span class=\"swatch\" style=\"background:{}\"></span>{}</th>",
+            "<tr><th scope=\"row\"><span class=\"swatch\" style=\"background:{}\"></span>{}</th><td>{}</td>",
             chart::hex(look.color),
-            esc(label)
+            esc(label),
+            r.requests.completed
         );
-        for c in &cols {
-            let v = (c.get)(r);
+        for m in Metric::ranked() {
+            let v = r.figure(m);
             let best = results.len() > 1
-                && c.lower_better.is_some_and(|lower| {
-                    results.iter().all(|o| {
-                        let w = (c.get)(o);
-                        if lower { v <= w } else { v >= w }
-                    })
-                });
-            let text = esc(&(c.fmt)(v));
+                && m.has_best()
+                && results.iter().all(|o| !m.worse(v, o.figure(m)));
+            let text = esc(&cell(m, v));
             if best {
                 let _ = write!(h, "<td class=\"best\">{text}</td>");
             } else {
@@ -480,7 +334,7 @@ fn faults_table(h: &mut String, windows: &[Window]) {
             w.from,
             w.to,
             esc(&w.strategy),
-            esc(f.map_or("redis down", |f| f.kind.as_str())),
+            esc(f.map_or("redis down", |f| f.kind.name())),
             w.from,
             w.to,
             opt(f.map(|f| f.db_calls_during)),
@@ -493,12 +347,7 @@ fn faults_table(h: &mut String, windows: &[Window]) {
 }
 
 fn notes(h: &mut String, first: &RunResult) {
-    let interval = first
-        .scenario
-        .get("interval")
-        .and_then(|v| v.as_str())
-        .and_then(|s| s.parse::<Dur>().ok())
-        .map_or_else(|| "interval".to_string(), |d| d.to_string());
+    let interval = first.scenario.interval.to_string();
     let _ = writeln!(
         h,
         "<p class=\"notes\">Each point is one bucket of {} (plotted at its middle); rates are per second. \

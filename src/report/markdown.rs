@@ -3,8 +3,8 @@
 
 use std::fmt::Write as _;
 
-use super::summary::CompareSummary;
-use crate::check::Comparison;
+use crate::results::check::{Comparison, Verdict};
+use crate::results::summary::CompareSummary;
 
 /// A table cell: pipes escaped, line breaks flattened, so a value cannot break the table.
 fn cell(s: &str) -> String {
@@ -40,8 +40,9 @@ pub fn compare(s: &CompareSummary) -> String {
         }
     );
     let _ = writeln!(o);
-    let (header, rows) = s.ranking_cells(true);
-    table(&mut o, &header, |i| (2..13).contains(&i), &rows);
+    let (header, rows, numeric) = s.ranking_cells(true);
+    // The rank is a number but reads best left-aligned beside the strategy.
+    table(&mut o, &header, |i| i > 0 && numeric[i], &rows);
     if !s.not_run.is_empty() {
         let _ = writeln!(o);
         let _ = writeln!(o, "Not run: {}", s.not_run.join(", "));
@@ -85,11 +86,11 @@ pub fn check(cs: &[Comparison], notes: &[String]) -> String {
             .iter()
             .map(|r| {
                 vec![
-                    r.metric.to_string(),
+                    r.metric.name().to_string(),
                     r.show(r.baseline),
                     r.show(r.current),
                     r.change(),
-                    if r.verdict == crate::check::Verdict::Worse {
+                    if r.verdict == Verdict::Worse {
                         format!("**{}** (tolerance {})", r.verdict(), r.tolerance())
                     } else {
                         r.verdict().to_string()

@@ -3,10 +3,10 @@
 
 use std::fmt::Write as _;
 
-use super::ThresholdResult;
-use super::summary::CompareSummary;
-use crate::check::Comparison;
-use crate::thresholds::unit_of;
+use crate::metric::Metric;
+use crate::results::ThresholdResult;
+use crate::results::check::Comparison;
+use crate::results::summary::CompareSummary;
 
 /// Columns padded to their widest cell; names and words left-aligned (`left(i)`), numbers right.
 pub fn aligned(header: &[&str], rows: &[Vec<String>], left: impl Fn(usize) -> bool) -> String {
@@ -39,7 +39,8 @@ pub fn aligned(header: &[&str], rows: &[Vec<String>], left: impl Fn(usize) -> bo
 pub fn thresholds(ts: &[ThresholdResult]) -> String {
     let mut o = String::new();
     for t in ts {
-        let u = unit_of(&t.name);
+        let u =
+            Metric::by_threshold_name(&t.name).map_or(crate::metric::Unit::Count, |m| m.def().unit);
         let _ = writeln!(
             o,
             "  threshold {} {}: measured {}  {}",
@@ -61,8 +62,8 @@ pub fn compare(s: &CompareSummary) -> String {
         s.workload,
         if s.interrupted { "  [INTERRUPTED]" } else { "" }
     );
-    let (header, rows) = s.ranking_cells(false);
-    o.push_str(&aligned(&header, &rows, |i| i == 1 || i >= 13));
+    let (header, rows, numeric) = s.ranking_cells(false);
+    o.push_str(&aligned(&header, &rows, |i| !numeric[i]));
     if !s.not_run.is_empty() {
         let _ = writeln!(o, "  not run: {}", s.not_run.join(", "));
     }
@@ -94,7 +95,7 @@ pub fn check(cs: &[Comparison], notes: &[String]) -> String {
             .iter()
             .map(|r| {
                 vec![
-                    r.metric.to_string(),
+                    r.metric.name().to_string(),
                     r.show(r.baseline),
                     r.show(r.current),
                     r.change(),

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use super::{FaultReport, Latency, RunResult};
+use crate::results::{FaultReport, Latency, RunResult};
 
 fn lat(l: &Latency) -> String {
     format!(
@@ -16,53 +16,9 @@ fn opt(v: Option<u64>) -> String {
     v.map_or_else(|| "n/a".to_string(), |v| v.to_string())
 }
 
-/// One line describing the workload, built from the scenario in the result.
+/// One line saying which strategy ran on which workload.
 pub fn describe(r: &RunResult) -> String {
-    let s = &r.scenario;
-    let g = |k: &str| {
-        s.get(k)
-            .map(|v| v.to_string().trim_matches('"').to_string())
-            .unwrap_or_default()
-    };
-    let load = match s
-        .get("load")
-        .and_then(|l| l.get("mode"))
-        .and_then(|m| m.as_str())
-    {
-        Some("closed") => format!(
-            "closed loop, {} clients",
-            g("load")
-                .parse::<String>()
-                .ok()
-                .and_then(|_| s["load"].get("clients").map(|c| c.to_string()))
-                .unwrap_or_default()
-        ),
-        _ => format!(
-            "open loop {} req/s ({})",
-            s["load"]
-                .get("rps")
-                .map(|v| v.to_string())
-                .unwrap_or_default(),
-            s["load"]
-                .get("arrival")
-                .and_then(|v| v.as_str())
-                .unwrap_or("constant")
-        ),
-    };
-    let db = if g("db_query") == "heavy" {
-        "db-query heavy".to_string()
-    } else {
-        format!("db-cost {}", g("db_cost"))
-    };
-    format!(
-        "{}: {load}, {}, {} keys (zipf {}), ttl {}, {db}, {} instance(s)",
-        r.strategy,
-        g("duration"),
-        g("keys"),
-        g("zipf"),
-        g("ttl"),
-        g("instances")
-    )
+    format!("{}: {}", r.strategy, r.scenario.describe().join(", "))
 }
 
 fn secs(ms: u64) -> String {

@@ -10,7 +10,7 @@ pub mod single_flight;
 
 use std::fmt;
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// When a cached value is loaded again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -157,6 +157,12 @@ impl fmt::Display for StrategySpec {
 impl Serialize for StrategySpec {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for StrategySpec {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        StrategySpec::parse(&String::deserialize(d)?).map_err(serde::de::Error::custom)
     }
 }
 

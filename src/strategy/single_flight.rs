@@ -48,6 +48,7 @@ impl SingleFlight {
     }
 
     /// Whether a load of `key` is in the air in this instance.
+    #[cfg(test)]
     pub fn in_flight(&self, key: u64) -> bool {
         self.flights
             .lock()

@@ -5,7 +5,7 @@
 use anyhow::{Result, anyhow};
 use plotters::prelude::*;
 
-use crate::report::Bucket;
+use crate::results::Bucket;
 
 /// One timeline metric: how a bucket becomes a point, and how the chart is labelled.
 pub struct Metric {

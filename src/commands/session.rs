@@ -1,7 +1,7 @@
-//! The commands: resolve the scenario, bring up the servers (managed or external), run, and
-//! always clean up — on success, error and Ctrl-C alike — before the results are reported.
+//! What `run` and `compare` share: the shutdown signal, the servers of a session (managed or
+//! external, always stopped — on success, error and Ctrl-C alike), and one strategy's run on
+//! them, from a fresh schema and cache namespace to the finished [`RunResult`].
 
-use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,47 +10,17 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cache;
 use crate::chaos::{self, Chaos, RedisControl};
-use crate::cli::{Cli, Command, OutputFlags, ReportCmd, RunCmd};
-use crate::origin::DbQuery;
+use crate::cli::OutputFlags;
 use crate::driver::{Driver, Raw};
 use crate::error::EnvError;
 use crate::live::Live;
 use crate::metrics::Outcome;
 use crate::origin::Db;
-use crate::report::{self, RunResult};
-use crate::scenario::{self, Scenario};
-use crate::values::redact_url;
+use crate::origin::DbQuery;
+use crate::results::{self, RunResult};
+use crate::scenario::Scenario;
 use crate::servers::{ManagedPostgres, ManagedRedis, postgres::PgStartOptions};
-
-pub async fn run(cli: Cli) -> Result<ExitCode> {
-    match cli.command {
-        Command::Run(cmd) => run_cmd(cmd).await,
-        Command::Report(cmd) => report_cmd(cmd),
-        Command::Compare(cmd) => crate::compare::run(cmd).await,
-        Command::Check(cmd) => crate::check::run(cmd),
-    }
-}
-
-/// Render results already written: the HTML report with --html, else each one's summary.
-fn report_cmd(cmd: ReportCmd) -> Result<ExitCode> {
-    let results = report::html::load(&cmd.inputs)?;
-    match &cmd.html {
-        Some(p) => {
-            report::html::write(&results, p)?;
-            eprintln!(
-                "HTML report of {} result(s) written to {}",
-                results.len(),
-                p.display()
-            );
-        }
-        None => {
-            for r in &results {
-                print!("{}", report::terminal::summary(r));
-            }
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
+use crate::values::redact_url;
 
 /// Ctrl-C, SIGTERM and SIGHUP (a closed terminal) all become one shutdown signal handed to
 /// every task, so the servers are stopped however the tool is told to end.
@@ -80,51 +50,20 @@ pub fn shutdown_on_signals() -> CancellationToken {
 }
 
 /// Status lines for a person watching; silent with --quiet.
-pub struct Say(pub bool);
-impl Say {
-    pub(crate) fn line(&self, s: &str) {
-        if !self.0 {
+pub struct Status {
+    quiet: bool,
+}
+
+impl Status {
+    pub fn new(quiet: bool) -> Status {
+        Status { quiet }
+    }
+
+    pub fn line(&self, s: &str) {
+        if !self.quiet {
             eprintln!("{s}");
         }
     }
-}
-
-async fn run_cmd(cmd: RunCmd) -> Result<ExitCode> {
-    let sc = scenario::resolve(cmd.scenario.as_ref(), cmd.flags)?;
-    let shutdown = shutdown_on_signals();
-    let say = Say(cmd.output.quiet);
-    let mut env = Env::start(&sc, &say).await?;
-    let outcome = run_on(&sc, &mut env, shutdown.clone(), &cmd.output, &say).await;
-    env.stop();
-    let mut result = outcome?;
-    result.thresholds = sc.thresholds.judge(&result);
-    if let Some(why) = crate::check::unreliable(&result) {
-        eprintln!("warning: {why}");
-    }
-    if let Some(p) = &cmd.output.out {
-        report::write_json(p, &result)?;
-    }
-    if !cmd.output.quiet {
-        print!("{}", report::terminal::summary(&result));
-        print!("{}", report::tables::thresholds(&result.thresholds));
-    }
-    if let Some(p) = &cmd.output.out {
-        say.line(&format!("results written to {}", p.display()));
-    }
-    if let Some(p) = &cmd.output.html {
-        report::html::write(std::slice::from_ref(&result), p)?;
-        say.line(&format!("HTML report written to {}", p.display()));
-    }
-    let broken = crate::thresholds::broken(&result.strategy, &result.thresholds);
-    eprint!("{broken}");
-    if result.interrupted {
-        say.line("interrupted: the figures cover the part of the run that took place");
-        return Ok(ExitCode::from(crate::error::EXIT_INTERRUPTED));
-    }
-    if !broken.is_empty() {
-        return Ok(ExitCode::from(crate::error::EXIT_FAILED_CHECK));
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// The servers of a run: started by the tool (and stopped by it) or given by URL.
@@ -137,7 +76,7 @@ pub struct Env {
 }
 
 impl Env {
-    pub async fn start(sc: &Scenario, say: &Say) -> Result<Env> {
+    pub async fn start(sc: &Scenario, status: &Status) -> Result<Env> {
         let mut env = Env {
             redis_url: String::new(),
             pg_url: String::new(),
@@ -162,7 +101,7 @@ impl Env {
                 let max_connections = sc.instances * sc.db_pool + 10;
                 let p = ManagedPostgres::start(PgStartOptions { max_connections }).await?;
                 let (took, reused) = p.startup();
-                say.line(&format!(
+                status.line(&format!(
                     "managed servers up: redis {} in {} ms, postgres {} in {} ms ({})",
                     env.redis_url,
                     env.redis_startup.map_or(0, |d| d.as_millis()),
@@ -198,36 +137,31 @@ impl Env {
 /// One strategy's run on servers that are already up: its own schema (fresh DB counters) and
 /// its own Redis namespace (a fresh cache), both removed afterwards. Shared by `run` and
 /// `compare`.
-pub(crate) async fn run_on(
+pub async fn run_on(
     sc: &Scenario,
     env: &mut Env,
     shutdown: CancellationToken,
     out: &OutputFlags,
-    say: &Say,
+    status: &Status,
 ) -> Result<RunResult> {
     let run_id = format!("{:08x}", rand::random::<u32>());
     let prefix: Arc<str> = Arc::from(format!("stampede:{run_id}:"));
     let seed_start = Instant::now();
     let db = Db::setup(&env.pg_url, &run_id, sc.keys, sc.value_size).await?;
-    let heavy_query_ms = heavy_setup(sc, &db, say).await;
+    let heavy_query_ms = heavy_setup(sc, &db, status).await;
     let seed_ms = seed_start.elapsed().as_millis() as u64;
     let admin = cache::Admin::open(&env.redis_url, prefix.clone()).await?;
     // From here on the run's schema and keys exist: remove them whatever happens next.
     let result = match heavy_query_ms {
         Ok(heavy_query_ms) => {
-            measure(
-                sc,
-                env,
-                &db,
-                &admin,
+            let setup = Setup {
+                db: &db,
+                admin: &admin,
                 prefix,
-                shutdown,
-                out,
-                say,
                 seed_ms,
                 heavy_query_ms,
-            )
-            .await
+            };
+            measure(sc, env, setup, shutdown, out, status).await
         }
         Err(e) => Err(e),
     };
@@ -245,13 +179,22 @@ pub(crate) async fn run_on(
     result
 }
 
+/// What the run's setup made, for the measurement.
+struct Setup<'a> {
+    db: &'a Db,
+    admin: &'a cache::Admin,
+    prefix: Arc<str>,
+    seed_ms: u64,
+    heavy_query_ms: Option<f64>,
+}
+
 /// Under `--db-query heavy`, seed the reviews table and measure one heavy query.
-async fn heavy_setup(sc: &Scenario, db: &Db, say: &Say) -> Result<Option<f64>> {
+async fn heavy_setup(sc: &Scenario, db: &Db, status: &Status) -> Result<Option<f64>> {
     if sc.db_query != DbQuery::Heavy {
         return Ok(None);
     }
     let ms = db.seed_reviews(sc.keys).await?;
-    say.line(&format!(
+    status.line(&format!(
         "heavy DB query: one aggregate over {} reviews takes {ms:.1} ms on the idle server (median of 5, one core: no parallel workers)",
         crate::origin::REVIEW_ROWS
     ));
@@ -297,82 +240,83 @@ async fn finish_faults(chaos: Option<Chaos>, env: &mut Env) -> Result<Option<cha
     Ok(Some(done))
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Everything a result is built from, gathered before it is built once.
+struct Measured {
+    raw: Raw,
+    calls_server: Option<u64>,
+    redis_stats: Option<(cache::RedisStats, cache::RedisStats)>,
+    redis_version: String,
+    faults: Option<chaos::Done>,
+    first_redis_pid: Option<u32>,
+}
+
 async fn measure(
     sc: &Scenario,
     env: &mut Env,
-    db: &Db,
-    admin: &cache::Admin,
-    prefix: Arc<str>,
+    setup: Setup<'_>,
     shutdown: CancellationToken,
     out: &OutputFlags,
-    say: &Say,
-    seed_ms: u64,
-    heavy_query_ms: Option<f64>,
+    status: &Status,
 ) -> Result<RunResult> {
-    let redis_version = admin
+    let redis_version = setup
+        .admin
         .version()
         .await
         .map_err(|e| EnvError(format!("reading Redis INFO: {e:#}")))?;
-    let driver = Driver::build(sc, &env.redis_url, prefix, db).await?;
+    let driver = Driver::build(sc, &env.redis_url, setup.prefix.clone(), setup.db).await?;
     if sc.warm > 0 {
-        say.line(&format!("warming the {} most popular keys", sc.warm));
+        status.line(&format!("warming the {} most popular keys", sc.warm));
     }
     driver.warm(&shutdown).await.context("warming the cache")?;
-    let before = admin.stats().await.ok();
+    let before = setup.admin.stats().await.ok();
     let live = Live::new(sc.duration.0, out.quiet);
     let bar = live.bar();
     // Names the bar: `compare` shows one per strategy.
     bar.set_prefix(sc.strategy.to_string());
     let first_redis_pid = env.redis.as_ref().and_then(|r| r.pid());
-    let chaos = start_faults(sc, env, &driver, admin, &shutdown);
+    let chaos = start_faults(sc, env, &driver, setup.admin, &shutdown);
     let raw = driver.run(shutdown, live).await;
     let faults = finish_faults(chaos, env).await;
     let raw = raw?;
     let faults = faults?;
     bar.finish_and_clear();
-    let after = admin.stats().await.ok();
+    let after = setup.admin.stats().await.ok();
     // Loads that failed or timed out never complete, so the server does not count them.
     let tool_total = (raw.calls_measured + raw.warm_loads + raw.warmup_calls)
         .saturating_sub(raw.counters.db_errors + raw.counters.db_timeouts);
     // pg_stat_statements records a statement as it ends; give the last ones a moment to land.
-    let mut calls_server = db.server_calls().await;
+    let mut calls_server = setup.db.server_calls().await;
     let wait_until = Instant::now() + Duration::from_secs(1);
     while calls_server.is_some_and(|c| c < tool_total) && Instant::now() < wait_until {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        calls_server = db.server_calls().await;
+        calls_server = setup.db.server_calls().await;
     }
-    let mut result = shape(sc, raw, calls_server, db, before.zip(after), env);
-    result.servers.redis_version = redis_version;
-    result.servers.seed_ms = seed_ms;
-    result.db.heavy_query_ms = heavy_query_ms;
-    result.servers.redis_pids.extend(first_redis_pid);
-    if let Some(done) = faults {
-        result.faults = chaos::reports(&done.records, &result.timeline);
-        result.servers.redis_pids.extend(done.restarted_pids);
-        if result.faults.iter().any(|f| f.down_ms > 0) {
-            // INFO's counters start again at zero with every restart.
-            result.redis.keyspace_hits = None;
-            result.redis.keyspace_misses = None;
-            result.redis.note = Some(
-                "Redis restarted during the run and its INFO counters with it: the run's keyspace totals cannot be read back".to_string(),
-            );
-        }
-        for f in result.faults.iter().filter_map(|f| f.note.as_deref()) {
-            eprintln!("warning: fault: {f}");
-        }
+    let measured = Measured {
+        raw,
+        calls_server,
+        redis_stats: before.zip(after),
+        redis_version,
+        faults,
+        first_redis_pid,
+    };
+    let result = build(sc, measured, &setup, env);
+    for f in result.faults.iter().filter_map(|f| f.note.as_deref()) {
+        eprintln!("warning: fault: {f}");
     }
     Ok(result)
 }
 
-fn shape(
-    sc: &Scenario,
-    raw: Raw,
-    calls_server: Option<u64>,
-    db: &Db,
-    redis: Option<(cache::RedisStats, cache::RedisStats)>,
-    env: &Env,
-) -> RunResult {
+/// The result of a run, built once from everything measured.
+fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult {
+    let Measured {
+        raw,
+        calls_server,
+        redis_stats: redis,
+        redis_version,
+        faults,
+        first_redis_pid,
+    } = m;
+    let db = setup.db;
     let generator = generator_figures(sc, &raw);
     let t = &raw.totals;
     let o = |x: Outcome| t.outcomes[x as usize];
@@ -383,17 +327,27 @@ fn shape(
     for x in Outcome::ALL {
         let h = &t.by_outcome[x as usize];
         if !h.is_empty() {
-            by_outcome.insert(x.name().to_string(), report::Latency::of(h));
+            by_outcome.insert(x.name().to_string(), results::Latency::of(h));
         }
     }
-    RunResult {
-        schema: report::SCHEMA,
+    let fault_reports = faults
+        .as_ref()
+        .map(|d| chaos::reports(&d.records, &raw.timeline))
+        .unwrap_or_default();
+    // INFO's counters start again at zero with every restart of Redis.
+    let redis_restarted = fault_reports.iter().any(|f| f.down_ms > 0);
+    let mut redis_pids: Vec<u32> = first_redis_pid.into_iter().collect();
+    if let Some(d) = &faults {
+        redis_pids.extend(&d.restarted_pids);
+    }
+    let mut r = RunResult {
+        schema: results::SCHEMA,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
         strategy: sc.strategy.to_string(),
         started_at_ms: raw.started_at_ms,
         interrupted: raw.interrupted,
-        scenario: serde_json::to_value(sc).unwrap_or_default(),
-        requests: report::Requests {
+        scenario: sc.clone(),
+        requests: results::Requests {
             scheduled: raw.scheduled,
             completed,
             shed: raw.shed,
@@ -401,7 +355,7 @@ fn shape(
             abandoned: raw.abandoned,
             warmup: raw.warmup_requests,
         },
-        outcomes: report::Outcomes {
+        outcomes: results::Outcomes {
             hit: o(Outcome::Hit),
             miss: o(Outcome::Miss),
             stale: o(Outcome::Stale),
@@ -414,7 +368,7 @@ fn shape(
         } else {
             (o(Outcome::Hit) + o(Outcome::Stale)) as f64 / completed as f64
         },
-        db: report::DbFigures {
+        db: results::DbFigures {
             calls: raw.calls_measured + raw.warm_loads,
             calls_server,
             calls_server_note: db.stat_statements_missing.clone(),
@@ -430,13 +384,19 @@ fn shape(
             early_recomputes: c.early_recomputes,
             early_lead_ms_mean: (c.early_recomputes > 0)
                 .then(|| c.early_lead_us as f64 / 1000.0 / c.early_recomputes as f64),
-            heavy_query_ms: None,
+            heavy_query_ms: setup.heavy_query_ms,
         },
-        redis: report::RedisFigures {
-            keyspace_hits: redis.map(|(b, a)| a.keyspace_hits.saturating_sub(b.keyspace_hits)),
+        redis: results::RedisFigures {
+            keyspace_hits: redis
+                .filter(|_| !redis_restarted)
+                .map(|(b, a)| a.keyspace_hits.saturating_sub(b.keyspace_hits)),
             keyspace_misses: redis
+                .filter(|_| !redis_restarted)
                 .map(|(b, a)| a.keyspace_misses.saturating_sub(b.keyspace_misses)),
             note: match (redis, sc.redis_url.is_some()) {
+                _ if redis_restarted => Some(
+                    "Redis restarted during the run and its INFO counters with it: the run's keyspace totals cannot be read back".to_string(),
+                ),
                 (None, _) => Some("INFO could not be read".to_string()),
                 (Some(_), true) => Some(
                     "INFO counts the whole server: other clients' reads are included".to_string(),
@@ -451,25 +411,25 @@ fn shape(
             cold_misses: c.cold_misses,
             negative_hits: c.negative_hits,
         },
-        lock: report::LockFigures {
+        lock: results::LockFigures {
             acquired: c.lock_acquired,
             contended: c.lock_contended,
             timeouts: c.lock_timeouts,
             lost: c.lock_lost,
             unavailable: c.lock_unavailable,
         },
-        latency_ms: report::Latency::of(&t.latency),
-        service_ms: report::Latency::of(&t.service),
+        latency_ms: results::Latency::of(&t.latency),
+        service_ms: results::Latency::of(&t.service),
         latency_by_outcome_ms: by_outcome,
-        histograms: report::Histograms {
+        histograms: results::Histograms {
             encoding: "hdrhistogram-v2-deflate-base64".to_string(),
-            latency_us: report::encode_histogram(&t.latency),
-            service_us: report::encode_histogram(&t.service),
+            latency_us: results::encode_histogram(&t.latency),
+            service_us: results::encode_histogram(&t.service),
         },
         timeline: raw.timeline,
-        faults: Vec::new(),
-        servers: report::Servers {
-            redis_version: String::new(),
+        faults: fault_reports,
+        servers: results::Servers {
+            redis_version,
             postgres_version: db.version.clone(),
             managed: env.managed(),
             redis_url: redact_url(&env.redis_url),
@@ -478,23 +438,25 @@ fn shape(
             postgres_pid: env.pg.as_ref().and_then(|p| p.pid()),
             redis_dir: env.redis.as_ref().map(|r| r.dir().display().to_string()),
             postgres_dir: env.pg.as_ref().map(|p| p.dir().display().to_string()),
-            redis_pids: Vec::new(),
+            redis_pids,
             redis_startup_ms: env.redis_startup.map(|d| d.as_millis() as u64),
             postgres_startup_ms: env.pg.as_ref().map(|p| p.startup().0.as_millis() as u64),
             postgres_template_reused: env.pg.as_ref().map(|p| p.startup().1),
-            seed_ms: 0,
+            seed_ms: setup.seed_ms,
         },
         generator,
         thresholds: Vec::new(),
-    }
+    };
+    r.thresholds = r.judge(&sc.thresholds);
+    r
 }
 
 /// What the generator itself cost, and whether that casts doubt on the figures.
-fn generator_figures(sc: &Scenario, raw: &Raw) -> report::Generator {
+fn generator_figures(sc: &Scenario, raw: &Raw) -> results::Generator {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     let cpu = raw.cpu.as_secs_f64();
     let requests = raw.scheduled + raw.warmup_requests;
-    let mut g = report::Generator {
+    let mut g = results::Generator {
         max_dispatch_lag_ms: raw.max_lag.as_secs_f64() * 1000.0,
         instances: sc.instances,
         cpu_seconds: cpu,

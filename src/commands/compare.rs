@@ -8,14 +8,14 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 
-use crate::app::{self, Env, Say};
+use super::session::{Env, Status, run_on, shutdown_on_signals};
 use crate::cli::{CompareCmd, OutputFlags};
-use crate::error::{EXIT_FAILED_CHECK, EXIT_INTERRUPTED, UsageError};
-use crate::report::summary::CompareSummary;
-use crate::report::{self, RunResult, markdown, tables};
+use crate::error::UsageError;
+use crate::report::{self, markdown, tables};
+use crate::results::summary::CompareSummary;
+use crate::results::{self, RunResult};
 use crate::scenario::{self, Scenario};
 use crate::strategy::{PRESETS, StrategySpec};
-use crate::thresholds;
 
 /// The strategies named by `--strategies`: `all` for the presets, else a comma-separated list;
 /// each parsed, duplicates (by canonical name) refused.
@@ -51,11 +51,6 @@ pub fn parse_list(list: &str) -> Result<Vec<String>, UsageError> {
 /// One scenario per strategy: the file and flags with the strategy replaced, each validated
 /// before any server starts (a strategy's defaults, such as the jitter preset's ±10%, apply).
 fn scenarios(cmd: &CompareCmd) -> Result<Vec<Scenario>, UsageError> {
-    if cmd.flags.strategy.is_some() {
-        return Err(UsageError::new(
-            "compare takes --strategies LIST (comma-separated, or all), not --strategy",
-        ));
-    }
     parse_list(&cmd.strategies)?
         .into_iter()
         .map(|name| {
@@ -64,15 +59,6 @@ fn scenarios(cmd: &CompareCmd) -> Result<Vec<Scenario>, UsageError> {
             scenario::resolve(cmd.scenario.as_ref(), flags)
         })
         .collect()
-}
-
-/// The workload in words, without the strategy (the same for every row).
-fn workload(r: &RunResult) -> String {
-    let d = report::terminal::describe(r);
-    match d.split_once(": ") {
-        Some((_, rest)) => rest.to_string(),
-        None => d,
-    }
 }
 
 fn write_text(path: &Path, text: &str) -> Result<()> {
@@ -91,9 +77,9 @@ pub async fn run(cmd: CompareCmd) -> Result<ExitCode> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating the output directory {}", dir.display()))?;
     }
-    let shutdown = app::shutdown_on_signals();
-    let say = Say(cmd.quiet);
-    let mut env = Env::start(&scenarios[0], &say).await?;
+    let shutdown = shutdown_on_signals();
+    let status = Status::new(cmd.quiet);
+    let mut env = Env::start(&scenarios[0], &status).await?;
     let quiet = OutputFlags {
         out: None,
         html: None,
@@ -107,19 +93,18 @@ pub async fn run(cmd: CompareCmd) -> Result<ExitCode> {
         if shutdown.is_cancelled() {
             break;
         }
-        say.line(&format!("[{}/{n}] {}", i + 1, sc.strategy));
-        let mut r = match app::run_on(sc, &mut env, shutdown.clone(), &quiet, &say).await {
+        status.line(&format!("[{}/{n}] {}", i + 1, sc.strategy));
+        let r = match run_on(sc, &mut env, shutdown.clone(), &quiet, &status).await {
             Ok(r) => r,
             Err(e) => {
                 failure = Some(e.context(format!("running strategy {}", sc.strategy)));
                 break;
             }
         };
-        r.thresholds = sc.thresholds.judge(&r);
-        if let Some(why) = crate::check::unreliable(&r) {
+        if let Some(why) = results::check::unreliable(&r) {
             eprintln!("warning ({}): {why}", r.strategy);
         }
-        say.line(&format!(
+        status.line(&format!(
             "[{}/{n}] {}: {} DB calls, peak herd {}, hit rate {:.1}%, p99 {:.2} ms{}",
             i + 1,
             r.strategy,
@@ -134,7 +119,7 @@ pub async fn run(cmd: CompareCmd) -> Result<ExitCode> {
         summary = summarize(&scenarios, &done, interrupted || shutdown.is_cancelled());
         if let Some(dir) = &cmd.out {
             let last = &done[done.len() - 1];
-            if let Err(e) = report::write_json(&dir.join(format!("{}.json", last.strategy)), last)
+            if let Err(e) = results::write_json(&dir.join(format!("{}.json", last.strategy)), last)
                 .and_then(|_| write_summary(dir, &summary))
             {
                 failure = Some(e);
@@ -161,7 +146,7 @@ pub async fn run(cmd: CompareCmd) -> Result<ExitCode> {
     if let Some(dir) = &cmd.out
         && !done.is_empty()
     {
-        say.line(&format!(
+        status.line(&format!(
             "results written to {}/ ({} strategies, summary.json, summary.md)",
             dir.display(),
             done.len()
@@ -171,26 +156,20 @@ pub async fn run(cmd: CompareCmd) -> Result<ExitCode> {
         && !done.is_empty()
     {
         match report::html::write(&done, p) {
-            Ok(()) => say.line(&format!("HTML report written to {}", p.display())),
+            Ok(()) => status.line(&format!("HTML report written to {}", p.display())),
             Err(e) => eprintln!("warning: {e:#}"),
         }
     }
     if let Some(e) = failure {
         return Err(e);
     }
-    let mut broken = String::new();
-    for r in &done {
-        broken.push_str(&thresholds::broken(&r.strategy, &r.thresholds));
-    }
-    eprint!("{broken}");
-    if summary.interrupted {
-        say.line("interrupted: the files cover the strategies that ran (the last one in part)");
-        return Ok(ExitCode::from(EXIT_INTERRUPTED));
-    }
-    if !broken.is_empty() {
-        return Ok(ExitCode::from(EXIT_FAILED_CHECK));
-    }
-    Ok(ExitCode::SUCCESS)
+    let broken: String = done.iter().map(RunResult::broken_thresholds).collect();
+    Ok(super::ending(
+        summary.interrupted,
+        &broken,
+        &status,
+        "the files cover the strategies that ran (the last one in part)",
+    ))
 }
 
 fn summarize(scenarios: &[Scenario], done: &[RunResult], interrupted: bool) -> CompareSummary {
@@ -199,7 +178,10 @@ fn summarize(scenarios: &[Scenario], done: &[RunResult], interrupted: bool) -> C
         .skip(done.len())
         .map(|s| s.strategy.to_string())
         .collect();
-    let workload = done.first().map(workload).unwrap_or_default();
+    let workload = done
+        .first()
+        .map(|r| r.scenario.describe().join(", "))
+        .unwrap_or_default();
     CompareSummary::build(workload, done, not_run, interrupted)
 }
 

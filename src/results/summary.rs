@@ -1,12 +1,16 @@
 //! The summary of a `compare`: one row per strategy, ranked by DB calls, written as
 //! `summary.json` beside each strategy's own results file and rendered as a table.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::RunResult;
+use crate::metric::{DEFS, Metric};
 
-/// Version of the summary document's layout.
-pub const SUMMARY_SCHEMA: u32 = 1;
+/// Version of the summary document's layout. 2: a row's figures are one map keyed by the
+/// metric list's names (was one field per figure, a second list of metrics to keep in step).
+pub const SUMMARY_SCHEMA: u32 = 2;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CompareSummary {
@@ -34,28 +38,12 @@ pub struct Row {
     pub rank: usize,
     /// Canonical strategy name; its results file is `<strategy>.json`.
     pub strategy: String,
-    /// Loads in the measured window (plus warm loads).
-    pub db_calls: u64,
+    /// Every metric of the list (docs/results.md), by name: `db_calls`, `hit_rate`, `p99`, …
+    pub figures: BTreeMap<String, f64>,
     /// `db_calls` divided by the best strategy's; null when the best made no call.
     pub db_calls_vs_best: Option<f64>,
-    /// Loads started while another load of the same key was in flight.
-    pub redundant_loads: u64,
-    /// Most loads of one key in flight at once.
-    pub peak_key_herd: u64,
-    /// (hit + stale) / completed.
-    pub hit_rate: f64,
-    /// Requests served stale.
-    pub stale: u64,
-    /// Requests that got their value by waiting for another loader.
-    pub waited: u64,
-    /// Requests with outcome error (abandoned included).
-    pub errors: u64,
     /// Requests scheduled in the measured window (equal across strategies in open loop).
     pub scheduled: u64,
-    /// Latency percentiles, ms.
-    pub p50_ms: f64,
-    pub p95_ms: f64,
-    pub p99_ms: f64,
     /// Fingerprint of the key draws (equal = the same keys were asked for).
     pub key_digest: String,
     /// Thresholds broken by this strategy (names); empty when all passed or none were set.
@@ -85,18 +73,12 @@ impl CompareSummary {
             .map(|(i, r)| Row {
                 rank: i + 1,
                 strategy: r.strategy.clone(),
-                db_calls: r.db.calls,
+                figures: DEFS
+                    .iter()
+                    .map(|d| (d.name.to_string(), r.figure(d.metric)))
+                    .collect(),
                 db_calls_vs_best: (best > 0).then(|| r.db.calls as f64 / best as f64),
-                redundant_loads: r.db.redundant_loads,
-                peak_key_herd: r.db.peak_key_herd,
-                hit_rate: r.hit_rate,
-                stale: r.outcomes.stale,
-                waited: r.outcomes.waited,
-                errors: r.requests.errors,
                 scheduled: r.requests.scheduled,
-                p50_ms: r.latency_ms.p50,
-                p95_ms: r.latency_ms.p95,
-                p99_ms: r.latency_ms.p99,
                 key_digest: r.generator.key_digest.clone(),
                 thresholds_broken: r
                     .thresholds
@@ -125,11 +107,16 @@ impl CompareSummary {
 }
 
 impl Row {
+    /// One figure of the row (0 when the row was written without it).
+    pub fn figure(&self, m: Metric) -> f64 {
+        self.figures.get(m.name()).copied().unwrap_or(0.0)
+    }
+
     /// "1.00x", or "n/a" when the best made no call.
     pub fn vs_best(&self) -> String {
         match self.db_calls_vs_best {
             Some(x) => format!("{x:.2}x"),
-            None if self.db_calls == 0 => "1.00x".to_string(),
+            None if self.figure(Metric::DbCalls) == 0.0 => "1.00x".to_string(),
             None => "n/a".to_string(),
         }
     }
@@ -146,31 +133,37 @@ impl Row {
     }
 }
 
+/// A figure in a table cell: counts whole, shares in percent, ms with two decimals.
+pub fn cell(m: Metric, v: f64) -> String {
+    match m.def().unit {
+        crate::metric::Unit::Count => format!("{v:.0}"),
+        crate::metric::Unit::Ms => format!("{v:.2}"),
+        crate::metric::Unit::Share => format!("{:.1}%", v * 100.0),
+    }
+}
+
 impl CompareSummary {
     /// The ranking as a header and rows of text cells, shared by the terminal and Markdown
-    /// tables; `markdown` spells the headers out and puts strategy names in code spans.
-    pub fn ranking_cells(&self, markdown: bool) -> (Vec<&'static str>, Vec<Vec<String>>) {
-        let mut header = vec![
-            "#",
-            "strategy",
-            if markdown { "DB calls" } else { "db calls" },
-            "vs best",
-            if markdown {
-                "redundant loads"
-            } else {
-                "redundant"
-            },
-            "peak herd",
-            "hit rate",
-            "stale",
-            "waited",
-            "errors",
-            "p50 ms",
-            "p95 ms",
-            "p99 ms",
-        ];
+    /// tables (`markdown` puts strategy names in code spans); the figure columns are the
+    /// metric list's ranked metrics, with "vs best" after DB calls. Returns also which
+    /// columns hold numbers.
+    pub fn ranking_cells(
+        &self,
+        markdown: bool,
+    ) -> (Vec<&'static str>, Vec<Vec<String>>, Vec<bool>) {
+        let mut header = vec!["#", "strategy"];
+        let mut numeric = vec![true, false];
+        for m in Metric::ranked() {
+            header.push(m.def().header);
+            numeric.push(true);
+            if m == Metric::DbCalls {
+                header.push("vs best");
+                numeric.push(true);
+            }
+        }
         if self.thresholds_set {
             header.push("thresholds");
+            numeric.push(false);
         }
         let tick = if markdown { "`" } else { "" };
         let rows = self
@@ -184,24 +177,19 @@ impl CompareSummary {
                         r.strategy,
                         if r.interrupted { " (interrupted)" } else { "" }
                     ),
-                    r.db_calls.to_string(),
-                    r.vs_best(),
-                    r.redundant_loads.to_string(),
-                    r.peak_key_herd.to_string(),
-                    format!("{:.1}%", r.hit_rate * 100.0),
-                    r.stale.to_string(),
-                    r.waited.to_string(),
-                    r.errors.to_string(),
-                    format!("{:.2}", r.p50_ms),
-                    format!("{:.2}", r.p95_ms),
-                    format!("{:.2}", r.p99_ms),
                 ];
+                for m in Metric::ranked() {
+                    v.push(cell(m, r.figure(m)));
+                    if m == Metric::DbCalls {
+                        v.push(r.vs_best());
+                    }
+                }
                 if self.thresholds_set {
                     v.push(r.thresholds_cell(true));
                 }
                 v
             })
             .collect();
-        (header, rows)
+        (header, rows, numeric)
     }
 }

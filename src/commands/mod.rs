@@ -1,0 +1,62 @@
+//! The commands: each reads its arguments, does its work on the layers below and says how the
+//! process ends. `run` and `compare` share a session ([`session`]): the servers and one
+//! strategy's run on them.
+
+mod check;
+mod compare;
+mod run;
+mod session;
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use crate::cli::{Cli, Command, ReportCmd};
+use crate::error::{EXIT_FAILED_CHECK, EXIT_INTERRUPTED};
+use crate::report;
+
+pub use compare::parse_list;
+
+pub async fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Run(cmd) => run::run(cmd).await,
+        Command::Report(cmd) => report_cmd(cmd),
+        Command::Compare(cmd) => compare::run(cmd).await,
+        Command::Check(cmd) => check::run(cmd),
+    }
+}
+
+/// Render results already written: the HTML report with --html, else each one's summary.
+fn report_cmd(cmd: ReportCmd) -> Result<ExitCode> {
+    let results = report::html::load(&cmd.inputs)?;
+    match &cmd.html {
+        Some(p) => {
+            report::html::write(&results, p)?;
+            eprintln!(
+                "HTML report of {} result(s) written to {}",
+                results.len(),
+                p.display()
+            );
+        }
+        None => {
+            for r in &results {
+                print!("{}", report::terminal::summary(r));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How `run` and `compare` end once their results are written: the broken thresholds printed,
+/// then 130 when interrupted, 1 when a threshold broke, else 0.
+fn ending(interrupted: bool, broken: &str, status: &session::Status, what: &str) -> ExitCode {
+    eprint!("{broken}");
+    if interrupted {
+        status.line(&format!("interrupted: {what}"));
+        return ExitCode::from(EXIT_INTERRUPTED);
+    }
+    if !broken.is_empty() {
+        return ExitCode::from(EXIT_FAILED_CHECK);
+    }
+    ExitCode::SUCCESS
+}

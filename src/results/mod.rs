@@ -1,0 +1,509 @@
+//! The results of a run as typed data: the versioned JSON document (every field says what it
+//! counts and in what unit), read and written here and nowhere else, with the scenario that
+//! produced it; the figures the metric list names; thresholds judged against it. Every reader
+//! (check, compare, the renderers) works on these types, never on loose JSON.
+
+pub mod check;
+pub mod summary;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use base64::Engine as _;
+use hdrhistogram::Histogram;
+use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
+use serde::{Deserialize, Serialize};
+
+use crate::fault::FaultKind;
+use crate::metric::Metric;
+use crate::metrics::pct_ms;
+use crate::scenario::Scenario;
+use crate::thresholds::{Thresholds, passes};
+
+/// Version of the results document; bump when a field changes meaning or disappears.
+pub const SCHEMA: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunResult {
+    /// Version of this document's layout.
+    pub schema: u32,
+    /// Version of stampede that produced it.
+    pub tool_version: String,
+    /// Canonical name of the strategy (freshness+coordination+jitter).
+    pub strategy: String,
+    /// Unix time in ms when traffic started.
+    pub started_at_ms: u64,
+    /// True when the run was stopped early (Ctrl-C / SIGTERM); figures cover what ran.
+    pub interrupted: bool,
+    /// Every effective setting of the run (URLs with passwords redacted).
+    pub scenario: Scenario,
+    pub requests: Requests,
+    pub outcomes: Outcomes,
+    /// Share of completed requests served from the cache without a load: (hit + stale) / completed.
+    pub hit_rate: f64,
+    pub db: DbFigures,
+    pub redis: RedisFigures,
+    pub lock: LockFigures,
+    /// From the scheduled start (open loop; coordinated omission corrected) to completion.
+    pub latency_ms: Latency,
+    /// From the moment a worker actually started the request to completion.
+    pub service_ms: Latency,
+    /// Latency from the scheduled start, per outcome (only outcomes that occurred).
+    pub latency_by_outcome_ms: BTreeMap<String, Latency>,
+    /// Full latency distributions, mergeable across runs and shards.
+    pub histograms: Histograms,
+    /// One entry per `interval` of the measured window.
+    pub timeline: Vec<Bucket>,
+    /// The faults injected, in order, with what each outage and recovery cost (empty without faults).
+    #[serde(default)]
+    pub faults: Vec<FaultReport>,
+    pub servers: Servers,
+    /// How well the load generator kept its own schedule.
+    pub generator: Generator,
+    /// Every threshold the scenario set, judged against this run (empty when none were set).
+    #[serde(default)]
+    pub thresholds: Vec<ThresholdResult>,
+}
+
+impl RunResult {
+    /// The value of one metric of the list in [`crate::metric`].
+    pub fn figure(&self, m: Metric) -> f64 {
+        match m {
+            Metric::DbCalls => self.db.calls as f64,
+            Metric::RedundantLoads => self.db.redundant_loads as f64,
+            Metric::PeakKeyHerd => self.db.peak_key_herd as f64,
+            Metric::PeakConcurrent => self.db.peak_concurrent as f64,
+            Metric::HitRate => self.hit_rate,
+            Metric::Stale => self.outcomes.stale as f64,
+            Metric::StaleRatio => share(self.outcomes.stale, self.requests.completed),
+            Metric::Waited => self.outcomes.waited as f64,
+            Metric::Errors => self.requests.errors as f64,
+            Metric::ErrorRate => share(
+                self.requests.errors + self.requests.shed,
+                self.requests.scheduled,
+            ),
+            Metric::P50 => self.latency_ms.p50,
+            Metric::P95 => self.latency_ms.p95,
+            Metric::P99 => self.latency_ms.p99,
+        }
+    }
+
+    /// Judge this run against every threshold of `t`.
+    pub fn judge(&self, t: &Thresholds) -> Vec<ThresholdResult> {
+        t.iter()
+            .map(|(m, limit)| {
+                let measured = self.figure(m);
+                ThresholdResult {
+                    name: m.threshold_name().unwrap_or_default(),
+                    limit,
+                    measured,
+                    passed: passes(m, limit, measured),
+                }
+            })
+            .collect()
+    }
+
+    /// One line per broken threshold, naming it, its limit and what was measured.
+    pub fn broken_thresholds(&self) -> String {
+        let mut o = String::new();
+        for t in self.thresholds.iter().filter(|t| !t.passed) {
+            let Some(m) = Metric::by_threshold_name(&t.name) else {
+                continue;
+            };
+            let d = m.def();
+            o.push_str(&format!(
+                "threshold broken ({}): {} = {} but measured {} ({})\n",
+                self.strategy,
+                t.name,
+                d.unit.show(t.limit),
+                d.unit.show(t.measured),
+                d.what
+            ));
+        }
+        o
+    }
+}
+
+fn share(n: u64, of: u64) -> f64 {
+    if of == 0 { 0.0 } else { n as f64 / of as f64 }
+}
+
+/// One threshold judged against a run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ThresholdResult {
+    /// Threshold name, e.g. `p99_ms_max` (`_max`: measured must not exceed the limit; `_min`:
+    /// must not fall below it).
+    pub name: String,
+    /// The limit, in the metric's unit (calls, ms, or a share between 0 and 1).
+    pub limit: f64,
+    /// What the run measured, same unit.
+    pub measured: f64,
+    /// Whether the measured value is within the limit.
+    pub passed: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Requests {
+    /// Requests due to start in the measured window (open loop), or started in it (closed loop).
+    pub scheduled: u64,
+    /// Requests that finished, whatever their outcome (includes `abandoned`).
+    pub completed: u64,
+    /// Requests not started because the instance already had `max_inflight` in flight.
+    pub shed: u64,
+    /// Completed requests whose outcome is `error`.
+    pub errors: u64,
+    /// Requests still in flight when the run ended and given up on; counted as errors.
+    pub abandoned: u64,
+    /// Requests sent during the warm-up, excluded from every other figure.
+    pub warmup: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Outcomes {
+    pub hit: u64,
+    pub miss: u64,
+    pub stale: u64,
+    pub waited: u64,
+    pub fallback: u64,
+    pub error: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct DbFigures {
+    /// Loads (executions of the loader statement) in the measured window plus warm loads.
+    pub calls: u64,
+    /// Executions of the loader statement counted by Postgres (pg_stat_statements) over the
+    /// whole run, warm-up included; compare with `calls + warmup_calls`. Null when unavailable.
+    pub calls_server: Option<u64>,
+    /// Why `calls_server` is null, when it is.
+    pub calls_server_note: Option<String>,
+    /// Loads made by `--warm` before traffic (included in `calls`).
+    pub warm_loads: u64,
+    /// Loads made during the warm-up (not in `calls`).
+    pub warmup_calls: u64,
+    /// Most loads in flight at once, across instances.
+    pub peak_concurrent: u64,
+    /// Most loads of one key in flight at once (the herd).
+    pub peak_key_herd: u64,
+    /// Loads started while another load of the same key was in flight.
+    pub redundant_loads: u64,
+    /// Loads that failed with a database error.
+    pub errors: u64,
+    /// Loads that ran out of `--db-timeout` (statement or pool wait).
+    pub timeouts: u64,
+    /// SWR refreshes run behind a stale read.
+    pub background_refreshes: u64,
+    /// SWR refreshes not run because another instance held the lock.
+    pub refreshes_skipped: u64,
+    /// XFetch recomputes started before the hard expiry.
+    pub early_recomputes: u64,
+    /// Mean time between an early recompute's start and the expiry it pre-empted, ms.
+    pub early_lead_ms_mean: Option<f64>,
+    /// Under `--db-query heavy`: what one heavy query cost on the idle server before traffic
+    /// (median of a few runs), ms. Null under `sleep`, whose cost is `--db-cost`.
+    #[serde(default)]
+    pub heavy_query_ms: Option<f64>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct RedisFigures {
+    /// keyspace_hits from INFO, change over the measured window (plus warm-up: INFO has no windows).
+    pub keyspace_hits: Option<u64>,
+    /// keyspace_misses from INFO, same window as `keyspace_hits`.
+    pub keyspace_misses: Option<u64>,
+    /// Why the keyspace figures may include other clients' traffic or are null.
+    pub note: Option<String>,
+    /// Redis commands that failed (connection down, error reply).
+    pub errors: u64,
+    /// Redis commands that missed their `--redis-timeout` deadline.
+    pub timeouts: u64,
+    /// Reads that found no entry (a cold miss), whatever happened next.
+    pub cold_misses: u64,
+    /// Reads served by a not-found sentinel (negative caching).
+    pub negative_hits: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LockFigures {
+    /// Locks taken.
+    pub acquired: u64,
+    /// Attempts that found the lock held by someone else.
+    pub contended: u64,
+    /// Waits that ran out of `--lock-wait`.
+    pub timeouts: u64,
+    /// Releases that found the lock gone or someone else's: the lease ran out under the holder.
+    pub lost: u64,
+    /// Lock attempts that failed because Redis was unreachable (the request loaded anyway).
+    pub unavailable: u64,
+}
+
+/// Latency percentiles in milliseconds.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Latency {
+    pub p50: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+    pub mean: f64,
+    /// Number of requests behind these figures.
+    pub count: u64,
+}
+
+impl Latency {
+    pub fn of(h: &Histogram<u64>) -> Latency {
+        Latency {
+            p50: pct_ms(h, 0.50),
+            p95: pct_ms(h, 0.95),
+            p99: pct_ms(h, 0.99),
+            p999: pct_ms(h, 0.999),
+            max: if h.is_empty() {
+                0.0
+            } else {
+                h.max() as f64 / 1000.0
+            },
+            mean: if h.is_empty() { 0.0 } else { h.mean() / 1000.0 },
+            count: h.len(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Histograms {
+    /// Encoding of the histograms below.
+    pub encoding: String,
+    /// Latency from the scheduled start, µs.
+    pub latency_us: String,
+    /// Service time, µs.
+    pub service_us: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Bucket {
+    /// End of the bucket, ms since the measured window started.
+    pub t_ms: u64,
+    /// Requests completed in the bucket.
+    pub requests: u64,
+    /// Loads started in the bucket.
+    pub db_calls: u64,
+    /// Requests served from a fresh entry.
+    pub hits: u64,
+    /// Requests served stale.
+    pub stale: u64,
+    /// Requests with outcome error.
+    pub errors: u64,
+    /// 99th percentile latency of the bucket's requests, ms.
+    pub p99_ms: f64,
+    /// False when Redis was down (killed by a fault, not yet restarted) at any moment of the bucket.
+    #[serde(default = "yes")]
+    pub redis_up: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One injected fault: when it struck, how long Redis was gone, and how the run recovered.
+/// Times are ms since the measured window started; "restart" is the moment the new Redis
+/// answered a PING from the tool.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct FaultReport {
+    /// What happened: `kill-redis` (a crash of Redis, which comes back empty).
+    pub kind: FaultKind,
+    /// When Redis was killed, ms since the measured window started (as done, not as planned).
+    pub at_ms: u64,
+    /// From the kill until the new Redis answered, ms (`down_for` plus the restart itself).
+    pub down_ms: u64,
+    /// From the restart until a request's Redis command first succeeded again (reconnection),
+    /// ms. Null when none succeeded before the next fault or the end of the run.
+    pub recovered_ms: Option<u64>,
+    /// From the restart until the end of the first timeline bucket whose hit rate was back to
+    /// at least 90% of `hit_rate_before`, ms. Null when it never got there, or when there was
+    /// no hit rate to get back to.
+    pub hit_rate_recovered_ms: Option<u64>,
+    /// Hit rate ((hit + stale) / requests) over the timeline buckets of the last second before
+    /// the kill; null when no bucket ended before it.
+    pub hit_rate_before: Option<f64>,
+    /// DB calls started during the outage (kill to restart).
+    pub db_calls_during: u64,
+    /// Redis commands that failed or missed their deadline during the outage.
+    pub redis_errors_during: u64,
+    /// DB calls started in the first second after the restart: the recovery stampede of a
+    /// cold cache. Fewer than 1000 ms are covered when the run or the next fault came first.
+    pub recovery_stampede: u64,
+    /// Of `recovery_stampede`, loads started while another load of the same key was in flight
+    /// (the herd a coordination is meant to prevent).
+    #[serde(default)]
+    pub recovery_redundant: u64,
+    /// How many ms after the restart `recovery_stampede` covers (1000 unless cut short).
+    pub recovery_window_ms: u64,
+    /// What went wrong with the fault itself (a refused SHUTDOWN, a failed restart command).
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Servers {
+    pub redis_version: String,
+    pub postgres_version: String,
+    /// True when the tool started (and stopped) the servers itself.
+    pub managed: bool,
+    /// Redis URL, password redacted.
+    pub redis_url: String,
+    /// Postgres URL, password redacted.
+    pub pg_url: String,
+    /// PIDs of the servers the tool started (gone after the run); `redis_pid` is the last
+    /// redis-server of the run.
+    pub redis_pid: Option<u32>,
+    pub postgres_pid: Option<u32>,
+    /// Temp dirs of the servers the tool started (removed after the run).
+    pub redis_dir: Option<String>,
+    pub postgres_dir: Option<String>,
+    /// Every redis-server the tool started in this run, in order: a fault's restart starts a
+    /// new process with a new PID (all gone after the run).
+    #[serde(default)]
+    pub redis_pids: Vec<u32>,
+    /// Time to start the managed Redis and Postgres, ms.
+    pub redis_startup_ms: Option<u64>,
+    pub postgres_startup_ms: Option<u64>,
+    /// Whether the managed Postgres came from the cached initdb template.
+    pub postgres_template_reused: Option<bool>,
+    /// Time to create and seed the items table (and the reviews table under `--db-query heavy`), ms.
+    pub seed_ms: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Generator {
+    /// Most a request was dispatched after its scheduled time, ms (open loop).
+    pub max_dispatch_lag_ms: f64,
+    /// App instances simulated.
+    pub instances: u32,
+    /// FNV-1a fingerprint (hex) of the first 1000 ids drawn by each key stream (one stream in
+    /// open loop; one per client in closed loop, combined in client order). Equal digests mean
+    /// the same key draws, whatever the strategy.
+    #[serde(default)]
+    pub key_digest: String,
+    /// Ids the digest covers, over all streams.
+    #[serde(default)]
+    pub key_digest_draws: u64,
+    /// CPU time (user + system, all threads) stampede itself used from the start of traffic to
+    /// the end of the drain (warm-up included), s. The servers it started are not included.
+    #[serde(default)]
+    pub cpu_seconds: f64,
+    /// `cpu_seconds` per request scheduled in that window (warm-up included), µs.
+    #[serde(default)]
+    pub cpu_per_request_us: f64,
+    /// `cpu_seconds` / (wall-clock time of the window × `cores`): the share of the machine the
+    /// generator used. Near 1, the figures measure the tool as much as the system under test.
+    #[serde(default)]
+    pub cpu_utilization: f64,
+    /// CPU cores available to the process.
+    #[serde(default)]
+    pub cores: u32,
+    /// Peak resident memory of the stampede process, MiB.
+    #[serde(default)]
+    pub peak_rss_mib: f64,
+    /// Why the figures may measure the generator rather than the system (empty when fine).
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+/// Above this share of the machine's CPU the generator competes with the servers it measures.
+pub const CPU_WARN: f64 = 0.5;
+/// A request dispatched this late (ms) means the generator, or the machine, fell behind.
+pub const LAG_WARN_MS: f64 = 10.0;
+
+impl Generator {
+    /// Fill `warnings` from the figures.
+    pub fn judge(&mut self) {
+        self.warnings.clear();
+        if self.cpu_utilization > CPU_WARN {
+            self.warnings.push(format!(
+                "the generator used {:.0}% of the machine's {} cores: its own work competes with the servers, so the latency and the rate held partly measure the tool",
+                self.cpu_utilization * 100.0,
+                self.cores
+            ));
+        }
+        if self.max_dispatch_lag_ms > LAG_WARN_MS {
+            self.warnings.push(format!(
+                "requests were dispatched up to {:.1} ms after their scheduled time: the generator (or the machine it runs on) fell behind; the latency counts that delay",
+                self.max_dispatch_lag_ms
+            ));
+        }
+    }
+}
+
+/// Encode a histogram as base64 of HdrHistogram's V2 deflate format (readable by every
+/// HdrHistogram implementation, and mergeable).
+pub fn encode_histogram(h: &Histogram<u64>) -> String {
+    let mut buf = Vec::new();
+    match V2DeflateSerializer::new().serialize(h, &mut buf) {
+        Ok(_) => base64::engine::general_purpose::STANDARD.encode(&buf),
+        Err(_) => String::new(),
+    }
+}
+
+#[cfg(test)]
+fn decode_histogram(s: &str) -> Result<Histogram<u64>> {
+    use hdrhistogram::serialization::Deserializer;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(s)
+        .context("histogram is not base64")?;
+    Deserializer::new()
+        .deserialize(&mut &bytes[..])
+        .map_err(|e| anyhow::anyhow!("histogram does not decode: {e:?}"))
+}
+
+pub fn write_json(path: &Path, r: &RunResult) -> Result<()> {
+    if let Some(dir) = path.parent()
+        && !dir.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(r).context("encoding results")?;
+    std::fs::write(path, text + "\n")
+        .with_context(|| format!("writing results to {}", path.display()))
+}
+
+pub fn read_json(path: &Path) -> Result<RunResult> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text)
+        .with_context(|| format!("{} is not a stampede results file", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_round_trip() {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).unwrap();
+        for v in [100, 2_000, 30_000, 30_001] {
+            h.record(v).unwrap();
+        }
+        let back = decode_histogram(&encode_histogram(&h)).unwrap();
+        assert_eq!(back.len(), 4);
+        assert_eq!(back.value_at_quantile(0.5), h.value_at_quantile(0.5));
+    }
+
+    #[test]
+    fn generator_warns_when_it_may_have_measured_itself() {
+        let mut g = Generator {
+            cpu_utilization: 0.2,
+            max_dispatch_lag_ms: 0.3,
+            cores: 2,
+            ..Generator::default()
+        };
+        g.judge();
+        assert!(g.warnings.is_empty(), "{:?}", g.warnings);
+        g.cpu_utilization = 0.9;
+        g.judge();
+        assert_eq!(g.warnings.len(), 1);
+        assert!(g.warnings[0].contains("90%"), "{}", g.warnings[0]);
+        g.max_dispatch_lag_ms = 25.0;
+        g.judge();
+        assert_eq!(g.warnings.len(), 2, "judging again replaces, not appends");
+        assert!(g.warnings[1].contains("25.0 ms"), "{}", g.warnings[1]);
+    }
+}
