@@ -20,6 +20,8 @@ mod report;
 pub mod results;
 mod scenario;
 pub mod servers;
+pub mod stats;
+pub mod steady;
 pub mod strategy;
 mod thresholds;
 mod values;

@@ -13,6 +13,7 @@ use tokio_postgres::types::Type;
 use tokio_postgres::{NoTls, Row};
 
 use crate::error::EnvError;
+use crate::metrics::{LoadGuard, Phase};
 use crate::values::redact_url;
 
 /// What one load (one DB call) costs the database.
@@ -32,8 +33,10 @@ pub enum DbQuery {
 pub enum LoadFailure {
     /// Postgres returned an error or the connection broke.
     Db,
-    /// The statement timeout or the wait for a pooled connection ran out (`--db-timeout`).
+    /// The statement ran out of `statement_timeout` (`--db-timeout`).
     Timeout,
+    /// The wait for a pooled connection ran out (`--db-timeout`): no statement was sent.
+    PoolTimeout,
     /// The loader this request was waiting on was cancelled or panicked.
     Abandoned,
     /// The wait for the lock ran out under `--lock-timeout-policy error`.
@@ -64,15 +67,21 @@ fn heavy_aggregate(schema: &str) -> String {
     )
 }
 
-/// The loader statement. The `stampede_load_version` alias and `{schema}.items` are what
-/// [`Db::server_calls`] finds it by in pg_stat_statements: keep both in every form.
-fn loader_sql(schema: &str, cost: LoadCost) -> String {
+/// Alias of the version column in the statement sent in the measured window: with
+/// `{schema}.items` it is what [`Db::server_calls`] finds the statement by in
+/// pg_stat_statements. Loads outside the window send the same statement under
+/// [`UNMEASURED_ALIAS`], so the server counts the window's statements apart, exactly.
+const MEASURED_ALIAS: &str = "stampede_load_version";
+const UNMEASURED_ALIAS: &str = "stampede_unmeasured_version";
+
+/// The loader statement, its version column named `alias`.
+fn loader_sql(schema: &str, cost: LoadCost, alias: &str) -> String {
     match cost {
         LoadCost::Sleep(_) => format!(
-            "SELECT i.payload, i.version AS stampede_load_version FROM pg_sleep($2) LEFT JOIN {schema}.items i ON i.id = $1"
+            "SELECT i.payload, i.version AS {alias} FROM pg_sleep($2) LEFT JOIN {schema}.items i ON i.id = $1"
         ),
         LoadCost::Heavy => format!(
-            "SELECT i.payload, i.version AS stampede_load_version, a.rating, a.catalogue_rating FROM ({}) a LEFT JOIN {schema}.items i ON i.id = $1",
+            "SELECT i.payload, i.version AS {alias}, a.rating, a.catalogue_rating FROM ({}) a LEFT JOIN {schema}.items i ON i.id = $1",
             heavy_aggregate(schema)
         ),
     }
@@ -268,7 +277,10 @@ impl Db {
             .runtime(Runtime::Tokio1)
             .build()
             .context("building the database pool")?;
-        let sql = loader_sql(&self.schema, cost);
+        let sql = [
+            loader_sql(&self.schema, cost, MEASURED_ALIAS),
+            loader_sql(&self.schema, cost, UNMEASURED_ALIAS),
+        ];
         let types = loader_types(cost);
         // Open every connection now: connecting inside the first herd would inflate its latency
         // with set-up cost a running app does not pay.
@@ -280,22 +292,25 @@ impl Db {
                     redact_url(&self.url)
                 ))
             })?;
-            c.prepare_typed_cached(&sql, types)
-                .await
-                .context("preparing the loader statement")?;
+            for s in &sql {
+                c.prepare_typed_cached(s, types)
+                    .await
+                    .context("preparing the loader statement")?;
+            }
             held.push(c);
         }
         drop(held);
         Ok(Origin { pool, sql, cost })
     }
 
-    /// Executions of the loader statement counted by the server (pg_stat_statements), or None
-    /// when the extension is not available.
+    /// Executions of the measured window's loader statement counted by the server
+    /// (pg_stat_statements: statements that completed), or None when the extension is not
+    /// available.
     pub async fn server_calls(&self) -> Option<u64> {
         if self.stat_statements_missing.is_some() {
             return None;
         }
-        let pattern = format!("%stampede_load_version%{}.items%", self.schema);
+        let pattern = format!("%{MEASURED_ALIAS}%{}.items%", self.schema);
         let row = self
             .admin
             .query_one(
@@ -319,7 +334,8 @@ impl Db {
 /// One app instance's database access.
 pub struct Origin {
     pool: Pool,
-    sql: String,
+    /// The loader statement: in the measured window, and outside it.
+    sql: [String; 2],
     cost: LoadCost,
 }
 
@@ -336,16 +352,28 @@ impl Loaded {
 }
 
 impl Origin {
-    /// Run the loader statement for `id`: one DB call. `Ok(None)` when the id does not exist.
-    pub async fn load(&self, id: u64) -> Result<Option<Loaded>, LoadFailure> {
+    /// Load `id`: wait for a connection, then run the loader statement (one DB call, counted
+    /// on `load` when it is sent). `Ok(None)` when the id does not exist.
+    pub async fn load(&self, id: u64, load: &LoadGuard<'_>) -> Result<Option<Loaded>, LoadFailure> {
         let client = self.pool.get().await.map_err(|e| match e {
-            PoolError::Timeout(_) => LoadFailure::Timeout,
+            PoolError::Timeout(_) => {
+                load.pool_timeout();
+                LoadFailure::PoolTimeout
+            }
             _ => LoadFailure::Db,
         })?;
+        let statement = load.statement();
+        let sql = match statement.phase() {
+            Phase::Measured => &self.sql[0],
+            Phase::Warm | Phase::WarmUp => &self.sql[1],
+        };
         let stmt = client
-            .prepare_typed_cached(&self.sql, loader_types(self.cost))
+            .prepare_typed_cached(sql, loader_types(self.cost))
             .await
-            .map_err(|_| LoadFailure::Db)?;
+            .map_err(|_| {
+                statement.failed(false);
+                LoadFailure::Db
+            })?;
         let id = id as i64;
         let ran = match self.cost {
             LoadCost::Sleep(d) => client.query_one(&stmt, &[&id, &d.as_secs_f64()]).await,
@@ -353,8 +381,10 @@ impl Origin {
         };
         let row = ran.map_err(|e| {
             if e.code() == Some(&tokio_postgres::error::SqlState::QUERY_CANCELED) {
+                statement.failed(true);
                 LoadFailure::Timeout
             } else {
+                statement.failed(false);
                 LoadFailure::Db
             }
         })?;

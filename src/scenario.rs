@@ -208,6 +208,10 @@ fn ser_redacted<S: serde::Serializer>(url: &Option<String>, s: S) -> Result<S::O
     }
 }
 
+/// Most database connections a run may open in all (instances × db-pool): each is a Postgres
+/// backend process of several MB, and a managed server is given exactly this many.
+pub const MAX_DB_CONNECTIONS: u32 = 2000;
+
 /// Where a setting came from, so an error can say which flag or which key of which file.
 enum Src<'a> {
     Flags,
@@ -305,6 +309,22 @@ fn positive_dur(v: Option<Dur>, src: &Src, key: &str) -> Result<(), UsageError> 
     }
 }
 
+fn at_most<T: PartialOrd + Copy + std::fmt::Display>(
+    v: Option<T>,
+    max: T,
+    src: &Src,
+    key: &str,
+    why: &str,
+) -> Result<(), UsageError> {
+    match v {
+        Some(x) if x > max => Err(UsageError::new(format!(
+            "{} must be at most {max} (got {x}): {why}",
+            src.name(key)
+        ))),
+        _ => Ok(()),
+    }
+}
+
 fn at_least<T: PartialOrd + Copy + std::fmt::Display>(
     v: Option<T>,
     min: T,
@@ -342,6 +362,13 @@ fn check(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
         )));
     }
     at_least(f.clients, 1, src, "clients")?;
+    at_most(
+        f.clients,
+        100_000,
+        src,
+        "clients",
+        "each client is a task with its own key stream; use the open loop (--rps) for more load",
+    )?;
     positive_dur(f.duration, src, "duration")?;
     at_least(f.keys, 1, src, "keys")?;
     if let Some(z) = f.zipf
@@ -363,6 +390,13 @@ fn check(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
     }
     positive_dur(f.ttl, src, "ttl")?;
     at_least(f.db_pool, 1, src, "db_pool")?;
+    at_most(
+        f.db_pool,
+        MAX_DB_CONNECTIONS,
+        src,
+        "db_pool",
+        "every connection is a Postgres backend process",
+    )?;
     positive_dur(f.db_timeout, src, "db_timeout")?;
     at_least(f.instances, 1, src, "instances")?;
     if let Some(n) = f.instances
@@ -374,7 +408,28 @@ fn check(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
         )));
     }
     at_least(f.redis_conns, 1, src, "redis_conns")?;
+    at_most(
+        f.redis_conns,
+        64,
+        src,
+        "redis_conns",
+        "each connection is multiplexed; more only cost CPU",
+    )?;
     at_least(f.max_inflight, 1, src, "max_inflight")?;
+    at_most(
+        f.max_inflight,
+        1_000_000,
+        src,
+        "max_inflight",
+        "requests held in memory at once per instance",
+    )?;
+    at_most(
+        f.backlog,
+        1_000_000,
+        src,
+        "backlog",
+        "requests held in memory at once per instance",
+    )?;
     positive_dur(f.redis_timeout, src, "redis_timeout")?;
     if let Some(d) = f.interval
         && d.0 < Duration::from_millis(10)
@@ -510,6 +565,13 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
         }
         _ => {}
     }
+    let (instances, db_pool) = (m.instances.unwrap_or(1), m.db_pool.unwrap_or(16));
+    if u64::from(instances) * u64::from(db_pool) > u64::from(MAX_DB_CONNECTIONS) {
+        return Err(UsageError::new(format!(
+            "--instances {instances} × --db-pool {db_pool} = {} database connections, more than {MAX_DB_CONNECTIONS}: each is a Postgres backend process; use fewer instances or a smaller pool",
+            u64::from(instances) * u64::from(db_pool)
+        )));
+    }
     let db_query = m.db_query.unwrap_or(DbQuery::Sleep);
     if db_query == DbQuery::Heavy && m.db_cost.is_some() {
         return Err(UsageError::new(
@@ -529,9 +591,9 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
         value_size: m.value_size.unwrap_or(1024),
         ttl: m.ttl.unwrap_or(Dur(Duration::from_secs(30))),
         db_cost: m.db_cost.unwrap_or(Dur(Duration::from_millis(20))),
-        db_pool: m.db_pool.unwrap_or(16),
+        db_pool,
         db_timeout: m.db_timeout,
-        instances: m.instances.unwrap_or(1),
+        instances,
         redis_conns: m.redis_conns.unwrap_or(1),
         max_inflight: m.max_inflight.unwrap_or(2048),
         backlog: m.backlog.unwrap_or(0),

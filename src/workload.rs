@@ -104,8 +104,8 @@ impl Schedule {
             interval_ns: 1e9 / rps,
             arrival,
             exp: Exp::new(rps / 1e9).ok(),
-            // Its own stream, so Poisson gaps do not shift the key sequence.
-            rng: SmallRng::seed_from_u64(seed ^ 0x05ee_da11_7ea5),
+            // The caller derives its own stream for it, so Poisson gaps do not shift the keys.
+            rng: SmallRng::seed_from_u64(seed),
             next_ns: 0.0,
             index: 0,
         }
@@ -116,13 +116,14 @@ impl Schedule {
         let t = match self.arrival {
             // Computed from the index rather than accumulated, so rounding never drifts.
             Arrival::Constant => self.index as f64 * self.interval_ns,
+            // A Poisson process's first arrival is one exponential gap in, like every other:
+            // starting at 0 would put a request at the very start of every run.
             Arrival::Poisson => {
-                let t = self.next_ns;
                 let gap = self
                     .exp
                     .map_or(self.interval_ns, |e| e.sample(&mut self.rng));
                 self.next_ns += gap;
-                t
+                self.next_ns
             }
         };
         self.index += 1;
@@ -214,5 +215,16 @@ mod tests {
             .take_while(|&t| t < 10_000_000_000)
             .count();
         assert!((98_000..102_000).contains(&n), "{n}");
+    }
+
+    #[test]
+    fn poisson_first_arrival_is_a_gap_in_not_at_zero() {
+        let firsts: Vec<u64> = (0..20)
+            .map(|seed| Schedule::new(1000.0, Arrival::Poisson, seed).next_offset())
+            .collect();
+        assert!(firsts.iter().all(|&t| t > 0), "{firsts:?}");
+        // Exponential with mean 1 ms: the mean of 20 first arrivals is well within 0.3–3 ms.
+        let mean = firsts.iter().sum::<u64>() as f64 / 20.0;
+        assert!((300_000.0..3_000_000.0).contains(&mean), "{mean}");
     }
 }

@@ -281,9 +281,8 @@ async fn measure(
     let faults = faults?;
     bar.finish_and_clear();
     let after = setup.admin.stats().await.ok();
-    // Loads that failed or timed out never complete, so the server does not count them.
-    let tool_total = (raw.calls_measured + raw.warm_loads + raw.warmup_calls)
-        .saturating_sub(raw.counters.db_errors + raw.counters.db_timeouts);
+    // The server counts a statement when it completes without error.
+    let tool_total = raw.db.calls.saturating_sub(raw.db.statement_errors);
     // pg_stat_statements records a statement as it ends; give the last ones a moment to land.
     let mut calls_server = setup.db.server_calls().await;
     let wait_until = Instant::now() + Duration::from_secs(1);
@@ -320,9 +319,11 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
     let generator = generator_figures(sc, &raw);
     let t = &raw.totals;
     let o = |x: Outcome| t.outcomes[x as usize];
-    let errors = o(Outcome::Error) + raw.abandoned;
-    let completed = t.completed() + raw.abandoned;
+    // Abandoned requests are recorded as errors at the moment they were given up.
+    let errors = o(Outcome::Error);
+    let completed = t.completed();
     let c = &raw.counters;
+    let d = &raw.db;
     let mut by_outcome = std::collections::BTreeMap::new();
     for x in Outcome::ALL {
         let h = &t.by_outcome[x as usize];
@@ -369,16 +370,25 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
             (o(Outcome::Hit) + o(Outcome::Stale)) as f64 / completed as f64
         },
         db: results::DbFigures {
-            calls: raw.calls_measured + raw.warm_loads,
+            calls: d.calls,
             calls_server,
             calls_server_note: db.stat_statements_missing.clone(),
-            warm_loads: raw.warm_loads,
-            warmup_calls: raw.warmup_calls,
-            peak_concurrent: raw.peak_concurrent,
-            peak_key_herd: raw.peak_herd,
-            redundant_loads: raw.redundant,
-            errors: c.db_errors,
-            timeouts: c.db_timeouts,
+            statement_errors: d.statement_errors,
+            statement_timeouts: d.statement_timeouts,
+            pool_timeouts: d.pool_timeouts,
+            warmup_calls: d.warmup_calls,
+            warm_calls: d.warm_calls,
+            peak_concurrent: d.peak_concurrent,
+            peak_in_flight: d.peak_in_flight,
+            peak_key_herd: d.peak_herd,
+            redundant_loads: d.redundant,
+            statement_ms_mean: (d.calls > 0)
+                .then(|| d.statement_us as f64 / 1000.0 / d.calls as f64),
+            pool_wait_ms_mean: (d.calls > 0)
+                .then(|| d.pool_wait_us as f64 / 1000.0 / d.calls as f64),
+            pool_busy: d.statement_us as f64
+                / (f64::from(sc.instances) * f64::from(sc.db_pool) * raw.window.as_micros() as f64)
+                    .max(1.0),
             background_refreshes: c.background_refreshes,
             refreshes_skipped: c.refreshes_skipped,
             early_recomputes: c.early_recomputes,

@@ -118,30 +118,37 @@ pub fn summary(r: &RunResult) -> String {
     );
     let d = &r.db;
     let server = match (d.calls_server, &d.calls_server_note) {
-        // A load that timed out or failed never completes, so pg_stat_statements skips it.
-        (Some(s), _) if d.errors + d.timeouts > 0 => format!(
-            "server counted {s} of {} sent; {} failed loads are not counted by it",
-            d.calls + d.warmup_calls,
-            d.errors + d.timeouts
+        // pg_stat_statements counts a statement when it completes without error.
+        (Some(s), _) if d.statement_errors > 0 => format!(
+            "server counted {s} completed, + {} that ended in an error",
+            d.statement_errors
         ),
-        (Some(s), _) => format!("server counted {s} of {} sent", d.calls + d.warmup_calls),
+        (Some(s), _) => format!("server counted {s}"),
         (None, Some(n)) => format!("server count unavailable: {n}"),
         (None, None) => "server count unavailable".to_string(),
     };
     let _ = writeln!(
         o,
-        "  db        calls {} ({server})  peak concurrent {}  peak herd {}  redundant {}",
-        d.calls, d.peak_concurrent, d.peak_key_herd, d.redundant_loads
+        "  db        calls {} ({server})  peak concurrent {}  peak in flight {}  peak herd {}  redundant {}",
+        d.calls, d.peak_concurrent, d.peak_in_flight, d.peak_key_herd, d.redundant_loads
     );
-    let mut extra = Vec::new();
-    if d.warm_loads > 0 {
-        extra.push(format!("warm loads {}", d.warm_loads));
+    let mut extra = vec![format!("pool busy {:.0}%", d.pool_busy * 100.0)];
+    if let (Some(st), Some(pw)) = (d.statement_ms_mean, d.pool_wait_ms_mean) {
+        extra.push(format!(
+            "statement {st:.1} ms mean  pool wait {pw:.1} ms mean"
+        ));
+    }
+    if d.warm_calls > 0 {
+        extra.push(format!("warm calls {}", d.warm_calls));
     }
     if d.warmup_calls > 0 {
-        extra.push(format!("warm-up loads {}", d.warmup_calls));
+        extra.push(format!("warm-up calls {}", d.warmup_calls));
     }
-    if d.errors + d.timeouts > 0 {
-        extra.push(format!("errors {}  timeouts {}", d.errors, d.timeouts));
+    if d.statement_errors + d.pool_timeouts > 0 {
+        extra.push(format!(
+            "statement errors {} (timeouts {})  pool timeouts {}",
+            d.statement_errors, d.statement_timeouts, d.pool_timeouts
+        ));
     }
     if d.background_refreshes + d.refreshes_skipped > 0 {
         extra.push(format!(

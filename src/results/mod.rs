@@ -22,7 +22,12 @@ use crate::scenario::Scenario;
 use crate::thresholds::{Thresholds, passes};
 
 /// Version of the results document; bump when a field changes meaning or disappears.
-pub const SCHEMA: u32 = 1;
+/// 2: `db.calls` counts the measured window's statements only (no warm loads, no loads that
+/// never got a connection), `db.peak_concurrent` counts statements (loads in flight are
+/// `db.peak_in_flight`), `db.errors`/`db.timeouts` became `statement_errors`,
+/// `statement_timeouts` and `pool_timeouts`. `check` reads schema 1 too, and refuses to judge
+/// one against the other without `--force`.
+pub const SCHEMA: u32 = 2;
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunResult {
@@ -169,29 +174,55 @@ pub struct Outcomes {
     pub error: u64,
 }
 
+/// The database's side of the measured window. A *load* is a request's need for a value (it
+/// waits for a pooled connection, then sends a statement); a *DB call* is a statement the
+/// server received. Loads that never got a connection are not DB calls.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct DbFigures {
-    /// Loads (executions of the loader statement) in the measured window plus warm loads.
+    /// Statements sent to Postgres in the measured window (one per load that got a connection).
     pub calls: u64,
-    /// Executions of the loader statement counted by Postgres (pg_stat_statements) over the
-    /// whole run, warm-up included; compare with `calls + warmup_calls`. Null when unavailable.
+    /// Executions of the measured window's loader statement that Postgres completed
+    /// (pg_stat_statements counts a statement when it ends without error):
+    /// `calls == calls_server + statement_errors`. Null when unavailable (see the note).
     pub calls_server: Option<u64>,
     /// Why `calls_server` is null, when it is.
     pub calls_server_note: Option<String>,
-    /// Loads made by `--warm` before traffic (included in `calls`).
-    pub warm_loads: u64,
-    /// Loads made during the warm-up (not in `calls`).
+    /// Statements of the window the server received that ended in an error
+    /// (`statement_timeout` included).
+    #[serde(default)]
+    pub statement_errors: u64,
+    /// Of `statement_errors`, statements cancelled by `statement_timeout` (`--db-timeout`).
+    #[serde(default)]
+    pub statement_timeouts: u64,
+    /// Loads that gave up waiting for a pooled connection (`--db-timeout`): no statement sent.
+    #[serde(default)]
+    pub pool_timeouts: u64,
+    /// Statements sent during the warm-up (not in `calls`; sent under another statement text,
+    /// so the server counts them apart).
     pub warmup_calls: u64,
-    /// Most loads in flight at once, across instances.
+    /// Statements sent by `--warm` before traffic (not in `calls`).
+    #[serde(default)]
+    pub warm_calls: u64,
+    /// Most statements running in Postgres at once (at most instances × db-pool).
     pub peak_concurrent: u64,
-    /// Most loads of one key in flight at once (the herd).
+    /// Most loads in flight at once, those waiting for a pooled connection included.
+    #[serde(default)]
+    pub peak_in_flight: u64,
+    /// Most loads of one key in flight at once (the herd), queued ones included.
     pub peak_key_herd: u64,
-    /// Loads started while another load of the same key was in flight.
+    /// Loads started while another load of the same key was in flight (queued ones included).
     pub redundant_loads: u64,
-    /// Loads that failed with a database error.
-    pub errors: u64,
-    /// Loads that ran out of `--db-timeout` (statement or pool wait).
-    pub timeouts: u64,
+    /// Mean time a statement ran, ms (null without statements).
+    #[serde(default)]
+    pub statement_ms_mean: Option<f64>,
+    /// Mean time a load waited for a pooled connection before its statement, ms.
+    #[serde(default)]
+    pub pool_wait_ms_mean: Option<f64>,
+    /// Share of the pools' connection time spent running statements over the window and its
+    /// drain: statement time / (instances × db-pool × wall time). Near 1 the pool is the
+    /// bottleneck.
+    #[serde(default)]
+    pub pool_busy: f64,
     /// SWR refreshes run behind a stale read.
     pub background_refreshes: u64,
     /// SWR refreshes not run because another instance held the lock.

@@ -14,6 +14,10 @@ pub enum Verdict {
     /// XFetch: still valid, but this reader was drawn to recompute it early; `lead_ms` is how
     /// long before the hard expiry the recompute starts.
     Recompute { lead_ms: f64 },
+    /// SWR: past the stale window too. It must be loaded again; the value is kept in Redis for
+    /// `grace_ms` only so that a waiter whose wait runs out can serve it
+    /// (`--lock-timeout-policy stale`).
+    Expired,
 }
 
 /// The freshness choice with its parameters, in milliseconds.
@@ -26,6 +30,9 @@ pub struct Policy {
     /// Fraction of the TTL by which each write is spread, uniformly in ±jitter.
     pub jitter: f64,
     pub negative_ttl_ms: Option<u64>,
+    /// How long an entry stays in Redis past its hard expiry, as a last-resort stale value
+    /// (the lock wait under `--lock-timeout-policy stale`; 0 otherwise).
+    pub grace_ms: u64,
 }
 
 impl Policy {
@@ -55,8 +62,10 @@ impl Policy {
             Freshness::Swr => {
                 if now_ms < meta.soft_expiry_ms as f64 {
                     Verdict::Fresh
-                } else {
+                } else if now_ms < meta.hard_expiry_ms as f64 {
                     Verdict::Stale
+                } else {
+                    Verdict::Expired
                 }
             }
         }
@@ -69,7 +78,7 @@ impl Policy {
         let ttl = ((self.ttl_ms as f64) * spread).round().max(1.0) as u64;
         let soft = now_ms + ttl;
         let (hard, px) = match self.kind {
-            Freshness::Swr => (soft + self.stale_ms, ttl + self.stale_ms),
+            Freshness::Swr => (soft + self.stale_ms, ttl + self.stale_ms + self.grace_ms),
             _ => (soft, ttl),
         };
         let meta = Meta {
@@ -110,6 +119,7 @@ mod tests {
             beta: 1.0,
             jitter: 0.0,
             negative_ttl_ms: Some(50),
+            grace_ms: 0,
         }
     }
 
@@ -142,6 +152,13 @@ mod tests {
         assert_eq!(px, 1500);
         assert_eq!(p.judge(&meta, 999.0, 0.5), Verdict::Fresh);
         assert_eq!(p.judge(&meta, 1000.0, 0.5), Verdict::Stale);
+        assert_eq!(p.judge(&meta, 1500.0, 0.5), Verdict::Expired);
+        let kept = Policy { grace_ms: 200, ..p };
+        assert_eq!(
+            kept.stamp(0, 1, 1, 0.5).1,
+            1700,
+            "kept past expiry for the grace"
+        );
     }
 
     #[test]

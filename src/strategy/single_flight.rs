@@ -10,7 +10,8 @@ use tokio::sync::watch;
 
 use crate::origin::LoadFailure;
 
-type Slot = Option<Result<(), LoadFailure>>;
+/// What followers see: nothing yet, then the leader's result.
+pub type Slot = Option<Result<(), LoadFailure>>;
 
 #[derive(Default)]
 pub struct SingleFlight {

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rand::RngExt;
+use tokio_util::sync::CancellationToken;
 
 use crate::cache::{Cache, CacheError};
 use crate::metrics::{Counters, LoadKind, LoadTracker, Outcome, bump};
@@ -17,7 +18,11 @@ use crate::strategy::Coordination;
 use crate::strategy::envelope::Meta;
 use crate::strategy::freshness::{self, Verdict};
 use crate::strategy::lock::{self, LockTimeoutPolicy};
-use crate::strategy::single_flight::{self, Role, SingleFlight};
+use crate::strategy::single_flight;
+
+mod coordinate;
+
+use coordinate::{Claim, Coordinator, Miss};
 
 /// What every instance shares: the policy and the run-wide counters.
 pub struct Shared {
@@ -25,15 +30,18 @@ pub struct Shared {
     pub coordination: Coordination,
     pub lock: lock::Settings,
     pub counters: Arc<Counters>,
-    pub loads: LoadTracker,
+    pub loads: Arc<LoadTracker>,
     /// Background refreshes still running (the driver waits for them at the end).
     pub refreshes_in_flight: AtomicU64,
+    /// Cancelled when the run is over: background refreshes still running then are dropped,
+    /// so none outlives its run (in `compare`, none loads the next strategy's database).
+    pub abort: CancellationToken,
 }
 
 pub struct Instance {
     cache: Cache,
     origin: Origin,
-    flights: SingleFlight,
+    coord: Coordinator,
     refreshing: Mutex<HashSet<u64>>,
     shared: Arc<Shared>,
 }
@@ -65,7 +73,7 @@ impl Instance {
         Instance {
             cache,
             origin,
-            flights: SingleFlight::default(),
+            coord: Coordinator::new(shared.coordination, shared.lock),
             refreshing: Mutex::new(HashSet::new()),
             shared,
         }
@@ -105,124 +113,121 @@ impl Instance {
                 self.refresh_behind(id);
                 Outcome::Stale
             }
-            Verdict::Recompute { lead_ms } => Box::pin(self.recompute_early(id, lead_ms)).await,
+            Verdict::Recompute { lead_ms } => {
+                Box::pin(self.recompute_early(id, meta, lead_ms)).await
+            }
+            // Kept past its expiry only to be served if a wait for the lock runs out.
+            Verdict::Expired => Box::pin(self.fill(id, Some(meta))).await,
         }
     }
 
     /// XFetch drew this reader to recompute ahead of expiry. The current value is still valid,
-    /// so under a coordination that finds someone else already recomputing, serve it.
-    async fn recompute_early(&self, id: u64, lead_ms: f64) -> Outcome {
+    /// so when the coordination finds someone else already recomputing, serve it.
+    async fn recompute_early(&self, id: u64, seen: Meta, lead_ms: f64) -> Outcome {
         let sh = &self.shared;
-        let mut leader = None;
-        if sh.coordination.single_flight() {
-            match self.flights.join(id) {
-                Role::Leader(l) => leader = Some(l),
-                Role::Follower(_) => return Outcome::Hit,
-            }
-        }
-        let mut token = None;
-        if sh.coordination.mutex() {
-            let t = rand::rng().random::<u64>();
-            match self.cache.try_lock(id, t, sh.lock.ttl_ms).await {
-                Ok(true) => {
-                    bump(&sh.counters.lock_acquired);
-                    token = Some(t);
-                }
-                Ok(false) => {
-                    bump(&sh.counters.lock_contended);
-                    if let Some(l) = leader {
-                        l.finish(Ok(()));
-                    }
-                    return Outcome::Hit;
-                }
-                Err(_) => {
-                    bump(&sh.counters.lock_unavailable);
-                    if let Some(l) = leader {
-                        l.finish(Ok(()));
-                    }
-                    return Outcome::Hit;
-                }
-            }
+        let Some(claim) = self.coord.early(&self.cache, &sh.counters, id).await else {
+            return Outcome::Hit;
+        };
+        // Holding the lock, look again: another instance may have recomputed it just now
+        // (its value is newer than the one that drew us), and a second load would be wasted.
+        if claim.locked()
+            && let Found::Entry(m) = self.read(id).await
+            && m.computed_at_ms > seen.computed_at_ms
+        {
+            claim.release(&self.cache, &sh.counters, id, Ok(())).await;
+            return Outcome::Hit;
         }
         bump(&sh.counters.early_recomputes);
         sh.counters
             .early_lead_us
             .fetch_add((lead_ms * 1000.0) as u64, Relaxed);
         let r = self.load_and_store(id, LoadKind::Traffic).await;
-        if let Some(t) = token {
-            self.unlock(id, t).await;
-        }
-        if let Some(l) = leader {
-            l.finish(r);
-        }
+        claim.release(&self.cache, &sh.counters, id, r).await;
         outcome_of(r, Outcome::Miss)
     }
 
-    /// The value is absent (or unusable): get it loaded under the coordination policy.
-    /// `stale` is a value that may be served if the lock wait runs out under the stale policy.
+    /// The value is absent (or expired): get it loaded under the coordination. `stale` is a
+    /// value kept past its expiry, served if a wait runs out under `--lock-timeout-policy stale`.
     async fn fill(&self, id: u64, stale: Option<Meta>) -> Outcome {
-        let c = self.shared.coordination;
-        if !c.single_flight() {
-            return if c.mutex() {
-                self.fill_locked(id, stale).await
-            } else {
-                outcome_of(
-                    self.load_and_store(id, LoadKind::Traffic).await,
-                    Outcome::Miss,
-                )
-            };
-        }
-        match self.flights.join(id) {
-            Role::Leader(l) => {
-                let outcome = if c.mutex() {
-                    self.fill_locked(id, stale).await
-                } else {
-                    outcome_of(
-                        self.load_and_store(id, LoadKind::Traffic).await,
-                        Outcome::Miss,
-                    )
-                };
-                let shared = if outcome == Outcome::Error {
-                    Err(LoadFailure::Db)
-                } else {
-                    Ok(())
-                };
-                l.finish(shared);
-                outcome
+        let sh = &self.shared;
+        match self.coord.miss(&self.cache, &sh.counters, id).await {
+            Miss::Load(claim) | Miss::Unavailable(claim) => {
+                let r = self.load_and_store(id, LoadKind::Traffic).await;
+                claim.release(&self.cache, &sh.counters, id, r).await;
+                outcome_of(r, Outcome::Miss)
             }
-            Role::Follower(rx) => outcome_of(single_flight::follow(rx).await, Outcome::Waited),
+            Miss::LoadLocked(claim) => self.load_locked(id, claim).await,
+            Miss::Follow(rx) => self.follow(id, rx, stale).await,
+            Miss::WaitForLock { claim, token } => self.wait_for_lock(id, claim, token, stale).await,
         }
     }
 
-    /// Mutex coordination: take the Redis lock and load, or wait for whoever holds it.
-    async fn fill_locked(&self, id: u64, stale: Option<Meta>) -> Outcome {
+    /// Holding the lock: load unless another instance filled the key between our miss and
+    /// our lock.
+    async fn load_locked(&self, id: u64, claim: Claim<'_>) -> Outcome {
         let sh = &self.shared;
-        let token = rand::rng().random::<u64>();
-        match self.cache.try_lock(id, token, sh.lock.ttl_ms).await {
-            Ok(true) => return self.load_holding_lock(id, token).await,
-            Ok(false) => bump(&sh.counters.lock_contended),
-            Err(_) => {
-                // Redis is down: no lock can be had. Documented policy: fail open and load.
-                bump(&sh.counters.lock_unavailable);
-                return outcome_of(
-                    self.load_and_store(id, LoadKind::Traffic).await,
-                    Outcome::Miss,
-                );
-            }
+        if let Found::Entry(m) = self.read(id).await
+            && m.soft_expiry_ms as f64 > now_ms_f64()
+        {
+            claim.release(&self.cache, &sh.counters, id, Ok(())).await;
+            return Outcome::Hit;
         }
+        let r = self.load_and_store(id, LoadKind::Traffic).await;
+        claim.release(&self.cache, &sh.counters, id, r).await;
+        outcome_of(r, Outcome::Miss)
+    }
+
+    /// Another request of this instance is loading `id`: wait for it, at most `--lock-wait`
+    /// (the leader's load has no bound without `--db-timeout`, its followers do).
+    async fn follow(
+        &self,
+        id: u64,
+        rx: tokio::sync::watch::Receiver<single_flight::Slot>,
+        stale: Option<Meta>,
+    ) -> Outcome {
+        match tokio::time::timeout(self.shared.lock.wait, single_flight::follow(rx)).await {
+            Ok(r) => outcome_of(r, Outcome::Waited),
+            Err(_) => self.wait_ran_out(id, stale).await,
+        }
+    }
+
+    /// The wait for another loader ran out: apply `--lock-timeout-policy`.
+    async fn wait_ran_out(&self, id: u64, stale: Option<Meta>) -> Outcome {
+        let sh = &self.shared;
+        bump(&sh.counters.lock_timeouts);
+        match sh.lock.on_timeout {
+            LockTimeoutPolicy::Error => Outcome::Error,
+            LockTimeoutPolicy::Stale if stale.is_some() => Outcome::Stale,
+            _ => outcome_of(
+                self.load_and_store(id, LoadKind::Traffic).await,
+                Outcome::Fallback,
+            ),
+        }
+    }
+
+    /// Mutex coordination, lock held elsewhere: poll the cache until the value appears, take
+    /// the lock over if it frees, or give up at `--lock-wait`.
+    async fn wait_for_lock(
+        &self,
+        id: u64,
+        claim: Claim<'_>,
+        token: u64,
+        stale: Option<Meta>,
+    ) -> Outcome {
+        let sh = &self.shared;
         let deadline = Instant::now() + sh.lock.wait;
+        let mut claim = claim;
         loop {
             let now = Instant::now();
             if now >= deadline {
-                bump(&sh.counters.lock_timeouts);
-                return match sh.lock.on_timeout {
-                    LockTimeoutPolicy::Error => Outcome::Error,
-                    LockTimeoutPolicy::Stale if stale.is_some() => Outcome::Stale,
-                    _ => outcome_of(
-                        self.load_and_store(id, LoadKind::Traffic).await,
-                        Outcome::Fallback,
-                    ),
+                let outcome = self.wait_ran_out(id, stale).await;
+                let shared = if outcome == Outcome::Error {
+                    Err(LoadFailure::LockTimeout)
+                } else {
+                    Ok(())
                 };
+                claim.release(&self.cache, &sh.counters, id, shared).await;
+                return outcome;
             }
             let pause = sh
                 .lock
@@ -232,33 +237,18 @@ impl Instance {
             if let Found::Entry(m) = self.read(id).await
                 && m.soft_expiry_ms as f64 > now_ms_f64()
             {
+                claim.release(&self.cache, &sh.counters, id, Ok(())).await;
                 return Outcome::Waited;
             }
             // Still nothing: the holder may have died or its lease run out; try to take over.
-            if let Ok(true) = self.cache.try_lock(id, token, sh.lock.ttl_ms).await {
-                return self.load_holding_lock(id, token).await;
-            }
-        }
-    }
-
-    async fn load_holding_lock(&self, id: u64, token: u64) -> Outcome {
-        bump(&self.shared.counters.lock_acquired);
-        // Another instance may have filled the key between our miss and our lock.
-        if let Found::Entry(m) = self.read(id).await
-            && m.soft_expiry_ms as f64 > now_ms_f64()
-        {
-            self.unlock(id, token).await;
-            return Outcome::Hit;
-        }
-        let r = self.load_and_store(id, LoadKind::Traffic).await;
-        self.unlock(id, token).await;
-        outcome_of(r, Outcome::Miss)
-    }
-
-    async fn unlock(&self, id: u64, token: u64) {
-        // Ok(false): our lease ran out before we released, so someone else may have loaded too.
-        if let Ok(false) = self.cache.unlock(id, token).await {
-            bump(&self.shared.counters.lock_lost);
+            claim = match self
+                .coord
+                .take_over(&self.cache, &sh.counters, id, token, claim)
+                .await
+            {
+                Ok(c) => return self.load_locked(id, c).await,
+                Err(c) => c,
+            };
         }
     }
 
@@ -272,6 +262,7 @@ impl Instance {
         }
         let me = Arc::clone(self);
         self.shared.refreshes_in_flight.fetch_add(1, Relaxed);
+        let abort = self.shared.abort.clone();
         tokio::spawn(async move {
             // Clears the refresh mark even if the refresh panics or the task is cancelled.
             struct Done<'a>(&'a Instance, u64);
@@ -286,45 +277,44 @@ impl Instance {
                 }
             }
             let _done = Done(&me, id);
-            me.refresh(id).await;
+            tokio::select! {
+                _ = me.refresh(id) => {}
+                _ = abort.cancelled() => {}
+            }
         });
     }
 
     async fn refresh(&self, id: u64) {
         let sh = &self.shared;
-        if sh.coordination.mutex() {
-            let token = rand::rng().random::<u64>();
-            match self.cache.try_lock(id, token, sh.lock.ttl_ms).await {
-                Ok(true) => {
-                    bump(&sh.counters.lock_acquired);
-                    // The instance that refreshed before us may have released just now.
-                    if let Found::Entry(m) = self.read(id).await
-                        && m.soft_expiry_ms as f64 > now_ms_f64()
-                    {
-                        bump(&sh.counters.refreshes_skipped);
-                    } else {
-                        bump(&sh.counters.background_refreshes);
-                        let _ = self.load_and_store(id, LoadKind::Traffic).await;
-                    }
-                    self.unlock(id, token).await;
-                }
-                // Another instance is refreshing it (or Redis is down and nothing can be written).
-                Ok(false) | Err(_) => bump(&sh.counters.refreshes_skipped),
-            }
-        } else {
-            bump(&sh.counters.background_refreshes);
-            let _ = self.load_and_store(id, LoadKind::Traffic).await;
+        let Some(claim) = self.coord.refresh(&self.cache, &sh.counters, id).await else {
+            bump(&sh.counters.refreshes_skipped);
+            return;
+        };
+        // Holding the lock: the instance that refreshed before us may have released just now.
+        if claim.locked()
+            && let Found::Entry(m) = self.read(id).await
+            && m.soft_expiry_ms as f64 > now_ms_f64()
+        {
+            bump(&sh.counters.refreshes_skipped);
+            claim.release(&self.cache, &sh.counters, id, Ok(())).await;
+            return;
         }
+        bump(&sh.counters.background_refreshes);
+        let r = self.load_and_store(id, LoadKind::Traffic).await;
+        claim.release(&self.cache, &sh.counters, id, r).await;
     }
 
-    /// One DB call for `id`, and the result written back with the freshness policy's TTLs.
+    /// One load of `id` (a wait for a connection, then one DB call), and the result written
+    /// back with the freshness policy's TTLs.
     pub async fn load_and_store(&self, id: u64, kind: LoadKind) -> Result<(), LoadFailure> {
         let sh = &self.shared;
         let started = Instant::now();
         let loaded = {
-            let _in_flight = sh.loads.begin(id, kind);
-            self.origin.load(id).await
+            let load = sh.loads.begin(id, kind);
+            self.origin.load(id, &load).await
         };
+        // XFetch's delta is the whole load as the app waits for it, pool wait included: that
+        // is how long a recompute keeps the value from being refreshed (docs/design.md).
         let delta_us = started.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
         let now = now_ms();
         let written = match loaded {
@@ -338,14 +328,7 @@ impl Instance {
                 Some((meta, px)) => self.cache.set(id, &meta.encode(&[]), px).await,
                 None => Ok(()),
             },
-            Err(f) => {
-                bump(if f == LoadFailure::Timeout {
-                    &sh.counters.db_timeouts
-                } else {
-                    &sh.counters.db_errors
-                });
-                return Err(f);
-            }
+            Err(f) => return Err(f),
         };
         // A failed write-back still served the request (fail open); it was counted in `cache`.
         let _: Result<(), CacheError> = written;

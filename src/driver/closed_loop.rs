@@ -1,0 +1,120 @@
+//! The closed loop: each client sends its next request when the last one returns. Clients are
+//! spread over the instances; each draws keys from its own seeded stream.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::{Driver, Pending, Traffic, Window, drain_limit};
+use crate::stats::{Purpose, derive_seed};
+use crate::workload::{KeySampler, combine_digests};
+
+pub(super) async fn run(
+    d: &Driver,
+    clients: u32,
+    w: Window,
+    shutdown: &CancellationToken,
+) -> Result<Traffic> {
+    let sc = &d.sc;
+    let started = Arc::new(AtomicU64::new(0));
+    let warmup = Arc::new(AtomicU64::new(0));
+    // Each client's key digest, written while it is still growing (the first draws only).
+    let digests: Arc<Vec<(AtomicU64, AtomicU64)>> = Arc::new(
+        (0..clients)
+            .map(|_| (AtomicU64::new(0), AtomicU64::new(0)))
+            .collect(),
+    );
+    let mut workers = JoinSet::new();
+    for c in 0..clients {
+        let inst = d.instances[(c as usize) % d.instances.len()].clone();
+        let mut keys = KeySampler::new(
+            sc.keys,
+            sc.zipf,
+            derive_seed(sc.seed, Purpose::Client, u64::from(c)),
+            sc.missing_ratio.0,
+        )
+        .map_err(crate::error::UsageError)?;
+        let (recorder, tally, started, warmup, stop, digests) = (
+            d.recorder.clone(),
+            d.tally.clone(),
+            started.clone(),
+            warmup.clone(),
+            shutdown.clone(),
+            digests.clone(),
+        );
+        workers.spawn(async move {
+            tokio::time::sleep_until(w.start.into()).await;
+            loop {
+                let began = Instant::now();
+                if began >= w.end || stop.is_cancelled() {
+                    return;
+                }
+                let measured = began >= w.measure;
+                let id = keys.next_id();
+                let (digest, drawn) = keys.digest();
+                let slot = &digests[c as usize];
+                if drawn > slot.1.load(Relaxed) {
+                    slot.0.store(digest, Relaxed);
+                    slot.1.store(drawn, Relaxed);
+                }
+                let pending = if measured {
+                    started.fetch_add(1, Relaxed);
+                    Some(Pending::new(&recorder, &tally, began, began))
+                } else {
+                    warmup.fetch_add(1, Relaxed);
+                    None
+                };
+                let outcome = inst.handle(id).await;
+                if let Some(p) = pending {
+                    p.finish(outcome);
+                }
+            }
+        });
+    }
+    let limit = w.end.saturating_duration_since(Instant::now()) + drain_limit(shutdown);
+    drain(&mut workers, limit, shutdown).await;
+    let key_digest = combine_digests(
+        digests
+            .iter()
+            .map(|(d, n)| (d.load(Relaxed), n.load(Relaxed))),
+    );
+    let s = started.load(Relaxed);
+    Ok(Traffic {
+        scheduled: s,
+        shed: 0,
+        warmup: warmup.load(Relaxed),
+        dispatched: s,
+        max_lag: Duration::ZERO,
+        key_digest,
+    })
+}
+
+/// Wait for the workers, at most `limit` (5 s once shutdown is signalled), then abort the
+/// rest — their requests in flight are dropped and counted as abandoned — and wait until
+/// they are gone: a run must end even when a server stopped answering.
+async fn drain(workers: &mut JoinSet<()>, limit: Duration, shutdown: &CancellationToken) {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        tokio::select! {
+            r = workers.join_next() => if r.is_none() { return },
+            _ = tokio::time::sleep_until(deadline) => break,
+            _ = shutdown.cancelled(), if deadline - tokio::time::Instant::now() > Duration::from_secs(5) => {
+                // Interrupted: give in-flight requests a short grace period, not the full limit.
+                let grace = tokio::time::Instant::now() + Duration::from_secs(5);
+                while tokio::time::Instant::now() < grace {
+                    tokio::select! {
+                        r = workers.join_next() => if r.is_none() { return },
+                        _ = tokio::time::sleep_until(grace) => break,
+                    }
+                }
+                break;
+            }
+        }
+    }
+    workers.abort_all();
+    while workers.join_next().await.is_some() {}
+}

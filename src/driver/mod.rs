@@ -1,0 +1,362 @@
+//! The run itself: build the app instances, warm the cache, drive open- or closed-loop traffic
+//! through them ([`open_loop`], [`closed_loop`]), keep the timeline ([`timeline`]), and stop
+//! cleanly: at the end every request is finished or abandoned, and counted exactly once.
+//! Returns raw figures; the session turns them into a result.
+
+mod closed_loop;
+mod open_loop;
+mod timeline;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::cache::Cache;
+use crate::instance::{self, Instance, Shared};
+use crate::live::Live;
+use crate::metrics::{
+    Counters, CountersSnapshot, LoadKind, LoadTracker, Outcome, Recorder, Totals,
+};
+use crate::origin::Db;
+use crate::results::Bucket;
+use crate::scenario::{LoadShape, Scenario};
+use crate::strategy::freshness;
+use crate::strategy::lock::{self, LockTimeoutPolicy};
+
+/// What the traffic produced, before it is shaped into a result.
+pub struct Raw {
+    pub totals: Totals,
+    pub scheduled: u64,
+    pub shed: u64,
+    /// Measured requests still in flight when the drain ran out, dropped and counted as errors
+    /// (their latency recorded at the moment they were given up).
+    pub abandoned: u64,
+    pub warmup_requests: u64,
+    pub counters: CountersSnapshot,
+    /// The measured window's database figures.
+    pub db: DbRaw,
+    pub timeline: Vec<Bucket>,
+    pub interrupted: bool,
+    pub max_lag: Duration,
+    pub started_at_ms: u64,
+    /// Fingerprint of the key draws and how many ids it covers (see [`KeySampler::digest`]).
+    pub key_digest: (u64, u64),
+    /// CPU the whole process used from the start of traffic to the end of the drain.
+    pub cpu: Duration,
+    /// Wall-clock time of that same window.
+    pub wall: Duration,
+    /// Wall-clock length of the measured window, including the drain.
+    pub window: Duration,
+    /// Peak resident set size of the process, bytes.
+    pub peak_rss: u64,
+}
+
+/// The load tracker's figures at the end of a run (see [`LoadTracker`]).
+pub struct DbRaw {
+    pub calls: u64,
+    pub warmup_calls: u64,
+    pub warm_calls: u64,
+    pub statement_errors: u64,
+    pub statement_timeouts: u64,
+    pub pool_timeouts: u64,
+    pub statement_us: u64,
+    pub pool_wait_us: u64,
+    pub peak_concurrent: u64,
+    pub peak_in_flight: u64,
+    pub peak_herd: u64,
+    pub redundant: u64,
+}
+
+impl DbRaw {
+    fn of(t: &LoadTracker) -> DbRaw {
+        DbRaw {
+            calls: t.calls.load(Relaxed),
+            warmup_calls: t.warmup_calls.load(Relaxed),
+            warm_calls: t.warm_calls.load(Relaxed),
+            statement_errors: t.statement_errors.load(Relaxed),
+            statement_timeouts: t.statement_timeouts.load(Relaxed),
+            pool_timeouts: t.pool_timeouts.load(Relaxed),
+            statement_us: t.statement_us.load(Relaxed),
+            pool_wait_us: t.pool_wait_us.load(Relaxed),
+            peak_concurrent: t.peak_concurrent.load(Relaxed),
+            peak_in_flight: t.peak_in_flight.load(Relaxed),
+            peak_herd: t.peak_herd.load(Relaxed),
+            redundant: t.redundant.load(Relaxed),
+        }
+    }
+}
+
+/// What a traffic loop did, by name.
+struct Traffic {
+    /// Measured requests due (open loop) or started (closed loop).
+    scheduled: u64,
+    shed: u64,
+    /// Requests sent during the warm-up.
+    warmup: u64,
+    /// Measured requests handed to an instance.
+    dispatched: u64,
+    max_lag: Duration,
+    key_digest: (u64, u64),
+}
+
+/// The measured requests' end: each is finished or abandoned, exactly once.
+#[derive(Default)]
+struct Tally {
+    finished: AtomicU64,
+    abandoned: AtomicU64,
+}
+
+/// One measured request in flight. Finishing records its outcome; dropping it unfinished
+/// (aborted at the end of the drain, or a panic in the request path) records it as an error
+/// abandoned at that moment, so the worst requests stay in the percentiles.
+struct Pending<'a> {
+    recorder: &'a Recorder,
+    tally: &'a Tally,
+    scheduled: Instant,
+    began: Instant,
+    done: bool,
+}
+
+impl<'a> Pending<'a> {
+    fn new(recorder: &'a Recorder, tally: &'a Tally, scheduled: Instant, began: Instant) -> Self {
+        Pending {
+            recorder,
+            tally,
+            scheduled,
+            began,
+            done: false,
+        }
+    }
+
+    fn finish(mut self, outcome: Outcome) {
+        self.record(outcome);
+        self.tally.finished.fetch_add(1, Relaxed);
+    }
+
+    fn record(&mut self, outcome: Outcome) {
+        self.done = true;
+        let now = Instant::now();
+        self.recorder.record(
+            outcome,
+            (now - self.scheduled).as_micros() as u64,
+            (now - self.began).as_micros() as u64,
+        );
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.record(Outcome::Error);
+            self.tally.abandoned.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+pub struct Driver {
+    sc: Scenario,
+    instances: Vec<Arc<Instance>>,
+    shared: Arc<Shared>,
+    recorder: Arc<Recorder>,
+    /// When the measured window starts, once `run` has fixed it (the fault schedule counts from it).
+    window: tokio::sync::watch::Sender<Option<Instant>>,
+    tally: Arc<Tally>,
+}
+
+impl Driver {
+    /// Connect every app instance to Redis and Postgres.
+    pub async fn build(
+        sc: &Scenario,
+        redis_url: &str,
+        prefix: Arc<str>,
+        db: &Db,
+    ) -> Result<Driver> {
+        let counters = Arc::new(Counters::default());
+        let ms = |d: Duration| d.as_millis() as u64;
+        let shared = Arc::new(Shared {
+            freshness: freshness::Policy {
+                kind: sc.strategy.freshness,
+                ttl_ms: ms(sc.ttl.0),
+                stale_ms: ms(sc.stale.0),
+                beta: sc.beta,
+                jitter: sc.jitter.0,
+                negative_ttl_ms: sc.negative_ttl.map(|d| ms(d.0).max(1)),
+                grace_ms: if sc.lock_timeout_policy == LockTimeoutPolicy::Stale {
+                    ms(sc.lock_wait.0)
+                } else {
+                    0
+                },
+            },
+            coordination: sc.strategy.coordination,
+            lock: lock::Settings {
+                ttl_ms: ms(sc.lock_ttl.0).max(1),
+                poll: sc.lock_poll.0,
+                wait: sc.lock_wait.0,
+                on_timeout: sc.lock_timeout_policy,
+            },
+            counters: counters.clone(),
+            loads: Arc::new(LoadTracker::default()),
+            refreshes_in_flight: AtomicU64::new(0),
+            abort: CancellationToken::new(),
+        });
+        let mut instances = Vec::with_capacity(sc.instances as usize);
+        for _ in 0..sc.instances {
+            let cache = Cache::open(
+                redis_url,
+                sc.redis_conns,
+                sc.redis_timeout.0,
+                prefix.clone(),
+                counters.clone(),
+            )
+            .await?;
+            let origin = db
+                .origin(sc.db_pool, sc.load_cost(), sc.db_timeout.map(|d| d.0))
+                .await?;
+            instances.push(Arc::new(Instance::new(cache, origin, shared.clone())));
+        }
+        Ok(Driver {
+            sc: sc.clone(),
+            instances,
+            shared,
+            recorder: Arc::new(Recorder::default()),
+            window: tokio::sync::watch::Sender::new(None),
+            tally: Arc::new(Tally::default()),
+        })
+    }
+
+    /// What every instance shares: counters, the load tracker, Redis's health.
+    pub fn shared(&self) -> &Arc<Shared> {
+        &self.shared
+    }
+
+    /// Tells when the measured window of the next `run` starts, as soon as it is fixed.
+    pub fn window_start(&self) -> tokio::sync::watch::Receiver<Option<Instant>> {
+        self.window.subscribe()
+    }
+
+    /// Load the `warm` most popular keys into the cache, `db_pool` at a time, before traffic.
+    pub async fn warm(&self, shutdown: &CancellationToken) -> Result<()> {
+        let k = self.sc.warm;
+        if k == 0 {
+            return Ok(());
+        }
+        let next = Arc::new(AtomicU64::new(1));
+        let mut set = JoinSet::new();
+        for w in 0..self.sc.db_pool.max(1) {
+            let inst = self.instances[(w as usize) % self.instances.len()].clone();
+            let next = next.clone();
+            let stop = shutdown.clone();
+            set.spawn(async move {
+                loop {
+                    let id = next.fetch_add(1, Relaxed);
+                    if id > k || stop.is_cancelled() {
+                        return Ok::<(), anyhow::Error>(());
+                    }
+                    inst.load_and_store(id, LoadKind::Warm)
+                        .await
+                        .map_err(|f| anyhow::anyhow!("warming key {id} failed: {f:?}"))?;
+                }
+            });
+        }
+        while let Some(r) = set.join_next().await {
+            r??;
+        }
+        Ok(())
+    }
+
+    /// Drive the traffic and collect the figures.
+    pub async fn run(&self, shutdown: CancellationToken, live: Live) -> Result<Raw> {
+        let sc = &self.sc;
+        let (usage_before, t0) = (crate::metrics::usage(), Instant::now());
+        let lead = Duration::from_millis(20);
+        let start = Instant::now() + lead;
+        let started_at_ms = instance::now_ms() + lead.as_millis() as u64;
+        let window = Window {
+            start,
+            measure: start + sc.warmup.0,
+            end: start + sc.warmup.0 + sc.duration.0,
+        };
+        self.shared.loads.open_window(window.measure);
+        self.window.send_replace(Some(window.measure));
+        let ticker = timeline::spawn(
+            self.shared.clone(),
+            self.recorder.clone(),
+            sc.interval.0,
+            window,
+            shutdown.clone(),
+            live,
+        );
+        let traffic = match sc.load {
+            LoadShape::Open { rps, arrival } => {
+                open_loop::run(self, rps, arrival, window, &shutdown).await?
+            }
+            LoadShape::Closed { clients } => {
+                closed_loop::run(self, clients, window, &shutdown).await?
+            }
+        };
+        instance::drain_refreshes(&self.shared, Duration::from_secs(5)).await;
+        // Whatever is still running now (a refresh stuck on a dead server) ends with the run.
+        self.shared.abort.cancel();
+        let (usage_after, wall) = (crate::metrics::usage(), t0.elapsed());
+        let interrupted = shutdown.is_cancelled();
+        let ticked = ticker.await.ok();
+        let counters_at_measure = ticked.as_ref().map_or_else(
+            || self.shared.counters.snapshot(),
+            |t| t.counters_at_measure,
+        );
+        let mut timeline = ticked.map(|t| t.buckets).unwrap_or_default();
+        // Requests in flight at the end of the window finish (or are abandoned) during the
+        // drain: their figures go in one last bucket stamped when the drain ended, so the
+        // timeline adds up to the totals.
+        if let Some(b) = timeline::drain_bucket(&self.shared, &self.recorder, window) {
+            timeline.push(b);
+        }
+        let totals = self.recorder.totals();
+        let tally = &self.tally;
+        debug_assert_eq!(
+            traffic.dispatched,
+            tally.finished.load(Relaxed) + tally.abandoned.load(Relaxed),
+            "every dispatched request is finished or abandoned"
+        );
+        Ok(Raw {
+            totals,
+            scheduled: traffic.scheduled,
+            shed: traffic.shed,
+            abandoned: tally.abandoned.load(Relaxed),
+            warmup_requests: traffic.warmup,
+            counters: self.shared.counters.snapshot() - counters_at_measure,
+            db: DbRaw::of(&self.shared.loads),
+            timeline,
+            interrupted,
+            max_lag: traffic.max_lag,
+            started_at_ms,
+            key_digest: traffic.key_digest,
+            cpu: usage_after.cpu.saturating_sub(usage_before.cpu),
+            wall,
+            window: Instant::now().saturating_duration_since(window.measure),
+            peak_rss: usage_after.max_rss,
+        })
+    }
+}
+
+/// The instants that cut a run: traffic starts, the measured window opens, it closes.
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    start: Instant,
+    measure: Instant,
+    end: Instant,
+}
+
+/// How long the drain may take once traffic stops: requests still in flight then are
+/// abandoned. Shorter once the user asked to stop.
+fn drain_limit(shutdown: &CancellationToken) -> Duration {
+    if shutdown.is_cancelled() {
+        Duration::from_secs(5)
+    } else {
+        Duration::from_secs(30)
+    }
+}

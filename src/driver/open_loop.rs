@@ -1,0 +1,263 @@
+//! The open loop: requests start on a fixed (or Poisson) schedule whether or not earlier ones
+//! finished, so a stalled system shows as latency counted from the scheduled time (no
+//! coordinated omission), and requests beyond an instance's cap are shed and counted.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use tokio_util::sync::CancellationToken;
+
+use super::{Driver, Pending, Tally, Traffic, Window, drain_limit};
+use crate::instance::Instance;
+use crate::metrics::Recorder;
+use crate::pacer::{self, Pacer};
+use crate::stats::{Purpose, derive_seed};
+use crate::workload::{Arrival, KeySampler, Schedule};
+
+/// One instance's share of the open loop. Each request is its own task (no worker pool: an
+/// idle pool costs memory and a shared channel costs a lock and an allocation per request).
+struct Lane {
+    inst: Arc<Instance>,
+    /// Requests started and not finished: being handled or waiting for a permit.
+    inflight: AtomicU64,
+    /// `max_inflight` permits when a backlog may queue behind them; None without a backlog
+    /// (the in-flight cap alone then bounds the requests handled at once).
+    permits: Option<tokio::sync::Semaphore>,
+    recorder: Arc<Recorder>,
+    tally: Arc<Tally>,
+}
+
+/// Takes a request off its lane's in-flight count however it ends: finished, abandoned, or
+/// a panic in the request path (which would otherwise leave the lane shedding for the rest of
+/// the run).
+struct InFlight<'a>(&'a AtomicU64);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
+impl Lane {
+    /// Serve one request scheduled at `scheduled` (its in-flight count already taken);
+    /// latency counts from then, service time from when it got a permit.
+    async fn serve(self: Arc<Lane>, id: u64, scheduled: Instant, measured: bool) {
+        // Declared first, dropped last: no request is in flight once it has been counted.
+        let _in_flight = InFlight(&self.inflight);
+        let _permit = match &self.permits {
+            Some(p) => p.acquire().await.ok(),
+            None => None,
+        };
+        let pending =
+            measured.then(|| Pending::new(&self.recorder, &self.tally, scheduled, Instant::now()));
+        let outcome = self.inst.handle(id).await;
+        if let Some(p) = pending {
+            p.finish(outcome);
+        }
+    }
+}
+
+/// Requests start on schedule whether or not earlier ones finished; latency counts from the
+/// scheduled time. Each instance handles up to `max_inflight` requests at once; up to
+/// `backlog` more queue for a permit (their wait shows in latency, not in service time);
+/// beyond that requests are shed and counted.
+pub(super) async fn run(
+    d: &Driver,
+    rps: f64,
+    arrival: Arrival,
+    w: Window,
+    shutdown: &CancellationToken,
+) -> Result<Traffic> {
+    let sc = &d.sc;
+    let n = d.instances.len();
+    // Requests an instance holds at once: those being handled plus those queued for a permit.
+    let cap = u64::from(sc.max_inflight) + u64::from(sc.backlog);
+    let lanes: Vec<Arc<Lane>> = d
+        .instances
+        .iter()
+        .map(|inst| {
+            Arc::new(Lane {
+                inst: inst.clone(),
+                inflight: AtomicU64::new(0),
+                permits: (sc.backlog > 0)
+                    .then(|| tokio::sync::Semaphore::new(sc.max_inflight as usize)),
+                recorder: d.recorder.clone(),
+                tally: d.tally.clone(),
+            })
+        })
+        .collect();
+    let mut keys = KeySampler::new(
+        sc.keys,
+        sc.zipf,
+        derive_seed(sc.seed, Purpose::Keys, 0),
+        sc.missing_ratio.0,
+    )
+    .map_err(crate::error::UsageError)?;
+    let mut schedule = Schedule::new(rps, arrival, derive_seed(sc.seed, Purpose::Arrivals, 0));
+    let (start, measure_start, end) = (w.start, w.measure, w.end);
+    let warmup_ns = (measure_start - start).as_nanos() as u64;
+    let total_ns = (end - start).as_nanos() as u64;
+    let (mut scheduled, mut shed, mut warmup, mut dispatched) = (0u64, 0u64, 0u64, 0u64);
+    let mut max_lag = Duration::ZERO;
+    let mut i = 0usize;
+    // After a stall of the servers or the machine, up to `cap` requests per instance pile
+    // up (a few KB each); give that memory back once they are done, so a long run's RSS
+    // shows what it holds rather than its worst moment.
+    let trimmer = tokio::spawn(async {
+        let mut every = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            every.tick().await;
+            let _ = tokio::task::spawn_blocking(crate::metrics::release_free_memory).await;
+        }
+    });
+    let mut pacer = Pacer::new();
+    // The last wake-up target and how many requests went out since the last await.
+    let (mut woke_for, mut unyielded) = (start, 0u32);
+    let mut batch = Batch {
+        requests: Vec::with_capacity(64),
+        abort: d.shared.abort.clone(),
+    };
+    loop {
+        let off = schedule.next_offset();
+        if off >= total_ns {
+            break;
+        }
+        let at = start + Duration::from_nanos(off);
+        let now = Instant::now();
+        if at > now {
+            batch.send();
+            // Requests due within MIN_GAP of the last wake-up go out together (late, and
+            // measured so): bounds the wake-ups per second at high rates.
+            woke_for = at.max(woke_for + pacer::MIN_GAP);
+            unyielded = 0;
+            tokio::select! {
+                _ = pacer.wait_until(woke_for) => {}
+                _ = shutdown.cancelled() => break,
+            }
+            max_lag = max_lag.max(Instant::now().saturating_duration_since(at));
+        } else {
+            max_lag = max_lag.max(now - at);
+            if shutdown.is_cancelled() {
+                break;
+            }
+            // Behind schedule the loop never awaits: let this worker's other tasks (the
+            // requests just dispatched, the Redis connections) run now and then.
+            unyielded += 1;
+            if unyielded % 64 == 0 {
+                batch.send();
+                tokio::task::yield_now().await;
+            }
+        }
+        let id = keys.next_id();
+        let measured = off >= warmup_ns;
+        if measured {
+            scheduled += 1;
+        } else {
+            warmup += 1;
+        }
+        let lane = &lanes[i % n];
+        i += 1;
+        if lane.inflight.load(Relaxed) >= cap {
+            if measured {
+                shed += 1;
+            }
+            continue;
+        }
+        lane.inflight.fetch_add(1, Relaxed);
+        if measured {
+            dispatched += 1;
+        }
+        batch.push(lane.clone().serve(id, at, measured));
+    }
+    let key_digest = keys.digest();
+    batch.send();
+    drain(&lanes, &d.shared.abort, drain_limit(shutdown), shutdown).await;
+    trimmer.abort();
+    Ok(Traffic {
+        scheduled,
+        shed,
+        warmup,
+        dispatched,
+        max_lag,
+        key_digest,
+    })
+}
+
+/// The requests due at one wake-up of the open-loop clock, started together in one task.
+///
+/// Each request sends its GET into its Redis connection's queue; the connection writes what
+/// is queued when it next runs. Requests that are tasks of their own each run (and so each
+/// write) one at a time, since tokio runs the task a request just woke next. Polled by one
+/// task, they all queue their commands first and the connection writes them in one go.
+/// Every task ends when the run's abort token is cancelled, dropping what it still holds.
+struct Batch<F> {
+    requests: Vec<F>,
+    abort: CancellationToken,
+}
+
+impl<F: Future<Output = ()> + Send + 'static> Batch<F> {
+    fn push(&mut self, request: F) {
+        self.requests.push(request);
+    }
+
+    fn send(&mut self) {
+        let abort = self.abort.clone();
+        match self.requests.len() {
+            0 => {}
+            1 => {
+                if let Some(r) = self.requests.pop() {
+                    tokio::spawn(async move {
+                        tokio::select! {
+                            _ = r => {}
+                            _ = abort.cancelled() => {}
+                        }
+                    });
+                }
+            }
+            _ => {
+                let mut set: FuturesUnordered<_> = self.requests.drain(..).collect();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = async { while set.next().await.is_some() {} } => {}
+                        _ = abort.cancelled() => {}
+                    }
+                });
+            }
+        }
+    }
+}
+
+/// Wait until no request is in flight, at most `limit` (5 s once shutdown is signalled); then
+/// abort what is left and wait for it to be dropped, so every request is counted once and
+/// none keeps loading the database after its run.
+async fn drain(
+    lanes: &[Arc<Lane>],
+    abort: &CancellationToken,
+    limit: Duration,
+    shutdown: &CancellationToken,
+) {
+    let busy = || lanes.iter().any(|l| l.inflight.load(Relaxed) > 0);
+    let mut deadline = Instant::now() + limit;
+    let mut graced = false;
+    while busy() && Instant::now() < deadline {
+        if shutdown.is_cancelled() && !graced {
+            graced = true;
+            deadline = deadline.min(Instant::now() + Duration::from_secs(5));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    if busy() {
+        abort.cancel();
+        // A cancelled task drops its requests the next time it runs: at once, unless a worker
+        // is stuck in a blocking call.
+        let give_up = Instant::now() + Duration::from_secs(5);
+        while busy() && Instant::now() < give_up {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+}

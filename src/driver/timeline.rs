@@ -1,0 +1,95 @@
+//! The timeline: one bucket per `--interval` of the measured window, taken by a ticker task
+//! from the per-thread recorders and the load tracker, plus one last bucket for what finished
+//! during the drain. Only measured requests and measured statements are ever recorded, so the
+//! buckets add up to the totals exactly: nothing has to be cleared at the window's start.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::Window;
+use crate::instance::Shared;
+use crate::live::Live;
+use crate::metrics::{CountersSnapshot, Interval, Recorder, pct_ms};
+use crate::results::Bucket;
+
+/// What the ticker hands back.
+pub struct Ticked {
+    pub buckets: Vec<Bucket>,
+    /// The rare-event counters when the window opened (taken by the ticker as it wakes).
+    pub counters_at_measure: CountersSnapshot,
+}
+
+/// Start the ticker: it waits for the window to open, then takes one bucket per `interval`
+/// until the window closes or the run is stopped.
+pub fn spawn(
+    shared: Arc<Shared>,
+    recorder: Arc<Recorder>,
+    interval: Duration,
+    w: Window,
+    stop: CancellationToken,
+    mut live: Live,
+) -> JoinHandle<Ticked> {
+    tokio::spawn(async move {
+        // Without a warm-up the window opens with the traffic: take the baseline now, before
+        // any request can count an event, rather than race the first requests.
+        if w.measure > w.start {
+            tokio::select! {
+                _ = tokio::time::sleep_until(w.measure.into()) => {}
+                _ = stop.cancelled() => {}
+            }
+        }
+        let counters_at_measure = shared.counters.snapshot();
+        tokio::time::sleep_until(w.measure.into()).await;
+        shared.counters.redis_health.take_bucket_up();
+        let window = w.end.saturating_duration_since(w.measure);
+        let mut buckets =
+            Vec::with_capacity((window.as_nanos() / interval.as_nanos().max(1)) as usize + 2);
+        let mut iv = Recorder::new_interval();
+        let mut tick = w.measure;
+        while !stop.is_cancelled() {
+            tick += interval;
+            let last = tick >= w.end;
+            let due = if last { w.end } else { tick };
+            tokio::select! {
+                _ = tokio::time::sleep_until(due.into()) => {}
+                _ = stop.cancelled() => {}
+            }
+            let b = take(&shared, &recorder, &mut iv, Instant::now().min(w.end), w);
+            live.tick(&b);
+            buckets.push(b);
+            if last {
+                break;
+            }
+        }
+        Ticked {
+            buckets,
+            counters_at_measure,
+        }
+    })
+}
+
+/// The bucket of what finished since the last one, stamped `at`.
+fn take(shared: &Shared, recorder: &Recorder, iv: &mut Interval, at: Instant, w: Window) -> Bucket {
+    recorder.take_interval(iv);
+    Bucket {
+        t_ms: at.saturating_duration_since(w.measure).as_millis() as u64,
+        requests: iv.requests,
+        db_calls: shared.loads.interval_calls.swap(0, Relaxed),
+        hits: iv.hits,
+        stale: iv.stale,
+        errors: iv.errors,
+        p99_ms: pct_ms(&iv.latency, 0.99),
+        redis_up: shared.counters.redis_health.take_bucket_up(),
+    }
+}
+
+/// What finished during the drain, as one last bucket (None when nothing did).
+pub fn drain_bucket(shared: &Shared, recorder: &Recorder, w: Window) -> Option<Bucket> {
+    let mut iv = Recorder::new_interval();
+    let b = take(shared, recorder, &mut iv, Instant::now(), w);
+    (b.requests > 0 || b.db_calls > 0).then_some(b)
+}

@@ -1,0 +1,135 @@
+//! Counts of rare events (Redis errors, lock contention, early recomputes, …) shared by every
+//! instance as relaxed atomics, and Redis's health as the fault schedule sets it.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::Instant;
+
+use serde::Serialize;
+
+/// Counts of rare events, shared by every instance.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub redis_errors: AtomicU64,
+    pub redis_timeouts: AtomicU64,
+    pub background_refreshes: AtomicU64,
+    pub refreshes_skipped: AtomicU64,
+    pub early_recomputes: AtomicU64,
+    /// Sum over early recomputes of how long before the hard expiry they started, µs.
+    pub early_lead_us: AtomicU64,
+    pub lock_acquired: AtomicU64,
+    pub lock_contended: AtomicU64,
+    pub lock_timeouts: AtomicU64,
+    pub lock_lost: AtomicU64,
+    pub lock_unavailable: AtomicU64,
+    pub negative_hits: AtomicU64,
+    pub cold_misses: AtomicU64,
+    /// Whether Redis is up, as the fault schedule knows it (not a counter: not in snapshots).
+    pub redis_health: RedisHealth,
+}
+
+/// Redis's state as the fault schedule ([`crate::chaos`]) sets it, for the timeline, and the
+/// moment requests first got a command through after a restart. The request path pays one
+/// relaxed load per successful command; the lock is taken once per restart.
+#[derive(Debug, Default)]
+pub struct RedisHealth {
+    down: AtomicBool,
+    /// Down at some moment since the timeline last asked.
+    went_down: AtomicBool,
+    armed: AtomicBool,
+    first_ok: Mutex<Option<Instant>>,
+}
+
+impl RedisHealth {
+    /// Redis was just killed.
+    pub fn set_down(&self) {
+        self.down.store(true, Relaxed);
+        self.went_down.store(true, Relaxed);
+    }
+
+    /// Redis answers again; the next successful command of a request is recorded.
+    pub fn set_up(&self) {
+        *self.first_ok.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        self.armed.store(true, Relaxed);
+        self.down.store(false, Relaxed);
+    }
+
+    /// For one timeline bucket: true when Redis was up during the whole bucket since the last call.
+    pub fn take_bucket_up(&self) -> bool {
+        let down_now = self.down.load(Relaxed);
+        let was_down = self.went_down.swap(down_now, Relaxed);
+        !(was_down || down_now)
+    }
+
+    /// A request's Redis command succeeded.
+    #[inline]
+    pub fn note_ok(&self) {
+        if self.armed.load(Relaxed) && self.armed.swap(false, Relaxed) {
+            *self.first_ok.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        }
+    }
+
+    /// When the first command succeeded after the last [`RedisHealth::set_up`], if one has.
+    pub fn first_ok(&self) -> Option<Instant> {
+        *self.first_ok.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+macro_rules! counters_snapshot {
+    ($($f:ident),* $(,)?) => {
+        /// A copy of [`Counters`] at one moment; the difference of two is what happened between.
+        #[derive(Debug, Default, Clone, Copy, Serialize)]
+        pub struct CountersSnapshot { $(pub $f: u64,)* }
+        impl Counters {
+            pub fn snapshot(&self) -> CountersSnapshot {
+                CountersSnapshot { $($f: self.$f.load(Relaxed),)* }
+            }
+        }
+        impl std::ops::Sub for CountersSnapshot {
+            type Output = CountersSnapshot;
+            fn sub(self, o: Self) -> Self { CountersSnapshot { $($f: self.$f.saturating_sub(o.$f),)* } }
+        }
+    };
+}
+counters_snapshot!(
+    redis_errors,
+    redis_timeouts,
+    background_refreshes,
+    refreshes_skipped,
+    early_recomputes,
+    early_lead_us,
+    lock_acquired,
+    lock_contended,
+    lock_timeouts,
+    lock_lost,
+    lock_unavailable,
+    negative_hits,
+    cold_misses,
+);
+
+pub fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Relaxed);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redis_health_marks_every_bucket_that_saw_an_outage() {
+        let h = RedisHealth::default();
+        assert!(h.take_bucket_up());
+        h.set_down();
+        assert!(!h.take_bucket_up(), "the bucket in which Redis died");
+        assert!(!h.take_bucket_up(), "a bucket spent down");
+        h.note_ok();
+        assert_eq!(h.first_ok(), None, "not armed while down");
+        h.set_up();
+        assert!(!h.take_bucket_up(), "the bucket in which Redis came back");
+        assert!(h.take_bucket_up());
+        h.note_ok();
+        let first = h.first_ok().expect("recorded");
+        h.note_ok();
+        assert_eq!(h.first_ok(), Some(first), "only the first command counts");
+    }
+}

@@ -1,0 +1,293 @@
+//! Measurement without a shared lock on the hot path: each worker thread records into its own
+//! shard (an uncontended mutex, never held across an await), the timeline ticker and the final
+//! tally merge the shards; loads and rare events use atomics. Nothing is kept per request.
+
+use std::cell::Cell;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+mod counters;
+mod loads;
+
+pub use counters::{Counters, CountersSnapshot, RedisHealth, bump};
+pub use loads::{LoadGuard, LoadKind, LoadTracker, Phase, StatementGuard};
+
+/// How a request was served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// A usable value was in the cache.
+    Hit,
+    /// The request loaded the value from the database itself.
+    Miss,
+    /// A stale value was served (SWR) while a refresh runs behind it.
+    Stale,
+    /// The request got its value after waiting for another loader (single-flight or lock).
+    Waited,
+    /// The request loaded after its wait for the lock ran out.
+    Fallback,
+    /// The request failed (database error or timeout, lock timeout under the error policy).
+    Error,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 6] = [
+        Outcome::Hit,
+        Outcome::Miss,
+        Outcome::Stale,
+        Outcome::Waited,
+        Outcome::Fallback,
+        Outcome::Error,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::Hit => "hit",
+            Outcome::Miss => "miss",
+            Outcome::Stale => "stale",
+            Outcome::Waited => "waited",
+            Outcome::Fallback => "fallback",
+            Outcome::Error => "error",
+        }
+    }
+}
+
+/// Highest latency a histogram tracks: one hour in µs. Larger values are clamped.
+const MAX_US: u64 = 3_600_000_000;
+
+fn histogram(sigfig: u8) -> Histogram<u64> {
+    // Bounds are constants that hdrhistogram accepts.
+    Histogram::new_with_bounds(1, MAX_US, sigfig).expect("valid histogram bounds")
+}
+
+/// Figures of one timeline bucket, gathered from every shard.
+#[derive(Debug, Clone)]
+pub struct Interval {
+    pub requests: u64,
+    pub hits: u64,
+    pub stale: u64,
+    pub errors: u64,
+    pub latency: Histogram<u64>,
+}
+
+impl Interval {
+    fn new() -> Self {
+        Interval {
+            requests: 0,
+            hits: 0,
+            stale: 0,
+            errors: 0,
+            latency: histogram(2),
+        }
+    }
+    fn absorb(&mut self, o: &Interval) {
+        self.requests += o.requests;
+        self.hits += o.hits;
+        self.stale += o.stale;
+        self.errors += o.errors;
+        let _ = self.latency.add(&o.latency);
+    }
+    fn clear(&mut self) {
+        self.requests = 0;
+        self.hits = 0;
+        self.stale = 0;
+        self.errors = 0;
+        self.latency.reset();
+    }
+}
+
+/// Whole-run figures of measured requests.
+#[derive(Debug, Clone)]
+pub struct Totals {
+    pub outcomes: [u64; 6],
+    /// From the scheduled start (open loop) to completion, µs.
+    pub latency: Histogram<u64>,
+    /// From the actual start to completion, µs.
+    pub service: Histogram<u64>,
+    pub by_outcome: [Histogram<u64>; 6],
+}
+
+impl Totals {
+    fn new() -> Self {
+        Totals {
+            outcomes: [0; 6],
+            latency: histogram(3),
+            service: histogram(3),
+            by_outcome: std::array::from_fn(|_| histogram(2)),
+        }
+    }
+    fn absorb(&mut self, o: &Totals) {
+        for i in 0..6 {
+            self.outcomes[i] += o.outcomes[i];
+            let _ = self.by_outcome[i].add(&o.by_outcome[i]);
+        }
+        let _ = self.latency.add(&o.latency);
+        let _ = self.service.add(&o.service);
+    }
+    pub fn completed(&self) -> u64 {
+        self.outcomes.iter().sum()
+    }
+}
+
+struct Shard {
+    totals: Totals,
+    interval: Interval,
+}
+
+const SHARDS: usize = 8;
+
+thread_local! {
+    static SHARD_INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
+
+fn shard_index() -> usize {
+    SHARD_INDEX.with(|c| {
+        let mut i = c.get();
+        if i == usize::MAX {
+            i = NEXT_SHARD.fetch_add(1, Relaxed);
+            c.set(i);
+        }
+        i % SHARDS
+    })
+}
+
+/// Per-request figures, sharded by worker thread.
+pub struct Recorder {
+    shards: Box<[Mutex<Shard>]>,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder {
+            shards: (0..SHARDS)
+                .map(|_| {
+                    Mutex::new(Shard {
+                        totals: Totals::new(),
+                        interval: Interval::new(),
+                    })
+                })
+                .collect(),
+        }
+    }
+}
+
+impl Recorder {
+    /// Record one measured request.
+    pub fn record(&self, outcome: Outcome, latency_us: u64, service_us: u64) {
+        let mut s = self.shards[shard_index()]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let i = outcome as usize;
+        let lat = latency_us.clamp(1, MAX_US);
+        s.totals.outcomes[i] += 1;
+        s.totals.latency.saturating_record(lat);
+        s.totals
+            .service
+            .saturating_record(service_us.clamp(1, MAX_US));
+        s.totals.by_outcome[i].saturating_record(lat);
+        s.interval.requests += 1;
+        match outcome {
+            Outcome::Hit => s.interval.hits += 1,
+            Outcome::Stale => s.interval.stale += 1,
+            Outcome::Error => s.interval.errors += 1,
+            _ => {}
+        }
+        s.interval.latency.saturating_record(lat);
+    }
+
+    /// Take the figures recorded since the last call (for one timeline bucket).
+    pub fn take_interval(&self, into: &mut Interval) {
+        into.clear();
+        for shard in self.shards.iter() {
+            let mut s = shard.lock().unwrap_or_else(|p| p.into_inner());
+            into.absorb(&s.interval);
+            s.interval.clear();
+        }
+    }
+
+    pub fn new_interval() -> Interval {
+        Interval::new()
+    }
+
+    pub fn totals(&self) -> Totals {
+        let mut t = Totals::new();
+        for shard in self.shards.iter() {
+            t.absorb(&shard.lock().unwrap_or_else(|p| p.into_inner()).totals);
+        }
+        t
+    }
+}
+
+/// What this process has used so far (all its threads, not the servers it started).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Usage {
+    /// User + system CPU time.
+    pub cpu: std::time::Duration,
+    /// Peak resident set size, bytes.
+    pub max_rss: u64,
+}
+
+/// getrusage(RUSAGE_SELF); zeros if the call fails (the figures are then reported as 0).
+pub fn usage() -> Usage {
+    // SAFETY: rusage is plain data; getrusage only writes into the struct we own.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: RUSAGE_SELF is always a valid target and `ru` is a valid pointer.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return Usage::default();
+    }
+    let tv = |t: libc::timeval| {
+        std::time::Duration::new(t.tv_sec.max(0) as u64, (t.tv_usec.max(0) as u32) * 1000)
+    };
+    Usage {
+        cpu: tv(ru.ru_utime) + tv(ru.ru_stime),
+        // Linux reports ru_maxrss in KiB.
+        max_rss: (ru.ru_maxrss.max(0) as u64) * 1024,
+    }
+}
+
+/// Return memory the allocator holds free to the OS (glibc keeps freed memory for reuse, so a
+/// transient peak would otherwise stay in the RSS for the rest of the run). Takes well under a
+/// millisecond on this process's heap; call it off the async workers.
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists; 0 keeps no padding.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Percentile of a µs histogram in ms.
+pub fn pct_ms(h: &Histogram<u64>, q: f64) -> f64 {
+    if h.is_empty() {
+        0.0
+    } else {
+        h.value_at_quantile(q) as f64 / 1000.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorder_merges_shards_and_intervals() {
+        let r = Recorder::default();
+        r.record(Outcome::Hit, 500, 400);
+        r.record(Outcome::Miss, 20_000, 20_000);
+        std::thread::scope(|s| {
+            s.spawn(|| r.record(Outcome::Error, 1_000, 1_000));
+        });
+        let mut iv = Recorder::new_interval();
+        r.take_interval(&mut iv);
+        assert_eq!((iv.requests, iv.hits, iv.errors), (3, 1, 1));
+        r.take_interval(&mut iv);
+        assert_eq!(iv.requests, 0);
+        let t = r.totals();
+        assert_eq!(t.completed(), 3);
+        assert_eq!(t.outcomes[Outcome::Miss as usize], 1);
+        assert!(pct_ms(&t.latency, 1.0) >= 19.9);
+    }
+}
