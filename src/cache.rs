@@ -272,6 +272,26 @@ impl Admin {
         })
     }
 
+    /// Write entries directly (cache warming), pipelined, outside the request path:
+    /// (id, value, PX in ms).
+    pub async fn set_many(&self, entries: &[(u64, Vec<u8>, u64)]) -> Result<()> {
+        let mut c = self.conn.clone();
+        let mut pipe = redis::pipe();
+        for (id, value, px) in entries {
+            let k = KeyBuf::new(&self.prefix, "", *id);
+            pipe.cmd("SET")
+                .arg(k.as_bytes())
+                .arg(value.as_slice())
+                .arg("PX")
+                .arg(*px)
+                .ignore();
+        }
+        tokio::time::timeout(Duration::from_secs(30), pipe.query_async::<()>(&mut c))
+            .await
+            .context("writing warmed entries timed out")?
+            .context("writing warmed entries")
+    }
+
     /// Delete every key of this run's namespace (SCAN + UNLINK; never FLUSH a shared server).
     pub async fn remove_namespace(&self) -> Result<u64> {
         let mut c = self.conn.clone();

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use crate::fault::FaultSpec;
 use crate::origin::DbQuery;
 use crate::strategy::lock::LockTimeoutPolicy;
-use crate::workload::Arrival;
+use crate::workload::{Arrival, Start};
 
 use crate::thresholds::{ThresholdArg, Thresholds};
 use crate::values::{Dur, Percent, Rate};
@@ -43,6 +43,7 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = DEFAULTS_WHY)]
 pub struct CompareCmd {
     /// Strategies to run, comma-separated (e.g. cache-aside,mutex,swr+mutex), or `all` for the six presets
     #[arg(long, value_name = "LIST")]
@@ -111,7 +112,11 @@ pub struct ReportCmd {
     pub html: Option<PathBuf>,
 }
 
+/// Why the defaults are what they are, for `run --help` and `compare --help`.
+pub const DEFAULTS_WHY: &str = "Defaults: 10k req/s for 10 s over 10000 keys (Zipf 1.0) on 2 app instances, TTL 3 s, loads of 10 ms on 16 connections per instance, starting from the steady state. Chosen so that every strategy shows its mechanism: the 10 hottest keys expire at least twice in the window (cache-aside herds of ~10 on the hottest), the pools stay under ~50% busy (nothing queues or is shed), XFetch recomputes early, mutex waiters contend, single-flight followers wait and SWR serves stale. A TTL longer than the run, or a cold start into a small pool, measures something else: the run says so (diagnoses).";
+
 #[derive(Debug, Args)]
+#[command(after_help = DEFAULTS_WHY)]
 pub struct RunCmd {
     /// Strategy: a preset (cache-aside, mutex, single-flight, xfetch, swr, jitter) or a combination with `+` of at most one of cache-aside|xfetch|swr with mutex, single-flight and/or jitter, such as swr+mutex [default: cache-aside]
     #[arg(long, short = 's', value_name = "NAME")]
@@ -163,7 +168,7 @@ pub struct RunFlags {
     #[arg(skip)]
     pub strategy: Option<String>,
 
-    /// Open loop: start this many requests per second whether or not earlier ones finished (accepts 10k) [default: 1000 unless --clients]
+    /// Open loop: start this many requests per second whether or not earlier ones finished (accepts 10k) [default: 10000 unless --clients]
     #[arg(long, value_name = "RATE", conflicts_with = "clients")]
     pub rps: Option<Rate>,
 
@@ -199,11 +204,11 @@ pub struct RunFlags {
     #[arg(long, value_name = "BYTES")]
     pub value_size: Option<usize>,
 
-    /// Time to live of a cache entry (the soft expiry under swr) [default: 30s]
+    /// Time to live of a cache entry (the soft expiry under swr) [default: 3s]
     #[arg(long, value_name = "DURATION")]
     pub ttl: Option<Dur>,
 
-    /// Time each load spends inside Postgres, holding a real connection [default: 20ms]
+    /// Time each load spends inside Postgres, holding a real connection [default: 10ms]
     #[arg(long, value_name = "DURATION")]
     pub db_cost: Option<Dur>,
 
@@ -215,7 +220,7 @@ pub struct RunFlags {
     #[arg(long, value_name = "DURATION")]
     pub db_timeout: Option<Dur>,
 
-    /// Simulated app instances, each with its own Redis connections, DB pool and in-process state [default: 1]
+    /// Simulated app instances, each with its own Redis connections, DB pool and in-process state [default: 2]
     #[arg(long, value_name = "N")]
     pub instances: Option<u32>,
 
@@ -231,7 +236,11 @@ pub struct RunFlags {
     #[arg(long, value_name = "N")]
     pub backlog: Option<u32>,
 
-    /// Load the K most popular keys into the cache before traffic starts [default: 0]
+    /// What the cache holds when traffic starts: steady (what a long-running service would hold: each key present with the probability its rate and TTL imply, remaining TTL spread), cold (empty), synchronized (every key written at once) [default: steady; with --clients, whose rate is not known in advance, every key counts as requested often enough to stay cached]
+    #[arg(long, value_enum)]
+    pub start: Option<Start>,
+
+    /// The K most popular keys are in the cache with their full TTL when traffic starts; --start applies to the rest [default: 0]
     #[arg(long, value_name = "K")]
     pub warm: Option<u64>,
 

@@ -15,7 +15,7 @@ use crate::strategy::StrategySpec;
 use crate::strategy::lock::LockTimeoutPolicy;
 use crate::thresholds::Thresholds;
 use crate::values::{Dur, Percent, Rate, redact_url};
-use crate::workload::Arrival;
+use crate::workload::{Arrival, Start};
 
 /// Open loop (a fixed arrival rate) or closed loop (a fixed number of clients).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -47,6 +47,9 @@ pub struct Scenario {
     pub redis_conns: u32,
     pub max_inflight: u32,
     pub backlog: u32,
+    /// What the cache holds when traffic starts.
+    #[serde(default = "start_cold")]
+    pub start: Start,
     pub warm: u64,
     #[serde(serialize_with = "ser_redacted")]
     pub redis_url: Option<String>,
@@ -84,7 +87,7 @@ impl Scenario {
 
 /// Settings that shape what the workload asks of the servers: two results that differ in one
 /// of them measured different things, whatever their strategies.
-pub const WORKLOAD_SETTINGS: [&str; 20] = [
+pub const WORKLOAD_SETTINGS: [&str; 21] = [
     "load",
     "duration",
     "warmup",
@@ -101,6 +104,7 @@ pub const WORKLOAD_SETTINGS: [&str; 20] = [
     "redis_conns",
     "max_inflight",
     "backlog",
+    "start",
     "warm",
     "redis_timeout",
     "missing_ratio",
@@ -201,6 +205,11 @@ impl Scenario {
     }
 }
 
+/// Results written before `start` existed began from an empty cache.
+fn start_cold() -> Start {
+    Start::Cold
+}
+
 fn ser_redacted<S: serde::Serializer>(url: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
     match url {
         Some(u) => s.serialize_some(&redact_url(u)),
@@ -272,6 +281,7 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
         redis_conns,
         max_inflight,
         backlog,
+        start,
         warm,
         redis_url,
         pg_url,
@@ -530,7 +540,7 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
             arrival: m.arrival.unwrap_or(Arrival::Constant),
         },
         (None, None) => LoadShape::Open {
-            rps: 1000.0,
+            rps: 10_000.0,
             arrival: m.arrival.unwrap_or(Arrival::Constant),
         },
     };
@@ -565,7 +575,7 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
         }
         _ => {}
     }
-    let (instances, db_pool) = (m.instances.unwrap_or(1), m.db_pool.unwrap_or(16));
+    let (instances, db_pool) = (m.instances.unwrap_or(2), m.db_pool.unwrap_or(16));
     if u64::from(instances) * u64::from(db_pool) > u64::from(MAX_DB_CONNECTIONS) {
         return Err(UsageError::new(format!(
             "--instances {instances} × --db-pool {db_pool} = {} database connections, more than {MAX_DB_CONNECTIONS}: each is a Postgres backend process; use fewer instances or a smaller pool",
@@ -589,14 +599,15 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
         zipf: m.zipf.unwrap_or(1.0),
         seed: m.seed.unwrap_or(42),
         value_size: m.value_size.unwrap_or(1024),
-        ttl: m.ttl.unwrap_or(Dur(Duration::from_secs(30))),
-        db_cost: m.db_cost.unwrap_or(Dur(Duration::from_millis(20))),
+        ttl: m.ttl.unwrap_or(Dur(Duration::from_secs(3))),
+        db_cost: m.db_cost.unwrap_or(Dur(Duration::from_millis(10))),
         db_pool,
         db_timeout: m.db_timeout,
         instances,
         redis_conns: m.redis_conns.unwrap_or(1),
         max_inflight: m.max_inflight.unwrap_or(2048),
         backlog: m.backlog.unwrap_or(0),
+        start: m.start.unwrap_or(Start::Steady),
         warm,
         redis_url: m.redis_url,
         pg_url: m.pg_url,

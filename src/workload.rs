@@ -88,6 +88,19 @@ pub fn combine_digests(parts: impl IntoIterator<Item = (u64, u64)>) -> (u64, u64
         .fold((FNV_OFFSET, 0), |(h, n), (d, c)| (fnv_step(h, d), n + c))
 }
 
+/// What the cache holds when the measured traffic starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Start {
+    /// What a long-running service would hold under this workload: each key present with the
+    /// probability its request rate and TTL imply, its remaining TTL spread (docs/design.md).
+    Steady,
+    /// Empty: every key's first request misses (a cold start).
+    Cold,
+    /// Every key present, all written at the same instant: the mass expiry TTL jitter is for.
+    Synchronized,
+}
+
 /// Open-loop start times, as offsets in ns from the start of traffic.
 pub struct Schedule {
     interval_ns: f64,

@@ -17,7 +17,7 @@ use crate::live::Live;
 use crate::metrics::Outcome;
 use crate::origin::Db;
 use crate::origin::DbQuery;
-use crate::results::{self, RunResult};
+use crate::results::{self, RunResult, StartFigures};
 use crate::scenario::Scenario;
 use crate::servers::{ManagedPostgres, ManagedRedis, postgres::PgStartOptions};
 use crate::values::redact_url;
@@ -248,6 +248,7 @@ struct Measured {
     redis_version: String,
     faults: Option<chaos::Done>,
     first_redis_pid: Option<u32>,
+    start: StartFigures,
 }
 
 async fn measure(
@@ -264,10 +265,23 @@ async fn measure(
         .await
         .map_err(|e| EnvError(format!("reading Redis INFO: {e:#}")))?;
     let driver = Driver::build(sc, &env.redis_url, setup.prefix.clone(), setup.db).await?;
-    if sc.warm > 0 {
-        status.line(&format!("warming the {} most popular keys", sc.warm));
-    }
-    driver.warm(&shutdown).await.context("warming the cache")?;
+    let delta_us = match setup.heavy_query_ms {
+        Some(ms) => (ms * 1000.0) as u32,
+        None => sc.db_cost.0.as_micros().min(u128::from(u32::MAX)) as u32,
+    };
+    let start = driver
+        .warm(setup.db, setup.admin, delta_us, &shutdown)
+        .await
+        .context("warming the cache")?;
+    status.line(&format!(
+        "start {}: {} keys cached in {} ms",
+        serde_json::to_value(start.mode)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        start.keys_cached,
+        start.ms
+    ));
     let before = setup.admin.stats().await.ok();
     let live = Live::new(sc.duration.0, out.quiet);
     let bar = live.bar();
@@ -297,6 +311,7 @@ async fn measure(
         redis_version,
         faults,
         first_redis_pid,
+        start,
     };
     let result = build(sc, measured, &setup, env);
     for f in result.faults.iter().filter_map(|f| f.note.as_deref()) {
@@ -314,6 +329,7 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
         redis_version,
         faults,
         first_redis_pid,
+        start,
     } = m;
     let db = setup.db;
     let generator = generator_figures(sc, &raw);
@@ -348,6 +364,7 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
         started_at_ms: raw.started_at_ms,
         interrupted: raw.interrupted,
         scenario: sc.clone(),
+        start: Some(start),
         requests: results::Requests {
             scheduled: raw.scheduled,
             completed,
@@ -377,7 +394,6 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
             statement_timeouts: d.statement_timeouts,
             pool_timeouts: d.pool_timeouts,
             warmup_calls: d.warmup_calls,
-            warm_calls: d.warm_calls,
             peak_concurrent: d.peak_concurrent,
             peak_in_flight: d.peak_in_flight,
             peak_key_herd: d.peak_herd,

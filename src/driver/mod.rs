@@ -6,21 +6,19 @@
 mod closed_loop;
 mod open_loop;
 mod timeline;
+mod warm;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::Cache;
 use crate::instance::{self, Instance, Shared};
 use crate::live::Live;
-use crate::metrics::{
-    Counters, CountersSnapshot, LoadKind, LoadTracker, Outcome, Recorder, Totals,
-};
+use crate::metrics::{Counters, CountersSnapshot, LoadTracker, Outcome, Recorder, Totals};
 use crate::origin::Db;
 use crate::results::Bucket;
 use crate::scenario::{LoadShape, Scenario};
@@ -59,7 +57,6 @@ pub struct Raw {
 pub struct DbRaw {
     pub calls: u64,
     pub warmup_calls: u64,
-    pub warm_calls: u64,
     pub statement_errors: u64,
     pub statement_timeouts: u64,
     pub pool_timeouts: u64,
@@ -76,7 +73,6 @@ impl DbRaw {
         DbRaw {
             calls: t.calls.load(Relaxed),
             warmup_calls: t.warmup_calls.load(Relaxed),
-            warm_calls: t.warm_calls.load(Relaxed),
             statement_errors: t.statement_errors.load(Relaxed),
             statement_timeouts: t.statement_timeouts.load(Relaxed),
             pool_timeouts: t.pool_timeouts.load(Relaxed),
@@ -236,36 +232,6 @@ impl Driver {
     /// Tells when the measured window of the next `run` starts, as soon as it is fixed.
     pub fn window_start(&self) -> tokio::sync::watch::Receiver<Option<Instant>> {
         self.window.subscribe()
-    }
-
-    /// Load the `warm` most popular keys into the cache, `db_pool` at a time, before traffic.
-    pub async fn warm(&self, shutdown: &CancellationToken) -> Result<()> {
-        let k = self.sc.warm;
-        if k == 0 {
-            return Ok(());
-        }
-        let next = Arc::new(AtomicU64::new(1));
-        let mut set = JoinSet::new();
-        for w in 0..self.sc.db_pool.max(1) {
-            let inst = self.instances[(w as usize) % self.instances.len()].clone();
-            let next = next.clone();
-            let stop = shutdown.clone();
-            set.spawn(async move {
-                loop {
-                    let id = next.fetch_add(1, Relaxed);
-                    if id > k || stop.is_cancelled() {
-                        return Ok::<(), anyhow::Error>(());
-                    }
-                    inst.load_and_store(id, LoadKind::Warm)
-                        .await
-                        .map_err(|f| anyhow::anyhow!("warming key {id} failed: {f:?}"))?;
-                }
-            });
-        }
-        while let Some(r) = set.join_next().await {
-            r??;
-        }
-        Ok(())
     }
 
     /// Drive the traffic and collect the figures.

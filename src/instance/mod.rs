@@ -12,7 +12,7 @@ use rand::RngExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::{Cache, CacheError};
-use crate::metrics::{Counters, LoadKind, LoadTracker, Outcome, bump};
+use crate::metrics::{Counters, LoadTracker, Outcome, bump};
 use crate::origin::{LoadFailure, Origin};
 use crate::strategy::Coordination;
 use crate::strategy::envelope::Meta;
@@ -141,7 +141,7 @@ impl Instance {
         sh.counters
             .early_lead_us
             .fetch_add((lead_ms * 1000.0) as u64, Relaxed);
-        let r = self.load_and_store(id, LoadKind::Traffic).await;
+        let r = self.load_and_store(id).await;
         claim.release(&self.cache, &sh.counters, id, r).await;
         outcome_of(r, Outcome::Miss)
     }
@@ -152,7 +152,7 @@ impl Instance {
         let sh = &self.shared;
         match self.coord.miss(&self.cache, &sh.counters, id).await {
             Miss::Load(claim) | Miss::Unavailable(claim) => {
-                let r = self.load_and_store(id, LoadKind::Traffic).await;
+                let r = self.load_and_store(id).await;
                 claim.release(&self.cache, &sh.counters, id, r).await;
                 outcome_of(r, Outcome::Miss)
             }
@@ -172,7 +172,7 @@ impl Instance {
             claim.release(&self.cache, &sh.counters, id, Ok(())).await;
             return Outcome::Hit;
         }
-        let r = self.load_and_store(id, LoadKind::Traffic).await;
+        let r = self.load_and_store(id).await;
         claim.release(&self.cache, &sh.counters, id, r).await;
         outcome_of(r, Outcome::Miss)
     }
@@ -198,10 +198,7 @@ impl Instance {
         match sh.lock.on_timeout {
             LockTimeoutPolicy::Error => Outcome::Error,
             LockTimeoutPolicy::Stale if stale.is_some() => Outcome::Stale,
-            _ => outcome_of(
-                self.load_and_store(id, LoadKind::Traffic).await,
-                Outcome::Fallback,
-            ),
+            _ => outcome_of(self.load_and_store(id).await, Outcome::Fallback),
         }
     }
 
@@ -300,17 +297,17 @@ impl Instance {
             return;
         }
         bump(&sh.counters.background_refreshes);
-        let r = self.load_and_store(id, LoadKind::Traffic).await;
+        let r = self.load_and_store(id).await;
         claim.release(&self.cache, &sh.counters, id, r).await;
     }
 
     /// One load of `id` (a wait for a connection, then one DB call), and the result written
     /// back with the freshness policy's TTLs.
-    pub async fn load_and_store(&self, id: u64, kind: LoadKind) -> Result<(), LoadFailure> {
+    pub async fn load_and_store(&self, id: u64) -> Result<(), LoadFailure> {
         let sh = &self.shared;
         let started = Instant::now();
         let loaded = {
-            let load = sh.loads.begin(id, kind);
+            let load = sh.loads.begin(id);
             self.origin.load(id, &load).await
         };
         // XFetch's delta is the whole load as the app waits for it, pool wait included: that

@@ -9,8 +9,8 @@
 //!   held. `calls`, the peak of statements running at once (`peak_concurrent`) and the
 //!   statement errors count statements, so they can be set beside the server's own counts.
 //!
-//! Each load and statement belongs to a [`Phase`], decided when it starts: warming before
-//! traffic, the warm-up, or the measured window. Only the measured window's figures are
+//! Each load and statement belongs to a [`Phase`], decided when it starts: the warm-up, or the
+//! measured window (cache warming reads Postgres in bulk and sends no loads). Only the measured window's figures are
 //! reported; the phase is decided by the clock, not by a timer that fires late, so nothing
 //! leaks across the boundary.
 
@@ -19,18 +19,9 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
-/// Why a load ran; warm loads are counted apart from traffic.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LoadKind {
-    Warm,
-    Traffic,
-}
-
 /// The part of a run a load or statement belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
-    /// Cache warming before traffic (`--warm`).
-    Warm,
     /// Traffic before the measured window (`--warmup`).
     WarmUp,
     /// The measured window, and the drain of requests scheduled in it.
@@ -48,8 +39,6 @@ pub struct LoadTracker {
     pub calls: AtomicU64,
     /// Statements sent during the warm-up.
     pub warmup_calls: AtomicU64,
-    /// Statements sent by cache warming.
-    pub warm_calls: AtomicU64,
     /// Measured statements started since the timeline last took this counter.
     pub interval_calls: AtomicU64,
     /// Measured statements that the server received and that ended in an error
@@ -82,7 +71,6 @@ impl Default for LoadTracker {
             measured_from: OnceLock::new(),
             calls: AtomicU64::new(0),
             warmup_calls: AtomicU64::new(0),
-            warm_calls: AtomicU64::new(0),
             interval_calls: AtomicU64::new(0),
             statement_errors: AtomicU64::new(0),
             statement_timeouts: AtomicU64::new(0),
@@ -106,7 +94,6 @@ impl Default for LoadTracker {
 pub struct LoadGuard<'a> {
     tracker: &'a LoadTracker,
     key: u64,
-    kind: LoadKind,
     began: Instant,
 }
 
@@ -123,19 +110,17 @@ impl LoadTracker {
         let _ = self.measured_from.set(at);
     }
 
-    fn phase(&self, kind: LoadKind, now: Instant) -> Phase {
-        match kind {
-            LoadKind::Warm => Phase::Warm,
-            LoadKind::Traffic if self.measured_from.get().is_some_and(|t| now >= *t) => {
-                Phase::Measured
-            }
-            LoadKind::Traffic => Phase::WarmUp,
+    fn phase(&self, now: Instant) -> Phase {
+        if self.measured_from.get().is_some_and(|t| now >= *t) {
+            Phase::Measured
+        } else {
+            Phase::WarmUp
         }
     }
 
     /// A load of `key` starts: it is in flight (queued for a connection or running) until the
     /// guard drops.
-    pub fn begin(&self, key: u64, kind: LoadKind) -> LoadGuard<'_> {
+    pub fn begin(&self, key: u64) -> LoadGuard<'_> {
         let began = Instant::now();
         let now = self.in_flight.fetch_add(1, Relaxed) + 1;
         let herd = {
@@ -146,7 +131,7 @@ impl LoadTracker {
             *n += 1;
             *n
         };
-        if self.phase(kind, began) == Phase::Measured {
+        if self.phase(began) == Phase::Measured {
             self.peak_in_flight.fetch_max(now, Relaxed);
             self.peak_herd.fetch_max(u64::from(herd), Relaxed);
             if herd > 1 {
@@ -156,7 +141,6 @@ impl LoadTracker {
         LoadGuard {
             tracker: self,
             key,
-            kind,
             began,
         }
     }
@@ -173,12 +157,9 @@ impl<'a> LoadGuard<'a> {
     pub fn statement(&self) -> StatementGuard<'a> {
         let t = self.tracker;
         let now = Instant::now();
-        let phase = t.phase(self.kind, now);
+        let phase = t.phase(now);
         let running = t.running.fetch_add(1, Relaxed) + 1;
         match phase {
-            Phase::Warm => {
-                t.warm_calls.fetch_add(1, Relaxed);
-            }
             Phase::WarmUp => {
                 t.warmup_calls.fetch_add(1, Relaxed);
             }
@@ -199,7 +180,7 @@ impl<'a> LoadGuard<'a> {
 
     /// The load gave up waiting for a pooled connection: no statement was sent.
     pub fn pool_timeout(&self) {
-        if self.tracker.phase(self.kind, Instant::now()) == Phase::Measured {
+        if self.tracker.phase(Instant::now()) == Phase::Measured {
             self.tracker.pool_timeouts.fetch_add(1, Relaxed);
         }
     }
@@ -258,13 +239,11 @@ mod tests {
     #[test]
     fn herds_redundant_loads_and_statements_count_the_measured_window_only() {
         let t = LoadTracker::default();
-        // Before the window opens: traffic is warm-up, warming is warming.
-        let w = t.begin(1, LoadKind::Traffic);
-        let w2 = t.begin(1, LoadKind::Traffic);
+        // Before the window opens: traffic is warm-up.
+        let w = t.begin(1);
+        let w2 = t.begin(1);
         let s = w.statement();
         assert_eq!(s.phase(), Phase::WarmUp);
-        let warm = t.begin(3, LoadKind::Warm);
-        drop(warm.statement());
         assert_eq!(
             t.redundant.load(Relaxed),
             0,
@@ -272,14 +251,14 @@ mod tests {
         );
         assert_eq!(t.peak_herd.load(Relaxed), 0);
         t.open_window(Instant::now());
-        let a = t.begin(1, LoadKind::Traffic);
+        let a = t.begin(1);
         assert_eq!(
             t.peak_herd.load(Relaxed),
             3,
             "in flight with the warm-up's loads"
         );
         assert_eq!(t.redundant.load(Relaxed), 1);
-        let b = t.begin(2, LoadKind::Traffic);
+        let b = t.begin(2);
         let sb = b.statement();
         assert_eq!(sb.phase(), Phase::Measured);
         assert_eq!(t.peak_concurrent.load(Relaxed), 2, "statements, not loads");
@@ -293,18 +272,11 @@ mod tests {
         drop((s, sb, a, b, w, w2));
         assert_eq!(t.in_flight.load(Relaxed), 0);
         assert_eq!(t.running.load(Relaxed), 0);
-        assert_eq!(
-            (
-                t.calls(),
-                t.warmup_calls.load(Relaxed),
-                t.warm_calls.load(Relaxed)
-            ),
-            (1, 1, 1)
-        );
+        assert_eq!((t.calls(), t.warmup_calls.load(Relaxed)), (1, 1));
         assert_eq!(t.statement_errors.load(Relaxed), 1);
         assert_eq!(t.statement_timeouts.load(Relaxed), 1);
         assert_eq!(t.pool_timeouts.load(Relaxed), 1);
-        let _d = t.begin(1, LoadKind::Traffic);
+        let _d = t.begin(1);
         assert_eq!(
             t.redundant.load(Relaxed),
             1,
@@ -316,7 +288,7 @@ mod tests {
     fn a_window_opening_later_keeps_earlier_loads_out() {
         let t = LoadTracker::default();
         t.open_window(Instant::now() + Duration::from_secs(3600));
-        let a = t.begin(1, LoadKind::Traffic);
+        let a = t.begin(1);
         assert_eq!(a.statement().phase(), Phase::WarmUp);
         assert_eq!(t.calls(), 0);
     }

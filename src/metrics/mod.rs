@@ -13,7 +13,7 @@ mod counters;
 mod loads;
 
 pub use counters::{Counters, CountersSnapshot, RedisHealth, bump};
-pub use loads::{LoadGuard, LoadKind, LoadTracker, Phase, StatementGuard};
+pub use loads::{LoadGuard, LoadTracker, Phase, StatementGuard};
 
 /// How a request was served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -138,9 +138,6 @@ pub fn summary(r: &RunResult) -> String {
             "statement {st:.1} ms mean  pool wait {pw:.1} ms mean"
         ));
     }
-    if d.warm_calls > 0 {
-        extra.push(format!("warm calls {}", d.warm_calls));
-    }
     if d.warmup_calls > 0 {
         extra.push(format!("warm-up calls {}", d.warmup_calls));
     }

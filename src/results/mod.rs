@@ -20,6 +20,7 @@ use crate::metric::Metric;
 use crate::metrics::pct_ms;
 use crate::scenario::Scenario;
 use crate::thresholds::{Thresholds, passes};
+use crate::workload::Start;
 
 /// Version of the results document; bump when a field changes meaning or disappears.
 /// 2: `db.calls` counts the measured window's statements only (no warm loads, no loads that
@@ -43,6 +44,9 @@ pub struct RunResult {
     pub interrupted: bool,
     /// Every effective setting of the run (URLs with passwords redacted).
     pub scenario: Scenario,
+    /// What the cache held when traffic started (null in results written before it existed).
+    #[serde(default)]
+    pub start: Option<StartFigures>,
     pub requests: Requests,
     pub outcomes: Outcomes,
     /// Share of completed requests served from the cache without a load: (hit + stale) / completed.
@@ -134,6 +138,17 @@ fn share(n: u64, of: u64) -> f64 {
     if of == 0 { 0.0 } else { n as f64 / of as f64 }
 }
 
+/// What the cache held when traffic started.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StartFigures {
+    /// `steady`, `cold` or `synchronized`.
+    pub mode: Start,
+    /// Keys written into the cache before traffic.
+    pub keys_cached: u64,
+    /// How long reading and writing them took, ms.
+    pub ms: u64,
+}
+
 /// One threshold judged against a run.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ThresholdResult {
@@ -200,9 +215,6 @@ pub struct DbFigures {
     /// Statements sent during the warm-up (not in `calls`; sent under another statement text,
     /// so the server counts them apart).
     pub warmup_calls: u64,
-    /// Statements sent by `--warm` before traffic (not in `calls`).
-    #[serde(default)]
-    pub warm_calls: u64,
     /// Most statements running in Postgres at once (at most instances × db-pool).
     pub peak_concurrent: u64,
     /// Most loads in flight at once, those waiting for a pooled connection included.

@@ -92,6 +92,37 @@ impl Policy {
         (meta, px)
     }
 
+    /// The header and PX for a value found in the cache at the start of a run: written
+    /// `ttl_ms - remaining_ms` ago with a TTL of `ttl_ms` (already jittered), by a load of
+    /// `delta_us` (the configured DB cost: no real load has been timed yet).
+    pub fn stamp_at(
+        &self,
+        now_ms: u64,
+        ttl_ms: u64,
+        remaining_ms: u64,
+        delta_us: u32,
+        version: u64,
+    ) -> (Meta, u64) {
+        let remaining = remaining_ms.clamp(1, ttl_ms.max(1));
+        let soft = now_ms + remaining;
+        let (hard, px) = match self.kind {
+            Freshness::Swr => (
+                soft + self.stale_ms,
+                remaining + self.stale_ms + self.grace_ms,
+            ),
+            _ => (soft, remaining),
+        };
+        let meta = Meta {
+            computed_at_ms: now_ms.saturating_sub(ttl_ms - remaining),
+            delta_us,
+            soft_expiry_ms: soft,
+            hard_expiry_ms: hard,
+            version,
+            negative: false,
+        };
+        (meta, px)
+    }
+
     /// The sentinel for an id that does not exist, when negative caching is on.
     pub fn stamp_negative(&self, now_ms: u64, delta_us: u32) -> Option<(Meta, u64)> {
         let ttl = self.negative_ttl_ms?;
@@ -159,6 +190,19 @@ mod tests {
             1700,
             "kept past expiry for the grace"
         );
+    }
+
+    #[test]
+    fn an_entry_found_at_the_start_expires_when_drawn() {
+        let p = policy(Freshness::Swr);
+        let (m, px) = p.stamp_at(10_000, 1000, 300, 20_000, 1);
+        assert_eq!(
+            (m.computed_at_ms, m.soft_expiry_ms, m.hard_expiry_ms),
+            (9_300, 10_300, 10_800)
+        );
+        assert_eq!(px, 800);
+        let p = policy(Freshness::Expire);
+        assert_eq!(p.stamp_at(10_000, 1000, 1000, 1, 1).1, 1000);
     }
 
     #[test]

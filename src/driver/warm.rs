@@ -1,0 +1,113 @@
+//! The cache at the start of a run (`--start`, `--warm`): the keys a long-running service would
+//! hold (steady), none (cold), or all written at once (synchronized), with the K most popular
+//! written just now. Rows are read from Postgres in bulk on the admin connection and written to
+//! Redis pipelined: warming is not traffic, sends no load and counts as no DB call.
+
+use std::time::Instant;
+
+use anyhow::Result;
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use tokio_util::sync::CancellationToken;
+
+use super::Driver;
+use crate::cache::Admin;
+use crate::instance::now_ms;
+use crate::origin::Db;
+use crate::results::StartFigures;
+use crate::scenario::LoadShape;
+use crate::stats::{Purpose, derive_seed};
+use crate::steady::{self, KeyState, SteadyParams};
+use crate::workload::Start;
+
+/// Keys read and written per round trip.
+const CHUNK: usize = 2000;
+
+impl Driver {
+    /// Fill the cache as `--start` and `--warm` ask. `delta_us` is the load cost entries carry
+    /// for XFetch until a real load replaces it.
+    pub async fn warm(
+        &self,
+        db: &Db,
+        admin: &Admin,
+        delta_us: u32,
+        shutdown: &CancellationToken,
+    ) -> Result<StartFigures> {
+        let sc = &self.sc;
+        let t = Instant::now();
+        let policy = &self.shared.freshness;
+        // Which keys are present, and whether each was drawn with its own TTL and remaining
+        // time (steady) or is written now (the K most popular, and synchronized).
+        let states: Vec<KeyState> = match sc.start {
+            Start::Steady => {
+                // Closed loop: the rate is not known in advance, so every key counts as
+                // requested often enough to stay cached (its remaining TTL still spread).
+                let rps = match sc.load {
+                    LoadShape::Open { rps, .. } => rps * (1.0 - sc.missing_ratio.0),
+                    LoadShape::Closed { .. } => f64::MAX / 1e6,
+                };
+                steady::draw(
+                    &SteadyParams {
+                        keys: sc.keys,
+                        zipf: sc.zipf,
+                        rps,
+                        ttl_ms: sc.ttl.0.as_millis() as u64,
+                        jitter: sc.jitter.0,
+                        warm_top: sc.warm,
+                    },
+                    derive_seed(sc.seed, Purpose::Steady, 0),
+                )
+            }
+            Start::Cold => full_ttl(1..=sc.warm),
+            Start::Synchronized => full_ttl(1..=sc.keys),
+        };
+        // Keys written now get the jitter as a real write would (a synchronized start with
+        // jitter is the spread mass expiry jitter is for); the draw is seeded like the rest.
+        let mut rng = StdRng::seed_from_u64(derive_seed(sc.seed, Purpose::Steady, 1));
+        let written_now = full_ttl_top(sc);
+        let mut cached = 0u64;
+        for chunk in states.chunks(CHUNK) {
+            if shutdown.is_cancelled() {
+                break;
+            }
+            let ids: Vec<i64> = chunk.iter().map(|k| k.rank as i64).collect();
+            let rows = db.rows(&ids).await?;
+            let now = now_ms();
+            let mut entries = Vec::with_capacity(rows.len());
+            for (k, (_, payload, version)) in chunk.iter().zip(&rows) {
+                let (meta, px) = if k.rank <= written_now {
+                    policy.stamp(now, delta_us, *version as u64, rng.random::<f64>())
+                } else {
+                    policy.stamp_at(now, k.ttl_ms, k.remaining_ms, delta_us, *version as u64)
+                };
+                entries.push((k.rank, meta.encode(payload.as_bytes()), px));
+            }
+            admin.set_many(&entries).await?;
+            cached += entries.len() as u64;
+        }
+        Ok(StartFigures {
+            mode: sc.start,
+            keys_cached: cached,
+            ms: t.elapsed().as_millis() as u64,
+        })
+    }
+}
+
+/// Keys written just now, with their full TTL (stamped as a write would, jitter included).
+fn full_ttl(ranks: std::ops::RangeInclusive<u64>) -> Vec<KeyState> {
+    ranks
+        .map(|rank| KeyState {
+            rank,
+            ttl_ms: 0,
+            remaining_ms: 0,
+        })
+        .collect()
+}
+
+/// The ranks written now rather than drawn: the warm set, or every key when synchronized.
+fn full_ttl_top(sc: &crate::scenario::Scenario) -> u64 {
+    match sc.start {
+        Start::Synchronized => sc.keys,
+        _ => sc.warm,
+    }
+}
