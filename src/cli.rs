@@ -56,7 +56,7 @@ pub struct CompareCmd {
     #[command(flatten)]
     pub flags: RunFlags,
 
-    /// Write DIR/<strategy>.json (one results file per strategy), DIR/summary.json and DIR/summary.md.
+    /// Write DIR/<strategy>.json (one results file per strategy; DIR/<strategy>/trial-N.json with --repeat), DIR/summary.json and DIR/summary.md.
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 
@@ -67,6 +67,21 @@ pub struct CompareCmd {
     /// No progress bars and no table; errors and broken thresholds are still printed.
     #[arg(long, short)]
     pub quiet: bool,
+
+    #[command(flatten)]
+    pub trials: TrialFlags,
+}
+
+/// Repeated trials: medians with intervals instead of one draw of the noise.
+#[derive(Debug, Args, Clone, Copy)]
+pub struct TrialFlags {
+    /// Run every strategy N times, interleaved (A B C, C B A, …) so the machine's drift hits them alike, each trial on a fresh cache and fresh counters; from 5 trials figures get 95% intervals and ties are tested [default: 1]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub repeat: u32,
+
+    /// Give every trial the same seed (by default trial k uses seed + k, so each draws other keys)
+    #[arg(long)]
+    pub same_seed: bool,
 }
 
 /// How `check` prints its verdicts.
@@ -131,6 +146,9 @@ pub struct RunCmd {
 
     #[command(flatten)]
     pub output: OutputFlags,
+
+    #[command(flatten)]
+    pub trials: TrialFlags,
 }
 
 impl RunCmd {
@@ -145,7 +163,7 @@ impl RunCmd {
 
 #[derive(Debug, Args, Clone, Default)]
 pub struct OutputFlags {
-    /// Write the full results (JSON, versioned schema) to FILE.
+    /// Write the full results (JSON, versioned schema) to FILE; with --repeat, FILE is a directory that gets <strategy>/trial-N.json and summary.json, as compare writes
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
 

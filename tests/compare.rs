@@ -241,6 +241,8 @@ fn compare_fails_on_the_strategy_that_breaks_a_threshold() {
             "compare",
             "--strategies",
             "cache-aside,mutex",
+            "--start",
+            "cold",
             "--clients",
             "20",
             "--instances",

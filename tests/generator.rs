@@ -22,6 +22,8 @@ fn schedule_is_exact_at_a_rate_that_batches_dispatch() {
         "2s",
         "--keys",
         "1000",
+        "--start",
+        "cold",
         "--warm",
         "1000",
         "--ttl",

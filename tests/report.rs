@@ -113,6 +113,8 @@ fn compare_directory_report_overlays_strategies_and_shades_faults() {
         [
             "--strategy",
             s,
+            "--start",
+            "cold",
             "--clients",
             "20",
             "--keys",
@@ -292,6 +294,8 @@ fn hot_key_compare_screenshot() {
                 s,
                 "--keys",
                 "1",
+                "--start",
+                "cold",
                 "--clients",
                 "60",
                 "--instances",

@@ -176,6 +176,8 @@ fn xfetch_refreshes_before_expiry() {
         "xfetch",
         "--keys",
         "1",
+        "--start",
+        "cold",
         "--warm",
         "1",
         "--ttl",
@@ -209,7 +211,7 @@ fn xfetch_with_single_flight_and_mutex_compose() {
         "xfetch+mutex",
         "mutex+single-flight",
     ] {
-        let r = hot_key(s, &["--warm", "1"]);
+        let r = hot_key(s, &["--start", "cold", "--warm", "1"]);
         assert_eq!(r.json["strategy"], s);
         assert!(
             r.u("/db/peak_key_herd") <= 2,
@@ -245,6 +247,8 @@ fn jitter_spreads_a_synchronised_expiry() {
     let base = [
         "--keys",
         "500",
+        "--start",
+        "cold",
         "--warm",
         "500",
         "--ttl",
@@ -312,6 +316,8 @@ fn lock_waiters_give_up_at_lock_wait() {
         "mutex",
         "--keys",
         "1",
+        "--start",
+        "cold",
         "--clients",
         "10",
         "--duration",

@@ -3,18 +3,19 @@
 //! Every strategy's results are written as soon as it finishes, so a later failure or a
 //! Ctrl-C loses nothing that ran.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 
 use super::session::{Env, Status, run_on, shutdown_on_signals};
-use crate::cli::{CompareCmd, OutputFlags};
+use crate::cli::{CompareCmd, OutputFlags, TrialFlags};
 use crate::error::UsageError;
 use crate::report::{self, markdown, tables};
 use crate::results::summary::CompareSummary;
 use crate::results::{self, RunResult};
 use crate::scenario::{self, Scenario};
+use crate::stats;
 use crate::strategy::{PRESETS, StrategySpec};
 
 /// The strategies named by `--strategies`: `all` for the presets, else a comma-separated list;
@@ -73,28 +74,76 @@ fn write_summary(dir: &Path, s: &CompareSummary) -> Result<()> {
 
 pub async fn run(cmd: CompareCmd) -> Result<ExitCode> {
     let scenarios = scenarios(&cmd)?;
-    if let Some(dir) = &cmd.out {
+    let out = Output {
+        dir: cmd.out.clone(),
+        html: cmd.html.clone(),
+        quiet: cmd.quiet,
+    };
+    run_trials(&scenarios, cmd.trials, &out).await
+}
+
+/// Where a comparison's results go.
+pub(super) struct Output {
+    pub dir: Option<PathBuf>,
+    pub html: Option<PathBuf>,
+    pub quiet: bool,
+}
+
+/// Where trial `t` (from 0) of `strategy` is written: `<strategy>.json` for a single trial
+/// (what `check` and the CI baseline read), `<strategy>/trial-N.json` for several.
+fn trial_path(dir: &Path, strategy: &str, t: u32, repeat: u32) -> PathBuf {
+    if repeat == 1 {
+        dir.join(format!("{strategy}.json"))
+    } else {
+        dir.join(strategy).join(format!("trial-{}.json", t + 1))
+    }
+}
+
+/// Run `repeat` trials of every scenario, interleaved, on one set of servers; write each trial
+/// as soon as it ends, and the summary after each; print the ranking and the trade-offs.
+pub(super) async fn run_trials(
+    scenarios: &[Scenario],
+    trials: TrialFlags,
+    out: &Output,
+) -> Result<ExitCode> {
+    if let Some(dir) = &out.dir {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating the output directory {}", dir.display()))?;
     }
     let shutdown = shutdown_on_signals();
-    let status = Status::new(cmd.quiet);
+    let status = Status::new(out.quiet);
     let mut env = Env::start(&scenarios[0], &status).await?;
     let quiet = OutputFlags {
         out: None,
         html: None,
-        quiet: cmd.quiet,
+        quiet: out.quiet,
     };
-    let n = scenarios.len();
-    let mut done: Vec<RunResult> = Vec::with_capacity(n);
+    let repeat = trials.repeat.max(1);
+    let order = stats::interleaved_order(scenarios.len(), repeat as usize);
+    let total = order.len();
+    let mut done: Vec<Vec<RunResult>> = vec![Vec::new(); scenarios.len()];
     let mut failure = None;
     let mut summary = CompareSummary::build(String::new(), &[], Vec::new(), false);
-    for (i, sc) in scenarios.iter().enumerate() {
+    for (k, &(t, si)) in order.iter().enumerate() {
         if shutdown.is_cancelled() {
             break;
         }
-        status.line(&format!("[{}/{n}] {}", i + 1, sc.strategy));
-        let r = match run_on(sc, &mut env, shutdown.clone(), &quiet, &status).await {
+        let mut sc = scenarios[si].clone();
+        if !trials.same_seed {
+            sc.seed = sc.seed.wrapping_add(t as u64);
+        }
+        let label = if repeat > 1 {
+            format!(
+                "{} (trial {}/{repeat}, seed {})",
+                sc.strategy,
+                t + 1,
+                sc.seed
+            )
+        } else {
+            sc.strategy.to_string()
+        };
+        status.line(&format!("[{}/{total}] {label}", k + 1));
+        let r = match run_on(&sc, &mut env, shutdown.clone(), &quiet, &status).await {
             Ok(r) => r,
             Err(e) => {
                 failure = Some(e.context(format!("running strategy {}", sc.strategy)));
@@ -102,12 +151,11 @@ pub async fn run(cmd: CompareCmd) -> Result<ExitCode> {
             }
         };
         if let Some(why) = results::check::unreliable(&r) {
-            eprintln!("warning ({}): {why}", r.strategy);
+            eprintln!("warning ({label}): {why}");
         }
         status.line(&format!(
-            "[{}/{n}] {}: {} DB calls, peak herd {}, hit rate {:.1}%, p99 {:.2} ms{}",
-            i + 1,
-            r.strategy,
+            "[{}/{total}] {label}: {} DB calls, peak herd {}, hit rate {:.1}%, p99 {:.2} ms{}",
+            k + 1,
             r.db.calls,
             r.db.peak_key_herd,
             r.hit_rate * 100.0,
@@ -115,47 +163,53 @@ pub async fn run(cmd: CompareCmd) -> Result<ExitCode> {
             if r.interrupted { " [INTERRUPTED]" } else { "" }
         ));
         let interrupted = r.interrupted;
-        done.push(r);
-        summary = summarize(&scenarios, &done, interrupted || shutdown.is_cancelled());
-        if let Some(dir) = &cmd.out {
-            let last = &done[done.len() - 1];
-            if let Err(e) = results::write_json(&dir.join(format!("{}.json", last.strategy)), last)
-                .and_then(|_| write_summary(dir, &summary))
-            {
-                failure = Some(e);
-                break;
-            }
+        if let Some(dir) = &out.dir
+            && let Err(e) = results::write_json(&trial_path(dir, &r.strategy, t as u32, repeat), &r)
+        {
+            failure = Some(e);
+            break;
+        }
+        done[si].push(r);
+        summary = summarize(scenarios, &done, interrupted || shutdown.is_cancelled());
+        if let Some(dir) = &out.dir
+            && let Err(e) = write_summary(dir, &summary)
+        {
+            failure = Some(e);
+            break;
         }
         if interrupted {
             break;
         }
     }
     env.stop();
+    let ran = done.iter().any(|t| !t.is_empty());
     if failure.is_some() || shutdown.is_cancelled() {
-        summary = summarize(&scenarios, &done, true);
-        if let Some(dir) = &cmd.out
-            && !done.is_empty()
+        summary = summarize(scenarios, &done, true);
+        if let Some(dir) = &out.dir
+            && ran
             && let Err(e) = write_summary(dir, &summary)
         {
             eprintln!("warning: {e:#}");
         }
     }
-    if !cmd.quiet && !done.is_empty() {
+    if !out.quiet && ran {
         print!("{}", tables::compare(&summary));
     }
-    if let Some(dir) = &cmd.out
-        && !done.is_empty()
+    if let Some(dir) = &out.dir
+        && ran
     {
         status.line(&format!(
-            "results written to {}/ ({} strategies, summary.json, summary.md)",
+            "results written to {}/ ({} strategies × {repeat} trial(s), summary.json, summary.md)",
             dir.display(),
-            done.len()
+            done.iter().filter(|t| !t.is_empty()).count(),
         ));
     }
-    if let Some(p) = &cmd.html
-        && !done.is_empty()
+    if let Some(p) = &out.html
+        && ran
     {
-        match report::html::write(&done, p) {
+        // One line per strategy: its median trial by DB calls stands for it.
+        let shown: Vec<RunResult> = done.iter().filter_map(|t| median_trial(t)).collect();
+        match report::html::write(&shown, p) {
             Ok(()) => status.line(&format!("HTML report written to {}", p.display())),
             Err(e) => eprintln!("warning: {e:#}"),
         }
@@ -163,23 +217,37 @@ pub async fn run(cmd: CompareCmd) -> Result<ExitCode> {
     if let Some(e) = failure {
         return Err(e);
     }
-    let broken: String = done.iter().map(RunResult::broken_thresholds).collect();
+    let broken: String = done
+        .iter()
+        .flatten()
+        .map(RunResult::broken_thresholds)
+        .collect();
     Ok(super::ending(
         summary.interrupted,
         &broken,
         &status,
-        "the files cover the strategies that ran (the last one in part)",
+        "the files cover the trials that ran (the last one in part)",
     ))
 }
 
-fn summarize(scenarios: &[Scenario], done: &[RunResult], interrupted: bool) -> CompareSummary {
+/// The trial whose DB calls are the median of a strategy's trials.
+fn median_trial(trials: &[RunResult]) -> Option<RunResult> {
+    let mut v: Vec<&RunResult> = trials.iter().collect();
+    v.sort_by_key(|r| r.db.calls);
+    v.get(v.len().saturating_sub(1) / 2).map(|r| (*r).clone())
+}
+
+fn summarize(scenarios: &[Scenario], done: &[Vec<RunResult>], interrupted: bool) -> CompareSummary {
     let not_run = scenarios
         .iter()
-        .skip(done.len())
-        .map(|s| s.strategy.to_string())
+        .zip(done)
+        .filter(|(_, t)| t.is_empty())
+        .map(|(s, _)| s.strategy.to_string())
         .collect();
     let workload = done
-        .first()
+        .iter()
+        .flatten()
+        .next()
         .map(|r| r.scenario.describe().join(", "))
         .unwrap_or_default();
     CompareSummary::build(workload, done, not_run, interrupted)

@@ -12,6 +12,15 @@ use crate::scenario;
 
 pub async fn run(cmd: RunCmd) -> Result<ExitCode> {
     let sc = scenario::resolve(cmd.scenario.as_ref(), cmd.flags())?;
+    if cmd.trials.repeat > 1 {
+        // The same shape as compare writes, for one strategy.
+        let out = super::compare::Output {
+            dir: cmd.output.out.clone(),
+            html: cmd.output.html.clone(),
+            quiet: cmd.output.quiet,
+        };
+        return super::compare::run_trials(std::slice::from_ref(&sc), cmd.trials, &out).await;
+    }
     let shutdown = shutdown_on_signals();
     let status = Status::new(cmd.output.quiet);
     let mut env = Env::start(&sc, &status).await?;

@@ -364,7 +364,7 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
         started_at_ms: raw.started_at_ms,
         interrupted: raw.interrupted,
         scenario: sc.clone(),
-        start: Some(start),
+        start: Some(start.clone()),
         requests: results::Requests {
             scheduled: raw.scheduled,
             completed,
@@ -436,6 +436,7 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
             timeouts: c.redis_timeouts,
             cold_misses: c.cold_misses,
             negative_hits: c.negative_hits,
+            expiries: c.expiring_writes + start.expiring_in_window,
         },
         lock: results::LockFigures {
             acquired: c.lock_acquired,
@@ -472,8 +473,10 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
         },
         generator,
         thresholds: Vec::new(),
+        diagnoses: Vec::new(),
     };
     r.thresholds = r.judge(&sc.thresholds);
+    r.diagnoses = results::diagnose::diagnose(&r);
     r
 }
 
@@ -482,7 +485,7 @@ fn generator_figures(sc: &Scenario, raw: &Raw) -> results::Generator {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
     let cpu = raw.cpu.as_secs_f64();
     let requests = raw.scheduled + raw.warmup_requests;
-    let mut g = results::Generator {
+    results::Generator {
         max_dispatch_lag_ms: raw.max_lag.as_secs_f64() * 1000.0,
         instances: sc.instances,
         cpu_seconds: cpu,
@@ -494,10 +497,7 @@ fn generator_figures(sc: &Scenario, raw: &Raw) -> results::Generator {
         cpu_utilization: cpu / (raw.wall.as_secs_f64() * f64::from(cores)).max(1e-9),
         cores,
         peak_rss_mib: raw.peak_rss as f64 / (1024.0 * 1024.0),
-        warnings: Vec::new(),
         key_digest: format!("{:016x}", raw.key_digest.0),
         key_digest_draws: raw.key_digest.1,
-    };
-    g.judge();
-    g
+    }
 }

@@ -197,6 +197,7 @@ impl Driver {
             counters: counters.clone(),
             loads: Arc::new(LoadTracker::default()),
             refreshes_in_flight: AtomicU64::new(0),
+            window_end_ms: AtomicU64::new(0),
             abort: CancellationToken::new(),
         });
         let mut instances = Vec::with_capacity(sc.instances as usize);
@@ -247,6 +248,10 @@ impl Driver {
             end: start + sc.warmup.0 + sc.duration.0,
         };
         self.shared.loads.open_window(window.measure);
+        self.shared.window_end_ms.store(
+            started_at_ms + (sc.warmup.0 + sc.duration.0).as_millis() as u64,
+            Relaxed,
+        );
         self.window.send_replace(Some(window.measure));
         let ticker = timeline::spawn(
             self.shared.clone(),

@@ -75,10 +75,17 @@ pub fn spawn(
 /// The bucket of what finished since the last one, stamped `at`.
 fn take(shared: &Shared, recorder: &Recorder, iv: &mut Interval, at: Instant, w: Window) -> Bucket {
     recorder.take_interval(iv);
+    let db_calls = shared.loads.interval_calls.swap(0, Relaxed);
+    let waited_us = shared.loads.interval_pool_wait_us.swap(0, Relaxed);
     Bucket {
         t_ms: at.saturating_duration_since(w.measure).as_millis() as u64,
         requests: iv.requests,
-        db_calls: shared.loads.interval_calls.swap(0, Relaxed),
+        db_calls,
+        pool_wait_ms: if db_calls == 0 {
+            0.0
+        } else {
+            waited_us as f64 / 1000.0 / db_calls as f64
+        },
         hits: iv.hits,
         stale: iv.stale,
         errors: iv.errors,

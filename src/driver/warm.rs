@@ -66,6 +66,10 @@ impl Driver {
         let mut rng = StdRng::seed_from_u64(derive_seed(sc.seed, Purpose::Steady, 1));
         let written_now = full_ttl_top(sc);
         let mut cached = 0u64;
+        let mut expiring = 0u64;
+        // Traffic starts right after warming: an entry whose soft expiry comes before the end
+        // of the warm-up and the window expires in the run.
+        let window_end = now_ms() + (sc.warmup.0 + sc.duration.0).as_millis() as u64;
         for chunk in states.chunks(CHUNK) {
             if shutdown.is_cancelled() {
                 break;
@@ -80,6 +84,9 @@ impl Driver {
                 } else {
                     policy.stamp_at(now, k.ttl_ms, k.remaining_ms, delta_us, *version as u64)
                 };
+                if meta.soft_expiry_ms < window_end {
+                    expiring += 1;
+                }
                 entries.push((k.rank, meta.encode(payload.as_bytes()), px));
             }
             admin.set_many(&entries).await?;
@@ -88,6 +95,7 @@ impl Driver {
         Ok(StartFigures {
             mode: sc.start,
             keys_cached: cached,
+            expiring_in_window: expiring,
             ms: t.elapsed().as_millis() as u64,
         })
     }

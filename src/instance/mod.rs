@@ -33,6 +33,9 @@ pub struct Shared {
     pub loads: Arc<LoadTracker>,
     /// Background refreshes still running (the driver waits for them at the end).
     pub refreshes_in_flight: AtomicU64,
+    /// When the measured window closes, unix ms (0 until the driver fixes it): a write that
+    /// will expire before then is counted, to tell whether the run saw expiries at all.
+    pub window_end_ms: AtomicU64,
     /// Cancelled when the run is over: background refreshes still running then are dropped,
     /// so none outlives its run (in `compare`, none loads the next strategy's database).
     pub abort: CancellationToken,
@@ -319,6 +322,9 @@ impl Instance {
                 let (meta, px) =
                     sh.freshness
                         .stamp(now, delta_us, row.version(), rand::rng().random::<f64>());
+                if meta.soft_expiry_ms < sh.window_end_ms.load(Relaxed) {
+                    bump(&sh.counters.expiring_writes);
+                }
                 self.cache.set(id, &meta.encode(row.payload()), px).await
             }
             Ok(None) => match sh.freshness.stamp_negative(now, delta_us) {

@@ -24,6 +24,8 @@ pub struct Counters {
     pub lock_unavailable: AtomicU64,
     pub negative_hits: AtomicU64,
     pub cold_misses: AtomicU64,
+    /// Cache writes whose TTL (soft expiry under swr) runs out before the window closes.
+    pub expiring_writes: AtomicU64,
     /// Whether Redis is up, as the fault schedule knows it (not a counter: not in snapshots).
     pub redis_health: RedisHealth,
 }
@@ -105,6 +107,7 @@ counters_snapshot!(
     lock_unavailable,
     negative_hits,
     cold_misses,
+    expiring_writes,
 );
 
 pub fn bump(c: &AtomicU64) {

@@ -52,6 +52,8 @@ pub struct LoadTracker {
     pub statement_us: AtomicU64,
     /// Time measured statements waited for a pooled connection before starting, µs.
     pub pool_wait_us: AtomicU64,
+    /// `pool_wait_us` since the timeline last took it.
+    pub interval_pool_wait_us: AtomicU64,
     running: AtomicU64,
     /// Most statements running at once in the measured window.
     pub peak_concurrent: AtomicU64,
@@ -77,6 +79,7 @@ impl Default for LoadTracker {
             pool_timeouts: AtomicU64::new(0),
             statement_us: AtomicU64::new(0),
             pool_wait_us: AtomicU64::new(0),
+            interval_pool_wait_us: AtomicU64::new(0),
             running: AtomicU64::new(0),
             peak_concurrent: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
@@ -167,8 +170,9 @@ impl<'a> LoadGuard<'a> {
                 t.calls.fetch_add(1, Relaxed);
                 t.interval_calls.fetch_add(1, Relaxed);
                 t.peak_concurrent.fetch_max(running, Relaxed);
-                t.pool_wait_us
-                    .fetch_add((now - self.began).as_micros() as u64, Relaxed);
+                let waited = (now - self.began).as_micros() as u64;
+                t.pool_wait_us.fetch_add(waited, Relaxed);
+                t.interval_pool_wait_us.fetch_add(waited, Relaxed);
             }
         }
         StatementGuard {

@@ -43,6 +43,26 @@ pub fn compare(s: &CompareSummary) -> String {
     let (header, rows, numeric) = s.ranking_cells(true);
     // The rank is a number but reads best left-aligned beside the strategy.
     table(&mut o, &header, |i| i > 0 && numeric[i], &rows);
+    let _ = writeln!(o);
+    for n in s.notes() {
+        let _ = writeln!(o, "- {}", cell(&n));
+    }
+    let t = s.tradeoffs();
+    if let (false, Some(base)) = (t.is_empty(), &s.tradeoff_baseline) {
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "Trade-offs against `{base}` (medians; Pareto front over DB calls, p99, stale responses, errors): **{}**",
+            s.pareto.join(", ")
+        );
+        let _ = writeln!(o);
+        table(
+            &mut o,
+            &super::tables::TRADEOFF_HEADER,
+            |i| (1..6).contains(&i),
+            &t,
+        );
+    }
     if !s.not_run.is_empty() {
         let _ = writeln!(o);
         let _ = writeln!(o, "Not run: {}", s.not_run.join(", "));

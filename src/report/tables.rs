@@ -53,7 +53,7 @@ pub fn thresholds(ts: &[ThresholdResult]) -> String {
     o
 }
 
-/// The ranking of a `compare`.
+/// The ranking of a `compare`, what it means, and the trade-offs.
 pub fn compare(s: &CompareSummary) -> String {
     let mut o = String::new();
     let _ = writeln!(
@@ -64,11 +64,30 @@ pub fn compare(s: &CompareSummary) -> String {
     );
     let (header, rows, numeric) = s.ranking_cells(false);
     o.push_str(&aligned(&header, &rows, |i| !numeric[i]));
+    for n in s.notes() {
+        let _ = writeln!(o, "  {n}");
+    }
+    let t = s.tradeoffs();
+    if let (false, Some(base)) = (t.is_empty(), &s.tradeoff_baseline) {
+        let _ = writeln!(
+            o,
+            "trade-offs against {base} (medians; Pareto front over DB calls, p99, stale responses, errors):"
+        );
+        o.push_str(&aligned(&TRADEOFF_HEADER, &t, |i| {
+            i == 0 || i == TRADEOFF_HEADER.len() - 1
+        }));
+        let _ = writeln!(o, "  Pareto front: {}", s.pareto.join(", "));
+    }
     if !s.not_run.is_empty() {
         let _ = writeln!(o, "  not run: {}", s.not_run.join(", "));
     }
     o
 }
+
+/// Columns of the trade-offs table.
+pub const TRADEOFF_HEADER: [&str; 7] = [
+    "strategy", "db calls", "p99 Δ", "stale", "waited", "errors", "pareto",
+];
 
 /// The verdicts of a `check`, one table per strategy.
 pub fn check(cs: &[Comparison], notes: &[String]) -> String {

@@ -200,8 +200,8 @@ pub fn summary(r: &RunResult) -> String {
         g.peak_rss_mib,
         g.max_dispatch_lag_ms
     );
-    for w in &g.warnings {
-        let _ = writeln!(o, "  WARNING   {w}");
+    for d in &r.diagnoses {
+        let _ = writeln!(o, "  DIAGNOSIS {}: {}", d.code, d.message);
     }
     let sv = &r.servers;
     let _ = writeln!(

@@ -4,6 +4,7 @@
 //! (check, compare, the renderers) works on these types, never on loose JSON.
 
 pub mod check;
+pub mod diagnose;
 pub mod summary;
 
 use std::collections::BTreeMap;
@@ -73,6 +74,10 @@ pub struct RunResult {
     /// Every threshold the scenario set, judged against this run (empty when none were set).
     #[serde(default)]
     pub thresholds: Vec<ThresholdResult>,
+    /// Why this run may not show what was asked (empty for a clean run): see
+    /// [`diagnose::CODES`]. They never change the exit code.
+    #[serde(default)]
+    pub diagnoses: Vec<diagnose::Diagnosis>,
 }
 
 impl RunResult {
@@ -145,6 +150,9 @@ pub struct StartFigures {
     pub mode: Start,
     /// Keys written into the cache before traffic.
     pub keys_cached: u64,
+    /// Of those, keys whose TTL (soft expiry under swr) runs out inside the measured window.
+    #[serde(default)]
+    pub expiring_in_window: u64,
     /// How long reading and writing them took, ms.
     pub ms: u64,
 }
@@ -265,6 +273,11 @@ pub struct RedisFigures {
     pub cold_misses: u64,
     /// Reads served by a not-found sentinel (negative caching).
     pub negative_hits: u64,
+    /// Entries that expired (soft expiry under swr) inside the measured window: those found
+    /// at the start that ran out in it, and those written in it whose TTL ran out before it
+    /// closed. Counted by the tool from the TTLs it wrote.
+    #[serde(default)]
+    pub expiries: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -328,8 +341,11 @@ pub struct Bucket {
     pub t_ms: u64,
     /// Requests completed in the bucket.
     pub requests: u64,
-    /// Loads started in the bucket.
+    /// Statements (DB calls) started in the bucket.
     pub db_calls: u64,
+    /// Mean time those statements' loads waited for a pooled connection, ms.
+    #[serde(default)]
+    pub pool_wait_ms: f64,
     /// Requests served from a fresh entry.
     pub hits: u64,
     /// Requests served stale.
@@ -446,34 +462,6 @@ pub struct Generator {
     /// Peak resident memory of the stampede process, MiB.
     #[serde(default)]
     pub peak_rss_mib: f64,
-    /// Why the figures may measure the generator rather than the system (empty when fine).
-    #[serde(default)]
-    pub warnings: Vec<String>,
-}
-
-/// Above this share of the machine's CPU the generator competes with the servers it measures.
-pub const CPU_WARN: f64 = 0.5;
-/// A request dispatched this late (ms) means the generator, or the machine, fell behind.
-pub const LAG_WARN_MS: f64 = 10.0;
-
-impl Generator {
-    /// Fill `warnings` from the figures.
-    pub fn judge(&mut self) {
-        self.warnings.clear();
-        if self.cpu_utilization > CPU_WARN {
-            self.warnings.push(format!(
-                "the generator used {:.0}% of the machine's {} cores: its own work competes with the servers, so the latency and the rate held partly measure the tool",
-                self.cpu_utilization * 100.0,
-                self.cores
-            ));
-        }
-        if self.max_dispatch_lag_ms > LAG_WARN_MS {
-            self.warnings.push(format!(
-                "requests were dispatched up to {:.1} ms after their scheduled time: the generator (or the machine it runs on) fell behind; the latency counts that delay",
-                self.max_dispatch_lag_ms
-            ));
-        }
-    }
 }
 
 /// Encode a histogram as base64 of HdrHistogram's V2 deflate format (readable by every
@@ -528,25 +516,5 @@ mod tests {
         let back = decode_histogram(&encode_histogram(&h)).unwrap();
         assert_eq!(back.len(), 4);
         assert_eq!(back.value_at_quantile(0.5), h.value_at_quantile(0.5));
-    }
-
-    #[test]
-    fn generator_warns_when_it_may_have_measured_itself() {
-        let mut g = Generator {
-            cpu_utilization: 0.2,
-            max_dispatch_lag_ms: 0.3,
-            cores: 2,
-            ..Generator::default()
-        };
-        g.judge();
-        assert!(g.warnings.is_empty(), "{:?}", g.warnings);
-        g.cpu_utilization = 0.9;
-        g.judge();
-        assert_eq!(g.warnings.len(), 1);
-        assert!(g.warnings[0].contains("90%"), "{}", g.warnings[0]);
-        g.max_dispatch_lag_ms = 25.0;
-        g.judge();
-        assert_eq!(g.warnings.len(), 2, "judging again replaces, not appends");
-        assert!(g.warnings[1].contains("25.0 ms"), "{}", g.warnings[1]);
     }
 }

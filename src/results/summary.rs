@@ -7,10 +7,15 @@ use serde::{Deserialize, Serialize};
 
 use super::RunResult;
 use crate::metric::{DEFS, Metric};
+use crate::stats;
 
 /// Version of the summary document's layout. 2: a row's figures are one map keyed by the
-/// metric list's names (was one field per figure, a second list of metrics to keep in step).
+/// metric list's names (was one field per figure, a second list of metrics to keep in step),
+/// with repeated trials (`trials`, `samples`, `ci95`, `same_as_next`) and the Pareto front.
 pub const SUMMARY_SCHEMA: u32 = 2;
+
+/// The objectives of the Pareto front, all lower-is-better.
+pub const PARETO: [Metric; 4] = [Metric::DbCalls, Metric::P99, Metric::Stale, Metric::Errors];
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CompareSummary {
@@ -23,80 +28,138 @@ pub struct CompareSummary {
     /// True when the comparison was stopped early (Ctrl-C / SIGTERM, or an error): `not_run`
     /// lists what is missing, and a row marked interrupted covers only what ran.
     pub interrupted: bool,
-    /// Strategies ranked by DB calls, fewest first (ties: fewer redundant loads, then lower p99).
+    /// Strategies ranked by median DB calls, fewest first (ties: fewer redundant loads, then
+    /// lower p99).
     pub ranking: Vec<Row>,
     /// Strategies asked for but not run because the comparison stopped early.
     pub not_run: Vec<String>,
     /// Whether the scenario set any threshold.
     pub thresholds_set: bool,
+    /// Strategies no other strategy dominates on (DB calls, p99, stale responses, errors): at
+    /// least as good on all four and better on one beyond the noise (with fewer than 5 trials,
+    /// plainly better).
+    #[serde(default)]
+    pub pareto: Vec<String>,
+    /// The strategy the trade-offs are measured against: cache-aside when it ran, else the
+    /// first strategy named.
+    #[serde(default)]
+    pub tradeoff_baseline: Option<String>,
 }
 
-/// One strategy's headline figures.
+/// One strategy's headline figures: with several trials, the medians.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Row {
     /// 1 = fewest DB calls.
     pub rank: usize,
-    /// Canonical strategy name; its results file is `<strategy>.json`.
+    /// Canonical strategy name; its results are `<strategy>.json`, or `<strategy>/trial-N.json`
+    /// with several trials.
     pub strategy: String,
     /// Every metric of the list (docs/results.md), by name: `db_calls`, `hit_rate`, `p99`, …
+    /// (the median over the trials).
     pub figures: BTreeMap<String, f64>,
+    /// Trials run.
+    #[serde(default = "one")]
+    pub trials: usize,
+    /// Every trial's value of every metric, by name, in trial order.
+    #[serde(default)]
+    pub samples: BTreeMap<String, Vec<f64>>,
+    /// 95% interval of each metric's median (distribution-free, from order statistics); empty
+    /// below 5 trials, where no interval is computed.
+    #[serde(default)]
+    pub ci95: BTreeMap<String, [f64; 2]>,
+    /// Whether this strategy's DB calls cannot be told from the next one's (two-sided
+    /// Mann–Whitney U at α = 0.05); null below 5 trials on either side, or for the last row.
+    #[serde(default)]
+    pub same_as_next: Option<bool>,
+    /// The strategy that dominates this one on the Pareto objectives, if any.
+    #[serde(default)]
+    pub dominated_by: Option<String>,
     /// `db_calls` divided by the best strategy's; null when the best made no call.
     pub db_calls_vs_best: Option<f64>,
     /// Requests scheduled in the measured window (equal across strategies in open loop).
     pub scheduled: u64,
     /// Fingerprint of the key draws (equal = the same keys were asked for).
     pub key_digest: String,
-    /// Thresholds broken by this strategy (names); empty when all passed or none were set.
+    /// Thresholds broken by this strategy in any trial (names); empty when all passed or none
+    /// were set.
     pub thresholds_broken: Vec<String>,
+    /// Diagnosis codes of any trial (see docs/results.md).
+    #[serde(default)]
+    pub diagnoses: Vec<String>,
     /// True when this strategy's run was cut short.
     pub interrupted: bool,
 }
 
+fn one() -> usize {
+    1
+}
+
 impl CompareSummary {
-    /// Rank the finished runs.
+    /// Rank the finished runs: one list of trials per strategy (each non-empty).
     pub fn build(
         workload: String,
-        runs: &[RunResult],
+        runs: &[Vec<RunResult>],
         not_run: Vec<String>,
         interrupted: bool,
     ) -> CompareSummary {
-        let mut sorted: Vec<&RunResult> = runs.iter().collect();
-        sorted.sort_by(|a, b| {
-            (a.db.calls, a.db.redundant_loads)
-                .cmp(&(b.db.calls, b.db.redundant_loads))
-                .then(a.latency_ms.p99.total_cmp(&b.latency_ms.p99))
-        });
-        let best = sorted.first().map_or(0, |r| r.db.calls);
-        let ranking = sorted
+        let mut rows: Vec<Row> = runs
             .iter()
-            .enumerate()
-            .map(|(i, r)| Row {
-                rank: i + 1,
-                strategy: r.strategy.clone(),
-                figures: DEFS
-                    .iter()
-                    .map(|d| (d.name.to_string(), r.figure(d.metric)))
-                    .collect(),
-                db_calls_vs_best: (best > 0).then(|| r.db.calls as f64 / best as f64),
-                scheduled: r.requests.scheduled,
-                key_digest: r.generator.key_digest.clone(),
-                thresholds_broken: r
-                    .thresholds
-                    .iter()
-                    .filter(|t| !t.passed)
-                    .map(|t| t.name.clone())
-                    .collect(),
-                interrupted: r.interrupted,
-            })
+            .filter(|t| !t.is_empty())
+            .map(|t| row(t))
             .collect();
+        rows.sort_by(|a, b| {
+            let key = |r: &Row| (r.figure(Metric::DbCalls), r.figure(Metric::RedundantLoads));
+            key(a)
+                .partial_cmp(&key(b))
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then(a.figure(Metric::P99).total_cmp(&b.figure(Metric::P99)))
+        });
+        let best = rows.first().map_or(0.0, |r| r.figure(Metric::DbCalls));
+        for (i, r) in rows.iter_mut().enumerate() {
+            r.rank = i + 1;
+            r.db_calls_vs_best = (best > 0.0).then(|| r.figure(Metric::DbCalls) / best);
+        }
+        for i in 0..rows.len().saturating_sub(1) {
+            let (a, b) = (&rows[i], &rows[i + 1]);
+            let (sa, sb) = (a.samples_of(Metric::DbCalls), b.samples_of(Metric::DbCalls));
+            rows[i].same_as_next = (sa.len() >= stats::MIN_TRIALS && sb.len() >= stats::MIN_TRIALS)
+                .then(|| !stats::distinguishable(sa, sb, stats::DEFAULT_ALPHA));
+        }
+        let objectives: Vec<Vec<f64>> = rows
+            .iter()
+            .map(|r| PARETO.iter().map(|&m| r.figure(m)).collect())
+            .collect();
+        let pareto = stats::pareto_front(&objectives, |d, r, o| {
+            let m = PARETO[o];
+            stats::lower_beyond_noise(
+                rows[d].samples_of(m),
+                rows[r].samples_of(m),
+                stats::DEFAULT_ALPHA,
+            )
+        });
+        let names: Vec<String> = rows.iter().map(|r| r.strategy.clone()).collect();
+        for (r, d) in rows.iter_mut().zip(&pareto.dominated_by) {
+            r.dominated_by = d.map(|i| names[i].clone());
+        }
+        let tradeoff_baseline = names
+            .iter()
+            .find(|n| *n == "cache-aside")
+            .cloned()
+            .or_else(|| {
+                runs.first()
+                    .and_then(|t| t.first())
+                    .map(|r| r.strategy.clone())
+            });
         CompareSummary {
             schema: SUMMARY_SCHEMA,
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
             workload,
             interrupted,
-            ranking,
+            pareto: pareto.front.iter().map(|&i| names[i].clone()).collect(),
+            ranking: rows,
             not_run,
-            thresholds_set: runs.iter().any(|r| !r.thresholds.is_empty()),
+            thresholds_set: runs.iter().flatten().any(|r| !r.thresholds.is_empty()),
+            tradeoff_baseline,
         }
     }
 
@@ -104,12 +167,115 @@ impl CompareSummary {
     pub fn thresholds_broken(&self) -> bool {
         self.ranking.iter().any(|r| !r.thresholds_broken.is_empty())
     }
+
+    /// The most trials any strategy ran.
+    pub fn trials(&self) -> usize {
+        self.ranking.iter().map(|r| r.trials).max().unwrap_or(0)
+    }
+
+    /// Each strategy against the trade-off baseline: DB calls ×, p99 Δ, stale, waited, errors.
+    pub fn tradeoffs(&self) -> Vec<Vec<String>> {
+        let Some(base) = self
+            .tradeoff_baseline
+            .as_ref()
+            .and_then(|b| self.ranking.iter().find(|r| &r.strategy == b))
+        else {
+            return Vec::new();
+        };
+        let (bc, bp) = (base.figure(Metric::DbCalls), base.figure(Metric::P99));
+        self.ranking
+            .iter()
+            .map(|r| {
+                let calls = r.figure(Metric::DbCalls);
+                vec![
+                    r.strategy.clone(),
+                    if bc > 0.0 {
+                        format!("×{:.2}", calls / bc)
+                    } else {
+                        format!("{calls:.0} (baseline 0)")
+                    },
+                    format!("{:+.2} ms", r.figure(Metric::P99) - bp),
+                    format!("{:.0}", r.figure(Metric::Stale)),
+                    format!("{:.0}", r.figure(Metric::Waited)),
+                    format!("{:.0}", r.figure(Metric::Errors)),
+                    match &r.dominated_by {
+                        None => "Pareto front".to_string(),
+                        Some(d) => format!("dominated by {d}"),
+                    },
+                ]
+            })
+            .collect()
+    }
+}
+
+/// One strategy's row from its trials.
+fn row(trials: &[RunResult]) -> Row {
+    let first = &trials[0];
+    let samples: BTreeMap<String, Vec<f64>> = DEFS
+        .iter()
+        .map(|d| {
+            (
+                d.name.to_string(),
+                trials.iter().map(|r| r.figure(d.metric)).collect(),
+            )
+        })
+        .collect();
+    let figures = samples
+        .iter()
+        .map(|(k, v)| (k.clone(), stats::median(v).unwrap_or(0.0)))
+        .collect();
+    let ci95 = if trials.len() >= stats::MIN_TRIALS {
+        samples
+            .iter()
+            .filter_map(|(k, v)| stats::median_ci(v, 0.95).map(|(lo, hi)| (k.clone(), [lo, hi])))
+            .collect()
+    } else {
+        BTreeMap::new()
+    };
+    let mut broken: Vec<String> = trials
+        .iter()
+        .flat_map(|r| {
+            r.thresholds
+                .iter()
+                .filter(|t| !t.passed)
+                .map(|t| t.name.clone())
+        })
+        .collect();
+    broken.sort();
+    broken.dedup();
+    let mut diagnoses: Vec<String> = trials
+        .iter()
+        .flat_map(|r| r.diagnoses.iter().map(|d| d.code.clone()))
+        .collect();
+    diagnoses.sort();
+    diagnoses.dedup();
+    Row {
+        rank: 0,
+        strategy: first.strategy.clone(),
+        figures,
+        trials: trials.len(),
+        samples,
+        ci95,
+        same_as_next: None,
+        dominated_by: None,
+        db_calls_vs_best: None,
+        scheduled: first.requests.scheduled,
+        key_digest: first.generator.key_digest.clone(),
+        thresholds_broken: broken,
+        diagnoses,
+        interrupted: trials.iter().any(|r| r.interrupted),
+    }
 }
 
 impl Row {
     /// One figure of the row (0 when the row was written without it).
     pub fn figure(&self, m: Metric) -> f64 {
         self.figures.get(m.name()).copied().unwrap_or(0.0)
+    }
+
+    /// Every trial's value of `m`.
+    pub fn samples_of(&self, m: Metric) -> &[f64] {
+        self.samples.get(m.name()).map_or(&[], Vec::as_slice)
     }
 
     /// "1.00x", or "n/a" when the best made no call.
@@ -153,6 +319,11 @@ impl CompareSummary {
     ) -> (Vec<&'static str>, Vec<Vec<String>>, Vec<bool>) {
         let mut header = vec!["#", "strategy"];
         let mut numeric = vec![true, false];
+        let repeated = self.trials() > 1;
+        if repeated {
+            header.push("trials");
+            numeric.push(true);
+        }
         for m in Metric::ranked() {
             header.push(m.def().header);
             numeric.push(true);
@@ -171,15 +342,34 @@ impl CompareSummary {
             .iter()
             .map(|r| {
                 let mut v = vec![
-                    r.rank.to_string(),
                     format!(
-                        "{tick}{}{tick}{}",
+                        "{}{}",
+                        r.rank,
+                        if r.same_as_next == Some(true) {
+                            " ~"
+                        } else {
+                            ""
+                        }
+                    ),
+                    format!(
+                        "{tick}{}{tick}{}{}",
                         r.strategy,
-                        if r.interrupted { " (interrupted)" } else { "" }
+                        if r.interrupted { " (interrupted)" } else { "" },
+                        if r.diagnoses.is_empty() { "" } else { " *" }
                     ),
                 ];
+                if repeated {
+                    v.push(r.trials.to_string());
+                }
                 for m in Metric::ranked() {
-                    v.push(cell(m, r.figure(m)));
+                    let mut c = cell(m, r.figure(m));
+                    // Intervals on the figures a choice turns on; the rest stay medians.
+                    if matches!(m, Metric::DbCalls | Metric::P99)
+                        && let Some([lo, hi]) = r.ci95.get(m.name())
+                    {
+                        c = format!("{c} [{}, {}]", cell(m, *lo), cell(m, *hi));
+                    }
+                    v.push(c);
                     if m == Metric::DbCalls {
                         v.push(r.vs_best());
                     }
@@ -191,5 +381,35 @@ impl CompareSummary {
             })
             .collect();
         (header, rows, numeric)
+    }
+
+    /// What the marks and figures of the ranking mean, and what it cannot say.
+    pub fn notes(&self) -> Vec<String> {
+        let n = self.trials();
+        let mut v = Vec::new();
+        if n >= stats::MIN_TRIALS {
+            v.push(format!(
+                "figures are medians of {n} trials (interleaved); [lo, hi] is the 95% interval of the median (order statistics); ~ marks a strategy whose DB calls cannot be told from the next one's (Mann–Whitney U, α = 0.05)"
+            ));
+        } else if n > 1 {
+            v.push(format!(
+                "figures are medians of {n} trials: below {} trials no interval is computed and no tie is tested; use --repeat {}",
+                stats::MIN_TRIALS,
+                stats::MIN_TRIALS
+            ));
+        } else {
+            v.push(format!(
+                "one trial per strategy: no interval is computed and close strategies may swap places from run to run; use --repeat {} for intervals and tie marks",
+                stats::MIN_TRIALS
+            ));
+        }
+        for r in self.ranking.iter().filter(|r| !r.diagnoses.is_empty()) {
+            v.push(format!(
+                "* {}: {} (see its results file)",
+                r.strategy,
+                r.diagnoses.join(", ")
+            ));
+        }
+        v
     }
 }
