@@ -10,36 +10,68 @@ use anyhow::Result;
 use crate::cli::{CheckCmd, CheckFormat};
 use crate::error::{EXIT_FAILED_CHECK, EnvError, UsageError};
 use crate::report;
-use crate::results::check::{Comparison, judge, mismatches, tolerances, unreliable};
+use crate::results::check::{Comparison, judge_trials, mismatches, tolerances, unreliable};
 use crate::results::{self, RunResult};
 
 fn read(path: &Path) -> Result<RunResult, UsageError> {
     results::read_json(path).map_err(|e| UsageError::new(format!("{e:#}")))
 }
 
-/// The results files of a `compare --out` directory, by strategy (file stem), sorted.
-fn results_in(dir: &Path) -> Result<Vec<(String, PathBuf)>, UsageError> {
+/// A strategy's results: one file, or the trials of `--repeat` (`<strategy>/trial-N.json`).
+type Group = Vec<PathBuf>;
+
+/// The results of a `compare --out` directory, by strategy, sorted: `<strategy>.json` files,
+/// and `<strategy>/` directories of `trial-N.json` files.
+fn results_in(dir: &Path) -> Result<Vec<(String, Group)>, UsageError> {
     let rd = std::fs::read_dir(dir)
         .map_err(|e| UsageError::new(format!("cannot read directory {}: {e}", dir.display())))?;
-    let mut v: Vec<(String, PathBuf)> = rd
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .filter_map(|p| {
-            let stem = p.file_stem()?.to_str()?.to_string();
-            (stem != "summary").then_some((stem, p))
-        })
-        .collect();
+    let mut v: Vec<(String, Group)> = Vec::new();
+    for p in rd.filter_map(|e| e.ok().map(|e| e.path())) {
+        let Some(name) = p.file_name().and_then(|n| n.to_str()).map(str::to_string) else {
+            continue;
+        };
+        if p.is_dir() {
+            let mut trials: Vec<PathBuf> = std::fs::read_dir(&p)
+                .map_err(|e| {
+                    UsageError::new(format!("cannot read directory {}: {e}", p.display()))
+                })?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|t| {
+                    t.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("trial-") && n.ends_with(".json"))
+                })
+                .collect();
+            // trial-10 after trial-9.
+            trials.sort_by_key(|t| {
+                t.file_stem()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| n.trim_start_matches("trial-").parse::<u32>().ok())
+                    .unwrap_or(u32::MAX)
+            });
+            if !trials.is_empty() {
+                v.push((name, trials));
+            }
+        } else if let Some(stem) = name.strip_suffix(".json")
+            && stem != "summary"
+        {
+            v.push((stem.to_string(), vec![p]));
+        }
+    }
     v.sort();
     Ok(v)
 }
 
-/// Files to compare: (baseline, current).
-type Pairs = Vec<(PathBuf, PathBuf)>;
+/// Groups to compare: (baseline, current).
+type Pairs = Vec<(Group, Group)>;
 
 /// The pairs to compare, and notes on strategies present on one side only.
 fn pairs(cmd: &CheckCmd) -> Result<(Pairs, Vec<String>), UsageError> {
     match (cmd.current.is_dir(), cmd.baseline.is_dir()) {
-        (false, false) => Ok((vec![(cmd.baseline.clone(), cmd.current.clone())], vec![])),
+        (false, false) => Ok((
+            vec![(vec![cmd.baseline.clone()], vec![cmd.current.clone()])],
+            vec![],
+        )),
         (true, true) => {
             let base = results_in(&cmd.baseline)?;
             let cur = results_in(&cmd.current)?;
@@ -65,7 +97,7 @@ fn pairs(cmd: &CheckCmd) -> Result<(Pairs, Vec<String>), UsageError> {
             }
             if v.is_empty() {
                 return Err(UsageError::new(format!(
-                    "no strategy is in both {} and {}: nothing to compare (each should hold <strategy>.json files from `stampede compare --out`)",
+                    "no strategy is in both {} and {}: nothing to compare (each should hold <strategy>.json files or <strategy>/trial-N.json directories from `stampede compare --out`)",
                     cmd.current.display(),
                     cmd.baseline.display()
                 )));
@@ -82,6 +114,19 @@ fn pairs(cmd: &CheckCmd) -> Result<(Pairs, Vec<String>), UsageError> {
     }
 }
 
+fn read_group(g: &Group) -> Result<Vec<RunResult>, UsageError> {
+    g.iter().map(|p| read(p)).collect()
+}
+
+fn label(g: &Group) -> PathBuf {
+    match g.as_slice() {
+        [one] => one.clone(),
+        many => many[0]
+            .parent()
+            .map_or_else(|| many[0].clone(), Path::to_path_buf),
+    }
+}
+
 /// Compare, print, and say whether anything regressed.
 pub fn run(cmd: CheckCmd) -> Result<ExitCode> {
     let tols = tolerances(&cmd.tolerance)?;
@@ -89,15 +134,19 @@ pub fn run(cmd: CheckCmd) -> Result<ExitCode> {
     let mut comparisons = Vec::with_capacity(pairs.len());
     let mut refused = Vec::new();
     let mut unreliable_runs = Vec::new();
-    for (b, c) in pairs {
-        let (base, cur) = (read(&b)?, read(&c)?);
-        let mut diff = mismatches(&base, &cur);
-        for (p, r) in [(&b, &base), (&c, &cur)] {
-            if let Some(why) = unreliable(r) {
-                if cmd.force {
-                    diff.push(format!("{}: {why}", p.display()));
-                } else {
-                    unreliable_runs.push(format!("{}: {why}", p.display()));
+    for (bg, cg) in pairs {
+        let (bases, curs) = (read_group(&bg)?, read_group(&cg)?);
+        let (b, c) = (label(&bg), label(&cg));
+        let (base, cur) = (&bases[0], &curs[0]);
+        let mut diff = mismatches(base, cur);
+        for (g, rs) in [(&bg, &bases), (&cg, &curs)] {
+            for (p, r) in g.iter().zip(rs.iter()) {
+                if let Some(why) = unreliable(r) {
+                    if cmd.force {
+                        diff.push(format!("{}: {why}", p.display()));
+                    } else {
+                        unreliable_runs.push(format!("{}: {why}", p.display()));
+                    }
                 }
             }
         }
@@ -112,7 +161,8 @@ pub fn run(cmd: CheckCmd) -> Result<ExitCode> {
         }
         comparisons.push(Comparison {
             strategy: cur.strategy.clone(),
-            rows: judge(&base, &cur, &tols),
+            rows: judge_trials(&bases, &curs, &tols),
+            trials: (bases.len(), curs.len()),
             current: c,
             baseline: b,
             forced: diff,

@@ -221,6 +221,7 @@ the lines are not a like-for-like comparison.</p>",
         h.push_str("<p class=\"warn\">A run was interrupted: its figures cover what ran.</p>\n");
     }
     table(&mut h, results, &labels);
+    diagnoses(&mut h, results, &labels);
     h.push_str("<div class=\"legend\">\n");
     let legend: Vec<(&str, chart::Look)> = series.iter().map(|s| (s.label, s.look)).collect();
     h.push_str(&chart::legend(&legend, !shaded.is_empty())?);
@@ -309,6 +310,26 @@ fn table(h: &mut String, results: &[RunResult], labels: &[String]) {
         h.push_str("</tr>\n");
     }
     h.push_str("</tbody>\n</table>\n");
+}
+
+/// What each run says it could not show (nothing for clean runs).
+fn diagnoses(h: &mut String, results: &[RunResult], labels: &[String]) {
+    if results.iter().all(|r| r.diagnoses.is_empty()) {
+        return;
+    }
+    h.push_str("<h2>Diagnoses</h2>\n<ul class=\"diagnoses\">\n");
+    for (r, label) in results.iter().zip(labels) {
+        for d in &r.diagnoses {
+            let _ = writeln!(
+                h,
+                "<li><strong>{}</strong> <code>{}</code>: {}</li>",
+                esc(label),
+                esc(&d.code),
+                esc(&d.message)
+            );
+        }
+    }
+    h.push_str("</ul>\n");
 }
 
 fn faults_table(h: &mut String, windows: &[Window]) {

@@ -109,7 +109,7 @@ pub fn check(cs: &[Comparison], notes: &[String]) -> String {
                     r.metric.name().to_string(),
                     r.show(r.baseline),
                     r.show(r.current),
-                    r.change(),
+                    r.change_with_interval(),
                     if r.verdict == Verdict::Worse {
                         format!("**{}** (tolerance {})", r.verdict(), r.tolerance())
                     } else {

@@ -89,6 +89,24 @@ pub const TRADEOFF_HEADER: [&str; 7] = [
     "strategy", "db calls", "p99 Δ", "stale", "waited", "errors", "pareto",
 ];
 
+/// How a comparison with these trials (baseline, current) decides.
+pub fn trials_note(t: (usize, usize)) -> String {
+    let min = crate::stats::MIN_TRIALS;
+    if t.0 >= min && t.1 >= min {
+        format!(
+            "{} vs {} trials: medians, and a regression only when the 95% interval of the change lies wholly beyond the tolerance",
+            t.0, t.1
+        )
+    } else if t.0 > 1 || t.1 > 1 {
+        format!(
+            "{} vs {} trials: medians against the tolerance (intervals need {min} trials on both sides)",
+            t.0, t.1
+        )
+    } else {
+        "one run on each side: figures against the tolerance".to_string()
+    }
+}
+
 /// The verdicts of a `check`, one table per strategy.
 pub fn check(cs: &[Comparison], notes: &[String]) -> String {
     let mut o = String::new();
@@ -109,6 +127,7 @@ pub fn check(cs: &[Comparison], notes: &[String]) -> String {
         for f in &c.forced {
             let _ = writeln!(o, "  warning (--force): {f}");
         }
+        let _ = writeln!(o, "  {}", trials_note(c.trials));
         let rows: Vec<Vec<String>> = c
             .rows
             .iter()
@@ -117,7 +136,7 @@ pub fn check(cs: &[Comparison], notes: &[String]) -> String {
                     r.metric.name().to_string(),
                     r.show(r.baseline),
                     r.show(r.current),
-                    r.change(),
+                    r.change_with_interval(),
                     r.tolerance(),
                     r.verdict().to_string(),
                 ]

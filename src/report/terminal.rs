@@ -104,6 +104,20 @@ pub fn summary(r: &RunResult) -> String {
             String::new()
         }
     );
+    if let Some(st) = &r.start {
+        let _ = writeln!(
+            o,
+            "  start     {}: {} keys cached in {} ms, {} of them expiring in the window; entries expired in the window {}",
+            serde_json::to_value(st.mode)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            st.keys_cached,
+            st.ms,
+            st.expiring_in_window,
+            r.redis.expiries
+        );
+    }
     let _ = writeln!(
         o,
         "  outcomes  hit {} ({:.1}%)  miss {}  stale {}  waited {}  fallback {}  error {}   hit rate {:.1}%",

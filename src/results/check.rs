@@ -9,6 +9,7 @@ use super::RunResult;
 use crate::error::UsageError;
 use crate::metric::{DEFS, Metric, Tolerance, Unit};
 use crate::scenario::{STRATEGY_SETTINGS, WORKLOAD_SETTINGS};
+use crate::stats;
 
 fn judged_names() -> String {
     Metric::judged()
@@ -83,21 +84,30 @@ pub fn tolerances(args: &[String]) -> Result<Vec<(Metric, Tolerance)>, UsageErro
 /// What one metric did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    /// Better by more than the tolerance.
+    /// Better by more than the tolerance (with trials: the whole interval of the change).
     Better,
-    /// Within the tolerance either way.
+    /// Within the tolerance either way (single results).
     Same,
-    /// Worse by more than the tolerance: a regression.
+    /// With trials: the interval of the change includes 0.
+    NoChange,
+    /// With trials: a change beyond the noise, but not wholly beyond the tolerance.
+    WithinNoise,
+    /// Worse by more than the tolerance (with trials: the whole interval of the change): a
+    /// regression.
     Worse,
 }
 
 /// One metric judged.
 pub struct Row {
     pub metric: Metric,
+    /// The baseline's figure (the median of its trials).
     pub baseline: f64,
+    /// The current figure (the median of its trials).
     pub current: f64,
     pub tolerance: Tolerance,
     pub verdict: Verdict,
+    /// With 5 trials or more on both sides: the 95% bootstrap interval of current − baseline.
+    pub interval: Option<(f64, f64)>,
 }
 
 impl Row {
@@ -125,7 +135,17 @@ impl Row {
         match self.verdict {
             Verdict::Better => "better",
             Verdict::Same => "ok",
+            Verdict::NoChange => "no change",
+            Verdict::WithinNoise => "within noise",
             Verdict::Worse => "REGRESSION",
+        }
+    }
+
+    /// The change with its interval when there is one: "+3.1% [+1.0, +5.2]".
+    pub fn change_with_interval(&self) -> String {
+        match self.interval {
+            Some((lo, hi)) => format!("{} [{}, {}]", self.change(), self.show(lo), self.show(hi)),
+            None => self.change(),
         }
     }
 }
@@ -136,6 +156,8 @@ pub struct Comparison {
     pub current: PathBuf,
     pub baseline: PathBuf,
     pub rows: Vec<Row>,
+    /// Trials on each side: (baseline, current).
+    pub trials: (usize, usize),
     /// Differences in the scenario that `--force` overrode.
     pub forced: Vec<String>,
 }
@@ -151,16 +173,57 @@ impl Comparison {
 
 /// Judge `current` against `baseline`, metric by metric.
 pub fn judge(baseline: &RunResult, current: &RunResult, tols: &[(Metric, Tolerance)]) -> Vec<Row> {
+    judge_trials(
+        std::slice::from_ref(baseline),
+        std::slice::from_ref(current),
+        tols,
+    )
+}
+
+/// Judge trials against trials. With at least [`stats::MIN_TRIALS`] on both sides, the way
+/// criterion decides: a regression only when the 95% bootstrap interval of the change of the
+/// medians lies wholly beyond the tolerance; otherwise "no change" (the interval includes 0)
+/// or "within noise". With fewer, the medians are compared with the tolerance.
+pub fn judge_trials(
+    baseline: &[RunResult],
+    current: &[RunResult],
+    tols: &[(Metric, Tolerance)],
+) -> Vec<Row> {
+    let many = baseline.len() >= stats::MIN_TRIALS && current.len() >= stats::MIN_TRIALS;
     tols.iter()
-        .map(|&(m, t)| {
-            let (b, c) = (baseline.figure(m), current.figure(m));
+        .enumerate()
+        .map(|(i, &(m, t))| {
+            let bs: Vec<f64> = baseline.iter().map(|r| r.figure(m)).collect();
+            let cs: Vec<f64> = current.iter().map(|r| r.figure(m)).collect();
+            let (b, c) = (
+                stats::median(&bs).unwrap_or(0.0),
+                stats::median(&cs).unwrap_or(0.0),
+            );
             let allowed = t.allowed(b);
-            let verdict = if m.worse(c, b) && (c - b).abs() > allowed {
-                Verdict::Worse
-            } else if m.worse(b, c) && (c - b).abs() > allowed {
-                Verdict::Better
-            } else {
-                Verdict::Same
+            // Positive = worse, whichever way the metric improves.
+            let worse = |d: f64| if m.worse(1.0, 0.0) { d } else { -d };
+            let interval = many
+                .then(|| stats::bootstrap_median_diff(&bs, &cs, 0.95, 2000, i as u64))
+                .flatten();
+            let verdict = match interval {
+                Some((lo, hi)) => {
+                    let (w_lo, w_hi) = {
+                        let (a, z) = (worse(lo), worse(hi));
+                        (a.min(z), a.max(z))
+                    };
+                    if w_lo > allowed {
+                        Verdict::Worse
+                    } else if w_hi < -allowed {
+                        Verdict::Better
+                    } else if w_lo <= 0.0 && w_hi >= 0.0 {
+                        Verdict::NoChange
+                    } else {
+                        Verdict::WithinNoise
+                    }
+                }
+                None if worse(c - b) > allowed => Verdict::Worse,
+                None if -worse(c - b) > allowed => Verdict::Better,
+                None => Verdict::Same,
             };
             Row {
                 metric: m,
@@ -168,6 +231,7 @@ pub fn judge(baseline: &RunResult, current: &RunResult, tols: &[(Metric, Toleran
                 current: c,
                 tolerance: t,
                 verdict,
+                interval,
             }
         })
         .collect()
