@@ -1,9 +1,48 @@
 //! Managed redis-server and Postgres: start on free loopback ports, wait until ready,
 //! kill/restart, stop on drop. Each server is owned by a guard whose `Drop` stops it and
 //! removes its temp dir, so no process or directory outlives the tool.
+//!
+//! # Nothing left behind, whatever kills the tool
+//!
+//! `Drop` runs on a normal exit, on an error and after Ctrl-C, SIGTERM or SIGHUP (which the
+//! app turns into a shutdown). It cannot run when the tool is killed outright: SIGKILL, the
+//! OOM killer, a cancelled CI job past its grace period. The servers run in their own
+//! process groups (so that a Ctrl-C at the terminal reaches only the tool, which then
+//! stops them after writing its results), so nothing else would stop them either. Two
+//! mechanisms cover that case:
+//!
+//! * A **watchdog** per server temp dir ([`watchdog`]): a `/bin/sh` process, started as the
+//!   tool's user, blocked reading a pipe whose only write end the tool holds. The kernel
+//!   closes that end when the tool dies, by any signal; the watchdog then SIGKILLs the
+//!   server's process group and removes the dir, within a fraction of a second. It follows
+//!   Redis restarts (each new process is announced to it) and is killed, without acting,
+//!   when the guard stops the server normally.
+//! * A **reaper** ([`reaper`]): each temp dir holds an owner record (pid, start time, boot
+//!   id), and the first server a process starts removes the dirs of owners that are
+//!   provably dead, with any server still running from them. This covers what the watchdog
+//!   cannot: watchdogs killed together with the tool (`kill -9` of a whole session).
+//!
+//! Why not `prctl(PR_SET_PDEATHSIG)`, set in the server between fork and exec? Its "parent
+//! death" is the exit of the *thread* that forked, not of the process: a server spawned
+//! from a thread that ends before the tool does (a tokio blocking-pool thread, retired
+//! after 10 s idle; a caller's own thread when stampede is used as a library) would be
+//! killed in the middle of a healthy run. And the kernel clears the setting when the new
+//! process changes its credentials, which is exactly what happens to the postmaster when
+//! the tool runs as root (it runs as user `postgres`). A pipe's end-of-file depends on
+//! neither: every thread shares the descriptor, it closes only when the whole process is
+//! gone, and the watchdog, running as the tool's user (root included), may signal the
+//! `postgres` user's processes.
+//!
+//! What is left uncovered: the microseconds between spawning a server and announcing it to
+//! its watchdog (then only the dir is removed, and the server is the reaper's), and a
+//! server whose pid was reused after it exited by itself, was reaped by init once the tool
+//! died, all before the watchdog acted (the group kill would then miss or hit a stranger;
+//! it needs the pid counter to wrap within milliseconds).
 
 pub mod postgres;
+pub mod reaper;
 pub mod redis;
+pub(crate) mod watchdog;
 
 pub use self::postgres::ManagedPostgres;
 pub use self::redis::ManagedRedis;
@@ -14,6 +53,10 @@ use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus};
 use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+use self::watchdog::Watchdog;
 
 /// How many log lines an error carries: enough to show the cause, short enough to read.
 const LOG_TAIL_LINES: usize = 20;
@@ -188,38 +231,121 @@ fn kill_group(child: &Child) {
     }
 }
 
-/// Poll `child` until it exits or `timeout` passes; `true` if it exited and has been reaped.
-/// Polling (not a blocking wait) keeps the wait bounded, so a synchronous `Drop` can use it.
-pub(crate) fn wait_exit(child: &mut Child, timeout: Duration) -> bool {
-    let deadline = Instant::now() + timeout;
+/// Whether the child has exited, without reaping it (`waitid` with `WNOWAIT`): until it is
+/// reaped its pid, and so its process group id, cannot be reused, which gives the time to
+/// tell the watchdog to let go of the group first.
+fn exited_unreaped(child: &Child, block: bool) -> io::Result<bool> {
+    let pid = libc::id_t::from(child.id());
+    let flags = libc::WEXITED | libc::WNOWAIT | if block { 0 } else { libc::WNOHANG };
     loop {
-        match child.try_wait() {
-            Ok(Some(_)) => return true,
-            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
-            Ok(None) | Err(_) => return false,
+        // SAFETY: an all-zero siginfo_t is a valid out-buffer for waitid.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `info` is valid for waitid to write; WNOWAIT leaves the child unreaped.
+        if unsafe { libc::waitid(libc::P_PID, pid, &mut info, flags) } == 0 {
+            // With WNOHANG and nothing to report, waitid leaves si_pid zero.
+            // SAFETY: waitid succeeded, so si_pid is initialised (to zero or the child).
+            return Ok(unsafe { info.si_pid() } != 0);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
         }
     }
 }
 
-/// SIGKILL the child's process group and reap the child. Returns once it is gone.
-pub(crate) fn kill_and_reap(child: &mut Child) {
-    kill_group(child);
-    // SIGKILL cannot be caught, so this wait is short; the result is irrelevant once reaped.
+/// Reap the child if it has exited, telling its watchdog to let go of it first.
+pub(crate) fn try_reap(child: &mut Child, watchdog: &Watchdog) -> Option<ExitStatus> {
+    match exited_unreaped(child, false) {
+        Ok(false) => None,
+        Ok(true) => {
+            watchdog.unwatch();
+            child.try_wait().ok().flatten()
+        }
+        // Cannot tell without reaping (not expected): reap, then let go.
+        Err(_) => {
+            let status = child.try_wait().ok().flatten();
+            if status.is_some() {
+                watchdog.unwatch();
+            }
+            status
+        }
+    }
+}
+
+/// Reap the child, waiting as long as it takes, telling its watchdog to let go first.
+fn reap(child: &mut Child, watchdog: &Watchdog) {
+    let _ = exited_unreaped(child, true);
+    watchdog.unwatch();
     let _ = child.wait();
+}
+
+/// Poll `child` until it exits or `timeout` passes; `true` if it exited and has been reaped.
+/// Polling (not a blocking wait) keeps the wait bounded, so a synchronous `Drop` can use it.
+pub(crate) fn wait_exit(child: &mut Child, watchdog: &Watchdog, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if try_reap(child, watchdog).is_some() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// SIGKILL the child's process group and reap the child. Returns once it is gone.
+pub(crate) fn kill_and_reap(child: &mut Child, watchdog: &Watchdog) {
+    kill_group(child);
+    // SIGKILL cannot be caught, so this wait is short.
+    reap(child, watchdog);
 }
 
 /// Ask the child to stop with `signal`, give it `grace` to do so, then SIGKILL its group.
 /// Returns `true` if the child stopped by itself (so it cleaned up after itself).
-pub(crate) fn stop_child(child: &mut Child, signal: libc::c_int, grace: Duration) -> bool {
-    if matches!(child.try_wait(), Ok(Some(_))) {
+pub(crate) fn stop_child(
+    child: &mut Child,
+    watchdog: &Watchdog,
+    signal: libc::c_int,
+    grace: Duration,
+) -> bool {
+    if try_reap(child, watchdog).is_some() {
         return true;
     }
     signal_pid(child.id(), signal);
-    if wait_exit(child, grace) {
+    if wait_exit(child, watchdog, grace) {
         return true;
     }
-    kill_and_reap(child);
+    kill_and_reap(child, watchdog);
     false
+}
+
+/// A new temp dir for a server, named `PREFIX` + 6 random characters in `$TMPDIR` (else
+/// /tmp), holding the owner record, with its watchdog started. Cleans up what dead runs
+/// left behind first (once per process).
+pub(crate) async fn server_dir(
+    prefix: &str,
+    program: &str,
+) -> Result<(TempDir, Watchdog), ServerError> {
+    reaper::reap_once().await;
+    let dir = tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .map_err(|e| {
+            ServerError::setup(
+                format!(
+                    "creating a temp dir for {program} in {}",
+                    std::env::temp_dir().display()
+                ),
+                e,
+            )
+        })?;
+    // Best effort: the record only lets a later run clean up after this one if both the
+    // tool and its watchdog are killed. Without one (no /proc, say) the dir is never
+    // judged dead, so never removed by mistake.
+    let _ = reaper::write_owner_record(dir.path());
+    let watchdog = Watchdog::start(dir.path())?;
+    Ok((dir, watchdog))
 }
 
 /// The current length of a log file (0 if absent): where the next launch starts writing.

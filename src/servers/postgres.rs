@@ -5,7 +5,7 @@
 
 mod cluster;
 
-use std::fs::{self, OpenOptions};
+use std::fs::OpenOptions;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -16,7 +16,12 @@ use tokio::task::JoinHandle;
 use tokio_postgres::{Client, NoTls};
 
 use self::cluster::{PgBinaries, RunAs, find_binaries, prepare_cluster, run_as};
-use super::{LaunchError, ServerError, free_port, log_len, log_tail, port_busy_since, stop_child};
+use super::reaper::{PG_DIR_PREFIX, postmaster_shm};
+use super::watchdog::Watchdog;
+use super::{
+    LaunchError, ServerError, free_port, log_len, log_tail, port_busy_since, server_dir,
+    stop_child, try_reap,
+};
 
 /// How long the server may take to accept connections before we call it broken.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
@@ -47,7 +52,8 @@ impl Default for PgStartOptions {
 }
 
 /// A postmaster child process and the temp dir holding its data dir, socket and log.
-/// Dropping it shuts the server down and removes the dir.
+/// Dropping it shuts the server down and removes the dir. If the tool dies without
+/// dropping it, its watchdog kills the server's process group and removes the dir.
 #[derive(Debug)]
 pub struct ManagedPostgres {
     port: u16,
@@ -56,6 +62,9 @@ pub struct ManagedPostgres {
     /// Data dir (`data/`), Unix socket and `postgres.log`; removed on drop, after
     /// `Drop::drop` stopped the server.
     dir: TempDir,
+    /// Kills the server and removes `dir` if the tool dies. Declared after `dir`: it is
+    /// dismissed only once the dir is gone.
+    watchdog: Watchdog,
     startup: Duration,
     template_reused: bool,
 }
@@ -67,18 +76,7 @@ impl ManagedPostgres {
     pub async fn start(opts: PgStartOptions) -> Result<Self, ServerError> {
         let started = Instant::now();
         let run_as = run_as()?;
-        let dir = tempfile::Builder::new()
-            .prefix("stampede-pg-")
-            .tempdir()
-            .map_err(|e| {
-                ServerError::setup(
-                    format!(
-                        "creating a temp dir for Postgres in {}",
-                        std::env::temp_dir().display()
-                    ),
-                    e,
-                )
-            })?;
+        let (dir, watchdog) = server_dir(PG_DIR_PREFIX, "Postgres").await?;
         // Finding binaries runs `postgres --version` and preparing the data dir copies tens
         // of megabytes or runs initdb: blocking work, kept off the async workers.
         let dir_path = dir.path().to_owned();
@@ -96,6 +94,7 @@ impl ManagedPostgres {
             port: 0,
             child: None,
             dir,
+            watchdog,
             startup: Duration::ZERO,
             template_reused,
         };
@@ -124,11 +123,12 @@ impl ManagedPostgres {
         self.port
     }
 
-    /// The postmaster's pid; `None` once stopped.
+    /// The temp dir holding the data dir, socket and log (removed when this is dropped).
     pub fn dir(&self) -> &std::path::Path {
         self.dir.path()
     }
 
+    /// The postmaster's pid; `None` once stopped.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
     }
@@ -137,7 +137,7 @@ impl ManagedPostgres {
     /// finish, then SIGKILL to the server's process group; reap. Idempotent.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take()
-            && !stop_child(&mut child, libc::SIGINT, STOP_GRACE)
+            && !stop_child(&mut child, &self.watchdog, libc::SIGINT, STOP_GRACE)
         {
             // Killed, so the postmaster could not release its SysV shared memory segment.
             release_shared_memory(&self.data_dir());
@@ -177,10 +177,18 @@ impl ManagedPostgres {
     ) -> Result<(Client, JoinHandle<()>), LaunchError> {
         let log = self.log_path();
         let log_start = log_len(&log);
-        self.child = Some(
-            self.spawn(bins, opts, run_as)
-                .map_err(LaunchError::Failed)?,
-        );
+        let child = self
+            .spawn(bins, opts, run_as)
+            .map_err(LaunchError::Failed)?;
+        let watched = self.watchdog.watch(child.id());
+        self.child = Some(child);
+        if let Err(e) = watched {
+            self.stop();
+            return Err(LaunchError::Failed(ServerError::setup(
+                format!("handing {} to its watchdog", self.what()),
+                e,
+            )));
+        }
 
         let dsn = format!(
             "host=127.0.0.1 port={} user={DB_USER} dbname=postgres connect_timeout={}",
@@ -190,7 +198,7 @@ impl ManagedPostgres {
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             if let Some(child) = self.child.as_mut()
-                && let Ok(Some(status)) = child.try_wait()
+                && let Some(status) = try_reap(child, &self.watchdog)
             {
                 self.child = None;
                 let err = ServerError::Exited {
@@ -209,6 +217,11 @@ impl ManagedPostgres {
                     .await
                 {
                     Ok(Ok((client, connection))) => {
+                        // Up, so its pid file names its segment, which a killed postmaster
+                        // cannot release: the watchdog does it if it kills the server.
+                        if let Some((_, shm)) = postmaster_shm(&self.data_dir()) {
+                            self.watchdog.release_shm(shm);
+                        }
                         // The connection task ends when the client is dropped.
                         let task = tokio::spawn(async move {
                             let _ = connection.await;
@@ -331,24 +344,23 @@ impl Drop for ManagedPostgres {
 /// would outlive the run. Its id is on line 7 of `postmaster.pid` ("key id"); the segment
 /// is ours alone, as is the data dir.
 fn release_shared_memory(data: &Path) {
-    let Ok(pidfile) = fs::read_to_string(data.join("postmaster.pid")) else {
-        return;
-    };
-    let id = pidfile
-        .lines()
-        .nth(6)
-        .and_then(|line| line.split_whitespace().nth(1))
-        .and_then(|id| id.parse::<libc::c_int>().ok());
-    if let Some(id) = id {
+    if let Some((_, id)) = postmaster_shm(data) {
         // SAFETY: IPC_RMID takes no buffer; a stale or wrong id only makes the call fail.
         unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
     }
+}
+
+/// The uid the server runs as when the tool is root (the `postgres` user), if any: the
+/// reaper accepts temp dirs handed to it as the tool's own.
+pub(crate) fn server_uid() -> Option<u32> {
+    run_as().ok().flatten().map(|(uid, _)| uid)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::servers::test_support::{group_alive, pid_alive};
+    use std::fs;
 
     async fn connect(pg: &ManagedPostgres) -> tokio_postgres::Client {
         let (client, connection) = tokio_postgres::connect(&pg.url(), NoTls)

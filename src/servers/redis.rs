@@ -11,9 +11,11 @@ use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use super::reaper::REDIS_DIR_PREFIX;
+use super::watchdog::Watchdog;
 use super::{
     LaunchError, ServerError, find_on_path, free_port, kill_and_reap, log_len, log_tail,
-    port_busy_since, stop_child,
+    port_busy_since, server_dir, stop_child, try_reap,
 };
 
 /// How long a start or restart may take before we call the server broken.
@@ -30,7 +32,7 @@ const RESTART_BACKOFF: Duration = Duration::from_millis(200);
 const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// A `redis-server` child process and its temp dir. Dropping it stops the server and
-/// removes the dir.
+/// removes the dir. If the tool dies without dropping it, its watchdog does both.
 #[derive(Debug)]
 pub struct ManagedRedis {
     binary: PathBuf,
@@ -39,6 +41,9 @@ pub struct ManagedRedis {
     child: Option<Child>,
     /// Working dir and logs; removed on drop (after `Drop::drop` stopped the server).
     dir: TempDir,
+    /// Kills the running server and removes `dir` if the tool dies. Declared after `dir`:
+    /// it is dismissed only once the dir is gone.
+    watchdog: Watchdog,
 }
 
 impl ManagedRedis {
@@ -51,23 +56,13 @@ impl ManagedRedis {
             searched: "on PATH".to_owned(),
             install: "Debian: apt-get install redis-server",
         })?;
-        let dir = tempfile::Builder::new()
-            .prefix("stampede-redis-")
-            .tempdir()
-            .map_err(|e| {
-                ServerError::setup(
-                    format!(
-                        "creating a temp dir for redis-server in {}",
-                        std::env::temp_dir().display()
-                    ),
-                    e,
-                )
-            })?;
+        let (dir, watchdog) = server_dir(REDIS_DIR_PREFIX, "redis-server").await?;
         let mut redis = ManagedRedis {
             binary,
             port: 0,
             child: None,
             dir,
+            watchdog,
         };
         let mut attempt = 1;
         loop {
@@ -104,7 +99,7 @@ impl ManagedRedis {
     /// SIGKILL the server, as in a crash, and reap it. Idempotent.
     pub fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
-            kill_and_reap(&mut child);
+            kill_and_reap(&mut child, &self.watchdog);
         }
     }
 
@@ -129,7 +124,7 @@ impl ManagedRedis {
     /// Stop gracefully: SIGTERM, up to 2 s to exit, then SIGKILL; reap. Idempotent.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
-            stop_child(&mut child, libc::SIGTERM, STOP_GRACE);
+            stop_child(&mut child, &self.watchdog, libc::SIGTERM, STOP_GRACE);
         }
     }
 
@@ -160,12 +155,21 @@ impl ManagedRedis {
         // the port was busy.
         let (log_start, out_start) = (log_len(&log), log_len(&out));
         let child = self.spawn().map_err(LaunchError::Failed)?;
+        // Covered from here on, restarts included: each new process is announced.
+        let watched = self.watchdog.watch(child.id());
         self.child = Some(child);
+        if let Err(e) = watched {
+            self.kill();
+            return Err(LaunchError::Failed(ServerError::setup(
+                format!("handing {} to its watchdog", self.what()),
+                e,
+            )));
+        }
 
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
             if let Some(child) = self.child.as_mut()
-                && let Ok(Some(status)) = child.try_wait()
+                && let Some(status) = try_reap(child, &self.watchdog)
             {
                 self.child = None;
                 let err = ServerError::Exited {
