@@ -69,19 +69,26 @@ fn heavy_aggregate(schema: &str) -> String {
 
 /// Alias of the version column in the statement sent in the measured window: with
 /// `{schema}.items` it is what [`Db::server_calls`] finds the statement by in
-/// pg_stat_statements. Loads outside the window send the same statement under
-/// [`UNMEASURED_ALIAS`], so the server counts the window's statements apart, exactly.
+/// pg_stat_statements.
 const MEASURED_ALIAS: &str = "stampede_load_version";
-const UNMEASURED_ALIAS: &str = "stampede_unmeasured_version";
 
-/// The loader statement, its version column named `alias`.
-fn loader_sql(schema: &str, cost: LoadCost, alias: &str) -> String {
+/// What loads outside the measured window add to the statement, so the server counts them
+/// apart, exactly: pg_stat_statements identifies a statement by its parse tree, in which
+/// aliases do not count, so the difference is one more output column.
+const UNMEASURED_COLUMN: &str = ", 0 AS stampede_unmeasured";
+
+/// The loader statement, in the measured window or outside it.
+fn loader_sql(schema: &str, cost: LoadCost, measured: bool) -> String {
+    let (alias, extra) = (
+        MEASURED_ALIAS,
+        if measured { "" } else { UNMEASURED_COLUMN },
+    );
     match cost {
         LoadCost::Sleep(_) => format!(
-            "SELECT i.payload, i.version AS {alias} FROM pg_sleep($2) LEFT JOIN {schema}.items i ON i.id = $1"
+            "SELECT i.payload, i.version AS {alias}{extra} FROM pg_sleep($2) LEFT JOIN {schema}.items i ON i.id = $1"
         ),
         LoadCost::Heavy => format!(
-            "SELECT i.payload, i.version AS {alias}, a.rating, a.catalogue_rating FROM ({}) a LEFT JOIN {schema}.items i ON i.id = $1",
+            "SELECT i.payload, i.version AS {alias}, a.rating, a.catalogue_rating{extra} FROM ({}) a LEFT JOIN {schema}.items i ON i.id = $1",
             heavy_aggregate(schema)
         ),
     }
@@ -297,8 +304,8 @@ impl Db {
             .build()
             .context("building the database pool")?;
         let sql = [
-            loader_sql(&self.schema, cost, MEASURED_ALIAS),
-            loader_sql(&self.schema, cost, UNMEASURED_ALIAS),
+            loader_sql(&self.schema, cost, true),
+            loader_sql(&self.schema, cost, false),
         ];
         let types = loader_types(cost);
         // Open every connection now: connecting inside the first herd would inflate its latency
@@ -333,7 +340,7 @@ impl Db {
         let row = self
             .admin
             .query_one(
-                "SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_statements WHERE query LIKE $1",
+                "SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_statements WHERE query LIKE $1 AND query NOT LIKE '%stampede_unmeasured%'",
                 &[&pattern],
             )
             .await

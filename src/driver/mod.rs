@@ -181,8 +181,10 @@ impl Driver {
                 beta: sc.beta,
                 jitter: sc.jitter.0,
                 negative_ttl_ms: sc.negative_ttl.map(|d| ms(d.0).max(1)),
+                // Kept as long as a lock can be held: a waiter that gives up while a refresh
+                // is still running finds the old value.
                 grace_ms: if sc.lock_timeout_policy == LockTimeoutPolicy::Stale {
-                    ms(sc.lock_wait.0)
+                    ms(sc.lock_ttl.0).max(ms(sc.lock_wait.0))
                 } else {
                     0
                 },

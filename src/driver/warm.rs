@@ -51,7 +51,8 @@ impl Driver {
                         keys: sc.keys,
                         zipf: sc.zipf,
                         rps,
-                        ttl_ms: sc.ttl.0.as_millis() as u64,
+                        // Under swr an entry lives its stale window too.
+                        ttl_ms: policy.life_ms(),
                         jitter: sc.jitter.0,
                         warm_top: sc.warm,
                     },

@@ -31,7 +31,7 @@ pub struct Policy {
     pub jitter: f64,
     pub negative_ttl_ms: Option<u64>,
     /// How long an entry stays in Redis past its hard expiry, as a last-resort stale value
-    /// (the lock wait under `--lock-timeout-policy stale`; 0 otherwise).
+    /// (the lock's lease under `--lock-timeout-policy stale`; 0 otherwise).
     pub grace_ms: u64,
 }
 
@@ -92,28 +92,38 @@ impl Policy {
         (meta, px)
     }
 
+    /// How long a written entry stays in Redis before it is dropped (its TTL, plus the stale
+    /// window under swr): the life the steady state of the cache is drawn from.
+    pub fn life_ms(&self) -> u64 {
+        match self.kind {
+            Freshness::Swr => self.ttl_ms + self.stale_ms,
+            _ => self.ttl_ms,
+        }
+    }
+
     /// The header and PX for a value found in the cache at the start of a run: written
-    /// `ttl_ms - remaining_ms` ago with a TTL of `ttl_ms` (already jittered), by a load of
-    /// `delta_us` (the configured DB cost: no real load has been timed yet).
+    /// `life_ms - remaining_ms` ago by an entry that lives `life_ms` (see [`Policy::life_ms`];
+    /// already jittered), by a load of `delta_us` (the configured DB cost: no real load has
+    /// been timed yet). Under swr an entry may be found already past its soft expiry.
     pub fn stamp_at(
         &self,
         now_ms: u64,
-        ttl_ms: u64,
+        life_ms: u64,
         remaining_ms: u64,
         delta_us: u32,
         version: u64,
     ) -> (Meta, u64) {
-        let remaining = remaining_ms.clamp(1, ttl_ms.max(1));
-        let soft = now_ms + remaining;
-        let (hard, px) = match self.kind {
+        let remaining = remaining_ms.clamp(1, life_ms.max(1));
+        let hard = now_ms + remaining;
+        let (soft, px) = match self.kind {
             Freshness::Swr => (
-                soft + self.stale_ms,
-                remaining + self.stale_ms + self.grace_ms,
+                hard.saturating_sub(self.stale_ms),
+                remaining + self.grace_ms,
             ),
-            _ => (soft, remaining),
+            _ => (hard, remaining),
         };
         let meta = Meta {
-            computed_at_ms: now_ms.saturating_sub(ttl_ms - remaining),
+            computed_at_ms: now_ms.saturating_sub(life_ms - remaining),
             delta_us,
             soft_expiry_ms: soft,
             hard_expiry_ms: hard,
@@ -195,12 +205,16 @@ mod tests {
     #[test]
     fn an_entry_found_at_the_start_expires_when_drawn() {
         let p = policy(Freshness::Swr);
-        let (m, px) = p.stamp_at(10_000, 1000, 300, 20_000, 1);
+        assert_eq!(p.life_ms(), 1500);
+        let (m, px) = p.stamp_at(10_000, 1500, 800, 20_000, 1);
         assert_eq!(
             (m.computed_at_ms, m.soft_expiry_ms, m.hard_expiry_ms),
             (9_300, 10_300, 10_800)
         );
         assert_eq!(px, 800);
+        let (m, _) = p.stamp_at(10_000, 1500, 300, 20_000, 1);
+        assert_eq!(m.soft_expiry_ms, 9_800, "found already stale");
+        assert_eq!(p.judge(&m, 10_000.0, 0.5), Verdict::Stale);
         let p = policy(Freshness::Expire);
         assert_eq!(p.stamp_at(10_000, 1000, 1000, 1, 1).1, 1000);
     }
