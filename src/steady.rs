@@ -55,6 +55,7 @@ fn zipf_norm(keys: u64, s: f64) -> f64 {
 /// The probability of each rank under a Zipf law: element k-1 is p_k = k^-s / Σ_j j^-s, rank 1
 /// the most popular. Empty for no keys. Computes every term, which is fine up to tens of
 /// millions of keys (10 million take 80 MB and well under a second).
+#[cfg(test)]
 pub fn zipf_probabilities(keys: u64, s: f64) -> Vec<f64> {
     let norm = zipf_norm(keys, s);
     (1..=keys).map(|k| (k as f64).powf(-s) / norm).collect()
@@ -136,6 +137,7 @@ pub fn draw(params: &SteadyParams, rng_seed: u64) -> Vec<KeyState> {
 
 /// Every key present with its whole TTL left, as if all were written at the same instant (the
 /// synchronized expiry that a cold warm-up or a mass invalidation leaves). Empty for a TTL of 0.
+#[cfg(test)]
 pub fn synchronized(keys: u64, ttl_ms: u64) -> Vec<KeyState> {
     if ttl_ms == 0 {
         return Vec::new();

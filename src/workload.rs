@@ -101,6 +101,17 @@ pub enum Start {
     Synchronized,
 }
 
+impl Start {
+    /// The name `--start` takes and results write.
+    pub fn name(self) -> &'static str {
+        match self {
+            Start::Steady => "steady",
+            Start::Cold => "cold",
+            Start::Synchronized => "synchronized",
+        }
+    }
+}
+
 /// Open-loop start times, as offsets in ns from the start of traffic.
 pub struct Schedule {
     interval_ns: f64,

@@ -275,10 +275,7 @@ async fn measure(
         .context("warming the cache")?;
     status.line(&format!(
         "start {}: {} keys cached in {} ms",
-        serde_json::to_value(start.mode)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
+        start.mode.name(),
         start.keys_cached,
         start.ms
     ));

@@ -108,10 +108,7 @@ pub fn summary(r: &RunResult) -> String {
         let _ = writeln!(
             o,
             "  start     {}: {} keys cached in {} ms, {} of them expiring in the window; entries expired in the window {}",
-            serde_json::to_value(st.mode)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
+            st.mode.name(),
             st.keys_cached,
             st.ms,
             st.expiring_in_window,

@@ -1,0 +1,266 @@
+//! A run's every effective setting as one typed [`Scenario`], which settings belong to the
+//! workload and which to the strategy, and the workload in words. [`resolve`] builds it from a
+//! scenario file and the command-line flags.
+
+use serde::{Deserialize, Serialize};
+
+use crate::fault::FaultSpec;
+use crate::origin::{DbQuery, LoadCost};
+use crate::strategy::StrategySpec;
+use crate::strategy::lock::LockTimeoutPolicy;
+use crate::thresholds::Thresholds;
+use crate::values::{Dur, Percent, Rate, redact_url};
+use crate::workload::{Arrival, Start};
+
+/// Open loop (a fixed arrival rate) or closed loop (a fixed number of clients).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "kebab-case")]
+pub enum LoadShape {
+    Open { rps: f64, arrival: Arrival },
+    Closed { clients: u32 },
+}
+
+/// Every effective setting of a run, after defaults. Serialized whole into the results file so a
+/// result says exactly what produced it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Scenario {
+    /// The scenario file the settings came from, if any.
+    pub scenario_file: Option<String>,
+    pub strategy: StrategySpec,
+    pub load: LoadShape,
+    pub duration: Dur,
+    pub warmup: Dur,
+    pub keys: u64,
+    pub zipf: f64,
+    pub seed: u64,
+    pub value_size: usize,
+    pub ttl: Dur,
+    pub db_cost: Dur,
+    pub db_pool: u32,
+    pub db_timeout: Option<Dur>,
+    pub instances: u32,
+    pub redis_conns: u32,
+    pub max_inflight: u32,
+    pub backlog: u32,
+    /// What the cache holds when traffic starts.
+    #[serde(default = "start_cold")]
+    pub start: Start,
+    pub warm: u64,
+    #[serde(serialize_with = "ser_redacted")]
+    pub redis_url: Option<String>,
+    #[serde(serialize_with = "ser_redacted")]
+    pub pg_url: Option<String>,
+    pub redis_timeout: Dur,
+    pub interval: Dur,
+    pub beta: f64,
+    pub stale: Dur,
+    pub lock_ttl: Dur,
+    pub lock_poll: Dur,
+    pub lock_wait: Dur,
+    pub lock_timeout_policy: LockTimeoutPolicy,
+    pub jitter: Percent,
+    pub missing_ratio: Percent,
+    pub negative_ttl: Option<Dur>,
+    pub db_query: DbQuery,
+    /// Faults to inject, sorted by `at` (relative to the start of the measured window).
+    pub faults: Vec<FaultSpec>,
+    pub redis_restart_cmd: Option<String>,
+    /// Limits that make the run exit 1 when broken: the file's `[thresholds]` with
+    /// `--threshold` on top.
+    pub thresholds: Thresholds,
+}
+
+impl Scenario {
+    /// What one load costs the database under this scenario.
+    pub fn load_cost(&self) -> LoadCost {
+        match self.db_query {
+            DbQuery::Sleep => LoadCost::Sleep(self.db_cost.0),
+            DbQuery::Heavy => LoadCost::Heavy,
+        }
+    }
+}
+
+/// Settings that shape what the workload asks of the servers: two results that differ in one
+/// of them measured different things, whatever their strategies.
+pub const WORKLOAD_SETTINGS: [&str; 21] = [
+    "load",
+    "duration",
+    "warmup",
+    "keys",
+    "zipf",
+    "seed",
+    "value_size",
+    "ttl",
+    "db_cost",
+    "db_pool",
+    "db_timeout",
+    "db_query",
+    "instances",
+    "redis_conns",
+    "max_inflight",
+    "backlog",
+    "start",
+    "warm",
+    "redis_timeout",
+    "missing_ratio",
+    "faults",
+];
+
+/// Settings of the strategy under test (its parameters, which differ between strategies of one
+/// comparison by design, such as the jitter preset's own ±10%).
+pub const STRATEGY_SETTINGS: [&str; 9] = [
+    "strategy",
+    "jitter",
+    "beta",
+    "stale",
+    "lock_ttl",
+    "lock_poll",
+    "lock_wait",
+    "lock_timeout_policy",
+    "negative_ttl",
+];
+
+/// Settings that change neither the workload nor the strategy: where the servers are, how the
+/// timeline is cut, what the run is judged by.
+#[cfg(test)]
+const OTHER_SETTINGS: [&str; 6] = [
+    "scenario_file",
+    "redis_url",
+    "pg_url",
+    "redis_restart_cmd",
+    "interval",
+    "thresholds",
+];
+
+impl Scenario {
+    /// The workload in words, strategy left out, as parts a renderer joins (the same for every
+    /// strategy of a comparison).
+    pub fn describe(&self) -> Vec<String> {
+        let plural = |n: u64, one: &str| {
+            if n == 1 {
+                format!("1 {one}")
+            } else {
+                format!("{n} {one}s")
+            }
+        };
+        let mut parts = vec![
+            match self.load {
+                LoadShape::Closed { clients } => format!("closed loop, {clients} clients"),
+                LoadShape::Open { rps, arrival } => format!(
+                    "open loop {} req/s ({})",
+                    Rate(rps),
+                    serde_json::to_value(arrival)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default()
+                ),
+            },
+            format!("{} measured", self.duration),
+            if self.keys == 1 {
+                "1 key".to_string()
+            } else {
+                format!("{} keys (zipf {})", self.keys, self.zipf)
+            },
+            format!("ttl {}", self.ttl),
+            match self.db_query {
+                DbQuery::Heavy => "db-query heavy".to_string(),
+                DbQuery::Sleep => format!("db-cost {}", self.db_cost),
+            },
+            format!("db-pool {}", self.db_pool),
+            plural(u64::from(self.instances), "instance"),
+        ];
+        if self.warm > 0 {
+            parts.push(format!("{} keys warmed", self.warm));
+        }
+        if !self.warmup.0.is_zero() {
+            parts.push(format!("warm-up {}", self.warmup));
+        }
+        parts.push(format!("seed {}", self.seed));
+        parts
+    }
+}
+
+impl Scenario {
+    /// The settings among `keys` in which `self` and `other` differ, as "key: a, b" with the
+    /// values as the results file writes them.
+    pub fn differences(&self, other: &Scenario, keys: &[&str]) -> Vec<(String, String, String)> {
+        let (a, b) = (
+            serde_json::to_value(self).unwrap_or_default(),
+            serde_json::to_value(other).unwrap_or_default(),
+        );
+        let show = |v: Option<&serde_json::Value>| match v {
+            None | Some(serde_json::Value::Null) => "unset".to_string(),
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(v) => v.to_string(),
+        };
+        keys.iter()
+            .filter(|k| a.get(**k) != b.get(**k))
+            .map(|k| (k.to_string(), show(a.get(*k)), show(b.get(*k))))
+            .collect()
+    }
+}
+
+/// Results written before `start` existed began from an empty cache.
+fn start_cold() -> Start {
+    Start::Cold
+}
+
+fn ser_redacted<S: serde::Serializer>(url: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    match url {
+        Some(u) => s.serialize_some(&redact_url(u)),
+        None => s.serialize_none(),
+    }
+}
+
+/// Most database connections a run may open in all (instances × db-pool): each is a Postgres
+/// backend process of several MB, and a managed server is given exactly this many.
+pub const MAX_DB_CONNECTIONS: u32 = 2000;
+
+mod resolve;
+
+pub use resolve::resolve;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::RunFlags;
+
+    #[test]
+    fn every_setting_is_the_workload_s_the_strategy_s_or_neither() {
+        let s = resolve(None, RunFlags::default()).unwrap();
+        let v = serde_json::to_value(&s).unwrap();
+        let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+        for k in &keys {
+            let n = [&WORKLOAD_SETTINGS[..], &STRATEGY_SETTINGS, &OTHER_SETTINGS]
+                .iter()
+                .filter(|l| l.contains(&k.as_str()))
+                .count();
+            assert_eq!(n, 1, "setting {k} must be in exactly one list");
+        }
+        assert_eq!(
+            keys.len(),
+            WORKLOAD_SETTINGS.len() + STRATEGY_SETTINGS.len() + OTHER_SETTINGS.len()
+        );
+    }
+
+    #[test]
+    fn a_typed_scenario_reads_back_what_it_wrote() {
+        let s = resolve(
+            None,
+            RunFlags {
+                strategy: Some("jitter+mutex".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let text = serde_json::to_string(&s).unwrap();
+        let back: Scenario = serde_json::from_str(&text).unwrap();
+        assert_eq!(serde_json::to_string(&back).unwrap(), text);
+        assert!(s.differences(&back, &WORKLOAD_SETTINGS).is_empty());
+        let mut other = back.clone();
+        other.jitter = Percent(0.2);
+        other.keys += 1;
+        assert_eq!(s.differences(&other, &WORKLOAD_SETTINGS).len(), 1);
+        assert_eq!(s.differences(&other, &STRATEGY_SETTINGS).len(), 1);
+    }
+}
