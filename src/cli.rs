@@ -133,7 +133,7 @@ pub const DEFAULTS_WHY: &str = "Defaults: 10k req/s for 10 s over 10000 keys (Zi
 #[derive(Debug, Args)]
 #[command(after_help = DEFAULTS_WHY)]
 pub struct RunCmd {
-    /// Strategy: a preset (cache-aside, mutex, single-flight, xfetch, swr, jitter) or a combination with `+` of at most one of cache-aside|xfetch|swr with mutex, single-flight and/or jitter, such as swr+mutex [default: cache-aside]
+    /// Strategy: a preset (cache-aside, mutex, single-flight, xfetch, swr, jitter) or a combination with `+` of at most one of cache-aside|xfetch|swr (expire is another name for cache-aside) with mutex, single-flight and/or jitter, such as swr+mutex [default: cache-aside]
     #[arg(long, short = 's', value_name = "NAME")]
     pub strategy: Option<String>,
 
@@ -230,7 +230,7 @@ pub struct RunFlags {
     #[arg(long, value_name = "DURATION")]
     pub db_cost: Option<Dur>,
 
-    /// Database connections per app instance [default: 16]
+    /// Database connections per app instance. A load waits for one, then sends its statement (one DB call): peak concurrent counts statements (at most instances × pool); peak in flight, the per-key herd and redundant loads count loads, those queued for a connection included [default: 16]
     #[arg(long, value_name = "N")]
     pub db_pool: Option<u32>,
 

@@ -212,7 +212,7 @@ pub const DEFS: [Def; 13] = [
         header: "error %",
         unit: Unit::Share,
         better: Better::Lower,
-        what: "(errors + shed) / scheduled",
+        what: "(errors + shed + unsent) / scheduled",
         tolerance: tol(0.0, 0.001),
         threshold: true,
         ranked: false,

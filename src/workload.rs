@@ -155,6 +155,28 @@ impl Schedule {
     }
 }
 
+impl Schedule {
+    /// How many more start offsets fall before `end_ns`, without drawing each: exact for the
+    /// constant schedule, drawn for Poisson as the one Poisson count of the remaining span
+    /// (from this stream, so the same seed gives the same count).
+    pub fn count_until(&mut self, end_ns: u64) -> u64 {
+        match self.arrival {
+            Arrival::Constant => {
+                let first = self.index;
+                let last = (end_ns as f64 / self.interval_ns).ceil() as u64;
+                self.index = last;
+                last.saturating_sub(first)
+            }
+            Arrival::Poisson => {
+                let span = (end_ns as f64 - self.next_ns).max(0.0);
+                let mean = span / self.interval_ns;
+                rand_distr::Poisson::new(mean.max(1e-9))
+                    .map_or(0, |p| p.sample(&mut self.rng) as u64)
+            }
+        }
+    }
+}
+
 /// Exact number of constant-rate requests that start within `duration_ns`.
 #[cfg(test)]
 pub fn constant_count(rps: f64, duration_ns: u64) -> u64 {

@@ -366,6 +366,7 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
             scheduled: raw.scheduled,
             completed,
             shed: raw.shed,
+            unsent: raw.unsent,
             errors,
             abandoned: raw.abandoned,
             warmup: raw.warmup_requests,

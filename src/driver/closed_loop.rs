@@ -86,6 +86,7 @@ pub(super) async fn run(
     Ok(Traffic {
         scheduled: s,
         shed: 0,
+        unsent: 0,
         warmup: warmup.load(Relaxed),
         dispatched: s,
         max_lag: Duration::ZERO,

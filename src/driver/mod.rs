@@ -30,6 +30,8 @@ pub struct Raw {
     pub totals: Totals,
     pub scheduled: u64,
     pub shed: u64,
+    /// Measured requests the generator could not dispatch before the window closed.
+    pub unsent: u64,
     /// Measured requests still in flight when the drain ran out, dropped and counted as errors
     /// (their latency recorded at the moment they were given up).
     pub abandoned: u64,
@@ -91,6 +93,8 @@ struct Traffic {
     /// Measured requests due (open loop) or started (closed loop).
     scheduled: u64,
     shed: u64,
+    /// Measured requests due in the window that the generator could not even dispatch.
+    unsent: u64,
     /// Requests sent during the warm-up.
     warmup: u64,
     /// Measured requests handed to an instance.
@@ -299,6 +303,7 @@ impl Driver {
             totals,
             scheduled: traffic.scheduled,
             shed: traffic.shed,
+            unsent: traffic.unsent,
             abandoned: tally.abandoned.load(Relaxed),
             warmup_requests: traffic.warmup,
             counters: self.shared.counters.snapshot() - counters_at_measure,

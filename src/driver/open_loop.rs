@@ -13,6 +13,9 @@ use futures_util::stream::FuturesUnordered;
 use tokio_util::sync::CancellationToken;
 
 use super::{Driver, Pending, Tally, Traffic, Window, drain_limit};
+
+/// How long after the window closes the generator may still dispatch requests due in it.
+const UNSENT_AFTER: Duration = Duration::from_millis(50);
 use crate::instance::Instance;
 use crate::metrics::Recorder;
 use crate::pacer::{self, Pacer};
@@ -122,6 +125,10 @@ pub(super) async fn run(
         requests: Vec::with_capacity(64),
         abort: d.shared.abort.clone(),
     };
+    // Past this the generator has fallen so far behind that what it has not dispatched yet
+    // is never sent: counted, and the run ends on time whatever the rate.
+    let give_up = end + UNSENT_AFTER;
+    let mut unsent = 0u64;
     loop {
         let off = schedule.next_offset();
         if off >= total_ns {
@@ -129,6 +136,15 @@ pub(super) async fn run(
         }
         let at = start + Duration::from_nanos(off);
         let now = Instant::now();
+        if now >= give_up {
+            // This request and every one after it in the window: counted, not drawn.
+            let rest = 1 + schedule.count_until(total_ns);
+            unsent = rest;
+            if off >= warmup_ns {
+                scheduled += rest;
+            }
+            break;
+        }
         if at > now {
             batch.send();
             // Requests due within MIN_GAP of the last wake-up go out together (late, and
@@ -181,6 +197,7 @@ pub(super) async fn run(
     Ok(Traffic {
         scheduled,
         shed,
+        unsent,
         warmup,
         dispatched,
         max_lag,

@@ -98,8 +98,8 @@ pub fn summary(r: &RunResult) -> String {
         q.completed,
         q.shed,
         q.errors,
-        if q.abandoned > 0 {
-            format!("  abandoned {}", q.abandoned)
+        if q.abandoned + q.unsent > 0 {
+            format!("  abandoned {}  unsent {}", q.abandoned, q.unsent)
         } else {
             String::new()
         }

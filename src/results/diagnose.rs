@@ -99,6 +99,15 @@ pub fn diagnose(r: &RunResult) -> Vec<Diagnosis> {
         out.push(d("db-saturated", m));
     }
     let g = &r.generator;
+    if r.requests.unsent > 0 {
+        out.push(d(
+            "generator-behind",
+            format!(
+                "{} of {} requests due in the window were never sent: the generator could not dispatch them by its end (the rate is beyond what this machine can send); the run ended on time",
+                r.requests.unsent, r.requests.scheduled
+            ),
+        ));
+    }
     if g.cpu_utilization > CPU_WARN {
         out.push(d(
             "generator-behind",

@@ -94,7 +94,7 @@ impl RunResult {
             Metric::Waited => self.outcomes.waited as f64,
             Metric::Errors => self.requests.errors as f64,
             Metric::ErrorRate => share(
-                self.requests.errors + self.requests.shed,
+                self.requests.errors + self.requests.shed + self.requests.unsent,
                 self.requests.scheduled,
             ),
             Metric::P50 => self.latency_ms.p50,
@@ -179,6 +179,10 @@ pub struct Requests {
     pub completed: u64,
     /// Requests not started because the instance already had `max_inflight` in flight.
     pub shed: u64,
+    /// Requests due in the window that the generator could not even dispatch by its end (the
+    /// rate was beyond what this machine can send): `completed + shed + unsent == scheduled`.
+    #[serde(default)]
+    pub unsent: u64,
     /// Completed requests whose outcome is `error`.
     pub errors: u64,
     /// Requests still in flight when the run ended and given up on; counted as errors.

@@ -6,6 +6,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::{LoadShape, MAX_DB_CONNECTIONS, Scenario};
+
+/// Most keys a run may seed: each is a Postgres row and a cache entry.
+const MAX_KEYS: u64 = 50_000_000;
+/// Most payload a run may seed (keys × value size): it is stored twice, in Postgres and Redis.
+const MAX_DATA_BYTES: u64 = 8 << 30;
 use crate::cli::RunFlags;
 use crate::error::UsageError;
 use crate::fault::{self as schedule, FaultSpec};
@@ -175,6 +180,13 @@ fn check(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
     )?;
     positive_dur(f.duration, src, "duration")?;
     at_least(f.keys, 1, src, "keys")?;
+    at_most(
+        f.keys,
+        MAX_KEYS,
+        src,
+        "keys",
+        "every key is a row seeded into Postgres and a cache entry",
+    )?;
     if let Some(z) = f.zipf
         && !(z > 0.0 && z.is_finite())
     {
@@ -369,6 +381,14 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
         }
         _ => {}
     }
+    let value_size = m.value_size.unwrap_or(1024);
+    if keys.saturating_mul(value_size as u64) > MAX_DATA_BYTES {
+        return Err(UsageError::new(format!(
+            "--keys {keys} × --value-size {value_size} is {} GiB of payload, more than {} GiB: the seeded table and a full cache must fit the machine; fewer keys or smaller values",
+            keys.saturating_mul(value_size as u64) >> 30,
+            MAX_DATA_BYTES >> 30
+        )));
+    }
     let (instances, db_pool) = (m.instances.unwrap_or(2), m.db_pool.unwrap_or(16));
     if u64::from(instances) * u64::from(db_pool) > u64::from(MAX_DB_CONNECTIONS) {
         return Err(UsageError::new(format!(
@@ -392,7 +412,7 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
         keys,
         zipf: m.zipf.unwrap_or(1.0),
         seed: m.seed.unwrap_or(42),
-        value_size: m.value_size.unwrap_or(1024),
+        value_size,
         ttl: m.ttl.unwrap_or(Dur(Duration::from_secs(3))),
         db_cost: m.db_cost.unwrap_or(Dur(Duration::from_millis(10))),
         db_pool,
