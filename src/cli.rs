@@ -79,7 +79,7 @@ pub struct TrialFlags {
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: u32,
 
-    /// Give every trial the same seed (by default trial k uses seed + k, so each draws other keys)
+    /// Give every trial the same seed (by default trial k, counted from 1, uses seed + k - 1, so each draws other keys)
     #[arg(long)]
     pub same_seed: bool,
 }

@@ -1,4 +1,4 @@
-//! Typed errors that decide the exit code (DESIGN §8): usage errors exit 2, environment
+//! Typed errors that decide the exit code (docs/design.md): usage errors exit 2, environment
 //! failures exit 3; a broken threshold or regression is not an error but exit 1.
 
 pub const EXIT_FAILED_CHECK: u8 = 1;

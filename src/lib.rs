@@ -1,7 +1,8 @@
 //! stampede as a library: the binary's modules. Only what the integration tests use is public,
-//! so the compiler sees what nothing uses. Dependencies run one way, leaves first: values,
-//! error, metric, metrics, fault, thresholds → workload, strategy → cache, origin, servers →
-//! scenario → instance, results → driver, chaos, live → report → commands.
+//! so the compiler sees what nothing uses. Modules import one way, leaves first (values, error,
+//! metric, metrics, stats, steady, workload, servers → fault, origin, thresholds → strategy →
+//! cache, cli → scenario, instance → results → chaos, live, report → driver → commands);
+//! tests/layers.rs holds them to it.
 
 pub mod cache;
 mod chaos;

@@ -44,7 +44,7 @@ pub enum LoadFailure {
 }
 
 /// Rows seeded into `reviews` under `--db-query heavy`. Sized so that one aggregate over them
-/// costs several ms of one core on the reference machine (see the README's figures): enough
+/// costs several ms of one core on the reference machine (see docs/faults.md): enough
 /// for a herd to saturate a 2-core server, little enough that seeding takes well under a second.
 pub const REVIEW_ROWS: i64 = 100_000;
 

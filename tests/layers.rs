@@ -21,7 +21,12 @@ fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 /// The top-level module a file of src/ belongs to (`driver` for src/driver/open_loop.rs).
 fn module_of(src: &Path, file: &Path) -> String {
     let rel = file.strip_prefix(src).unwrap();
-    let first = rel.components().next().unwrap().as_os_str().to_string_lossy();
+    let first = rel
+        .components()
+        .next()
+        .unwrap()
+        .as_os_str()
+        .to_string_lossy();
     first.trim_end_matches(".rs").to_string()
 }
 
@@ -90,8 +95,7 @@ fn modules_import_one_way_with_no_circle() {
             let stuck: Vec<String> = left
                 .iter()
                 .map(|(m, d)| {
-                    let inside: Vec<&String> =
-                        d.iter().filter(|x| left.contains_key(*x)).collect();
+                    let inside: Vec<&String> = d.iter().filter(|x| left.contains_key(*x)).collect();
                     format!("{m} -> {inside:?}")
                 })
                 .collect();

@@ -1,4 +1,4 @@
-//! A strategy is three orthogonal choices (DESIGN §1): freshness (when a value is loaded
+//! A strategy is three orthogonal choices (docs/design.md): freshness (when a value is loaded
 //! again), coordination (who loads it) and TTL jitter. The CLI's six names are presets of
 //! these, and `+` composes them. This module parses and names them; the request path that
 //! applies them lives in [`crate::instance`].
@@ -59,7 +59,7 @@ pub struct StrategySpec {
     pub jitter_preset: bool,
 }
 
-/// The presets of DESIGN §1, in the order `compare --strategies all` runs them.
+/// The presets (docs/design.md), in the order `compare --strategies all` runs them.
 pub const PRESETS: [&str; 6] = [
     "cache-aside",
     "mutex",
