@@ -185,3 +185,57 @@ fn help_explains_every_run_flag() {
         assert!(help.contains(flag), "--help lacks {flag}");
     }
 }
+
+#[test]
+fn settings_whose_resources_cannot_exist_are_refused_at_once() {
+    let t = Instant::now();
+    fails_with(
+        &["run", "--db-pool", "100000", "--duration", "1s"],
+        2,
+        &["--db-pool", "2000"],
+    );
+    fails_with(
+        &["run", "--instances", "200", "--db-pool", "100"],
+        2,
+        &["20000", "connections"],
+    );
+    fails_with(&["run", "--clients", "10000000"], 2, &["--clients"]);
+    fails_with(&["run", "--redis-conns", "1000"], 2, &["--redis-conns"]);
+    fails_with(&["run", "--keys", "100000000"], 2, &["--keys"]);
+    fails_with(
+        &["run", "--keys", "10000000", "--value-size", "4096"],
+        2,
+        &["GiB"],
+    );
+    fails_with(
+        &["run", "--repeat", "3", "--out", "x.json"],
+        2,
+        &["directory"],
+    );
+    fails_with(
+        &["compare", "--strategies", "all", "--repeat", "0"],
+        2,
+        &["--repeat"],
+    );
+    // Refused before anything starts: no server, no wait.
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+}
+
+#[test]
+fn compare_help_lists_no_strategy_flag_it_would_refuse() {
+    let out = stampede().args(["compare", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("--strategies"), "{help}");
+    assert!(!help.contains("--strategy "), "{help}");
+    assert!(!help.contains("-s,"), "{help}");
+    let out = stampede().args(["run", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    // The help lists every threshold the metric list allows.
+    for t in stampede::metric::threshold_names().split(", ") {
+        assert!(help.contains(t), "run --help lacks threshold {t}");
+    }
+    assert!(
+        help.contains("Defaults:"),
+        "run --help says why the defaults are what they are"
+    );
+}

@@ -13,6 +13,15 @@ use crate::scenario;
 pub async fn run(cmd: RunCmd) -> Result<ExitCode> {
     let sc = scenario::resolve(cmd.scenario.as_ref(), cmd.flags())?;
     if cmd.trials.repeat > 1 {
+        if let Some(p) = &cmd.output.out
+            && p.extension().is_some_and(|x| x == "json")
+        {
+            return Err(crate::error::UsageError::new(format!(
+                "--out {} looks like a file, but with --repeat it is a directory that gets <strategy>/trial-N.json and summary.json: give a directory",
+                p.display()
+            ))
+            .into());
+        }
         // The same shape as compare writes, for one strategy.
         let out = super::compare::Output {
             dir: cmd.output.out.clone(),
