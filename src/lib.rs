@@ -18,7 +18,7 @@ pub mod metrics;
 mod origin;
 mod pacer;
 mod report;
-pub mod results;
+mod results;
 mod scenario;
 pub mod servers;
 mod stats;

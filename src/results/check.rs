@@ -171,15 +171,6 @@ impl Comparison {
     }
 }
 
-/// Judge `current` against `baseline`, metric by metric.
-pub fn judge(baseline: &RunResult, current: &RunResult, tols: &[(Metric, Tolerance)]) -> Vec<Row> {
-    judge_trials(
-        std::slice::from_ref(baseline),
-        std::slice::from_ref(current),
-        tols,
-    )
-}
-
 /// Judge trials against trials. With at least [`stats::MIN_TRIALS`] on both sides, the way
 /// criterion decides: a regression only when the 95% bootstrap interval of the change of the
 /// medians lies wholly beyond the tolerance; otherwise "no change" (the interval includes 0)

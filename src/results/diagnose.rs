@@ -48,6 +48,10 @@ pub struct Diagnosis {
 }
 
 fn d(code: &str, message: String) -> Diagnosis {
+    debug_assert!(
+        CODES.iter().any(|(c, _)| *c == code),
+        "undocumented code {code}"
+    );
     Diagnosis {
         code: code.to_string(),
         message,

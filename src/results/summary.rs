@@ -163,11 +163,6 @@ impl CompareSummary {
         }
     }
 
-    /// Whether any strategy broke a threshold.
-    pub fn thresholds_broken(&self) -> bool {
-        self.ranking.iter().any(|r| !r.thresholds_broken.is_empty())
-    }
-
     /// The most trials any strategy ran.
     pub fn trials(&self) -> usize {
         self.ranking.iter().map(|r| r.trials).max().unwrap_or(0)
