@@ -12,12 +12,12 @@ pub struct Pareto {
 /// The Pareto front of `rows`, each a vector of objectives where lower is better (DB calls,
 /// p99, stale responses, errors).
 ///
-/// Row `d` dominates row `r` when `d` is at least as good on every objective, plainly
-/// (`rows[d][o] <= rows[r][o]`, on the figures the caller passes, typically medians), and `better_beyond_noise(d, r, o)` holds for at least one
+/// Row `d` dominates row `r` when `d` is at least as good on every objective — `r` is better
+/// on none beyond the noise — and `better_beyond_noise(d, r, o)` holds for at least one
 /// objective `o`, meaning row `d` is better than row `r` on `o` by more than the noise between
-/// trials (the caller decides what that is; see [`lower_beyond_noise`]). A difference inside
-/// the noise never makes a strategy dominated, so the front keeps every strategy that is not
-/// clearly beaten.
+/// trials (the caller decides what that is; see [`super::lower_beyond_noise`]: with few trials
+/// it is a plain comparison of the figures). A difference inside the noise neither makes a
+/// strategy dominated nor saves it from being dominated.
 ///
 /// Ties are broken deterministically: a dominated row names the lowest-indexed row that
 /// dominates it. Rows of different lengths, or with NaN objectives, are not comparable and do
@@ -33,7 +33,8 @@ where
                 let (vd, vr) = (rows[d].as_ref(), rows[r].as_ref());
                 d != r
                     && vd.len() == vr.len()
-                    && vd.iter().zip(vr).all(|(x, y)| x <= y)
+                    && vd.iter().chain(vr).all(|x| !x.is_nan())
+                    && (0..vd.len()).all(|o| !better_beyond_noise(r, d, o))
                     && (0..vd.len()).any(|o| better_beyond_noise(d, r, o))
             })
         })
@@ -115,5 +116,28 @@ mod tests {
         // 2 has a lower median than 0 but not beyond the noise: both stay on the front.
         assert_eq!(p.dominated_by, vec![None, Some(0), None]);
         assert_eq!(p.front, vec![0, 2]);
+    }
+
+    #[test]
+    fn worse_only_within_the_noise_is_still_at_least_as_good() {
+        // Two objectives, five trials each: 0 has far fewer calls; its p99 is a hair higher,
+        // inside the noise. 0 dominates 1; a plain comparison of medians would not say so.
+        let calls = [
+            vec![4.0, 4.0, 4.0, 4.0, 4.0],
+            vec![240.0, 240.0, 241.0, 239.0, 240.0],
+        ];
+        let p99 = [
+            vec![0.68, 0.61, 0.94, 0.70, 0.66],
+            vec![0.66, 0.63, 1.05, 0.64, 0.65],
+        ];
+        let samples = [calls, p99];
+        let medians: Vec<Vec<f64>> = (0..2)
+            .map(|i| samples.iter().map(|o| median(&o[i]).unwrap()).collect())
+            .collect();
+        assert!(medians[0][1] > medians[1][1], "0's median p99 is higher");
+        let p = pareto_front(&medians, |d, r, o| {
+            lower_beyond_noise(&samples[o][d], &samples[o][r], DEFAULT_ALPHA)
+        });
+        assert_eq!(p.dominated_by, vec![None, Some(0)]);
     }
 }
