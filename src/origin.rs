@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use tokio_postgres::types::Type;
 use tokio_postgres::{NoTls, Row};
 
-use crate::error::EnvError;
+use crate::error::{EnvError, UsageError};
 use crate::metrics::{LoadGuard, Phase};
 use crate::values::redact_url;
 
@@ -145,13 +145,37 @@ async fn connect_admin(url: &str) -> Result<(tokio_postgres::Client, tokio_postg
 
 impl Db {
     /// Create the run's schema and seed `keys` items of `value_size` bytes.
-    pub async fn setup(url: &str, run_id: &str, keys: u64, value_size: usize) -> Result<Db> {
+    /// `connections` is what the run's pools will open: refused (a usage error, before
+    /// anything is created) when the server cannot give that many.
+    pub async fn setup(
+        url: &str,
+        run_id: &str,
+        keys: u64,
+        value_size: usize,
+        connections: u32,
+    ) -> Result<Db> {
         let (admin, config) = connect_admin(url).await?;
         let version: String = admin
             .query_one("SHOW server_version", &[])
             .await
             .context("reading the Postgres server version")?
             .get(0);
+        let room = admin
+            .query_one(
+                "SELECT current_setting('max_connections')::int8 - current_setting('superuser_reserved_connections')::int8 - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')",
+                &[],
+            )
+            .await
+            .context("reading max_connections")?
+            .get::<_, i64>(0);
+        if i64::from(connections) > room {
+            return Err(UsageError::new(format!(
+                "the run needs {connections} database connections (instances × --db-pool) but {} has room for {} more (max_connections less the reserved and open ones): use fewer instances or a smaller pool",
+                redact_url(url),
+                room.max(0)
+            ))
+            .into());
+        }
         let schema = format!("stampede_{run_id}");
         let setup = format!(
             "CREATE SCHEMA {schema};

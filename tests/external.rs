@@ -134,3 +134,47 @@ async fn without_pg_stat_statements_the_server_count_is_null_and_explained() {
         .expect("a note says why");
     assert!(note.contains("pg_stat_statements"), "{note}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pools_larger_than_the_server_allows_are_refused_before_anything_is_created() {
+    let redis = ManagedRedis::start().await.expect("redis");
+    let pgs = ManagedPostgres::start(PgStartOptions {
+        max_connections: 20,
+    })
+    .await
+    .expect("postgres");
+    let (ru, pu) = (redis.url(), pgs.url());
+    let r = tokio::task::spawn_blocking(move || {
+        run(&[
+            "--redis-url",
+            &ru,
+            "--pg-url",
+            &pu,
+            "--instances",
+            "2",
+            "--db-pool",
+            "16",
+            "--duration",
+            "1s",
+        ])
+    })
+    .await
+    .unwrap();
+    assert_eq!(r.code(), 2, "{}", r.stderr());
+    assert!(
+        r.stderr().contains("32 database connections"),
+        "{}",
+        r.stderr()
+    );
+    // Nothing was created: no schema of the run on the server.
+    let admin = pg(&pgs.url()).await;
+    let n: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'stampede_%'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0);
+}

@@ -100,3 +100,21 @@ fn the_result_says_what_the_generator_cost() {
     // silent field.
     assert!(r.json["diagnoses"].is_array());
 }
+
+#[test]
+fn a_rate_beyond_the_machine_ends_on_time_and_counts_what_was_never_sent() {
+    let t = std::time::Instant::now();
+    let r = run_ok(&["--rps", "1e9", "--duration", "1s", "--start", "cold"]);
+    let took = t.elapsed();
+    // The window (1 s) plus the bounded drain (30 s) plus start-up is the promise; this machine
+    // ends such a run in a few seconds.
+    assert!(took < std::time::Duration::from_secs(35), "{took:?}");
+    assert_eq!(r.u("/requests/scheduled"), 1_000_000_000);
+    assert!(r.u("/requests/unsent") > 0, "{}", r.json["requests"]);
+    assert_eq!(
+        r.u("/requests/completed") + r.u("/requests/shed") + r.u("/requests/unsent"),
+        r.u("/requests/scheduled")
+    );
+    let codes = r.json["diagnoses"].to_string();
+    assert!(codes.contains("never sent"), "{codes}");
+}

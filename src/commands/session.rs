@@ -147,7 +147,14 @@ pub async fn run_on(
     let run_id = format!("{:08x}", rand::random::<u32>());
     let prefix: Arc<str> = Arc::from(format!("stampede:{run_id}:"));
     let seed_start = Instant::now();
-    let db = Db::setup(&env.pg_url, &run_id, sc.keys, sc.value_size).await?;
+    let db = Db::setup(
+        &env.pg_url,
+        &run_id,
+        sc.keys,
+        sc.value_size,
+        sc.instances * sc.db_pool,
+    )
+    .await?;
     let heavy_query_ms = heavy_setup(sc, &db, status).await;
     let seed_ms = seed_start.elapsed().as_millis() as u64;
     let admin = cache::Admin::open(&env.redis_url, prefix.clone()).await?;
