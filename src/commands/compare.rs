@@ -207,8 +207,9 @@ pub(super) async fn run_trials(
     if let Some(p) = &out.html
         && ran
     {
-        // One line per strategy: its median trial by DB calls stands for it.
-        let shown: Vec<RunResult> = done.iter().filter_map(|t| median_trial(t)).collect();
+        // One line per strategy: its first trial (the scenario's own seed, the same keys for
+        // every strategy) stands for it; the ranking has the medians.
+        let shown: Vec<RunResult> = done.iter().filter_map(|t| t.first().cloned()).collect();
         match report::html::write(&shown, p) {
             Ok(()) => status.line(&format!("HTML report written to {}", p.display())),
             Err(e) => eprintln!("warning: {e:#}"),
@@ -228,13 +229,6 @@ pub(super) async fn run_trials(
         &status,
         "the files cover the trials that ran (the last one in part)",
     ))
-}
-
-/// The trial whose DB calls are the median of a strategy's trials.
-fn median_trial(trials: &[RunResult]) -> Option<RunResult> {
-    let mut v: Vec<&RunResult> = trials.iter().collect();
-    v.sort_by_key(|r| r.db.calls);
-    v.get(v.len().saturating_sub(1) / 2).map(|r| (*r).clone())
 }
 
 fn summarize(scenarios: &[Scenario], done: &[Vec<RunResult>], interrupted: bool) -> CompareSummary {

@@ -23,7 +23,8 @@ use chart::{METRICS, Series};
 const SUMMARY_FILE: &str = "summary.json";
 
 /// Read results from files and directories, in the order given; a directory contributes its
-/// `*.json` files sorted by name, except `summary.json`. A named file that is not a results
+/// `*.json` files sorted by name, except `summary.json`, and trial 1 of each
+/// `<strategy>/trial-N.json` directory. A named file that is not a results
 /// file is an error; inside a directory such a file is skipped with a warning.
 pub fn load(inputs: &[PathBuf]) -> Result<Vec<RunResult>> {
     let mut out = Vec::new();
@@ -43,6 +44,20 @@ pub fn load(inputs: &[PathBuf]) -> Result<Vec<RunResult>> {
                 match read_json(&f) {
                     Ok(r) => out.push(r),
                     Err(e) => eprintln!("warning: skipping {}: {e:#}", f.display()),
+                }
+            }
+            // `--repeat` writes <strategy>/trial-N.json: trial 1 (the scenario's own seed)
+            // stands for each strategy, as in compare's own report, so every line ran the
+            // same keys.
+            let mut strategies: Vec<PathBuf> = std::fs::read_dir(p)
+                .with_context(|| format!("reading directory {}", p.display()))?
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|d| d.is_dir())
+                .collect();
+            strategies.sort();
+            for d in strategies {
+                if let Ok(r) = read_json(&d.join("trial-1.json")) {
+                    out.push(r);
                 }
             }
             if out.len() == before {
