@@ -91,6 +91,17 @@ pub fn summary(r: &RunResult) -> String {
         describe(r),
         if r.interrupted { "  [INTERRUPTED]" } else { "" }
     );
+    if let Some(st) = &r.start {
+        let _ = writeln!(
+            o,
+            "  start     {}: {} keys cached in {} ms, {} of them expiring in the window; entries expired in the window {}",
+            st.mode.name(),
+            st.keys_cached,
+            st.ms,
+            st.expiring_in_window,
+            r.redis.expiries
+        );
+    }
     let _ = writeln!(
         o,
         "  requests  scheduled {}  completed {}  shed {}  errors {}{}",
@@ -104,17 +115,6 @@ pub fn summary(r: &RunResult) -> String {
             String::new()
         }
     );
-    if let Some(st) = &r.start {
-        let _ = writeln!(
-            o,
-            "  start     {}: {} keys cached in {} ms, {} of them expiring in the window; entries expired in the window {}",
-            st.mode.name(),
-            st.keys_cached,
-            st.ms,
-            st.expiring_in_window,
-            r.redis.expiries
-        );
-    }
     let _ = writeln!(
         o,
         "  outcomes  hit {} ({:.1}%)  miss {}  stale {}  waited {}  fallback {}  error {}   hit rate {:.1}%",
