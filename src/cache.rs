@@ -252,6 +252,24 @@ impl Admin {
         }
     }
 
+    /// `CLIENT PAUSE <ms> ALL`: the server stops running every client's commands for `d`
+    /// (connections stay open, commands wait), then resumes by itself. The reply comes before
+    /// the pause starts.
+    pub async fn pause(&self, d: Duration) -> Result<()> {
+        let mut c = self.conn.clone();
+        let mut cmd = redis::cmd("CLIENT");
+        cmd.arg("PAUSE")
+            .arg(d.as_millis().clamp(1, u128::from(u64::MAX)) as u64)
+            .arg("ALL");
+        match tokio::time::timeout(Duration::from_secs(5), cmd.query_async::<()>(&mut c)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(anyhow::anyhow!(
+                "Redis refused CLIENT PAUSE: {e} (the fault needs Redis 6.2 or later and a user allowed to run CLIENT PAUSE)"
+            )),
+            Err(_) => Err(anyhow::anyhow!("CLIENT PAUSE got no answer within 5 s")),
+        }
+    }
+
     pub async fn version(&self) -> Result<String> {
         let info = self.info("server").await?;
         Ok(info_field(&info, "redis_version")

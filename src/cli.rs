@@ -234,7 +234,7 @@ pub struct RunFlags {
     #[arg(long, value_name = "N")]
     pub db_pool: Option<u32>,
 
-    /// Statement timeout of a load and bound on the wait for a pooled connection; exceeded = error outcome [default: none]
+    /// Statement timeout of a load and bound on the wait for a pooled connection (and, with a Postgres fault, on opening a new one); exceeded = error outcome [default: none; 1s when a kill-postgres fault is scheduled]
     #[arg(long, value_name = "DURATION")]
     pub db_timeout: Option<Dur>,
 
@@ -328,7 +328,27 @@ pub struct RunFlags {
     #[serde(skip)]
     pub redis_down_for: Vec<Dur>,
 
-    /// Faults of a scenario file (`[[fault]]` tables); the command line's --kill-redis-at/--redis-down-for replace them
+    /// Crash Postgres this long after the measured window starts: SIGKILL of the managed server's whole process group, then a restart on the same port and data dir (crash recovery runs); repeatable, paired in order with --postgres-down-for (scenario file: [[fault]] with kind = "kill-postgres"). Loads fail fast meanwhile: without --db-timeout a Postgres fault sets it to 1s
+    #[arg(long, value_name = "T")]
+    #[serde(skip)]
+    pub kill_postgres_at: Vec<Dur>,
+
+    /// How long Postgres stays down after the matching --kill-postgres-at before it starts again
+    #[arg(long, value_name = "DURATION")]
+    #[serde(skip)]
+    pub postgres_down_for: Vec<Dur>,
+
+    /// Stall Redis this long after the measured window starts (CLIENT PAUSE ALL: connections stay open, every command hangs until its --redis-timeout); repeatable, paired in order with --pause-for (scenario file: [[fault]] with kind = "pause-redis")
+    #[arg(long, value_name = "T")]
+    #[serde(skip)]
+    pub pause_redis_at: Vec<Dur>,
+
+    /// How long Redis stays paused after the matching --pause-redis-at
+    #[arg(long, value_name = "DURATION")]
+    #[serde(skip)]
+    pub pause_for: Vec<Dur>,
+
+    /// Faults of a scenario file (`[[fault]]` tables with kind kill-redis, kill-postgres or pause-redis, at, down_for); any fault flag on the command line replaces them all
     #[arg(skip)]
     #[serde(default)]
     pub fault: Vec<FaultSpec>,
@@ -336,6 +356,19 @@ pub struct RunFlags {
     /// External Redis (--redis-url) only: shell command (run with sh -c) that starts it again after a fault's SHUTDOWN NOSAVE
     #[arg(long, value_name = "CMD")]
     pub redis_restart_cmd: Option<String>,
+
+    /// External Redis (--redis-url) only: allow --pause-redis-at, which stalls every client of that server, not only this run
+    #[arg(long)]
+    #[serde(default)]
+    pub allow_pause_external: bool,
+
+    /// External Postgres (--pg-url) only: shell command (run with sh -c) that crashes it at a kill-postgres fault, e.g. `pg_ctl stop -D DIR -m immediate` (stampede cannot crash a server it did not start; pg_terminate_backend only ends sessions)
+    #[arg(long, value_name = "CMD")]
+    pub pg_kill_cmd: Option<String>,
+
+    /// External Postgres (--pg-url) only: shell command (run with sh -c) that starts it again after the fault's down time
+    #[arg(long, value_name = "CMD")]
+    pub pg_restart_cmd: Option<String>,
 
     /// Exit 1 when a figure breaks this limit, e.g. p99_ms_max=250 or hit_rate_min=95% (repeatable; over the scenario's [thresholds]). Names: db_calls_max, redundant_loads_max, peak_key_herd_max, peak_concurrent_max, hit_rate_min, stale_ratio_max, error_rate_max, p50_ms_max, p95_ms_max, p99_ms_max
     #[arg(long = "threshold", value_name = "NAME=VALUE", value_parser = crate::thresholds::parse_arg)]

@@ -3,11 +3,14 @@
 //! every execution is one DB call, its cost spent inside Postgres on a real connection: a
 //! sleep (holds a connection, no CPU) or a heavy aggregate (burns the server's CPU).
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
-use deadpool_postgres::{Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime};
+use deadpool_postgres::{
+    Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime, TimeoutType, Timeouts,
+};
 use serde::{Deserialize, Serialize};
 use tokio_postgres::types::Type;
 use tokio_postgres::{NoTls, Row};
@@ -101,13 +104,24 @@ fn loader_types(cost: LoadCost) -> &'static [Type] {
     }
 }
 
+/// How long a load's statement may run past `--db-timeout` before the app itself gives up on
+/// it. Postgres's `statement_timeout` normally ends it first; this bounds a statement on a
+/// server that stopped answering altogether.
+const STATEMENT_GRACE: Duration = Duration::from_millis(100);
+
+/// How long one probe of the fault schedule (connect, `SELECT 1`, reading the counts) may take.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// The run's schema on a Postgres server, and an admin connection for setup and read-back.
 pub struct Db {
-    admin: tokio_postgres::Client,
+    /// Replaced by a new connection when a crash of the server closed it.
+    admin: Mutex<Arc<tokio_postgres::Client>>,
     config: tokio_postgres::Config,
     url: String,
     pub schema: String,
     pub version: String,
+    /// Whether the run's tables are logged: a crash of Postgres empties unlogged tables.
+    logged: bool,
     /// Why the server's call count cannot be read, when it cannot.
     pub stat_statements_missing: Option<String>,
 }
@@ -143,8 +157,19 @@ async fn connect_admin(url: &str) -> Result<(tokio_postgres::Client, tokio_postg
     Ok((client, config))
 }
 
+/// `CREATE TABLE` or `CREATE UNLOGGED TABLE`.
+fn create_table(logged: bool) -> &'static str {
+    if logged {
+        "CREATE TABLE"
+    } else {
+        "CREATE UNLOGGED TABLE"
+    }
+}
+
 impl Db {
-    /// Create the run's schema and seed `keys` items of `value_size` bytes.
+    /// Create the run's schema and seed `keys` items of `value_size` bytes. The tables are
+    /// unlogged (no WAL: faster to seed) unless `logged`: a Postgres crash empties unlogged
+    /// tables, so a run with a Postgres fault needs logged ones, committed durably.
     /// `connections` is what the run's pools will open: refused (a usage error, before
     /// anything is created) when the server cannot give that many.
     pub async fn setup(
@@ -153,6 +178,7 @@ impl Db {
         keys: u64,
         value_size: usize,
         connections: u32,
+        logged: bool,
     ) -> Result<Db> {
         let (admin, config) = connect_admin(url).await?;
         let version: String = admin
@@ -176,10 +202,19 @@ impl Db {
             ))
             .into());
         }
+        if logged {
+            // A managed server runs with synchronous_commit off: a commit whose WAL is still
+            // in shared memory when the server is killed is lost. The seed must survive.
+            admin
+                .batch_execute("SET synchronous_commit = on")
+                .await
+                .context("setting synchronous_commit for the seed")?;
+        }
         let schema = format!("stampede_{run_id}");
         let setup = format!(
             "CREATE SCHEMA {schema};
-             CREATE UNLOGGED TABLE {schema}.items (id bigint NOT NULL, version bigint NOT NULL, payload text NOT NULL);"
+             {} {schema}.items (id bigint NOT NULL, version bigint NOT NULL, payload text NOT NULL);",
+            create_table(logged)
         );
         admin.batch_execute(&setup).await.with_context(|| {
             format!("creating schema {schema} (the user needs CREATE on the database)")
@@ -213,13 +248,37 @@ impl Db {
             )),
         };
         Ok(Db {
-            admin,
+            admin: Mutex::new(Arc::new(admin)),
             config,
             url: url.to_string(),
             schema,
             version,
+            logged,
             stat_statements_missing,
         })
+    }
+
+    /// The admin connection, opened again if a crash of the server closed it.
+    async fn admin(&self) -> Result<Arc<tokio_postgres::Client>> {
+        let current = self.admin.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if !current.is_closed() {
+            return Ok(current);
+        }
+        let (client, _) = connect_admin(&self.url).await?;
+        let client = Arc::new(client);
+        *self.admin.lock().unwrap_or_else(|p| p.into_inner()) = client.clone();
+        Ok(client)
+    }
+
+    /// The fault schedule's own connection to this server: it reads the counts before a
+    /// crash and tells when the server is back.
+    pub fn probe(&self) -> PgProbe {
+        PgProbe {
+            config: self.config.clone(),
+            schema: self.schema.clone(),
+            stats: self.stat_statements_missing.is_none(),
+            client: None,
+        }
     }
 
     /// The rows of `ids` (payload and version), read in one statement on the admin
@@ -231,7 +290,8 @@ impl Db {
             self.schema
         );
         let rows = self
-            .admin
+            .admin()
+            .await?
             .query(&sql, &[&ids])
             .await
             .context("reading items to warm the cache")?;
@@ -246,14 +306,16 @@ impl Db {
     /// runs are not counted as DB calls.
     pub async fn seed_reviews(&self, keys: u64) -> Result<f64> {
         let schema = &self.schema;
-        self.admin
+        let admin = self.admin().await?;
+        admin
             .batch_execute(&format!(
-                "CREATE UNLOGGED TABLE {schema}.reviews (item_id bigint NOT NULL, rating int NOT NULL, helpful int NOT NULL)"
+                "{} {schema}.reviews (item_id bigint NOT NULL, rating int NOT NULL, helpful int NOT NULL)",
+                create_table(self.logged)
             ))
             .await
             .with_context(|| format!("creating {schema}.reviews"))?;
         // Generated inside the server, spread over every item, deterministic.
-        self.admin
+        admin
             .execute(
                 &format!(
                     "INSERT INTO {schema}.reviews SELECT g % $2::int8 + 1, (g * 7919) % 5 + 1, (g * 104729) % 1000 FROM generate_series(1, $1::int8) g"
@@ -263,30 +325,28 @@ impl Db {
             .await
             .with_context(|| format!("seeding {REVIEW_ROWS} rows into {schema}.reviews"))?;
         // Sets hint bits and statistics now, so the first loads do not pay for it.
-        self.admin
+        admin
             .batch_execute(&format!("VACUUM ANALYZE {schema}.reviews"))
             .await
             .with_context(|| format!("vacuuming {schema}.reviews"))?;
-        self.admin
+        admin
             .batch_execute("SET max_parallel_workers_per_gather = 0")
             .await
             .context("disabling parallel query for the measurement")?;
-        let stmt = self
-            .admin
+        let stmt = admin
             .prepare_typed(&heavy_aggregate(schema), &[Type::INT8])
             .await
             .context("preparing the heavy aggregate")?;
         let mut times = Vec::with_capacity(5);
         for id in 1..=5i64 {
             let t = Instant::now();
-            self.admin
+            admin
                 .query_one(&stmt, &[&id])
                 .await
                 .context("running the heavy aggregate")?;
             times.push(t.elapsed().as_secs_f64() * 1000.0);
         }
-        let _ = self
-            .admin
+        let _ = admin
             .batch_execute("RESET max_parallel_workers_per_gather")
             .await;
         times.sort_by(f64::total_cmp);
@@ -313,6 +373,8 @@ impl Db {
         if !options.is_empty() {
             cfg.options(options.join(" "));
         }
+        // Fast recycling checks that the connection is still open and discards it when not
+        // (a crash of Postgres closes them all), so the pool opens new ones once it is back.
         let mgr = Manager::from_config(
             cfg,
             NoTls,
@@ -350,7 +412,20 @@ impl Db {
             held.push(c);
         }
         drop(held);
-        Ok(Origin { pool, sql, cost })
+        // Under a deadline every step of a load has one: the wait for a pooled connection,
+        // opening a new one (after a crash closed them), and the statement.
+        let timeouts = Timeouts {
+            wait: timeout,
+            create: Some(timeout.unwrap_or(Duration::from_secs(10))),
+            recycle: Some(timeout.unwrap_or(Duration::from_secs(10))),
+        };
+        Ok(Origin {
+            pool,
+            sql,
+            cost,
+            timeouts,
+            statement_deadline: timeout.map(|t| t + STATEMENT_GRACE),
+        })
     }
 
     /// Executions of the measured window's loader statement counted by the server
@@ -360,24 +435,90 @@ impl Db {
         if self.stat_statements_missing.is_some() {
             return None;
         }
-        let pattern = format!("%{MEASURED_ALIAS}%{}.items%", self.schema);
-        let row = self
-            .admin
-            .query_one(
-                "SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_statements WHERE query LIKE $1 AND query NOT LIKE '%stampede_unmeasured%'",
-                &[&pattern],
-            )
-            .await
-            .ok()?;
-        Some(row.get::<_, i64>(0) as u64)
+        server_calls(&*self.admin().await.ok()?, &self.schema).await
     }
 
     /// Drop the run's schema (on an external server this is the whole clean-up).
     pub async fn teardown(&self) -> Result<()> {
-        self.admin
+        self.admin()
+            .await?
             .batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema))
             .await
             .with_context(|| format!("dropping schema {}", self.schema))
+    }
+}
+
+/// The measured window's loader statement as pg_stat_statements counts it in `schema`.
+async fn server_calls(client: &tokio_postgres::Client, schema: &str) -> Option<u64> {
+    let pattern = format!("%{MEASURED_ALIAS}%{schema}.items%");
+    let row = client
+        .query_one(
+            "SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_statements WHERE query LIKE $1 AND query NOT LIKE '%stampede_unmeasured%'",
+            &[&pattern],
+        )
+        .await
+        .ok()?;
+    Some(row.get::<_, i64>(0) as u64)
+}
+
+/// The fault schedule's connection to Postgres: opened on demand and again after a crash,
+/// every step bounded, so it can tell when the server is back and read its counts just
+/// before a kill.
+pub struct PgProbe {
+    config: tokio_postgres::Config,
+    schema: String,
+    /// Whether pg_stat_statements can be read.
+    stats: bool,
+    client: Option<tokio_postgres::Client>,
+}
+
+impl PgProbe {
+    async fn client(&mut self) -> Option<&tokio_postgres::Client> {
+        if self
+            .client
+            .as_ref()
+            .is_none_or(tokio_postgres::Client::is_closed)
+        {
+            self.client = None;
+            if let Ok(Ok((client, conn))) =
+                tokio::time::timeout(PROBE_TIMEOUT, self.config.connect(NoTls)).await
+            {
+                tokio::spawn(async move {
+                    // Ends when the client is dropped or the server goes away.
+                    let _ = conn.await;
+                });
+                self.client = Some(client);
+            }
+        }
+        self.client.as_ref()
+    }
+
+    /// Whether the server answers a query now.
+    pub async fn ready(&mut self) -> bool {
+        let Some(c) = self.client().await else {
+            return false;
+        };
+        let ok = matches!(
+            tokio::time::timeout(PROBE_TIMEOUT, c.simple_query("SELECT 1")).await,
+            Ok(Ok(_))
+        );
+        if !ok {
+            self.client = None;
+        }
+        ok
+    }
+
+    /// The server's count of the measured loader statement now; None when it cannot be read.
+    pub async fn server_calls(&mut self) -> Option<u64> {
+        if !self.stats {
+            return None;
+        }
+        let schema = self.schema.clone();
+        let c = self.client().await?;
+        tokio::time::timeout(PROBE_TIMEOUT, server_calls(c, &schema))
+            .await
+            .ok()
+            .flatten()
     }
 }
 
@@ -387,6 +528,10 @@ pub struct Origin {
     /// The loader statement: in the measured window, and outside it.
     sql: [String; 2],
     cost: LoadCost,
+    /// Bounds of a load's wait for a connection and of opening a new one.
+    timeouts: Timeouts,
+    /// When the app gives up on a statement itself (`--db-timeout` plus a grace).
+    statement_deadline: Option<Duration>,
 }
 
 /// A loaded row: the item's payload and version.
@@ -405,39 +550,58 @@ impl Origin {
     /// Load `id`: wait for a connection, then run the loader statement (one DB call, counted
     /// on `load` when it is sent). `Ok(None)` when the id does not exist.
     pub async fn load(&self, id: u64, load: &LoadGuard<'_>) -> Result<Option<Loaded>, LoadFailure> {
-        let client = self.pool.get().await.map_err(|e| match e {
-            PoolError::Timeout(_) => {
-                load.pool_timeout();
-                LoadFailure::PoolTimeout
-            }
-            _ => LoadFailure::Db,
-        })?;
+        let client = self
+            .pool
+            .timeout_get(&self.timeouts)
+            .await
+            .map_err(|e| match e {
+                PoolError::Timeout(TimeoutType::Wait) => {
+                    load.pool_timeout();
+                    LoadFailure::PoolTimeout
+                }
+                // Opening a new connection failed or ran out of time: the server is down,
+                // refusing connections while it recovers, or not answering.
+                _ => {
+                    load.connect_failed();
+                    LoadFailure::Db
+                }
+            })?;
         let statement = load.statement();
         let sql = match statement.phase() {
             Phase::Measured => &self.sql[0],
             Phase::WarmUp => &self.sql[1],
         };
-        let stmt = client
-            .prepare_typed_cached(sql, loader_types(self.cost))
-            .await
-            .map_err(|_| {
-                statement.failed(false);
-                LoadFailure::Db
-            })?;
-        let id = id as i64;
-        let ran = match self.cost {
-            LoadCost::Sleep(d) => client.query_one(&stmt, &[&id, &d.as_secs_f64()]).await,
-            LoadCost::Heavy => client.query_one(&stmt, &[&id]).await,
-        };
-        let row = ran.map_err(|e| {
-            if e.code() == Some(&tokio_postgres::error::SqlState::QUERY_CANCELED) {
-                statement.failed(true);
-                LoadFailure::Timeout
-            } else {
-                statement.failed(false);
-                LoadFailure::Db
+        let run = async {
+            let stmt = client
+                .prepare_typed_cached(sql, loader_types(self.cost))
+                .await
+                .map_err(|_| {
+                    statement.failed(false);
+                    LoadFailure::Db
+                })?;
+            let id = id as i64;
+            match self.cost {
+                LoadCost::Sleep(d) => client.query_one(&stmt, &[&id, &d.as_secs_f64()]).await,
+                LoadCost::Heavy => client.query_one(&stmt, &[&id]).await,
             }
-        })?;
+            .map_err(|e| {
+                if e.code() == Some(&tokio_postgres::error::SqlState::QUERY_CANCELED) {
+                    statement.failed(true);
+                    LoadFailure::Timeout
+                } else {
+                    statement.failed(false);
+                    LoadFailure::Db
+                }
+            })
+        };
+        let row = match self.statement_deadline {
+            Some(d) => tokio::time::timeout(d, run).await.unwrap_or_else(|_| {
+                // The server did not even cancel it: it is not answering.
+                statement.failed(true);
+                Err(LoadFailure::Timeout)
+            })?,
+            None => run.await?,
+        };
         if row.get::<_, Option<&str>>(0).is_none() {
             return Ok(None);
         }

@@ -1,9 +1,12 @@
-//! Faults injected into a run (DESIGN §4): a schedule of timestamped events — kill Redis, start
-//! it again — run by a task beside the driver, which records what each outage did so the report
-//! can show the outage window and the recovery stampede.
+//! Faults injected into a run (DESIGN §4): a schedule of timestamped events — kill Redis or
+//! Postgres and start it again, pause Redis — run beside the driver, which records what each
+//! outage did so the report can show the outage window and the recovery.
 //!
 //! Fault times count from the start of the measured window (after any warm-up), so a fault
 //! strikes at the same point of the figures and the timeline whatever the warm-up.
+//!
+//! Each server has its own lane: the faults of one server run in order (they never overlap,
+//! the scenario checks it), while a Redis fault may strike during a Postgres outage.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
@@ -14,9 +17,11 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::Admin;
-use crate::fault::{FaultKind, FaultSpec};
+use crate::fault::{FaultKind, FaultSpec, Server};
 use crate::instance::Shared;
-use crate::servers::ManagedRedis;
+use crate::metrics::ServerHealth;
+use crate::origin::PgProbe;
+use crate::servers::{ManagedPostgres, ManagedRedis};
 
 mod report;
 
@@ -24,46 +29,83 @@ pub use report::reports;
 
 /// How long the recovery stampede is counted after a restart.
 const STAMPEDE_WINDOW: Duration = Duration::from_secs(1);
-/// How long an external restart command, then the wait for Redis to answer, may each take.
-const EXTERNAL_RESTART_LIMIT: Duration = Duration::from_secs(30);
+/// How long an external command (kill or restart), then the wait for the server to answer,
+/// may each take.
+const EXTERNAL_LIMIT: Duration = Duration::from_secs(30);
+/// How long a paused Redis may take to answer once its pause should have ended.
+const PAUSE_END_LIMIT: Duration = Duration::from_secs(5);
 
-/// How Redis is killed and brought back.
-pub enum RedisControl {
-    /// A redis-server the tool started: SIGKILL (a crash), then a new, empty one on the same port.
-    Managed(ManagedRedis),
-    /// A Redis the user runs: `SHUTDOWN NOSAVE` through the tool's admin connection, then the
-    /// user's restart command (`sh -c`), then a wait until it answers PING.
-    External { admin: Admin, restart_cmd: String },
+/// How Redis is killed, paused and brought back.
+pub struct RedisSide {
+    /// A redis-server the tool started: SIGKILL (a crash), then a new, empty one on the same
+    /// port. None for the user's Redis: `SHUTDOWN NOSAVE` through `admin`, then `restart_cmd`
+    /// (`sh -c`), then a wait until it answers PING.
+    pub managed: Option<ManagedRedis>,
+    /// The tool's own connection: it pauses Redis, shuts an external one down, and tells
+    /// when it answers again.
+    pub admin: Admin,
+    pub restart_cmd: Option<String>,
+}
+
+/// How Postgres is killed and brought back.
+pub struct PgSide {
+    /// A Postgres the tool started: SIGKILL of its process group, then a restart on the same
+    /// port and data dir (crash recovery). None for the user's: `kill_cmd`, then
+    /// `restart_cmd` (`sh -c` both), then a wait until it answers.
+    pub managed: Option<ManagedPostgres>,
+    /// The tool's own connection: reads the server's counts before a kill and tells when the
+    /// server is back.
+    pub probe: PgProbe,
+    pub kill_cmd: Option<String>,
+    pub restart_cmd: Option<String>,
 }
 
 /// What one fault did, in ms since the measured window started.
 #[derive(Debug, Clone, Default, PartialEq)]
-/// The report's [`crate::report::FaultReport`] documents what each figure means.
+/// The report's [`crate::results::FaultReport`] documents what each figure means.
 pub struct Record {
     pub kind: FaultKind,
     /// False when the fault could not be struck (see `note`); the figures below are then empty.
     pub injected: bool,
-    /// When Redis was killed (or the fault was due, if it could not be struck).
+    /// When the server was killed or paused (or the fault was due, if it could not be struck).
     pub kill_ms: u64,
-    /// When the new Redis answered; None when it was not brought back (see `note`).
+    /// When the server answered again; None when it was not brought back (see `note`).
     pub restart_ms: Option<u64>,
-    /// When a request's Redis command first succeeded after the restart.
+    /// When a request first got through to the server after the restart.
     pub first_ok_ms: Option<u64>,
     pub db_calls_during: u64,
     pub redis_errors_during: u64,
+    pub db_errors_during: u64,
     pub recovery_stampede: u64,
     pub recovery_redundant: u64,
     pub recovery_window_ms: u64,
     pub note: Option<String>,
 }
 
+/// pg_stat_statements across Postgres crashes: a crash empties it, so what it had counted
+/// just before each kill is added to the reading at the end of the run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServerCalls {
+    /// The counts read before kills that the crash then erased.
+    pub lost: u64,
+    /// One line per kill-postgres fault: what was read, and whether the crash erased it.
+    pub readings: Vec<String>,
+    /// A reading could not be taken: a sum would be short, so there is none.
+    pub unreadable: bool,
+}
+
 /// What the fault task hands back when the run is over.
 pub struct Done {
+    /// Every fault, in the order they struck.
     pub records: Vec<Record>,
-    /// The managed Redis, to be stopped with the other servers (None if it was lost).
-    pub managed: Option<ManagedRedis>,
+    /// The managed servers, to be stopped with the others (None if lost, or not managed).
+    pub redis: Option<ManagedRedis>,
+    pub postgres: Option<ManagedPostgres>,
     /// PIDs of the redis-servers started by restarts, in order.
     pub restarted_pids: Vec<u32>,
+    /// PIDs of the postmasters started by restarts, in order.
+    pub pg_restarted_pids: Vec<u32>,
+    pub server_calls: ServerCalls,
 }
 
 /// The running fault schedule.
@@ -74,36 +116,70 @@ pub struct Chaos {
 
 impl Chaos {
     /// Start the schedule: it waits for the driver to fix the measured window's start, then
-    /// strikes each fault at its time. `faults` must be sorted and not overlap (the scenario
-    /// checks this).
+    /// strikes each fault at its time. `faults` must be sorted and outages of one server must
+    /// not overlap (the scenario checks this). `postgres` is needed only for Postgres faults.
     pub fn spawn(
         faults: Vec<FaultSpec>,
-        control: RedisControl,
+        redis: RedisSide,
+        postgres: Option<PgSide>,
         shared: Arc<Shared>,
         window: watch::Receiver<Option<Instant>>,
         duration: Duration,
         shutdown: CancellationToken,
     ) -> Chaos {
         let finish = shutdown.child_token();
-        let (managed, external) = match control {
-            RedisControl::Managed(r) => (Some(r), None),
-            RedisControl::External { admin, restart_cmd } => (None, Some((admin, restart_cmd))),
+        let of = |server: Server| -> Vec<FaultSpec> {
+            faults
+                .iter()
+                .filter(|f| f.kind.server() == server)
+                .copied()
+                .collect()
         };
-        let task = Task {
-            shared,
-            managed,
-            external,
-            restarted_pids: Vec::new(),
-            records: Vec::new(),
-            stop: finish.clone(),
+        let redis_lane = Lane::new(Target::Redis(redis), shared.clone(), finish.clone());
+        let pg_lane =
+            postgres.map(|p| Lane::new(Target::Postgres(Box::new(p)), shared, finish.clone()));
+        let (redis_faults, pg_faults) = (of(Server::Redis), of(Server::Postgres));
+        let task = async move {
+            let pg_window = window.clone();
+            let (redis_lane, pg_lane) =
+                tokio::join!(redis_lane.run(redis_faults, window, duration), async move {
+                    match pg_lane {
+                        Some(l) => Some(l.run(pg_faults, pg_window, duration).await),
+                        None => None,
+                    }
+                });
+            let mut done = Done {
+                records: Vec::new(),
+                redis: None,
+                postgres: None,
+                restarted_pids: Vec::new(),
+                pg_restarted_pids: Vec::new(),
+                server_calls: ServerCalls::default(),
+            };
+            for lane in std::iter::once(redis_lane).chain(pg_lane) {
+                done.records.extend(lane.records);
+                match lane.target {
+                    Target::Redis(r) => {
+                        done.redis = r.managed;
+                        done.restarted_pids = lane.restarted_pids;
+                    }
+                    Target::Postgres(p) => {
+                        done.postgres = p.managed;
+                        done.pg_restarted_pids = lane.restarted_pids;
+                        done.server_calls = lane.server_calls;
+                    }
+                }
+            }
+            done.records.sort_by_key(|r| r.kill_ms);
+            done
         };
         Chaos {
-            handle: tokio::spawn(task.run(faults, window, duration)),
+            handle: tokio::spawn(task),
             finish,
         }
     }
 
-    /// Traffic is over: end the schedule (a Redis still down is started again first, so an
+    /// Traffic is over: end the schedule (a server still down is started again first, so an
     /// external one is never left down) and hand back what happened.
     pub async fn finish(self) -> anyhow::Result<Done> {
         self.finish.cancel();
@@ -113,12 +189,19 @@ impl Chaos {
     }
 }
 
-struct Task {
+enum Target {
+    Redis(RedisSide),
+    /// Boxed: a probe's connection config is large, and there is one lane per server.
+    Postgres(Box<PgSide>),
+}
+
+/// The faults of one server, struck in order.
+struct Lane {
+    target: Target,
     shared: Arc<Shared>,
-    managed: Option<ManagedRedis>,
-    external: Option<(Admin, String)>,
     restarted_pids: Vec<u32>,
     records: Vec<Record>,
+    server_calls: ServerCalls,
     /// Traffic over or shutdown: stop waiting.
     stop: CancellationToken,
 }
@@ -135,12 +218,34 @@ fn ms_since(t: Instant, start: Instant) -> u64 {
     t.saturating_duration_since(start).as_millis() as u64
 }
 
-impl Task {
+fn secs(ms: u64) -> String {
+    format!("{:.2} s", ms as f64 / 1000.0)
+}
+
+impl Lane {
+    fn new(target: Target, shared: Arc<Shared>, stop: CancellationToken) -> Lane {
+        Lane {
+            target,
+            shared,
+            restarted_pids: Vec::new(),
+            records: Vec::new(),
+            server_calls: ServerCalls::default(),
+            stop,
+        }
+    }
+
     /// Sleep until `at`; false when stopped first.
     async fn sleep_until(&self, at: Instant) -> bool {
         tokio::select! {
             _ = tokio::time::sleep_until(at.into()) => true,
             _ = self.stop.cancelled() => false,
+        }
+    }
+
+    fn health(&self) -> &ServerHealth {
+        match self.target {
+            Target::Redis(_) => &self.shared.counters.redis_health,
+            Target::Postgres(_) => &self.shared.counters.pg_health,
         }
     }
 
@@ -153,12 +258,24 @@ impl Task {
         c.redis_errors.load(Relaxed) + c.redis_timeouts.load(Relaxed)
     }
 
+    /// Loads that failed in the database: statements that ended in an error, connections
+    /// that could not be opened, waits for a connection that ran out.
+    fn db_errors(&self) -> u64 {
+        let l = &self.shared.loads;
+        l.statement_errors.load(Relaxed)
+            + l.connect_errors.load(Relaxed)
+            + l.pool_timeouts.load(Relaxed)
+    }
+
     async fn run(
         mut self,
         faults: Vec<FaultSpec>,
         mut window: watch::Receiver<Option<Instant>>,
         duration: Duration,
-    ) -> Done {
+    ) -> Lane {
+        if faults.is_empty() {
+            return self;
+        }
         let start = tokio::select! {
             r = window.wait_for(Option::is_some) => r.ok().and_then(|v| *v),
             _ = self.stop.cancelled() => None,
@@ -166,11 +283,7 @@ impl Task {
         if let Some(start) = start {
             self.strike_all(&faults, start, start + duration).await;
         }
-        Done {
-            records: self.records,
-            managed: self.managed,
-            restarted_pids: self.restarted_pids,
-        }
+        self
     }
 
     async fn strike_all(&mut self, faults: &[FaultSpec], start: Instant, end: Instant) {
@@ -193,9 +306,10 @@ impl Task {
                 self.records.push(Record {
                     kind: spec.kind,
                     kill_ms: ms_since(Instant::now(), start),
-                    note: Some(
-                        "not injected: Redis did not come back from an earlier fault".into(),
-                    ),
+                    note: Some(format!(
+                        "not injected: {} did not come back from an earlier fault",
+                        spec.kind.server().name()
+                    )),
                     ..Record::default()
                 });
                 continue;
@@ -208,9 +322,9 @@ impl Task {
         self.note_first_ok(start);
     }
 
-    /// The first successful command since the last restart belongs to the last fault.
+    /// The first success since the last restart belongs to the last fault.
     fn note_first_ok(&mut self, start: Instant) {
-        let first_ok = self.shared.counters.redis_health.first_ok();
+        let first_ok = self.health().first_ok();
         if let Some(last) = self.records.last_mut()
             && last.injected
             && last.restart_ms.is_some()
@@ -219,52 +333,114 @@ impl Task {
         }
     }
 
-    /// One fault: kill, stay down for `down_for`, restart. Returns the stampede count to take.
+    /// One fault: kill (or pause), stay down for `down_for`, bring back. Returns the stampede
+    /// count to take.
     async fn strike(&mut self, spec: &FaultSpec, start: Instant) -> Option<Pending> {
         let shared = self.shared.clone();
-        let health = &shared.counters.redis_health;
-        let (calls0, errors0) = (self.calls(), self.redis_errors());
+        let health = match self.target {
+            Target::Redis(_) => &shared.counters.redis_health,
+            Target::Postgres(_) => &shared.counters.pg_health,
+        };
+        // What pg_stat_statements has counted, read as late as possible before the crash
+        // empties it.
+        let counted = match &mut self.target {
+            Target::Postgres(p) if spec.kind == FaultKind::KillPostgres => {
+                Some(p.probe.server_calls().await)
+            }
+            _ => None,
+        };
+        let (calls0, errors0, db_errors0) = (self.calls(), self.redis_errors(), self.db_errors());
         let killed = Instant::now();
         let mut record = Record {
             kind: spec.kind,
             kill_ms: ms_since(killed, start),
             ..Record::default()
         };
-        if let Err(e) = self.kill().await {
-            // Redis never went down: nothing to restart.
+        if let Err(e) = self.down(spec).await {
+            // The server never went down: nothing to bring back.
             record.note = Some(format!("not injected: {e:#}"));
             self.records.push(record);
             return None;
         }
         record.injected = true;
         health.set_down();
-        // Stopped early (Ctrl-C): restart now rather than leave Redis down.
-        if !self.sleep_until(killed + spec.down_for.0).await {
-            record.note = Some(format!(
+        let back_at = killed + spec.down_for.0;
+        let mut notes = Vec::new();
+        let server = spec.kind.server().name();
+        let not_back = |e: anyhow::Error| format!("{server} was not brought back: {e:#}");
+        let restarted = if self.sleep_until(back_at).await {
+            self.up(spec, back_at).await.map_err(not_back)
+        } else if spec.kind == FaultKind::PauseRedis {
+            // Nothing can end a pause early (CLIENT UNPAUSE would wait behind it too).
+            Err(format!(
+                "the run was interrupted during the pause; Redis resumes by itself at {}",
+                secs(ms_since(back_at, start))
+            ))
+        } else {
+            // Stopped early (Ctrl-C): restart now rather than leave the server down.
+            notes.push(format!(
                 "outage cut short: the run was interrupted before down_for ({}) had passed",
                 spec.down_for
             ));
-        }
-        let restarted = self.restart().await;
+            self.up(spec, back_at).await.map_err(not_back)
+        };
         record.db_calls_during = self.calls() - calls0;
         record.redis_errors_during = self.redis_errors() - errors0;
-        match restarted {
-            Ok(()) => {
+        record.db_errors_during = self.db_errors() - db_errors0;
+        let pending = match restarted {
+            Ok(recovery_logged) => {
                 let now = Instant::now();
                 health.set_up();
+                if recovery_logged == Some(false) {
+                    notes.push("Postgres came back without logging a crash recovery".to_string());
+                }
                 record.restart_ms = Some(ms_since(now, start));
-                self.records.push(record);
                 Some(Pending {
-                    record: self.records.len() - 1,
+                    record: self.records.len(),
                     restarted: now,
                     calls: self.calls(),
                     redundant: self.shared.loads.redundant.load(Relaxed),
                 })
             }
             Err(e) => {
-                record.note = Some(format!("Redis was not brought back: {e:#}"));
-                self.records.push(record);
+                notes.push(e);
                 None
+            }
+        };
+        if let Some(counted) = counted {
+            self.note_server_calls(counted, record.kill_ms).await;
+        }
+        record.note = (!notes.is_empty()).then(|| notes.join("; "));
+        self.records.push(record);
+        pending
+    }
+
+    /// Compare the count read before a kill with the one now: a crash empties
+    /// pg_stat_statements (the count starts again from zero), a clean stop keeps it.
+    async fn note_server_calls(&mut self, before: Option<u64>, kill_ms: u64) {
+        let Target::Postgres(p) = &mut self.target else {
+            return;
+        };
+        let after = p.probe.server_calls().await;
+        let calls = &mut self.server_calls;
+        match (before, after) {
+            (Some(b), Some(a)) if a < b => {
+                calls.lost += b;
+                calls.readings.push(format!(
+                    "{b} read just before the kill at {}, erased by the crash",
+                    secs(kill_ms)
+                ));
+            }
+            (Some(b), Some(_)) => calls.readings.push(format!(
+                "{b} read just before the kill at {}, kept by the server",
+                secs(kill_ms)
+            )),
+            _ => {
+                calls.unreadable = true;
+                calls.readings.push(format!(
+                    "pg_stat_statements could not be read around the kill at {}",
+                    secs(kill_ms)
+                ));
             }
         }
     }
@@ -283,55 +459,119 @@ impl Task {
         r.recovery_window_ms = ms_since(now, p.restarted);
     }
 
-    async fn kill(&mut self) -> anyhow::Result<()> {
-        if let Some(mut r) = self.managed.take() {
-            // SIGKILL and reap: a short blocking wait, kept off the async workers.
-            let r = tokio::task::spawn_blocking(move || {
-                r.kill();
-                r
-            })
-            .await
-            .map_err(|e| anyhow::anyhow!("killing redis-server failed: {e}"))?;
-            self.managed = Some(r);
-            return Ok(());
-        }
-        match &self.external {
-            Some((admin, _)) => admin.shutdown_nosave().await,
-            None => Err(anyhow::anyhow!("the managed Redis is gone")),
+    /// Strike: kill or pause the server.
+    async fn down(&mut self, spec: &FaultSpec) -> anyhow::Result<()> {
+        match (&mut self.target, spec.kind) {
+            (Target::Redis(r), FaultKind::PauseRedis) => r.admin.pause(spec.down_for.0).await,
+            (Target::Redis(r), _) => match r.managed.take() {
+                Some(mut m) => {
+                    // SIGKILL and reap: a short blocking wait, kept off the async workers.
+                    let m = tokio::task::spawn_blocking(move || {
+                        m.kill();
+                        m
+                    })
+                    .await
+                    .map_err(|e| anyhow::anyhow!("killing redis-server failed: {e}"))?;
+                    r.managed = Some(m);
+                    Ok(())
+                }
+                None => r.admin.shutdown_nosave().await,
+            },
+            (Target::Postgres(p), _) => match p.managed.take() {
+                Some(mut m) => {
+                    let m = tokio::task::spawn_blocking(move || {
+                        m.kill();
+                        m
+                    })
+                    .await
+                    .map_err(|e| anyhow::anyhow!("killing postgres failed: {e}"))?;
+                    p.managed = Some(m);
+                    Ok(())
+                }
+                None => match &p.kill_cmd {
+                    Some(cmd) => run_cmd(cmd, "--pg-kill-cmd").await,
+                    None => Err(anyhow::anyhow!(
+                        "no --pg-kill-cmd to crash the external Postgres with"
+                    )),
+                },
+            },
         }
     }
 
-    async fn restart(&mut self) -> anyhow::Result<()> {
-        if let Some(r) = self.managed.as_mut() {
-            r.restart().await?;
-            if let Some(pid) = r.pid() {
-                self.restarted_pids.push(pid);
+    /// Bring the server back (or, for a pause, wait until it answers again). For a managed
+    /// Postgres, says whether it logged a crash recovery.
+    async fn up(&mut self, spec: &FaultSpec, due: Instant) -> anyhow::Result<Option<bool>> {
+        match (&mut self.target, spec.kind) {
+            (Target::Redis(r), FaultKind::PauseRedis) => {
+                // Redis resumes by itself; a PING sent now waits until it does.
+                let deadline = due.max(Instant::now()) + PAUSE_END_LIMIT;
+                while !r.admin.ping().await {
+                    if Instant::now() >= deadline {
+                        anyhow::bail!(
+                            "Redis did not answer PING within {PAUSE_END_LIMIT:?} after its pause should have ended"
+                        );
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Ok(None)
             }
-            return Ok(());
-        }
-        let Some((admin, cmd)) = &self.external else {
-            anyhow::bail!("the managed Redis is gone");
-        };
-        run_restart_cmd(cmd).await?;
-        let deadline = Instant::now() + EXTERNAL_RESTART_LIMIT;
-        while !admin.ping().await {
-            if Instant::now() >= deadline {
-                anyhow::bail!(
-                    "--redis-restart-cmd succeeded but Redis did not answer PING within {EXTERNAL_RESTART_LIMIT:?}"
-                );
+            (Target::Redis(r), _) => {
+                if let Some(m) = r.managed.as_mut() {
+                    m.restart().await?;
+                    if let Some(pid) = m.pid() {
+                        self.restarted_pids.push(pid);
+                    }
+                    return Ok(None);
+                }
+                let Some(cmd) = &r.restart_cmd else {
+                    anyhow::bail!("no --redis-restart-cmd to start the external Redis with");
+                };
+                run_cmd(cmd, "--redis-restart-cmd").await?;
+                let deadline = Instant::now() + EXTERNAL_LIMIT;
+                while !r.admin.ping().await {
+                    if Instant::now() >= deadline {
+                        anyhow::bail!(
+                            "--redis-restart-cmd succeeded but Redis did not answer PING within {EXTERNAL_LIMIT:?}"
+                        );
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Ok(None)
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            (Target::Postgres(p), _) => {
+                if let Some(m) = p.managed.as_mut() {
+                    let recovered = m.restart().await?;
+                    if let Some(pid) = m.pid() {
+                        self.restarted_pids.push(pid);
+                    }
+                    return Ok(Some(recovered));
+                }
+                let Some(cmd) = &p.restart_cmd else {
+                    anyhow::bail!("no --pg-restart-cmd to start the external Postgres with");
+                };
+                run_cmd(cmd, "--pg-restart-cmd").await?;
+                let deadline = Instant::now() + EXTERNAL_LIMIT;
+                while !p.probe.ready().await {
+                    if Instant::now() >= deadline {
+                        anyhow::bail!(
+                            "--pg-restart-cmd succeeded but Postgres did not answer within {EXTERNAL_LIMIT:?}"
+                        );
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Ok(None)
+            }
         }
-        Ok(())
     }
 }
 
-/// Run the user's restart command with `sh -c`, bounded. Its output goes to a temp file, not a
-/// pipe: a daemon it starts inherits the descriptors, and a pipe would keep us waiting on it.
-async fn run_restart_cmd(cmd: &str) -> anyhow::Result<()> {
+/// Run one of the user's commands (`flag` names it in errors) with `sh -c`, bounded. Its
+/// output goes to a temp file, not a pipe: a daemon it starts inherits the descriptors, and
+/// a pipe would keep us waiting on it.
+async fn run_cmd(cmd: &str, flag: &str) -> anyhow::Result<()> {
     use std::io::{Read, Seek};
     let mut log = tempfile::tempfile()
-        .map_err(|e| anyhow::anyhow!("creating a temp file for the restart command: {e}"))?;
+        .map_err(|e| anyhow::anyhow!("creating a temp file for {flag}: {e}"))?;
     let out = log
         .try_clone()
         .map_err(|e| anyhow::anyhow!("duplicating a temp file handle: {e}"))?;
@@ -346,12 +586,12 @@ async fn run_restart_cmd(cmd: &str) -> anyhow::Result<()> {
         .stderr(err)
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| anyhow::anyhow!("starting `sh -c {cmd}`: {e}"))?;
-    let status = match tokio::time::timeout(EXTERNAL_RESTART_LIMIT, child.wait()).await {
-        Ok(s) => s.map_err(|e| anyhow::anyhow!("waiting for --redis-restart-cmd: {e}"))?,
+        .map_err(|e| anyhow::anyhow!("starting {flag} `sh -c {cmd}`: {e}"))?;
+    let status = match tokio::time::timeout(EXTERNAL_LIMIT, child.wait()).await {
+        Ok(s) => s.map_err(|e| anyhow::anyhow!("waiting for {flag}: {e}"))?,
         Err(_) => {
             let _ = child.kill().await;
-            anyhow::bail!("--redis-restart-cmd did not finish within {EXTERNAL_RESTART_LIMIT:?}");
+            anyhow::bail!("{flag} did not finish within {EXTERNAL_LIMIT:?}");
         }
     };
     if status.success() {
@@ -363,7 +603,7 @@ async fn run_restart_cmd(cmd: &str) -> anyhow::Result<()> {
     let tail: Vec<&str> = text.lines().rev().take(5).collect();
     let tail: Vec<&str> = tail.into_iter().rev().collect();
     anyhow::bail!(
-        "--redis-restart-cmd exited with {status}; its output ended with: {}",
+        "{flag} exited with {status}; its output ended with: {}",
         tail.join(" | ")
     )
 }
@@ -373,13 +613,19 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn restart_command_failure_names_the_exit_and_output() {
-        let e = run_restart_cmd("echo starting; echo 'no such server' >&2; exit 3")
-            .await
-            .unwrap_err()
-            .to_string();
+    async fn command_failure_names_the_flag_the_exit_and_output() {
+        let e = run_cmd(
+            "echo starting; echo 'no such server' >&2; exit 3",
+            "--pg-restart-cmd",
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("--pg-restart-cmd exited"), "{e}");
         assert!(e.contains("exit status: 3"), "{e}");
         assert!(e.contains("no such server"), "{e}");
-        run_restart_cmd("true").await.expect("exit 0 is success");
+        run_cmd("true", "--redis-restart-cmd")
+            .await
+            .expect("exit 0 is success");
     }
 }

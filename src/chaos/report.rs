@@ -2,7 +2,7 @@
 //! the timeline can tell (the hit rate before the fault and when it came back).
 
 use super::Record;
-use crate::results::{Bucket, FaultReport};
+use crate::results::{Bucket, FaultReport, Served};
 
 /// The share of the pre-fault hit rate that counts as recovered.
 const HIT_RATE_RECOVERED: f64 = 0.9;
@@ -39,6 +39,11 @@ pub fn reports(records: &[Record], timeline: &[Bucket]) -> Vec<FaultReport> {
                 hit_rate_before,
                 db_calls_during: r.db_calls_during,
                 redis_errors_during: r.redis_errors_during,
+                db_errors_during: r.db_errors_during,
+                served_during: r
+                    .restart_ms
+                    .map(|back| served_over(timeline, r.kill_ms, back))
+                    .unwrap_or_default(),
                 recovery_stampede: r.recovery_stampede,
                 recovery_redundant: r.recovery_redundant,
                 recovery_window_ms: r.recovery_window_ms,
@@ -46,6 +51,18 @@ pub fn reports(records: &[Record], timeline: &[Bucket]) -> Vec<FaultReport> {
             }
         })
         .collect()
+}
+
+/// What the requests of the buckets that end in `(from, to]` got.
+fn served_over(timeline: &[Bucket], from: u64, to: u64) -> Served {
+    let mut s = Served::default();
+    for b in timeline.iter().filter(|b| b.t_ms > from && b.t_ms <= to) {
+        s.requests += b.requests;
+        s.hits += b.hits;
+        s.stale += b.stale;
+        s.errors += b.errors;
+    }
+    s
 }
 
 fn bucket_hit_rate(b: &Bucket) -> Option<f64> {
@@ -96,6 +113,7 @@ mod tests {
             first_ok_ms: Some(2030),
             db_calls_during: 950,
             redis_errors_during: 2000,
+            db_errors_during: 0,
             recovery_stampede: 300,
             recovery_redundant: 40,
             recovery_window_ms: 1000,
@@ -108,6 +126,16 @@ mod tests {
         assert_eq!(rep.hit_rate_before, Some(0.95));
         // 86% >= 90% of 95% (85.5%): the bucket ending at 2300.
         assert_eq!(rep.hit_rate_recovered_ms, Some(300));
+        // The ten buckets ending in (1000, 2000]: 1000 requests, none served from the cache.
+        assert_eq!(
+            rep.served_during,
+            Served {
+                requests: 1000,
+                hits: 0,
+                stale: 0,
+                errors: 0
+            }
+        );
 
         // Never recovered within the run, and a fault with no traffic before it.
         let rep = &reports(std::slice::from_ref(&r), &timeline[..22])[0];
@@ -126,6 +154,7 @@ mod tests {
         };
         let rep = &reports(&[lost], &timeline)[0];
         assert_eq!((rep.down_ms, rep.recovered_ms), (0, None));
+        assert_eq!(rep.served_during, Served::default());
         assert_eq!(rep.hit_rate_recovered_ms, None);
     }
 }

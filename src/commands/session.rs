@@ -9,10 +9,11 @@ use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
 
 use crate::cache;
-use crate::chaos::{self, Chaos, RedisControl};
+use crate::chaos::{self, Chaos, PgSide, RedisSide};
 use crate::cli::OutputFlags;
 use crate::driver::{Driver, Raw};
 use crate::error::EnvError;
+use crate::fault::{FaultKind, Server};
 use crate::live::Live;
 use crate::metrics::Outcome;
 use crate::origin::Db;
@@ -147,12 +148,15 @@ pub async fn run_on(
     let run_id = format!("{:08x}", rand::random::<u32>());
     let prefix: Arc<str> = Arc::from(format!("stampede:{run_id}:"));
     let seed_start = Instant::now();
+    // A Postgres crash empties unlogged tables: with a Postgres fault the items are logged.
+    let logged = sc.faults_on(Server::Postgres);
     let db = Db::setup(
         &env.pg_url,
         &run_id,
         sc.keys,
         sc.value_size,
         sc.instances * sc.db_pool,
+        logged,
     )
     .await?;
     let heavy_query_ms = heavy_setup(sc, &db, status).await;
@@ -208,30 +212,38 @@ async fn heavy_setup(sc: &Scenario, db: &Db, status: &Status) -> Result<Option<f
     Ok(Some(ms))
 }
 
-/// Start the fault schedule, if the scenario has faults. A managed Redis moves into it (it
-/// kills and restarts it) and comes back to `env` in [`finish_faults`].
+/// Start the fault schedule, if the scenario has faults. A managed server with faults moves
+/// into it (it kills and restarts it) and comes back to `env` in [`finish_faults`]. An
+/// external one is faulted through the user's commands (the scenario requires them).
 fn start_faults(
     sc: &Scenario,
     env: &mut Env,
     driver: &Driver,
-    admin: &cache::Admin,
+    setup: &Setup<'_>,
     shutdown: &CancellationToken,
 ) -> Option<Chaos> {
     if sc.faults.is_empty() {
         return None;
     }
-    let control = match (env.redis.take(), &sc.redis_restart_cmd) {
-        (Some(r), _) => RedisControl::Managed(r),
-        (None, Some(cmd)) => RedisControl::External {
-            admin: admin.clone(),
-            restart_cmd: cmd.clone(),
+    let redis = RedisSide {
+        managed: if sc.faults_on(Server::Redis) {
+            env.redis.take()
+        } else {
+            None
         },
-        // The scenario refuses faults on an external Redis without a restart command.
-        (None, None) => return None,
+        admin: setup.admin.clone(),
+        restart_cmd: sc.redis_restart_cmd.clone(),
     };
+    let postgres = sc.faults_on(Server::Postgres).then(|| PgSide {
+        managed: env.pg.take(),
+        probe: setup.db.probe(),
+        kill_cmd: sc.pg_kill_cmd.clone(),
+        restart_cmd: sc.pg_restart_cmd.clone(),
+    });
     Some(Chaos::spawn(
         sc.faults.clone(),
-        control,
+        redis,
+        postgres,
         driver.shared().clone(),
         driver.window_start(),
         sc.duration.0,
@@ -239,11 +251,16 @@ fn start_faults(
     ))
 }
 
-/// End the fault schedule and give the managed Redis back to `env` (to be stopped with it).
+/// End the fault schedule and give the managed servers back to `env` (to be stopped with it).
 async fn finish_faults(chaos: Option<Chaos>, env: &mut Env) -> Result<Option<chaos::Done>> {
     let Some(c) = chaos else { return Ok(None) };
     let mut done = c.finish().await?;
-    env.redis = done.managed.take();
+    if let Some(r) = done.redis.take() {
+        env.redis = Some(r);
+    }
+    if let Some(p) = done.postgres.take() {
+        env.pg = Some(p);
+    }
     Ok(Some(done))
 }
 
@@ -255,6 +272,7 @@ struct Measured {
     redis_version: String,
     faults: Option<chaos::Done>,
     first_redis_pid: Option<u32>,
+    first_pg_pid: Option<u32>,
     start: StartFigures,
 }
 
@@ -292,7 +310,8 @@ async fn measure(
     // Names the bar: `compare` shows one per strategy.
     bar.set_prefix(sc.strategy.to_string());
     let first_redis_pid = env.redis.as_ref().and_then(|r| r.pid());
-    let chaos = start_faults(sc, env, &driver, setup.admin, &shutdown);
+    let first_pg_pid = env.pg.as_ref().and_then(|p| p.pid());
+    let chaos = start_faults(sc, env, &driver, &setup, &shutdown);
     let raw = driver.run(shutdown, live).await;
     let faults = finish_faults(chaos, env).await;
     let raw = raw?;
@@ -301,12 +320,22 @@ async fn measure(
     let after = setup.admin.stats().await.ok();
     // The server counts a statement when it completes without error.
     let tool_total = raw.db.calls.saturating_sub(raw.db.statement_errors);
+    // A Postgres crash empties pg_stat_statements: what it had counted before each kill is
+    // added to the last reading (none when a reading failed: the sum would be short).
+    let erased = faults.as_ref().map(|d| &d.server_calls);
+    let read = || async {
+        match erased {
+            Some(e) if e.unreadable => None,
+            Some(e) => Some(setup.db.server_calls().await? + e.lost),
+            None => setup.db.server_calls().await,
+        }
+    };
     // pg_stat_statements records a statement as it ends; give the last ones a moment to land.
-    let mut calls_server = setup.db.server_calls().await;
+    let mut calls_server = read().await;
     let wait_until = Instant::now() + Duration::from_secs(1);
     while calls_server.is_some_and(|c| c < tool_total) && Instant::now() < wait_until {
         tokio::time::sleep(Duration::from_millis(50)).await;
-        calls_server = setup.db.server_calls().await;
+        calls_server = read().await;
     }
     let measured = Measured {
         raw,
@@ -315,6 +344,7 @@ async fn measure(
         redis_version,
         faults,
         first_redis_pid,
+        first_pg_pid,
         start,
     };
     let result = build(sc, measured, &setup, env);
@@ -333,6 +363,7 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
         redis_version,
         faults,
         first_redis_pid,
+        first_pg_pid,
         start,
     } = m;
     let db = setup.db;
@@ -356,11 +387,33 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
         .map(|d| chaos::reports(&d.records, &raw.timeline))
         .unwrap_or_default();
     // INFO's counters start again at zero with every restart of Redis.
-    let redis_restarted = fault_reports.iter().any(|f| f.down_ms > 0);
+    let redis_restarted = fault_reports
+        .iter()
+        .any(|f| f.kind == FaultKind::KillRedis && f.down_ms > 0);
+    let redis_paused = fault_reports
+        .iter()
+        .any(|f| f.kind == FaultKind::PauseRedis && f.down_ms > 0);
     let mut redis_pids: Vec<u32> = first_redis_pid.into_iter().collect();
+    let mut postgres_pids: Vec<u32> = first_pg_pid.into_iter().collect();
     if let Some(d) = &faults {
         redis_pids.extend(&d.restarted_pids);
+        postgres_pids.extend(&d.pg_restarted_pids);
     }
+    let calls_server_read = faults
+        .as_ref()
+        .map(|d| &d.server_calls)
+        .filter(|c| !c.readings.is_empty())
+        .map(|c| {
+            let sum = match (c.unreadable, c.lost) {
+                (true, _) => String::new(),
+                (false, 0) => ", which kept its counts across the restart".to_string(),
+                (false, lost) => format!(" plus the {lost} a crash erased"),
+            };
+            format!(
+                "pg_stat_statements read at the end of the run{sum}; {}",
+                c.readings.join("; ")
+            )
+        });
     let mut r = RunResult {
         schema: results::SCHEMA,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -394,10 +447,18 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
         db: results::DbFigures {
             calls: d.calls,
             calls_server,
-            calls_server_note: db.stat_statements_missing.clone(),
+            calls_server_note: match (&db.stat_statements_missing, &faults) {
+                (Some(n), _) => Some(n.clone()),
+                (None, Some(d)) if d.server_calls.unreadable => Some(
+                    "a Postgres crash erased pg_stat_statements' counts and they could not be read just before it: the server's total is unknown".to_string(),
+                ),
+                _ => None,
+            },
+            calls_server_read,
             statement_errors: d.statement_errors,
             statement_timeouts: d.statement_timeouts,
             pool_timeouts: d.pool_timeouts,
+            connect_errors: d.connect_errors,
             warmup_calls: d.warmup_calls,
             peak_concurrent: d.peak_concurrent,
             peak_in_flight: d.peak_in_flight,
@@ -429,6 +490,9 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
                     "Redis restarted during the run and its INFO counters with it: the run's keyspace totals cannot be read back".to_string(),
                 ),
                 (None, _) => Some("INFO could not be read".to_string()),
+                _ if redis_paused => Some(
+                    "Redis was paused during the run: commands that timed out in the app still ran when the pause ended, and INFO counts them".to_string(),
+                ),
                 (Some(_), true) => Some(
                     "INFO counts the whole server: other clients' reads are included".to_string(),
                 ),
@@ -471,6 +535,7 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
             redis_dir: env.redis.as_ref().map(|r| r.dir().display().to_string()),
             postgres_dir: env.pg.as_ref().map(|p| p.dir().display().to_string()),
             redis_pids,
+            postgres_pids,
             redis_startup_ms: env.redis_startup.map(|d| d.as_millis() as u64),
             postgres_startup_ms: env.pg.as_ref().map(|p| p.startup().0.as_millis() as u64),
             postgres_template_reused: env.pg.as_ref().map(|p| p.startup().1),

@@ -313,6 +313,9 @@ impl Instance {
             let load = sh.loads.begin(id);
             self.origin.load(id, &load).await
         };
+        if loaded.is_ok() {
+            sh.counters.pg_health.note_ok();
+        }
         // XFetch's delta is the whole load as the app waits for it, pool wait included: that
         // is how long a recompute keeps the value from being refreshed (docs/design.md).
         let delta_us = started.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;

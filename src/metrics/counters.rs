@@ -1,5 +1,5 @@
 //! Counts of rare events (Redis errors, lock contention, early recomputes, …) shared by every
-//! instance as relaxed atomics, and Redis's health as the fault schedule sets it.
+//! instance as relaxed atomics, and the servers' health as the fault schedule sets it.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -26,15 +26,19 @@ pub struct Counters {
     pub cold_misses: AtomicU64,
     /// Cache writes whose TTL (soft expiry under swr) runs out before the window closes.
     pub expiring_writes: AtomicU64,
-    /// Whether Redis is up, as the fault schedule knows it (not a counter: not in snapshots).
-    pub redis_health: RedisHealth,
+    /// Whether Redis is up (not killed, not paused), as the fault schedule knows it (not a
+    /// counter: not in snapshots). A success is a request's Redis command.
+    pub redis_health: ServerHealth,
+    /// Whether Postgres is up, as the fault schedule knows it. A success is a load that got
+    /// its answer.
+    pub pg_health: ServerHealth,
 }
 
-/// Redis's state as the fault schedule ([`crate::chaos`]) sets it, for the timeline, and the
-/// moment requests first got a command through after a restart. The request path pays one
-/// relaxed load per successful command; the lock is taken once per restart.
+/// A server's state as the fault schedule ([`crate::chaos`]) sets it, for the timeline, and
+/// the moment requests first got through to it after a restart. The request path pays one
+/// relaxed load per success; the lock is taken once per restart.
 #[derive(Debug, Default)]
-pub struct RedisHealth {
+pub struct ServerHealth {
     down: AtomicBool,
     /// Down at some moment since the timeline last asked.
     went_down: AtomicBool,
@@ -42,28 +46,28 @@ pub struct RedisHealth {
     first_ok: Mutex<Option<Instant>>,
 }
 
-impl RedisHealth {
-    /// Redis was just killed.
+impl ServerHealth {
+    /// The server was just killed (or paused).
     pub fn set_down(&self) {
         self.down.store(true, Relaxed);
         self.went_down.store(true, Relaxed);
     }
 
-    /// Redis answers again; the next successful command of a request is recorded.
+    /// The server answers again; the next success of a request is recorded.
     pub fn set_up(&self) {
         *self.first_ok.lock().unwrap_or_else(|p| p.into_inner()) = None;
         self.armed.store(true, Relaxed);
         self.down.store(false, Relaxed);
     }
 
-    /// For one timeline bucket: true when Redis was up during the whole bucket since the last call.
+    /// For one timeline bucket: true when the server was up during the whole bucket since the last call.
     pub fn take_bucket_up(&self) -> bool {
         let down_now = self.down.load(Relaxed);
         let was_down = self.went_down.swap(down_now, Relaxed);
         !(was_down || down_now)
     }
 
-    /// A request's Redis command succeeded.
+    /// A request got through to the server.
     #[inline]
     pub fn note_ok(&self) {
         if self.armed.load(Relaxed) && self.armed.swap(false, Relaxed) {
@@ -71,7 +75,7 @@ impl RedisHealth {
         }
     }
 
-    /// When the first command succeeded after the last [`RedisHealth::set_up`], if one has.
+    /// When the first success came after the last [`ServerHealth::set_up`], if one has.
     pub fn first_ok(&self) -> Option<Instant> {
         *self.first_ok.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -120,7 +124,7 @@ mod tests {
 
     #[test]
     fn redis_health_marks_every_bucket_that_saw_an_outage() {
-        let h = RedisHealth::default();
+        let h = ServerHealth::default();
         assert!(h.take_bucket_up());
         h.set_down();
         assert!(!h.take_bucket_up(), "the bucket in which Redis died");

@@ -48,6 +48,9 @@ pub struct LoadTracker {
     pub statement_timeouts: AtomicU64,
     /// Measured loads that gave up waiting for a pooled connection: no statement was sent.
     pub pool_timeouts: AtomicU64,
+    /// Measured loads that could not open a new connection (Postgres down, refusing
+    /// connections while it recovers, or too slow to answer): no statement was sent.
+    pub connect_errors: AtomicU64,
     /// Time measured statements spent running, µs.
     pub statement_us: AtomicU64,
     /// Time measured statements waited for a pooled connection before starting, µs.
@@ -77,6 +80,7 @@ impl Default for LoadTracker {
             statement_errors: AtomicU64::new(0),
             statement_timeouts: AtomicU64::new(0),
             pool_timeouts: AtomicU64::new(0),
+            connect_errors: AtomicU64::new(0),
             statement_us: AtomicU64::new(0),
             pool_wait_us: AtomicU64::new(0),
             interval_pool_wait_us: AtomicU64::new(0),
@@ -188,6 +192,13 @@ impl<'a> LoadGuard<'a> {
             self.tracker.pool_timeouts.fetch_add(1, Relaxed);
         }
     }
+
+    /// The load could not open a new connection: no statement was sent.
+    pub fn connect_failed(&self) {
+        if self.tracker.phase(Instant::now()) == Phase::Measured {
+            self.tracker.connect_errors.fetch_add(1, Relaxed);
+        }
+    }
 }
 
 impl StatementGuard<'_> {
@@ -273,6 +284,7 @@ mod tests {
         );
         sb.failed(true);
         a.pool_timeout();
+        a.connect_failed();
         drop((s, sb, a, b, w, w2));
         assert_eq!(t.in_flight.load(Relaxed), 0);
         assert_eq!(t.running.load(Relaxed), 0);
@@ -280,6 +292,7 @@ mod tests {
         assert_eq!(t.statement_errors.load(Relaxed), 1);
         assert_eq!(t.statement_timeouts.load(Relaxed), 1);
         assert_eq!(t.pool_timeouts.load(Relaxed), 1);
+        assert_eq!(t.connect_errors.load(Relaxed), 1);
         let _d = t.begin(1);
         assert_eq!(
             t.redundant.load(Relaxed),

@@ -12,7 +12,7 @@ use serde::Serialize;
 mod counters;
 mod loads;
 
-pub use counters::{Counters, CountersSnapshot, RedisHealth, bump};
+pub use counters::{Counters, CountersSnapshot, ServerHealth, bump};
 pub use loads::{LoadGuard, LoadTracker, Phase, StatementGuard};
 
 /// How a request was served.

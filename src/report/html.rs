@@ -353,10 +353,10 @@ fn faults_table(h: &mut String, windows: &[Window]) {
     }
     h.push_str(
         "<h2>Fault windows</h2>\n<table class=\"faults\">\n<thead><tr><th>strategy</th><th>fault</th>\
-<th>from (s)</th><th title=\"until the new Redis answered\">to (s)</th>\
+<th>from (s)</th><th title=\"until the server answered again\">to (s)</th>\
 <th>DB calls during</th>\
 <th title=\"DB calls in the first second after the restart\">recovery stampede</th>\
-<th title=\"from the restart to a request's first successful Redis command\">reconnected after (ms)</th>\
+<th title=\"from the restart to a request's first success on that server (a Redis command; a load for kill-postgres)\">reconnected after (ms)</th>\
 <th title=\"from the restart until the hit rate was back to 90% of its level before the fault\">hit rate back after (ms)</th>\
 </tr></thead>\n<tbody>\n",
     );

@@ -3,6 +3,7 @@
 
 use std::fmt::Write as _;
 
+use crate::fault::FaultKind;
 use crate::results::{FaultReport, Latency, RunResult};
 
 fn lat(l: &Latency) -> String {
@@ -37,16 +38,27 @@ fn faults(o: &mut String, f: &FaultReport) {
         );
         return;
     }
+    let s = &f.served_during;
     let _ = writeln!(
         o,
-        "  fault     {} at {}, down {} (outage {} to {}): db calls during it {}, redis errors {}",
+        "  fault     {} at {}, {} {} (outage {} to {}): db calls during it {}, redis errors {}, db errors {}; served hit {} stale {} error {} of {}",
         f.kind,
         secs(f.at_ms),
+        if f.kind == FaultKind::PauseRedis {
+            "paused"
+        } else {
+            "down"
+        },
         secs(f.down_ms),
         secs(f.at_ms),
         secs(f.at_ms + f.down_ms),
         f.db_calls_during,
-        f.redis_errors_during
+        f.redis_errors_during,
+        f.db_errors_during,
+        s.hits,
+        s.stale,
+        s.errors,
+        s.requests
     );
     let ms = |v: Option<u64>| v.map_or_else(|| "never".to_string(), |v| format!("{v} ms"));
     let hit_rate = match f.hit_rate_before {
@@ -62,9 +74,13 @@ fn faults(o: &mut String, f: &FaultReport) {
     } else {
         "first second".to_string()
     };
+    let first_ok = match f.kind {
+        FaultKind::KillPostgres => "first successful load after",
+        FaultKind::KillRedis | FaultKind::PauseRedis => "commands ok after",
+    };
     let _ = writeln!(
         o,
-        "            recovery: stampede {} db calls ({} redundant) in the {window} after restart, commands ok after {}, {hit_rate}",
+        "            recovery: stampede {} db calls ({} redundant) in the {window} after restart, {first_ok} {}, {hit_rate}",
         f.recovery_stampede,
         f.recovery_redundant,
         ms(f.recovered_ms)
@@ -152,10 +168,10 @@ pub fn summary(r: &RunResult) -> String {
     if d.warmup_calls > 0 {
         extra.push(format!("warm-up calls {}", d.warmup_calls));
     }
-    if d.statement_errors + d.pool_timeouts > 0 {
+    if d.statement_errors + d.pool_timeouts + d.connect_errors > 0 {
         extra.push(format!(
-            "statement errors {} (timeouts {})  pool timeouts {}",
-            d.statement_errors, d.statement_timeouts, d.pool_timeouts
+            "statement errors {} (timeouts {})  pool timeouts {}  connect errors {}",
+            d.statement_errors, d.statement_timeouts, d.pool_timeouts, d.connect_errors
         ));
     }
     if d.background_refreshes + d.refreshes_skipped > 0 {
@@ -176,6 +192,9 @@ pub fn summary(r: &RunResult) -> String {
     }
     if !extra.is_empty() {
         let _ = writeln!(o, "            {}", extra.join("  "));
+    }
+    if let Some(how) = &d.calls_server_read {
+        let _ = writeln!(o, "            server count: {how}");
     }
     let rd = &r.redis;
     let _ = writeln!(

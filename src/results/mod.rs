@@ -214,6 +214,11 @@ pub struct DbFigures {
     pub calls_server: Option<u64>,
     /// Why `calls_server` is null, when it is.
     pub calls_server_note: Option<String>,
+    /// How `calls_server` was read when it is not one reading at the end of the run: a
+    /// Postgres crash empties pg_stat_statements, so the counts read just before each kill
+    /// are added to the last reading. Null for a single reading.
+    #[serde(default)]
+    pub calls_server_read: Option<String>,
     /// Statements of the window the server received that ended in an error
     /// (`statement_timeout` included).
     #[serde(default)]
@@ -224,6 +229,10 @@ pub struct DbFigures {
     /// Loads that gave up waiting for a pooled connection (`--db-timeout`): no statement sent.
     #[serde(default)]
     pub pool_timeouts: u64,
+    /// Loads that could not open a new connection (Postgres down or recovering): no
+    /// statement sent.
+    #[serde(default)]
+    pub connect_errors: u64,
     /// Statements sent during the warm-up (not in `calls`; sent under another statement text,
     /// so the server counts them apart).
     pub warmup_calls: u64,
@@ -339,7 +348,7 @@ pub struct Histograms {
     pub service_us: String,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Bucket {
     /// End of the bucket, ms since the measured window started.
     pub t_ms: u64,
@@ -358,28 +367,57 @@ pub struct Bucket {
     pub errors: u64,
     /// 99th percentile latency of the bucket's requests, ms.
     pub p99_ms: f64,
-    /// False when Redis was down (killed by a fault, not yet restarted) at any moment of the bucket.
+    /// False when Redis was down (killed by a fault, not yet restarted) or paused at any
+    /// moment of the bucket.
     #[serde(default = "yes")]
     pub redis_up: bool,
+    /// False when Postgres was down (killed by a fault, not yet restarted) at any moment of
+    /// the bucket.
+    #[serde(default = "yes")]
+    pub postgres_up: bool,
+}
+
+/// An empty bucket, both servers up.
+impl Default for Bucket {
+    fn default() -> Self {
+        Bucket {
+            t_ms: 0,
+            requests: 0,
+            db_calls: 0,
+            pool_wait_ms: 0.0,
+            hits: 0,
+            stale: 0,
+            errors: 0,
+            p99_ms: 0.0,
+            redis_up: true,
+            postgres_up: true,
+        }
+    }
 }
 
 fn yes() -> bool {
     true
 }
 
-/// One injected fault: when it struck, how long Redis was gone, and how the run recovered.
-/// Times are ms since the measured window started; "restart" is the moment the new Redis
-/// answered a PING from the tool.
+/// One injected fault: when it struck, how long the server was gone, and how the run
+/// recovered. Times are ms since the measured window started; "restart" is the moment the
+/// server answered the tool again (a new Redis answering PING, a paused Redis answering PING
+/// once the pause ended, Postgres accepting a connection after crash recovery).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct FaultReport {
-    /// What happened: `kill-redis` (a crash of Redis, which comes back empty).
+    /// What happened: `kill-redis` (a crash of Redis, which comes back empty), `pause-redis`
+    /// (Redis stalls: connections stay open, commands hang), `kill-postgres` (a crash of
+    /// Postgres, which comes back through crash recovery).
     pub kind: FaultKind,
-    /// When Redis was killed, ms since the measured window started (as done, not as planned).
+    /// When the server was killed (or paused), ms since the measured window started (as done,
+    /// not as planned).
     pub at_ms: u64,
-    /// From the kill until the new Redis answered, ms (`down_for` plus the restart itself).
+    /// From the kill (or pause) until the server answered again, ms (`down_for` plus the
+    /// restart itself).
     pub down_ms: u64,
-    /// From the restart until a request's Redis command first succeeded again (reconnection),
-    /// ms. Null when none succeeded before the next fault or the end of the run.
+    /// From the restart until a request first got through to the server again, ms: a Redis
+    /// command for the Redis faults, a load that got its answer for `kill-postgres`. Null when
+    /// none did before the next fault of that server or the end of the run.
     pub recovered_ms: Option<u64>,
     /// From the restart until the end of the first timeline bucket whose hit rate was back to
     /// at least 90% of `hit_rate_before`, ms. Null when it never got there, or when there was
@@ -392,6 +430,15 @@ pub struct FaultReport {
     pub db_calls_during: u64,
     /// Redis commands that failed or missed their deadline during the outage.
     pub redis_errors_during: u64,
+    /// Loads that failed in the database during the outage: statements that ended in an error
+    /// (cut off by the crash, or timed out), connections that could not be opened, waits for
+    /// a pooled connection that ran out.
+    #[serde(default)]
+    pub db_errors_during: u64,
+    /// What requests completed during the outage got: the timeline buckets that ended in it
+    /// (the first may have begun up to one `--interval` before it).
+    #[serde(default)]
+    pub served_during: Served,
     /// DB calls started in the first second after the restart: the recovery stampede of a
     /// cold cache. Fewer than 1000 ms are covered when the run or the next fault came first.
     pub recovery_stampede: u64,
@@ -403,6 +450,19 @@ pub struct FaultReport {
     pub recovery_window_ms: u64,
     /// What went wrong with the fault itself (a refused SHUTDOWN, a failed restart command).
     pub note: Option<String>,
+}
+
+/// Requests of some timeline buckets by what they got.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Served {
+    /// Requests completed.
+    pub requests: u64,
+    /// Served from a fresh cache entry.
+    pub hits: u64,
+    /// Served a stale entry (swr).
+    pub stale: u64,
+    /// Failed (outcome error).
+    pub errors: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -426,6 +486,11 @@ pub struct Servers {
     /// new process with a new PID (all gone after the run).
     #[serde(default)]
     pub redis_pids: Vec<u32>,
+    /// Every postmaster the tool started in this run, in order: a kill-postgres fault's
+    /// restart starts a new one on the same data dir (all gone after the run, with their
+    /// backends). `postgres_pid` is the last.
+    #[serde(default)]
+    pub postgres_pids: Vec<u32>,
     /// Time to start the managed Redis and Postgres, ms.
     pub redis_startup_ms: Option<u64>,
     pub postgres_startup_ms: Option<u64>,

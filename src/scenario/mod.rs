@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::fault::FaultSpec;
+use crate::fault::{FaultSpec, Server};
 use crate::origin::{DbQuery, LoadCost};
 use crate::strategy::StrategySpec;
 use crate::strategy::lock::LockTimeoutPolicy;
@@ -65,6 +65,14 @@ pub struct Scenario {
     /// Faults to inject, sorted by `at` (relative to the start of the measured window).
     pub faults: Vec<FaultSpec>,
     pub redis_restart_cmd: Option<String>,
+    /// Whether a pause-redis fault may stall an external Redis (`--allow-pause-external`).
+    #[serde(default)]
+    pub allow_pause_external: bool,
+    /// External Postgres only: the shell commands that crash it and start it again.
+    #[serde(default)]
+    pub pg_kill_cmd: Option<String>,
+    #[serde(default)]
+    pub pg_restart_cmd: Option<String>,
     /// Limits that make the run exit 1 when broken: the file's `[thresholds]` with
     /// `--threshold` on top.
     pub thresholds: Thresholds,
@@ -77,6 +85,11 @@ impl Scenario {
             DbQuery::Sleep => LoadCost::Sleep(self.db_cost.0),
             DbQuery::Heavy => LoadCost::Heavy,
         }
+    }
+
+    /// Whether a fault strikes this server.
+    pub fn faults_on(&self, server: Server) -> bool {
+        self.faults.iter().any(|f| f.kind.server() == server)
     }
 }
 
@@ -123,11 +136,14 @@ pub const STRATEGY_SETTINGS: [&str; 9] = [
 /// Settings that change neither the workload nor the strategy: where the servers are, how the
 /// timeline is cut, what the run is judged by.
 #[cfg(test)]
-const OTHER_SETTINGS: [&str; 6] = [
+const OTHER_SETTINGS: [&str; 9] = [
     "scenario_file",
     "redis_url",
     "pg_url",
     "redis_restart_cmd",
+    "allow_pause_external",
+    "pg_kill_cmd",
+    "pg_restart_cmd",
     "interval",
     "thresholds",
 ];

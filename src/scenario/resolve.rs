@@ -13,12 +13,17 @@ const MAX_KEYS: u64 = 50_000_000;
 const MAX_DATA_BYTES: u64 = 8 << 30;
 use crate::cli::RunFlags;
 use crate::error::UsageError;
-use crate::fault::{self as schedule, FaultSpec};
+use crate::fault::{self as schedule, FaultKind, FaultSpec};
 use crate::origin::DbQuery;
 use crate::strategy::StrategySpec;
 use crate::strategy::lock::LockTimeoutPolicy;
 use crate::values::{Dur, Percent, Rate, redact_url};
 use crate::workload::{Arrival, Start};
+
+/// `--db-timeout` when a kill-postgres fault is scheduled and none is given: long enough for
+/// a healthy 10 ms load on a busy machine, short enough that a request held up by the crash
+/// ends within a few seconds (`docs/faults.md`).
+pub const PG_FAULT_DB_TIMEOUT: Dur = Dur(Duration::from_secs(1));
 
 /// Where a setting came from, so an error can say which flag or which key of which file.
 enum Src<'a> {
@@ -58,6 +63,11 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
             fault: if flags.fault.is_empty() { file.fault } else { flags.fault },
             kill_redis_at: Vec::new(),
             redis_down_for: Vec::new(),
+            kill_postgres_at: Vec::new(),
+            postgres_down_for: Vec::new(),
+            pause_redis_at: Vec::new(),
+            pause_for: Vec::new(),
+            allow_pause_external: flags.allow_pause_external || file.allow_pause_external,
             threshold: flags.threshold,
         } };
     }
@@ -97,6 +107,8 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
         negative_ttl,
         db_query,
         redis_restart_cmd,
+        pg_kill_cmd,
+        pg_restart_cmd,
         thresholds,
     );
     // A load shape given on the command line replaces the file's, whichever kind it is.
@@ -274,13 +286,27 @@ fn check(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
             )));
         }
     }
-    if let Some(c) = &f.redis_restart_cmd
-        && c.trim().is_empty()
-    {
-        return Err(UsageError::new(format!(
-            "{} is empty: give the shell command that starts your Redis again",
-            src.name("redis_restart_cmd")
-        )));
+    for (key, cmd, what) in [
+        (
+            "redis_restart_cmd",
+            &f.redis_restart_cmd,
+            "starts your Redis again",
+        ),
+        ("pg_kill_cmd", &f.pg_kill_cmd, "crashes your Postgres"),
+        (
+            "pg_restart_cmd",
+            &f.pg_restart_cmd,
+            "starts your Postgres again",
+        ),
+    ] {
+        if let Some(c) = cmd
+            && c.trim().is_empty()
+        {
+            return Err(UsageError::new(format!(
+                "{} is empty: give the shell command that {what}",
+                src.name(key)
+            )));
+        }
     }
     for (key, url, schemes) in [
         (
@@ -307,15 +333,91 @@ fn check(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
 /// How a fault is named in an error: the flags that made it, or its table in the file.
 fn fault_name(src: &Src, i: usize, f: &FaultSpec) -> String {
     match src {
-        Src::Flags => format!("--kill-redis-at {} --redis-down-for {}", f.at, f.down_for),
-        Src::File(p) => format!("[[fault]] #{} in {}", i + 1, p.display()),
+        Src::Flags => {
+            let (at, down) = f.kind.flags();
+            format!("{at} {} {down} {}", f.at, f.down_for)
+        }
+        Src::File(p) => format!(
+            "[[fault]] #{} (kind = \"{}\") in {}",
+            i + 1,
+            f.kind,
+            p.display()
+        ),
     }
 }
 
-/// Pair `--kill-redis-at` with `--redis-down-for` into the flags' fault list.
+/// Pair each kind's `at` flags with its duration flags into the flags' fault list.
 fn faults_from_flags(flags: &mut RunFlags) -> Result<(), UsageError> {
-    flags.fault =
-        schedule::pair(&flags.kill_redis_at, &flags.redis_down_for).map_err(UsageError)?;
+    let mut faults = Vec::new();
+    for (kind, at, down) in [
+        (
+            FaultKind::KillRedis,
+            &flags.kill_redis_at,
+            &flags.redis_down_for,
+        ),
+        (
+            FaultKind::KillPostgres,
+            &flags.kill_postgres_at,
+            &flags.postgres_down_for,
+        ),
+        (
+            FaultKind::PauseRedis,
+            &flags.pause_redis_at,
+            &flags.pause_for,
+        ),
+    ] {
+        faults.extend(schedule::pair(kind, at, down).map_err(UsageError)?);
+    }
+    flags.fault = faults;
+    Ok(())
+}
+
+/// Faults on servers the tool did not start need what only the user can give: a way to crash
+/// and restart them, or their consent to a pause that stalls every client.
+fn check_external_faults(m: &RunFlags) -> Result<(), UsageError> {
+    let has = |kind: FaultKind| m.fault.iter().any(|f| f.kind == kind);
+    match (&m.redis_url, &m.redis_restart_cmd) {
+        (Some(_), None) if has(FaultKind::KillRedis) => {
+            return Err(UsageError::new(
+                "a kill-redis fault on an external Redis (--redis-url) needs --redis-restart-cmd: stampede sends it SHUTDOWN NOSAVE at the fault and runs that shell command to start it again (it only kills and restarts by itself a Redis it started)",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(UsageError::new(
+                "--redis-restart-cmd applies only to an external Redis (--redis-url): the managed Redis is restarted by stampede itself",
+            ));
+        }
+        _ => {}
+    }
+    if m.redis_url.is_some() && has(FaultKind::PauseRedis) && !m.allow_pause_external {
+        return Err(UsageError::new(
+            "a pause-redis fault on an external Redis (--redis-url) stalls every client of that server, not only this run (CLIENT PAUSE ALL): add --allow-pause-external (allow_pause_external = true in a scenario file) if that is what you want, or drop --redis-url to pause a Redis stampede starts itself",
+        ));
+    }
+    match &m.pg_url {
+        Some(_) if has(FaultKind::KillPostgres) => {
+            let missing: Vec<&str> = [
+                ("--pg-kill-cmd", m.pg_kill_cmd.is_none()),
+                ("--pg-restart-cmd", m.pg_restart_cmd.is_none()),
+            ]
+            .iter()
+            .filter(|(_, missing)| *missing)
+            .map(|(flag, _)| *flag)
+            .collect();
+            if !missing.is_empty() {
+                return Err(UsageError::new(format!(
+                    "a kill-postgres fault on an external Postgres (--pg-url) needs {}: stampede crashes by itself only a Postgres it started (pg_terminate_backend ends sessions, it does not crash the server), so give the shell commands that crash yours (e.g. pg_ctl stop -D DIR -m immediate) and start it again",
+                    missing.join(" and ")
+                )));
+            }
+        }
+        None if m.pg_kill_cmd.is_some() || m.pg_restart_cmd.is_some() => {
+            return Err(UsageError::new(
+                "--pg-kill-cmd and --pg-restart-cmd apply only to an external Postgres (--pg-url): the managed Postgres is killed and restarted by stampede itself",
+            ));
+        }
+        _ => {}
+    }
     Ok(())
 }
 
@@ -368,19 +470,7 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
     let duration = m.duration.unwrap_or(Dur(Duration::from_secs(10)));
     schedule::check(&mut m.fault, duration, |i, f| fault_name(&faults_src, i, f))
         .map_err(UsageError)?;
-    match (&m.redis_url, &m.redis_restart_cmd) {
-        (Some(_), None) if !m.fault.is_empty() => {
-            return Err(UsageError::new(
-                "a kill-redis fault on an external Redis (--redis-url) needs --redis-restart-cmd: stampede sends it SHUTDOWN NOSAVE at the fault and runs that shell command to start it again (it only kills and restarts by itself a Redis it started)",
-            ));
-        }
-        (None, Some(_)) => {
-            return Err(UsageError::new(
-                "--redis-restart-cmd applies only to an external Redis (--redis-url): the managed Redis is restarted by stampede itself",
-            ));
-        }
-        _ => {}
-    }
+    check_external_faults(&m)?;
     let value_size = m.value_size.unwrap_or(1024);
     if keys.saturating_mul(value_size as u64) > MAX_DATA_BYTES {
         return Err(UsageError::new(format!(
@@ -416,7 +506,13 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
         ttl: m.ttl.unwrap_or(Dur(Duration::from_secs(3))),
         db_cost: m.db_cost.unwrap_or(Dur(Duration::from_millis(10))),
         db_pool,
-        db_timeout: m.db_timeout,
+        // A crash must turn loads into errors quickly, never into a hang: with a Postgres
+        // fault and no deadline of the user's, loads get one.
+        db_timeout: m.db_timeout.or(m
+            .fault
+            .iter()
+            .any(|f| f.kind == FaultKind::KillPostgres)
+            .then_some(PG_FAULT_DB_TIMEOUT)),
         instances,
         redis_conns: m.redis_conns.unwrap_or(1),
         max_inflight: m.max_inflight.unwrap_or(2048),
@@ -439,6 +535,9 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
         db_query,
         faults: m.fault,
         redis_restart_cmd: m.redis_restart_cmd,
+        allow_pause_external: m.allow_pause_external,
+        pg_kill_cmd: m.pg_kill_cmd,
+        pg_restart_cmd: m.pg_restart_cmd,
         thresholds: m.thresholds.unwrap_or_default().overridden_by(&m.threshold),
     })
 }
@@ -537,6 +636,157 @@ mod tests {
     }
 
     #[test]
+    fn more_fault_kinds_their_checks_and_the_default_db_deadline() {
+        let err = |flags: RunFlags| resolve(None, flags).unwrap_err().to_string();
+        let pg = |at: &str, down: &str| RunFlags {
+            kill_postgres_at: vec![dur(at)],
+            postgres_down_for: vec![dur(down)],
+            ..Default::default()
+        };
+        // A Postgres fault without --db-timeout gets the default deadline; the user's wins.
+        let s = resolve(None, pg("1s", "2s")).unwrap();
+        assert_eq!(s.faults[0].kind, FaultKind::KillPostgres);
+        assert_eq!(s.db_timeout, Some(PG_FAULT_DB_TIMEOUT));
+        let s = resolve(
+            None,
+            RunFlags {
+                db_timeout: Some(dur("200ms")),
+                ..pg("1s", "2s")
+            },
+        )
+        .unwrap();
+        assert_eq!(s.db_timeout, Some(dur("200ms")));
+        assert_eq!(resolve(None, RunFlags::default()).unwrap().db_timeout, None);
+
+        // Different servers may be down at once; one server may not be down twice.
+        let mixed = RunFlags {
+            pause_redis_at: vec![dur("2s")],
+            pause_for: vec![dur("1s")],
+            kill_redis_at: vec![dur("5s")],
+            redis_down_for: vec![dur("1s")],
+            ..pg("1s", "3s")
+        };
+        let s = resolve(None, mixed.clone()).unwrap();
+        let kinds: Vec<FaultKind> = s.faults.iter().map(|f| f.kind).collect();
+        assert_eq!(
+            kinds,
+            [
+                FaultKind::KillPostgres,
+                FaultKind::PauseRedis,
+                FaultKind::KillRedis
+            ]
+        );
+        let e = err(RunFlags {
+            pause_redis_at: vec![dur("5s")],
+            ..mixed
+        });
+        assert!(e.contains("--pause-redis-at 5s --pause-for 1s"), "{e}");
+        assert!(e.contains("must not overlap"), "{e}");
+        assert!(err(pg("1s", "0s")).contains("longer than 0"));
+
+        // External servers: a pause needs consent, a Postgres crash needs the user's commands.
+        let pause_ext = RunFlags {
+            redis_url: Some("redis://127.0.0.1:1/".into()),
+            pause_redis_at: vec![dur("1s")],
+            pause_for: vec![dur("1s")],
+            ..Default::default()
+        };
+        assert!(err(pause_ext.clone()).contains("--allow-pause-external"));
+        resolve(
+            None,
+            RunFlags {
+                allow_pause_external: true,
+                ..pause_ext
+            },
+        )
+        .unwrap();
+        let pg_ext = RunFlags {
+            pg_url: Some("postgres://u@127.0.0.1:1/db".into()),
+            ..pg("1s", "1s")
+        };
+        let e = err(pg_ext.clone());
+        assert!(
+            e.contains("needs --pg-kill-cmd and --pg-restart-cmd"),
+            "{e}"
+        );
+        assert!(e.contains("pg_terminate_backend"), "{e}");
+        let e = err(RunFlags {
+            pg_kill_cmd: Some("pg_ctl stop -m immediate".into()),
+            ..pg_ext.clone()
+        });
+        assert!(e.contains("needs --pg-restart-cmd"), "{e}");
+        resolve(
+            None,
+            RunFlags {
+                pg_kill_cmd: Some("k".into()),
+                pg_restart_cmd: Some("r".into()),
+                ..pg_ext
+            },
+        )
+        .unwrap();
+        let e = err(RunFlags {
+            pg_restart_cmd: Some("r".into()),
+            ..Default::default()
+        });
+        assert!(e.contains("only to an external Postgres"), "{e}");
+        let e = err(RunFlags {
+            pg_kill_cmd: Some(" ".into()),
+            ..Default::default()
+        });
+        assert!(e.contains("--pg-kill-cmd is empty"), "{e}");
+    }
+
+    #[test]
+    fn the_fault_scenarios_resolve() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        for (file, kind) in [
+            ("redis-outage.toml", FaultKind::KillRedis),
+            ("redis-pause.toml", FaultKind::PauseRedis),
+            ("postgres-crash.toml", FaultKind::KillPostgres),
+        ] {
+            let s = resolve(Some(&dir.join(file)), RunFlags::default())
+                .unwrap_or_else(|e| panic!("{file}: {e}"));
+            assert_eq!(s.faults.len(), 1, "{file}");
+            assert_eq!(s.faults[0].kind, kind, "{file}");
+        }
+    }
+
+    #[test]
+    fn file_faults_of_every_kind_and_their_errors_name_the_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("mixed.toml");
+        std::fs::write(
+            &p,
+            "[[fault]]\nkind = \"kill-postgres\"\nat = \"1s\"\ndown_for = \"2s\"\n\
+             [[fault]]\nkind = \"pause-redis\"\nat = \"2s\"\ndown_for = \"1s\"\n",
+        )
+        .unwrap();
+        let s = resolve(Some(&p), RunFlags::default()).unwrap();
+        assert_eq!(s.faults.len(), 2);
+        assert_eq!(s.db_timeout, Some(PG_FAULT_DB_TIMEOUT));
+        std::fs::write(
+            &p,
+            "[[fault]]\nkind = \"kill-redis\"\nat = \"1s\"\ndown_for = \"2s\"\n\
+             [[fault]]\nkind = \"pause-redis\"\nat = \"2s\"\ndown_for = \"1s\"\n",
+        )
+        .unwrap();
+        let e = resolve(Some(&p), RunFlags::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("[[fault]] #2 (kind = \"pause-redis\") in"),
+            "{e}"
+        );
+        assert!(e.contains("mixed.toml"), "{e}");
+        assert!(e.contains("must not overlap"), "{e}");
+        std::fs::write(&p, "allow_pause_external = true\npg_kill_cmd = \"\"\n").unwrap();
+        let e = resolve(Some(&p), RunFlags::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`pg_kill_cmd` in"), "{e}");
+    }
+
+    #[test]
     fn file_faults_are_tables_and_flags_replace_them() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("outage.toml");
@@ -561,8 +811,8 @@ mod tests {
 
         for (text, needle) in [
             (
-                "[[fault]]\nkind = \"kill-postgres\"\nat = \"1s\"\ndown_for = \"1s\"\n",
-                "kill-redis",
+                "[[fault]]\nkind = \"kill-memcached\"\nat = \"1s\"\ndown_for = \"1s\"\n",
+                "kill-postgres",
             ),
             (
                 "[[fault]]\nkind = \"kill-redis\"\nat = \"1s\"\n",

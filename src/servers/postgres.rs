@@ -1,7 +1,9 @@
 //! A managed throwaway Postgres cluster on a free loopback port, with pg_stat_statements
 //! loaded. Its data dir is copied from a reusable initdb template in the user's cache dir,
 //! so only the first run pays for initdb. When run as root, the server runs as the
-//! unprivileged `postgres` user, because Postgres refuses to run as root.
+//! unprivileged `postgres` user, because Postgres refuses to run as root. It can be killed
+//! (SIGKILL of its whole process group, as a machine crash would) and restarted on the same
+//! port and data dir, through crash recovery, for the chaos faults.
 
 mod cluster;
 
@@ -19,8 +21,8 @@ use self::cluster::{PgBinaries, RunAs, find_binaries, prepare_cluster, run_as};
 use super::reaper::{PG_DIR_PREFIX, postmaster_shm};
 use super::watchdog::Watchdog;
 use super::{
-    LaunchError, ServerError, free_port, log_len, log_tail, port_busy_since, server_dir,
-    stop_child, try_reap,
+    LaunchError, ServerError, free_port, kill_and_reap, log_len, log_tail, port_busy_since,
+    server_dir, stop_child, try_reap,
 };
 
 /// How long the server may take to accept connections before we call it broken.
@@ -31,6 +33,12 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const START_ATTEMPTS: u32 = 3;
 /// How long `stop` lets the postmaster finish a fast shutdown before SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(5);
+/// Tries on the same port for a restart, `RESTART_BACKOFF` apart: the old socket may
+/// linger for a moment after a kill.
+const RESTART_ATTEMPTS: u32 = 10;
+const RESTART_BACKOFF: Duration = Duration::from_millis(200);
+/// What Postgres logs when it starts on a data dir it was not shut down from cleanly.
+const CRASH_RECOVERY_LOG: &str = "automatic recovery in progress";
 /// The unprivileged user the server runs as when we are root.
 const SERVER_USER: &str = "postgres";
 /// The superuser initdb creates; the url connects as it (trust auth, loopback only).
@@ -57,8 +65,12 @@ impl Default for PgStartOptions {
 #[derive(Debug)]
 pub struct ManagedPostgres {
     port: u16,
-    /// `None` once stopped.
+    /// `None` once stopped or killed.
     child: Option<Child>,
+    /// What a restart needs to launch the server again as it was.
+    bins: PgBinaries,
+    opts: PgStartOptions,
+    run_as: RunAs,
     /// Data dir (`data/`), Unix socket and `postgres.log`; removed on drop, after
     /// `Drop::drop` stopped the server.
     dir: TempDir,
@@ -93,6 +105,9 @@ impl ManagedPostgres {
         let mut pg = ManagedPostgres {
             port: 0,
             child: None,
+            bins,
+            opts,
+            run_as,
             dir,
             watchdog,
             startup: Duration::ZERO,
@@ -102,7 +117,7 @@ impl ManagedPostgres {
         let (client, connection) = loop {
             pg.port = free_port()
                 .map_err(|e| ServerError::setup("finding a free port on 127.0.0.1", e))?;
-            match pg.launch(&bins, &opts, run_as).await {
+            match pg.launch().await {
                 Ok(connected) => break connected,
                 Err(LaunchError::PortBusy(_)) if attempt < START_ATTEMPTS => attempt += 1,
                 Err(e) => return Err(e.into_inner()),
@@ -128,9 +143,45 @@ impl ManagedPostgres {
         self.dir.path()
     }
 
-    /// The postmaster's pid; `None` once stopped.
+    /// The postmaster's pid; `None` once stopped or killed.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)
+    }
+
+    /// SIGKILL the server's whole process group (postmaster and backends at once, as a
+    /// machine crash would: nothing is flushed, nobody cleans up) and reap it. Its shared
+    /// memory segment is released; the data dir stays. Idempotent. Blocks briefly (the reap).
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            kill_and_reap(&mut child, &self.watchdog);
+            release_shared_memory(&self.data_dir());
+        }
+    }
+
+    /// Start the server again on the same port and data dir, with the same settings, and
+    /// wait until it accepts connections (after a kill: once crash recovery has replayed the
+    /// WAL). Kills the running one first, if any. Retries for a while if the port is briefly
+    /// still taken. Returns whether the server logged a crash recovery.
+    pub async fn restart(&mut self) -> Result<bool, ServerError> {
+        self.kill();
+        let log_start = log_len(&self.log_path());
+        let mut attempt = 1;
+        loop {
+            match self.launch().await {
+                Ok((client, connection)) => {
+                    drop(client);
+                    let _ = connection.await;
+                    let log = std::fs::read(self.log_path()).unwrap_or_default();
+                    let since = log.get(log_start as usize..).unwrap_or_default();
+                    return Ok(String::from_utf8_lossy(since).contains(CRASH_RECOVERY_LOG));
+                }
+                Err(LaunchError::PortBusy(_)) if attempt < RESTART_ATTEMPTS => {
+                    attempt += 1;
+                    tokio::time::sleep(RESTART_BACKOFF).await;
+                }
+                Err(e) => return Err(e.into_inner()),
+            }
+        }
     }
 
     /// Fast shutdown: SIGINT to the postmaster (open sessions are ended), up to 5 s to
@@ -169,17 +220,11 @@ impl ManagedPostgres {
     /// Spawn the postmaster on `self.port` and wait until it accepts connections. On
     /// failure the server is stopped. Returns the first connection that succeeded, for
     /// `init`, with its connection task.
-    async fn launch(
-        &mut self,
-        bins: &PgBinaries,
-        opts: &PgStartOptions,
-        run_as: RunAs,
-    ) -> Result<(Client, JoinHandle<()>), LaunchError> {
+    async fn launch(&mut self) -> Result<(Client, JoinHandle<()>), LaunchError> {
         let log = self.log_path();
         let log_start = log_len(&log);
-        let child = self
-            .spawn(bins, opts, run_as)
-            .map_err(LaunchError::Failed)?;
+        let child = self.spawn().map_err(LaunchError::Failed)?;
+        // Covered from here on, restarts included: each new postmaster's group is announced.
         let watched = self.watchdog.watch(child.id());
         self.child = Some(child);
         if let Err(e) = watched {
@@ -246,12 +291,8 @@ impl ManagedPostgres {
         }
     }
 
-    fn spawn(
-        &self,
-        bins: &PgBinaries,
-        opts: &PgStartOptions,
-        run_as: RunAs,
-    ) -> Result<Child, ServerError> {
+    fn spawn(&self) -> Result<Child, ServerError> {
+        let (bins, opts, run_as) = (&self.bins, &self.opts, self.run_as);
         let log_path = self.log_path();
         let log = OpenOptions::new()
             .create(true)
@@ -474,6 +515,61 @@ mod tests {
             !segment_exists(),
             "shared memory segment {shm_id} left behind"
         );
+    }
+
+    #[tokio::test]
+    async fn kill_and_restart_runs_crash_recovery_on_the_same_port_and_data() {
+        let mut pg = ManagedPostgres::start(PgStartOptions::default())
+            .await
+            .expect("postgres starts");
+        let client = connect(&pg).await;
+        // Committed durably (the server runs with synchronous_commit off), as the run's seed is.
+        client
+            .batch_execute(
+                "SET synchronous_commit = on;
+                 CREATE TABLE kept (id int); INSERT INTO kept SELECT generate_series(1, 100);
+                 CREATE UNLOGGED TABLE lost (id int); INSERT INTO lost SELECT generate_series(1, 100);",
+            )
+            .await
+            .expect("seed");
+        let busy = tokio::spawn(async move { client.batch_execute("SELECT pg_sleep(60)").await });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (port, old) = (pg.port(), pg.pid().expect("running"));
+        pg.kill();
+        assert_eq!(pg.pid(), None);
+        assert!(
+            !group_alive(old),
+            "postmaster or backends left after the kill"
+        );
+        assert!(busy.await.expect("task").is_err(), "the session broke");
+        assert!(
+            tokio_postgres::connect(&pg.url(), NoTls).await.is_err(),
+            "connecting while down must fail"
+        );
+        pg.kill(); // idempotent
+
+        let started = Instant::now();
+        let recovered = pg.restart().await.expect("restart");
+        eprintln!("postgres restart took {:?}", started.elapsed());
+        assert!(recovered, "the restart went through crash recovery");
+        assert_eq!(pg.port(), port);
+        assert_ne!(pg.pid(), Some(old));
+        let client = connect(&pg).await;
+        let count = |t: &'static str| {
+            let c = &client;
+            async move {
+                c.query_one(&format!("SELECT count(*) FROM {t}"), &[])
+                    .await
+                    .expect("count")
+                    .get::<_, i64>(0)
+            }
+        };
+        assert_eq!(count("kept").await, 100, "logged rows survive a crash");
+        assert_eq!(count("lost").await, 0, "a crash empties unlogged tables");
+        let new = pg.pid().expect("running");
+        drop(client);
+        drop(pg);
+        assert!(!group_alive(new), "the restarted server is stopped on drop");
     }
 
     #[tokio::test]
