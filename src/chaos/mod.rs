@@ -1,4 +1,4 @@
-//! Faults injected into a run (DESIGN §4): a schedule of timestamped events — kill Redis or
+//! Faults injected into a run (docs/faults.md): a schedule of timestamped events — kill Redis or
 //! Postgres and start it again, pause Redis — run beside the driver, which records what each
 //! outage did so the report can show the outage window and the recovery.
 //!
@@ -8,7 +8,6 @@
 //! Each server has its own lane: the faults of one server run in order (they never overlap,
 //! the scenario checks it), while a Redis fault may strike during a Postgres outage.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
@@ -18,8 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cache::Admin;
 use crate::fault::{FaultKind, FaultSpec, Server};
-use crate::instance::Shared;
-use crate::metrics::ServerHealth;
+use crate::metrics::{Gauges, ServerHealth};
 use crate::origin::PgProbe;
 use crate::servers::{ManagedPostgres, ManagedRedis};
 
@@ -122,7 +120,7 @@ impl Chaos {
         faults: Vec<FaultSpec>,
         redis: RedisSide,
         postgres: Option<PgSide>,
-        shared: Arc<Shared>,
+        shared: Gauges,
         window: watch::Receiver<Option<Instant>>,
         duration: Duration,
         shutdown: CancellationToken,
@@ -198,7 +196,7 @@ enum Target {
 /// The faults of one server, struck in order.
 struct Lane {
     target: Target,
-    shared: Arc<Shared>,
+    shared: Gauges,
     restarted_pids: Vec<u32>,
     records: Vec<Record>,
     server_calls: ServerCalls,
@@ -223,7 +221,7 @@ fn secs(ms: u64) -> String {
 }
 
 impl Lane {
-    fn new(target: Target, shared: Arc<Shared>, stop: CancellationToken) -> Lane {
+    fn new(target: Target, shared: Gauges, stop: CancellationToken) -> Lane {
         Lane {
             target,
             shared,

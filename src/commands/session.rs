@@ -244,7 +244,7 @@ fn start_faults(
         sc.faults.clone(),
         redis,
         postgres,
-        driver.shared().clone(),
+        driver.gauges(),
         driver.window_start(),
         sc.duration.0,
         shutdown.clone(),

@@ -233,9 +233,12 @@ impl Driver {
         })
     }
 
-    /// What every instance shares: counters, the load tracker, Redis's health.
-    pub fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+    /// The run's counters and load tracker, for the fault schedule.
+    pub fn gauges(&self) -> crate::metrics::Gauges {
+        crate::metrics::Gauges {
+            counters: self.shared.counters.clone(),
+            loads: self.shared.loads.clone(),
+        }
     }
 
     /// Tells when the measured window of the next `run` starts, as soon as it is fixed.

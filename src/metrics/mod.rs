@@ -15,6 +15,13 @@ mod loads;
 pub use counters::{Counters, CountersSnapshot, ServerHealth, bump};
 pub use loads::{LoadGuard, LoadTracker, Phase, StatementGuard};
 
+/// What the fault schedule reads of a running run: its counters and its load tracker.
+#[derive(Clone)]
+pub struct Gauges {
+    pub counters: std::sync::Arc<Counters>,
+    pub loads: std::sync::Arc<LoadTracker>,
+}
+
 /// How a request was served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
