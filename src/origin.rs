@@ -166,18 +166,41 @@ fn create_table(logged: bool) -> &'static str {
     }
 }
 
+/// Refuse a run whose pools the server has no room for: max_connections less the reserved
+/// slots and the client connections already open.
+async fn check_room(admin: &tokio_postgres::Client, url: &str, connections: u32) -> Result<()> {
+    let room = admin
+            .query_one(
+                "SELECT current_setting('max_connections')::int8 - current_setting('superuser_reserved_connections')::int8 - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')",
+                &[],
+            )
+            .await
+            .context("reading max_connections")?
+            .get::<_, i64>(0);
+    if i64::from(connections) > room {
+        return Err(UsageError::new(format!(
+                "the run needs {connections} database connections (instances × --db-pool) but {} has room for {} more (max_connections less the reserved and open ones): use fewer instances or a smaller pool",
+                redact_url(url),
+                room.max(0)
+            ))
+            .into());
+    }
+    Ok(())
+}
+
 impl Db {
     /// Create the run's schema and seed `keys` items of `value_size` bytes. The tables are
     /// unlogged (no WAL: faster to seed) unless `logged`: a Postgres crash empties unlogged
     /// tables, so a run with a Postgres fault needs logged ones, committed durably.
-    /// `connections` is what the run's pools will open: refused (a usage error, before
-    /// anything is created) when the server cannot give that many.
+    /// `connections`, on a server the tool did not start, is what the run's pools will open:
+    /// refused (a usage error, before anything is created) when the server cannot give that
+    /// many. A managed server is sized for the pools when it starts.
     pub async fn setup(
         url: &str,
         run_id: &str,
         keys: u64,
         value_size: usize,
-        connections: u32,
+        connections: Option<u32>,
         logged: bool,
     ) -> Result<Db> {
         let (admin, config) = connect_admin(url).await?;
@@ -186,21 +209,8 @@ impl Db {
             .await
             .context("reading the Postgres server version")?
             .get(0);
-        let room = admin
-            .query_one(
-                "SELECT current_setting('max_connections')::int8 - current_setting('superuser_reserved_connections')::int8 - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend')",
-                &[],
-            )
-            .await
-            .context("reading max_connections")?
-            .get::<_, i64>(0);
-        if i64::from(connections) > room {
-            return Err(UsageError::new(format!(
-                "the run needs {connections} database connections (instances × --db-pool) but {} has room for {} more (max_connections less the reserved and open ones): use fewer instances or a smaller pool",
-                redact_url(url),
-                room.max(0)
-            ))
-            .into());
+        if let Some(connections) = connections {
+            check_room(&admin, url, connections).await?;
         }
         if logged {
             // A managed server runs with synchronous_commit off: a commit whose WAL is still

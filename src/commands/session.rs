@@ -155,7 +155,7 @@ pub async fn run_on(
         &run_id,
         sc.keys,
         sc.value_size,
-        sc.instances * sc.db_pool,
+        sc.pg_url.is_some().then_some(sc.instances * sc.db_pool),
         logged,
     )
     .await?;
