@@ -278,3 +278,24 @@ async fn drain(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A request that panics still leaves its lane's in-flight count (the count was taken off
+    /// at the end of `serve` before, so one panic left the lane shedding for the rest of the
+    /// run).
+    #[tokio::test]
+    async fn a_panicking_request_leaves_its_lane() {
+        let inflight = Arc::new(AtomicU64::new(1));
+        let count = inflight.clone();
+        let task = tokio::spawn(async move {
+            let _in_flight = InFlight(&count);
+            tokio::task::yield_now().await;
+            panic!("a bug in the request path");
+        });
+        assert!(task.await.is_err());
+        assert_eq!(inflight.load(Relaxed), 0);
+    }
+}
