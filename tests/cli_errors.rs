@@ -104,8 +104,14 @@ fn shipped_scenarios_parse() {
                 "--pg-url",
                 "postgres://x@127.0.0.1:1/x",
                 "--quiet",
-                // Faults on an external Redis need a restart command to be valid.
+                // Faults on external servers need their commands (and a pause an opt-in) to
+                // be valid.
                 "--redis-restart-cmd",
+                "true",
+                "--allow-pause-external",
+                "--pg-kill-cmd",
+                "true",
+                "--pg-restart-cmd",
                 "true",
             ])
             .output()
