@@ -1,7 +1,7 @@
 //! stampede as a library: the binary's modules. Only what the integration tests use is public,
 //! so the compiler sees what nothing uses. Dependencies run one way, leaves first: values,
 //! error, metric, metrics, fault, thresholds → workload, strategy → cache, origin, servers →
-//! scenario → instance, results → driver, chaos, live → report → commands.
+//! protect → scenario → instance, results → driver, chaos, live → report → commands.
 
 pub mod cache;
 mod chaos;
@@ -16,6 +16,7 @@ pub mod metric;
 pub mod metrics;
 mod origin;
 mod pacer;
+mod protect;
 mod report;
 pub mod results;
 mod scenario;
