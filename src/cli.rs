@@ -318,6 +318,38 @@ pub struct RunFlags {
     #[arg(long, value_enum)]
     pub db_query: Option<DbQuery>,
 
+    /// Most loads in flight at once per instance (a bulkhead): a load over the limit is not queued, it is refused without reaching Postgres, and its request is served the value it holds, if any (an xfetch early recompute keeps the current one; under swr, an entry kept past its window), or else fails fast with outcome `rejected` (not an error) [default: off]
+    #[arg(long, value_name = "N")]
+    pub db_limit: Option<u32>,
+
+    /// A circuit breaker on each instance's loads: it opens when, over --breaker-window (and at least --breaker-min-loads loads), the share of failed loads reaches --breaker-error-rate or their mean latency reaches --breaker-latency; while open, loads are refused (stale if held, else `rejected`); after --breaker-cooldown it lets --breaker-probes loads through and closes if all succeed in time, else opens again [default: off]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub breaker: Option<bool>,
+
+    /// Breaker: share of failed loads (errors and timeouts) over the window that opens it [default: 50%]
+    #[arg(long, value_name = "P")]
+    pub breaker_error_rate: Option<Percent>,
+
+    /// Breaker: mean load latency over the window (pool wait included) that opens it; a probe this slow fails [default: 1s]
+    #[arg(long, value_name = "DURATION")]
+    pub breaker_latency: Option<Dur>,
+
+    /// Breaker: how far back the failed loads and latencies that open it are counted [default: 1s]
+    #[arg(long, value_name = "DURATION")]
+    pub breaker_window: Option<Dur>,
+
+    /// Breaker: how long it stays open, refusing every load, before probing [default: 2s]
+    #[arg(long, value_name = "DURATION")]
+    pub breaker_cooldown: Option<Dur>,
+
+    /// Breaker: loads let through after the cooldown (half-open); it closes when all succeed within --breaker-latency, else opens again [default: 3]
+    #[arg(long, value_name = "N")]
+    pub breaker_probes: Option<u32>,
+
+    /// Breaker: fewest loads in the window before it may open, so a handful of failures does not trip it [default: 20]
+    #[arg(long, value_name = "N")]
+    pub breaker_min_loads: Option<u32>,
+
     /// Crash Redis (SIGKILL) this long after the measured window starts; repeatable, paired in order with --redis-down-for (scenario file: [[fault]] with kind = "kill-redis", at, down_for)
     #[arg(long, value_name = "T")]
     #[serde(skip)]
@@ -370,7 +402,7 @@ pub struct RunFlags {
     #[arg(long, value_name = "CMD")]
     pub pg_restart_cmd: Option<String>,
 
-    /// Exit 1 when a figure breaks this limit, e.g. p99_ms_max=250 or hit_rate_min=95% (repeatable; over the scenario's [thresholds]). Names: db_calls_max, redundant_loads_max, peak_key_herd_max, peak_concurrent_max, hit_rate_min, stale_ratio_max, error_rate_max, p50_ms_max, p95_ms_max, p99_ms_max
+    /// Exit 1 when a figure breaks this limit, e.g. p99_ms_max=250 or hit_rate_min=95% (repeatable; over the scenario's [thresholds]). Names: db_calls_max, redundant_loads_max, peak_key_herd_max, peak_concurrent_max, hit_rate_min, stale_ratio_max, error_rate_max, rejected_rate_max, p50_ms_max, p95_ms_max, p99_ms_max
     #[arg(long = "threshold", value_name = "NAME=VALUE", value_parser = crate::thresholds::parse_arg)]
     #[serde(skip)]
     pub threshold: Vec<ThresholdArg>,

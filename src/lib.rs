@@ -1,8 +1,8 @@
 //! stampede as a library: the binary's modules. Only what the integration tests use is public,
 //! so the compiler sees what nothing uses. Modules import one way, leaves first (values, error,
-//! metric, metrics, stats, steady, workload, servers → fault, origin, thresholds → strategy →
-//! cache, cli → scenario, instance → results → chaos, live, report → driver → commands);
-//! tests/layers.rs holds them to it.
+//! metric, metrics, stats, steady, workload, servers → fault, origin, thresholds → strategy,
+//! protect → cache, cli → scenario, instance → results → chaos, live, report → driver →
+//! commands); tests/layers.rs holds them to it.
 
 pub mod cache;
 mod chaos;
@@ -17,6 +17,7 @@ pub mod metric;
 pub mod metrics;
 mod origin;
 mod pacer;
+mod protect;
 mod report;
 mod results;
 mod scenario;

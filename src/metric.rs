@@ -16,6 +16,8 @@ pub enum Metric {
     Waited,
     Errors,
     ErrorRate,
+    Rejected,
+    RejectedRate,
     P50,
     P95,
     P99,
@@ -106,7 +108,7 @@ const fn tol(rel: f64, abs: f64) -> Option<Tolerance> {
 /// the run-to-run spread of `scenarios/ci.toml` on a shared 2-core machine (docs/ci.md): two to
 /// three times the widest range seen for any strategy over 10 runs, narrower than the gap
 /// between a strategy and cache-aside, which is what it degrades to when its protection breaks.
-pub const DEFS: [Def; 13] = [
+pub const DEFS: [Def; 15] = [
     Def {
         metric: Metric::DbCalls,
         name: "db_calls",
@@ -218,6 +220,28 @@ pub const DEFS: [Def; 13] = [
         ranked: false,
     },
     Def {
+        metric: Metric::Rejected,
+        name: "rejected",
+        header: "rejected",
+        unit: Unit::Count,
+        better: Better::Lower,
+        what: "requests whose load --db-limit or the breaker refused, with no stale value to serve",
+        tolerance: None,
+        threshold: false,
+        ranked: true,
+    },
+    Def {
+        metric: Metric::RejectedRate,
+        name: "rejected_rate",
+        header: "rejected %",
+        unit: Unit::Share,
+        better: Better::Lower,
+        what: "rejected / completed",
+        tolerance: tol(0.0, 0.001),
+        threshold: true,
+        ranked: false,
+    },
+    Def {
         metric: Metric::P50,
         name: "p50",
         header: "p50 ms",
@@ -303,10 +327,11 @@ impl Metric {
         DEFS.iter().filter(|d| d.ranked).map(|d| d.metric)
     }
 
-    /// Whether a table marks the best value of this metric. Not for stale responses and waits:
-    /// they are what a protection trades for fewer loads, neither good nor bad on their own.
+    /// Whether a table marks the best value of this metric. Not for stale responses, waits
+    /// and rejections: they are what a protection trades for fewer loads, neither good nor bad
+    /// on their own.
     pub fn has_best(self) -> bool {
-        !matches!(self, Metric::Stale | Metric::Waited)
+        !matches!(self, Metric::Stale | Metric::Waited | Metric::Rejected)
     }
 
     /// Whether `a` is worse than `b` on this metric (strictly).
@@ -342,7 +367,7 @@ mod tests {
     fn threshold_names_keep_their_spelling() {
         assert_eq!(
             threshold_names(),
-            "db_calls_max, redundant_loads_max, peak_key_herd_max, peak_concurrent_max, hit_rate_min, stale_ratio_max, error_rate_max, p50_ms_max, p95_ms_max, p99_ms_max"
+            "db_calls_max, redundant_loads_max, peak_key_herd_max, peak_concurrent_max, hit_rate_min, stale_ratio_max, error_rate_max, rejected_rate_max, p50_ms_max, p95_ms_max, p99_ms_max"
         );
         assert_eq!(Metric::by_threshold_name("p99_ms_max"), Some(Metric::P99));
         assert_eq!(Metric::by_threshold_name("stale_max"), None);

@@ -44,6 +44,19 @@ pub enum LoadFailure {
     Abandoned,
     /// The wait for the lock ran out under `--lock-timeout-policy error`.
     LockTimeout,
+    /// Refused before it started, nothing sent to Postgres: `--db-limit` loads of this
+    /// instance were in flight.
+    Limited,
+    /// Refused before it started, nothing sent to Postgres: the instance's breaker is open.
+    BreakerOpen,
+}
+
+impl LoadFailure {
+    /// Whether the load was refused by a protection (the request is served stale or rejected,
+    /// not failed).
+    pub fn refused(self) -> bool {
+        matches!(self, LoadFailure::Limited | LoadFailure::BreakerOpen)
+    }
 }
 
 /// Rows seeded into `reviews` under `--db-query heavy`. Sized so that one aggregate over them

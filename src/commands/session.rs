@@ -438,6 +438,7 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
             waited: o(Outcome::Waited),
             fallback: o(Outcome::Fallback),
             error: errors,
+            rejected: o(Outcome::Rejected),
         },
         hit_rate: if completed == 0 {
             0.0
@@ -459,6 +460,8 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
             statement_timeouts: d.statement_timeouts,
             pool_timeouts: d.pool_timeouts,
             connect_errors: d.connect_errors,
+            limit_refusals: c.limit_refusals,
+            breaker_refusals: c.breaker_refusals,
             warmup_calls: d.warmup_calls,
             peak_concurrent: d.peak_concurrent,
             peak_in_flight: d.peak_in_flight,
@@ -524,6 +527,7 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
         },
         timeline: raw.timeline,
         faults: fault_reports,
+        breaker: raw.breaker,
         servers: results::Servers {
             redis_version,
             postgres_version: db.version.clone(),

@@ -20,7 +20,8 @@ use crate::instance::{self, Instance, Shared};
 use crate::live::Live;
 use crate::metrics::{Counters, CountersSnapshot, LoadTracker, Outcome, Recorder, Totals};
 use crate::origin::Db;
-use crate::results::Bucket;
+use crate::protect::{self, Guard};
+use crate::results::{BreakerEvent, Bucket};
 use crate::scenario::{LoadShape, Scenario};
 use crate::strategy::freshness;
 use crate::strategy::lock::{self, LockTimeoutPolicy};
@@ -40,6 +41,8 @@ pub struct Raw {
     /// The measured window's database figures.
     pub db: DbRaw,
     pub timeline: Vec<Bucket>,
+    /// Every state change of the instances' breakers, in order.
+    pub breaker: Vec<BreakerEvent>,
     pub interrupted: bool,
     pub max_lag: Duration,
     pub started_at_ms: u64,
@@ -207,9 +210,10 @@ impl Driver {
             refreshes_in_flight: AtomicU64::new(0),
             window_end_ms: AtomicU64::new(0),
             abort: CancellationToken::new(),
+            protect: protect::Board::default(),
         });
         let mut instances = Vec::with_capacity(sc.instances as usize);
-        for _ in 0..sc.instances {
+        for i in 0..sc.instances {
             let cache = Cache::open(
                 redis_url,
                 sc.redis_conns,
@@ -221,7 +225,13 @@ impl Driver {
             let origin = db
                 .origin(sc.db_pool, sc.load_cost(), sc.db_timeout.map(|d| d.0))
                 .await?;
-            instances.push(Arc::new(Instance::new(cache, origin, shared.clone())));
+            let guard = Guard::new(i, sc.db_limit, sc.breaker.as_ref());
+            instances.push(Arc::new(Instance::new(
+                cache,
+                origin,
+                guard,
+                shared.clone(),
+            )));
         }
         Ok(Driver {
             sc: sc.clone(),
@@ -298,6 +308,23 @@ impl Driver {
             timeline.push(b);
         }
         let totals = self.recorder.totals();
+        let breaker = self
+            .shared
+            .protect
+            .events()
+            .into_iter()
+            .map(|e| BreakerEvent {
+                at_ms: if e.at >= window.measure {
+                    (e.at - window.measure).as_millis() as i64
+                } else {
+                    -((window.measure - e.at).as_millis() as i64)
+                },
+                instance: e.instance,
+                from: e.from,
+                to: e.to,
+                reason: e.reason,
+            })
+            .collect();
         let tally = &self.tally;
         debug_assert_eq!(
             traffic.dispatched,
@@ -314,6 +341,7 @@ impl Driver {
             counters: self.shared.counters.snapshot() - counters_at_measure,
             db: DbRaw::of(&self.shared.loads),
             timeline,
+            breaker,
             interrupted,
             max_lag: traffic.max_lag,
             started_at_ms,

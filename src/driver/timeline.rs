@@ -46,6 +46,7 @@ pub fn spawn(
         tokio::time::sleep_until(w.measure.into()).await;
         shared.counters.redis_health.take_bucket_up();
         shared.counters.pg_health.take_bucket_up();
+        shared.protect.take_bucket_open();
         let window = w.end.saturating_duration_since(w.measure);
         let mut buckets =
             Vec::with_capacity((window.as_nanos() / interval.as_nanos().max(1)) as usize + 2);
@@ -90,9 +91,11 @@ fn take(shared: &Shared, recorder: &Recorder, iv: &mut Interval, at: Instant, w:
         hits: iv.hits,
         stale: iv.stale,
         errors: iv.errors,
+        rejected: iv.rejected,
         p99_ms: pct_ms(&iv.latency, 0.99),
         redis_up: shared.counters.redis_health.take_bucket_up(),
         postgres_up: shared.counters.pg_health.take_bucket_up(),
+        breaker_open: shared.protect.take_bucket_open(),
     }
 }
 

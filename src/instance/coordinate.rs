@@ -39,7 +39,8 @@ pub enum Miss<'a> {
     /// Another instance holds the lock: wait for the value to appear (or the lock to free),
     /// with `claim` kept so this instance's followers wait on us.
     WaitForLock { claim: Claim<'a>, token: u64 },
-    /// The lock could not be asked for (Redis unreachable): load anyway, fail open.
+    /// The lock could not be asked for (Redis unreachable): load anyway, fail open, as this
+    /// instance's one loader of the key (its other requests for it follow this one).
     Unavailable(Claim<'a>),
 }
 
@@ -94,10 +95,20 @@ impl Coordinator {
                 }
             }
             Err(_) => {
-                // Redis is down: no lock can be had. Documented policy: fail open and load.
+                // Redis is down: no lock can be had. Documented policy: fail open and load,
+                // but coordinate within this instance still: a process-local single-flight,
+                // so an outage costs the database one load per key per instance at a time,
+                // not one per request (under mutex+single-flight the request leads already).
                 bump(&counters.lock_unavailable);
+                let leader = match leader {
+                    Some(l) => l,
+                    None => match self.flights.join(id) {
+                        Role::Leader(l) => l,
+                        Role::Follower(rx) => return Miss::Follow(rx),
+                    },
+                };
                 Miss::Unavailable(Claim {
-                    leader,
+                    leader: Some(leader),
                     token: None,
                 })
             }

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cache::{Cache, CacheError};
 use crate::metrics::{Counters, LoadTracker, Outcome, bump};
 use crate::origin::{LoadFailure, Origin};
+use crate::protect::{self, Guard, Refused};
 use crate::strategy::Coordination;
 use crate::strategy::envelope::Meta;
 use crate::strategy::freshness::{self, Verdict};
@@ -39,12 +40,16 @@ pub struct Shared {
     /// Cancelled when the run is over: background refreshes still running then are dropped,
     /// so none outlives its run (in `compare`, none loads the next strategy's database).
     pub abort: CancellationToken,
+    /// The breakers' clock and their log of transitions.
+    pub protect: protect::Board,
 }
 
 pub struct Instance {
     cache: Cache,
     origin: Origin,
     coord: Coordinator,
+    /// `--db-limit` and `--breaker` in front of this instance's loads.
+    guard: Guard,
     refreshing: Mutex<HashSet<u64>>,
     shared: Arc<Shared>,
 }
@@ -67,16 +72,25 @@ enum Found {
     Absent,
 }
 
-fn outcome_of(r: Result<(), LoadFailure>, ok: Outcome) -> Outcome {
-    if r.is_ok() { ok } else { Outcome::Error }
+/// The outcome of a request whose load (its own or the one it waited for) ended in `r`: `ok`
+/// when it succeeded; when a protection refused it, the stale value if the request holds one,
+/// else `rejected`; an error otherwise.
+fn outcome_of(r: Result<(), LoadFailure>, ok: Outcome, stale: bool) -> Outcome {
+    match r {
+        Ok(()) => ok,
+        Err(f) if f.refused() && stale => Outcome::Stale,
+        Err(f) if f.refused() => Outcome::Rejected,
+        Err(_) => Outcome::Error,
+    }
 }
 
 impl Instance {
-    pub fn new(cache: Cache, origin: Origin, shared: Arc<Shared>) -> Instance {
+    pub fn new(cache: Cache, origin: Origin, guard: Guard, shared: Arc<Shared>) -> Instance {
         Instance {
             cache,
             origin,
             coord: Coordinator::new(shared.coordination, shared.lock),
+            guard,
             refreshing: Mutex::new(HashSet::new()),
             shared,
         }
@@ -146,7 +160,11 @@ impl Instance {
             .fetch_add((lead_ms * 1000.0) as u64, Relaxed);
         let r = self.load_and_store(id).await;
         claim.release(&self.cache, &sh.counters, id, r).await;
-        outcome_of(r, Outcome::Miss)
+        // Refused by a protection: the value that drew us is still valid, serve it.
+        if r.is_err_and(LoadFailure::refused) {
+            return Outcome::Hit;
+        }
+        outcome_of(r, Outcome::Miss, true)
     }
 
     /// The value is absent (or expired): get it loaded under the coordination. `stale` is a
@@ -157,17 +175,17 @@ impl Instance {
             Miss::Load(claim) | Miss::Unavailable(claim) => {
                 let r = self.load_and_store(id).await;
                 claim.release(&self.cache, &sh.counters, id, r).await;
-                outcome_of(r, Outcome::Miss)
+                outcome_of(r, Outcome::Miss, stale.is_some())
             }
-            Miss::LoadLocked(claim) => self.load_locked(id, claim).await,
+            Miss::LoadLocked(claim) => self.load_locked(id, claim, stale.is_some()).await,
             Miss::Follow(rx) => self.follow(id, rx, stale).await,
             Miss::WaitForLock { claim, token } => self.wait_for_lock(id, claim, token, stale).await,
         }
     }
 
     /// Holding the lock: load unless another instance filled the key between our miss and
-    /// our lock.
-    async fn load_locked(&self, id: u64, claim: Claim<'_>) -> Outcome {
+    /// our lock. `stale`: the request holds a stale value to serve if the load is refused.
+    async fn load_locked(&self, id: u64, claim: Claim<'_>, stale: bool) -> Outcome {
         let sh = &self.shared;
         if let Found::Entry(m) = self.read(id).await
             && m.soft_expiry_ms as f64 > now_ms_f64()
@@ -177,7 +195,7 @@ impl Instance {
         }
         let r = self.load_and_store(id).await;
         claim.release(&self.cache, &sh.counters, id, r).await;
-        outcome_of(r, Outcome::Miss)
+        outcome_of(r, Outcome::Miss, stale)
     }
 
     /// Another request of this instance is loading `id`: wait for it, at most `--lock-wait`
@@ -189,19 +207,27 @@ impl Instance {
         stale: Option<Meta>,
     ) -> Outcome {
         match tokio::time::timeout(self.shared.lock.wait, single_flight::follow(rx)).await {
-            Ok(r) => outcome_of(r, Outcome::Waited),
-            Err(_) => self.wait_ran_out(id, stale).await,
+            Ok(r) => outcome_of(r, Outcome::Waited, stale.is_some()),
+            Err(_) => self.wait_ran_out(id, stale).await.0,
         }
     }
 
-    /// The wait for another loader ran out: apply `--lock-timeout-policy`.
-    async fn wait_ran_out(&self, id: u64, stale: Option<Meta>) -> Outcome {
+    /// The wait for another loader ran out: apply `--lock-timeout-policy`. The outcome, and
+    /// what this request's own followers are told.
+    async fn wait_ran_out(
+        &self,
+        id: u64,
+        stale: Option<Meta>,
+    ) -> (Outcome, Result<(), LoadFailure>) {
         let sh = &self.shared;
         bump(&sh.counters.lock_timeouts);
         match sh.lock.on_timeout {
-            LockTimeoutPolicy::Error => Outcome::Error,
-            LockTimeoutPolicy::Stale if stale.is_some() => Outcome::Stale,
-            _ => outcome_of(self.load_and_store(id).await, Outcome::Fallback),
+            LockTimeoutPolicy::Error => (Outcome::Error, Err(LoadFailure::LockTimeout)),
+            LockTimeoutPolicy::Stale if stale.is_some() => (Outcome::Stale, Ok(())),
+            _ => {
+                let r = self.load_and_store(id).await;
+                (outcome_of(r, Outcome::Fallback, stale.is_some()), r)
+            }
         }
     }
 
@@ -220,12 +246,7 @@ impl Instance {
         loop {
             let now = Instant::now();
             if now >= deadline {
-                let outcome = self.wait_ran_out(id, stale).await;
-                let shared = if outcome == Outcome::Error {
-                    Err(LoadFailure::LockTimeout)
-                } else {
-                    Ok(())
-                };
+                let (outcome, shared) = self.wait_ran_out(id, stale).await;
                 claim.release(&self.cache, &sh.counters, id, shared).await;
                 return outcome;
             }
@@ -246,7 +267,7 @@ impl Instance {
                 .take_over(&self.cache, &sh.counters, id, token, claim)
                 .await
             {
-                Ok(c) => return self.load_locked(id, c).await,
+                Ok(c) => return self.load_locked(id, c, stale.is_some()).await,
                 Err(c) => c,
             };
         }
@@ -305,9 +326,20 @@ impl Instance {
     }
 
     /// One load of `id` (a wait for a connection, then one DB call), and the result written
-    /// back with the freshness policy's TTLs.
+    /// back with the freshness policy's TTLs. Refused without reaching the database when
+    /// `--db-limit` loads are in flight or the breaker is open.
     pub async fn load_and_store(&self, id: u64) -> Result<(), LoadFailure> {
         let sh = &self.shared;
+        let permit = self.guard.admit(&sh.protect).map_err(|r| match r {
+            Refused::Limit => {
+                bump(&sh.counters.limit_refusals);
+                LoadFailure::Limited
+            }
+            Refused::Breaker => {
+                bump(&sh.counters.breaker_refusals);
+                LoadFailure::BreakerOpen
+            }
+        })?;
         let started = Instant::now();
         let loaded = {
             let load = sh.loads.begin(id);
@@ -316,9 +348,12 @@ impl Instance {
         if loaded.is_ok() {
             sh.counters.pg_health.note_ok();
         }
+        let took = started.elapsed();
+        // The place in the bulkhead is freed before the write-back: it bounds loads, not Redis.
+        permit.finish(loaded.is_err(), took);
         // XFetch's delta is the whole load as the app waits for it, pool wait included: that
         // is how long a recompute keeps the value from being refreshed (docs/design.md).
-        let delta_us = started.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
+        let delta_us = took.as_micros().min(u128::from(u32::MAX)) as u32;
         let now = now_ms();
         let written = match loaded {
             Ok(Some(row)) => {
@@ -360,6 +395,23 @@ mod tests {
         F: FnOnce(Arc<Instance>) -> Fut,
     {
         std::mem::size_of::<Fut>()
+    }
+
+    #[test]
+    fn a_refused_load_serves_the_stale_value_held_else_rejects() {
+        for f in [LoadFailure::Limited, LoadFailure::BreakerOpen] {
+            assert_eq!(outcome_of(Err(f), Outcome::Miss, true), Outcome::Stale);
+            assert_eq!(
+                outcome_of(Err(f), Outcome::Waited, false),
+                Outcome::Rejected
+            );
+        }
+        assert_eq!(
+            outcome_of(Err(LoadFailure::Timeout), Outcome::Miss, true),
+            Outcome::Error,
+            "a failed load is an error, stale value or not"
+        );
+        assert_eq!(outcome_of(Ok(()), Outcome::Waited, false), Outcome::Waited);
     }
 
     /// Every open-loop worker holds a request future sized for its largest path, even idle:

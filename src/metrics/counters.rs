@@ -26,6 +26,10 @@ pub struct Counters {
     pub cold_misses: AtomicU64,
     /// Cache writes whose TTL (soft expiry under swr) runs out before the window closes.
     pub expiring_writes: AtomicU64,
+    /// Loads refused because `--db-limit` loads of the instance were in flight.
+    pub limit_refusals: AtomicU64,
+    /// Loads refused because the instance's breaker was open.
+    pub breaker_refusals: AtomicU64,
     /// Whether Redis is up (not killed, not paused), as the fault schedule knows it (not a
     /// counter: not in snapshots). A success is a request's Redis command.
     pub redis_health: ServerHealth,
@@ -112,6 +116,8 @@ counters_snapshot!(
     negative_hits,
     cold_misses,
     expiring_writes,
+    limit_refusals,
+    breaker_refusals,
 );
 
 pub fn bump(c: &AtomicU64) {

@@ -38,17 +38,23 @@ pub enum Outcome {
     Fallback,
     /// The request failed (database error or timeout, lock timeout under the error policy).
     Error,
+    /// Its load was refused by `--db-limit` or the breaker and there was no stale value to
+    /// serve: it failed fast, by design, without reaching the database.
+    Rejected,
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 6] = [
+    /// Every outcome, in the order of their discriminants (arrays are indexed by them).
+    pub const ALL: [Outcome; Outcome::COUNT] = [
         Outcome::Hit,
         Outcome::Miss,
         Outcome::Stale,
         Outcome::Waited,
         Outcome::Fallback,
         Outcome::Error,
+        Outcome::Rejected,
     ];
+    pub const COUNT: usize = 7;
     pub fn name(self) -> &'static str {
         match self {
             Outcome::Hit => "hit",
@@ -57,6 +63,7 @@ impl Outcome {
             Outcome::Waited => "waited",
             Outcome::Fallback => "fallback",
             Outcome::Error => "error",
+            Outcome::Rejected => "rejected",
         }
     }
 }
@@ -76,6 +83,7 @@ pub struct Interval {
     pub hits: u64,
     pub stale: u64,
     pub errors: u64,
+    pub rejected: u64,
     pub latency: Histogram<u64>,
 }
 
@@ -86,6 +94,7 @@ impl Interval {
             hits: 0,
             stale: 0,
             errors: 0,
+            rejected: 0,
             latency: histogram(2),
         }
     }
@@ -94,6 +103,7 @@ impl Interval {
         self.hits += o.hits;
         self.stale += o.stale;
         self.errors += o.errors;
+        self.rejected += o.rejected;
         let _ = self.latency.add(&o.latency);
     }
     fn clear(&mut self) {
@@ -101,6 +111,7 @@ impl Interval {
         self.hits = 0;
         self.stale = 0;
         self.errors = 0;
+        self.rejected = 0;
         self.latency.reset();
     }
 }
@@ -108,25 +119,25 @@ impl Interval {
 /// Whole-run figures of measured requests.
 #[derive(Debug, Clone)]
 pub struct Totals {
-    pub outcomes: [u64; 6],
+    pub outcomes: [u64; Outcome::COUNT],
     /// From the scheduled start (open loop) to completion, µs.
     pub latency: Histogram<u64>,
     /// From the actual start to completion, µs.
     pub service: Histogram<u64>,
-    pub by_outcome: [Histogram<u64>; 6],
+    pub by_outcome: [Histogram<u64>; Outcome::COUNT],
 }
 
 impl Totals {
     fn new() -> Self {
         Totals {
-            outcomes: [0; 6],
+            outcomes: [0; Outcome::COUNT],
             latency: histogram(3),
             service: histogram(3),
             by_outcome: std::array::from_fn(|_| histogram(2)),
         }
     }
     fn absorb(&mut self, o: &Totals) {
-        for i in 0..6 {
+        for i in 0..Outcome::COUNT {
             self.outcomes[i] += o.outcomes[i];
             let _ = self.by_outcome[i].add(&o.by_outcome[i]);
         }
@@ -200,6 +211,7 @@ impl Recorder {
             Outcome::Hit => s.interval.hits += 1,
             Outcome::Stale => s.interval.stale += 1,
             Outcome::Error => s.interval.errors += 1,
+            Outcome::Rejected => s.interval.rejected += 1,
             _ => {}
         }
         s.interval.latency.saturating_record(lat);
@@ -280,21 +292,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn outcomes_are_listed_in_discriminant_order() {
+        for (i, o) in Outcome::ALL.iter().enumerate() {
+            assert_eq!(*o as usize, i, "{}", o.name());
+        }
+    }
+
+    #[test]
     fn recorder_merges_shards_and_intervals() {
         let r = Recorder::default();
         r.record(Outcome::Hit, 500, 400);
         r.record(Outcome::Miss, 20_000, 20_000);
+        r.record(Outcome::Rejected, 300, 300);
         std::thread::scope(|s| {
             s.spawn(|| r.record(Outcome::Error, 1_000, 1_000));
         });
         let mut iv = Recorder::new_interval();
         r.take_interval(&mut iv);
-        assert_eq!((iv.requests, iv.hits, iv.errors), (3, 1, 1));
+        assert_eq!((iv.requests, iv.hits, iv.errors, iv.rejected), (4, 1, 1, 1));
         r.take_interval(&mut iv);
         assert_eq!(iv.requests, 0);
         let t = r.totals();
-        assert_eq!(t.completed(), 3);
+        assert_eq!(t.completed(), 4);
         assert_eq!(t.outcomes[Outcome::Miss as usize], 1);
+        assert_eq!(t.outcomes[Outcome::Rejected as usize], 1);
         assert!(pct_ms(&t.latency, 1.0) >= 19.9);
     }
 }

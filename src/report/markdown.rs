@@ -52,14 +52,14 @@ pub fn compare(s: &CompareSummary) -> String {
         let _ = writeln!(o);
         let _ = writeln!(
             o,
-            "Trade-offs against `{base}` (medians; Pareto front over DB calls, p99, stale responses, errors): **{}**",
+            "Trade-offs against `{base}` (medians; Pareto front over DB calls, p99, stale responses, errors, rejected): **{}**",
             s.pareto.join(", ")
         );
         let _ = writeln!(o);
         table(
             &mut o,
             &super::tables::TRADEOFF_HEADER,
-            |i| (1..6).contains(&i),
+            |i| (1..7).contains(&i),
             &t,
         );
     }

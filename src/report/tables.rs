@@ -71,7 +71,7 @@ pub fn compare(s: &CompareSummary) -> String {
     if let (false, Some(base)) = (t.is_empty(), &s.tradeoff_baseline) {
         let _ = writeln!(
             o,
-            "trade-offs against {base} (medians; Pareto front over DB calls, p99, stale responses, errors):"
+            "trade-offs against {base} (medians; Pareto front over DB calls, p99, stale responses, errors, rejected):"
         );
         o.push_str(&aligned(&TRADEOFF_HEADER, &t, |i| {
             i == 0 || i == TRADEOFF_HEADER.len() - 1
@@ -85,8 +85,8 @@ pub fn compare(s: &CompareSummary) -> String {
 }
 
 /// Columns of the trade-offs table.
-pub const TRADEOFF_HEADER: [&str; 7] = [
-    "strategy", "db calls", "p99 Δ", "stale", "waited", "errors", "pareto",
+pub const TRADEOFF_HEADER: [&str; 8] = [
+    "strategy", "db calls", "p99 Δ", "stale", "waited", "errors", "rejected", "pareto",
 ];
 
 /// How a comparison with these trials (baseline, current) decides.

@@ -4,7 +4,11 @@
 use std::fmt::Write as _;
 
 use crate::fault::FaultKind;
+use crate::protect::breaker::State;
 use crate::results::{FaultReport, Latency, RunResult};
+
+/// Breaker events listed one per line in the summary; the rest are counted (all are in the JSON).
+const EVENTS_SHOWN: usize = 8;
 
 fn lat(l: &Latency) -> String {
     format!(
@@ -90,6 +94,60 @@ fn faults(o: &mut String, f: &FaultReport) {
     }
 }
 
+/// The protections in front of the loads: what they refused, and the breaker's transitions.
+fn protect(o: &mut String, r: &RunResult) {
+    let sc = &r.scenario;
+    let d = &r.db;
+    if let Some(n) = sc.db_limit {
+        let _ = writeln!(
+            o,
+            "  db-limit  {n} loads per instance: {} loads refused (none sent to Postgres)",
+            d.limit_refusals
+        );
+    }
+    let Some(b) = &sc.breaker else { return };
+    let count = |from: State, to: State| {
+        r.breaker
+            .iter()
+            .filter(|e| e.from == from && e.to == to)
+            .count()
+    };
+    let _ = writeln!(
+        o,
+        "  breaker   opened {}, re-opened {} after a failed probe, closed {}: {} loads refused; {}",
+        count(State::Closed, State::Open),
+        count(State::HalfOpen, State::Open),
+        count(State::HalfOpen, State::Closed),
+        d.breaker_refusals,
+        b.describe()
+    );
+    let line = |o: &mut String, e: &crate::results::BreakerEvent| {
+        let _ = writeln!(
+            o,
+            "            {:>7.2} s  instance {}  {} -> {}: {}",
+            e.at_ms as f64 / 1000.0,
+            e.instance,
+            e.from.name(),
+            e.to.name(),
+            e.reason
+        );
+    };
+    let n = r.breaker.len();
+    if n <= EVENTS_SHOWN {
+        r.breaker.iter().for_each(|e| line(o, e));
+        return;
+    }
+    // The first changes and the last ones: how it opened, and how it ended.
+    let half = EVENTS_SHOWN / 2;
+    r.breaker[..half].iter().for_each(|e| line(o, e));
+    let _ = writeln!(
+        o,
+        "            … {} more state changes (breaker[] in the JSON)",
+        n - EVENTS_SHOWN
+    );
+    r.breaker[n - half..].iter().for_each(|e| line(o, e));
+}
+
 pub fn summary(r: &RunResult) -> String {
     let mut o = String::new();
     let q = &r.requests;
@@ -133,7 +191,7 @@ pub fn summary(r: &RunResult) -> String {
     );
     let _ = writeln!(
         o,
-        "  outcomes  hit {} ({:.1}%)  miss {}  stale {}  waited {}  fallback {}  error {}   hit rate {:.1}%",
+        "  outcomes  hit {} ({:.1}%)  miss {}  stale {}  waited {}  fallback {}  error {}{}   hit rate {:.1}%",
         oc.hit,
         pct(oc.hit),
         oc.miss,
@@ -141,6 +199,11 @@ pub fn summary(r: &RunResult) -> String {
         oc.waited,
         oc.fallback,
         oc.error,
+        if oc.rejected > 0 || r.scenario.db_limit.is_some() || r.scenario.breaker.is_some() {
+            format!("  rejected {} ({:.1}%)", oc.rejected, pct(oc.rejected))
+        } else {
+            String::new()
+        },
         r.hit_rate * 100.0
     );
     let d = &r.db;
@@ -214,6 +277,7 @@ pub fn summary(r: &RunResult) -> String {
             l.acquired, l.contended, l.timeouts, l.lost, l.unavailable
         );
     }
+    protect(&mut o, r);
     for f in &r.faults {
         faults(&mut o, f);
     }

@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::fault::FaultKind;
 use crate::metric::Metric;
 use crate::metrics::pct_ms;
+use crate::protect::breaker::State;
 use crate::scenario::Scenario;
 use crate::thresholds::{Thresholds, passes};
 use crate::workload::Start;
@@ -68,6 +69,10 @@ pub struct RunResult {
     /// The faults injected, in order, with what each outage and recovery cost (empty without faults).
     #[serde(default)]
     pub faults: Vec<FaultReport>,
+    /// Every state change of the instances' circuit breakers (`--breaker`), in order (empty
+    /// without a breaker, or when none changed state).
+    #[serde(default)]
+    pub breaker: Vec<BreakerEvent>,
     pub servers: Servers,
     /// How well the load generator kept its own schedule.
     pub generator: Generator,
@@ -97,6 +102,8 @@ impl RunResult {
                 self.requests.errors + self.requests.shed + self.requests.unsent,
                 self.requests.scheduled,
             ),
+            Metric::Rejected => self.outcomes.rejected as f64,
+            Metric::RejectedRate => share(self.outcomes.rejected, self.requests.completed),
             Metric::P50 => self.latency_ms.p50,
             Metric::P95 => self.latency_ms.p95,
             Metric::P99 => self.latency_ms.p99,
@@ -199,6 +206,10 @@ pub struct Outcomes {
     pub waited: u64,
     pub fallback: u64,
     pub error: u64,
+    /// Refused a load by `--db-limit` or the breaker, with no stale value to serve: failed
+    /// fast by design, not counted as errors.
+    #[serde(default)]
+    pub rejected: u64,
 }
 
 /// The database's side of the measured window. A *load* is a request's need for a value (it
@@ -233,6 +244,15 @@ pub struct DbFigures {
     /// statement sent.
     #[serde(default)]
     pub connect_errors: u64,
+    /// Loads refused because `--db-limit` loads of their instance were in flight: no
+    /// statement sent (the request was served stale, or rejected; an early recompute or a
+    /// background refresh kept the value it had).
+    #[serde(default)]
+    pub limit_refusals: u64,
+    /// Loads refused because their instance's breaker was open (or half-open with every
+    /// probe out): no statement sent.
+    #[serde(default)]
+    pub breaker_refusals: u64,
     /// Statements sent during the warm-up (not in `calls`; sent under another statement text,
     /// so the server counts them apart).
     pub warmup_calls: u64,
@@ -365,6 +385,9 @@ pub struct Bucket {
     pub stale: u64,
     /// Requests with outcome error.
     pub errors: u64,
+    /// Requests with outcome rejected (a protection refused their load).
+    #[serde(default)]
+    pub rejected: u64,
     /// 99th percentile latency of the bucket's requests, ms.
     pub p99_ms: f64,
     /// False when Redis was down (killed by a fault, not yet restarted) or paused at any
@@ -375,6 +398,9 @@ pub struct Bucket {
     /// the bucket.
     #[serde(default = "yes")]
     pub postgres_up: bool,
+    /// True when some instance's breaker was open or half-open at any moment of the bucket.
+    #[serde(default)]
+    pub breaker_open: bool,
 }
 
 /// An empty bucket, both servers up.
@@ -388,15 +414,31 @@ impl Default for Bucket {
             hits: 0,
             stale: 0,
             errors: 0,
+            rejected: 0,
             p99_ms: 0.0,
             redis_up: true,
             postgres_up: true,
+            breaker_open: false,
         }
     }
 }
 
 fn yes() -> bool {
     true
+}
+
+/// A state change of one instance's circuit breaker.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BreakerEvent {
+    /// When, ms since the measured window started (negative: during the warm-up).
+    pub at_ms: i64,
+    /// Which app instance (0-based).
+    pub instance: u32,
+    /// `closed`, `open` or `half-open`.
+    pub from: State,
+    pub to: State,
+    /// What decided it, with its figures.
+    pub reason: String,
 }
 
 /// One injected fault: when it struck, how long the server was gone, and how the run

@@ -14,8 +14,15 @@ use crate::stats;
 /// with repeated trials (`trials`, `samples`, `ci95`, `same_as_next`) and the Pareto front.
 pub const SUMMARY_SCHEMA: u32 = 2;
 
-/// The objectives of the Pareto front, all lower-is-better.
-pub const PARETO: [Metric; 4] = [Metric::DbCalls, Metric::P99, Metric::Stale, Metric::Errors];
+/// The objectives of the Pareto front, all lower-is-better. Rejections count: a protection
+/// that refuses loads must not look like a strategy that needs none.
+pub const PARETO: [Metric; 5] = [
+    Metric::DbCalls,
+    Metric::P99,
+    Metric::Stale,
+    Metric::Errors,
+    Metric::Rejected,
+];
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CompareSummary {
@@ -35,8 +42,8 @@ pub struct CompareSummary {
     pub not_run: Vec<String>,
     /// Whether the scenario set any threshold.
     pub thresholds_set: bool,
-    /// Strategies no other strategy dominates on (DB calls, p99, stale responses, errors): at
-    /// least as good on all four and better on one beyond the noise (with fewer than 5 trials,
+    /// Strategies no other strategy dominates on (DB calls, p99, stale responses, errors,
+    /// rejections): at least as good on all five and better on one beyond the noise (with fewer than 5 trials,
     /// plainly better).
     #[serde(default)]
     pub pareto: Vec<String>,
@@ -168,7 +175,8 @@ impl CompareSummary {
         self.ranking.iter().map(|r| r.trials).max().unwrap_or(0)
     }
 
-    /// Each strategy against the trade-off baseline: DB calls ×, p99 Δ, stale, waited, errors.
+    /// Each strategy against the trade-off baseline: DB calls ×, p99 Δ, stale, waited, errors,
+    /// rejected.
     pub fn tradeoffs(&self) -> Vec<Vec<String>> {
         let Some(base) = self
             .tradeoff_baseline
@@ -193,6 +201,7 @@ impl CompareSummary {
                     format!("{:.0}", r.figure(Metric::Stale)),
                     format!("{:.0}", r.figure(Metric::Waited)),
                     format!("{:.0}", r.figure(Metric::Errors)),
+                    format!("{:.0}", r.figure(Metric::Rejected)),
                     match &r.dominated_by {
                         None => "Pareto front".to_string(),
                         Some(d) => format!("dominated by {d}"),

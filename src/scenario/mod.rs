@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::fault::{FaultSpec, Server};
 use crate::origin::{DbQuery, LoadCost};
+use crate::protect::BreakerSpec;
 use crate::strategy::StrategySpec;
 use crate::strategy::lock::LockTimeoutPolicy;
 use crate::thresholds::Thresholds;
@@ -62,6 +63,12 @@ pub struct Scenario {
     pub missing_ratio: Percent,
     pub negative_ttl: Option<Dur>,
     pub db_query: DbQuery,
+    /// Most loads in flight at once per instance (`--db-limit`); null: no bulkhead.
+    #[serde(default)]
+    pub db_limit: Option<u32>,
+    /// The circuit breaker on each instance's loads (`--breaker`); null: none.
+    #[serde(default)]
+    pub breaker: Option<BreakerSpec>,
     /// Faults to inject, sorted by `at` (relative to the start of the measured window).
     pub faults: Vec<FaultSpec>,
     pub redis_restart_cmd: Option<String>,
@@ -120,8 +127,9 @@ pub const WORKLOAD_SETTINGS: [&str; 21] = [
 ];
 
 /// Settings of the strategy under test (its parameters, which differ between strategies of one
-/// comparison by design, such as the jitter preset's own ±10%).
-pub const STRATEGY_SETTINGS: [&str; 9] = [
+/// comparison by design, such as the jitter preset's own ±10%), and the protections in front
+/// of its loads (`--db-limit`, `--breaker`): what the app does, not what is asked of it.
+pub const STRATEGY_SETTINGS: [&str; 11] = [
     "strategy",
     "jitter",
     "beta",
@@ -131,6 +139,8 @@ pub const STRATEGY_SETTINGS: [&str; 9] = [
     "lock_wait",
     "lock_timeout_policy",
     "negative_ttl",
+    "db_limit",
+    "breaker",
 ];
 
 /// Settings that change neither the workload nor the strategy: where the servers are, how the
@@ -192,6 +202,13 @@ impl Scenario {
             parts.push(format!("warm-up {}", self.warmup));
         }
         parts.push(format!("seed {}", self.seed));
+        // The protections apply to every strategy of a comparison alike.
+        if let Some(n) = self.db_limit {
+            parts.push(format!("db-limit {n} per instance"));
+        }
+        if let Some(b) = &self.breaker {
+            parts.push(b.describe());
+        }
         parts
     }
 }

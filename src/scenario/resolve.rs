@@ -15,6 +15,7 @@ use crate::cli::RunFlags;
 use crate::error::UsageError;
 use crate::fault::{self as schedule, FaultKind, FaultSpec};
 use crate::origin::DbQuery;
+use crate::protect::BreakerSpec;
 use crate::strategy::StrategySpec;
 use crate::strategy::lock::LockTimeoutPolicy;
 use crate::values::{Dur, Percent, Rate, redact_url};
@@ -106,6 +107,14 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
         missing_ratio,
         negative_ttl,
         db_query,
+        db_limit,
+        breaker,
+        breaker_error_rate,
+        breaker_latency,
+        breaker_window,
+        breaker_cooldown,
+        breaker_probes,
+        breaker_min_loads,
         redis_restart_cmd,
         pg_kill_cmd,
         pg_restart_cmd,
@@ -278,6 +287,34 @@ fn check(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
     positive_dur(f.lock_ttl, src, "lock_ttl")?;
     positive_dur(f.lock_poll, src, "lock_poll")?;
     positive_dur(f.negative_ttl, src, "negative_ttl")?;
+    at_least(f.db_limit, 1, src, "db_limit")?;
+    at_most(
+        f.db_limit,
+        100_000,
+        src,
+        "db_limit",
+        "loads in flight at once per instance",
+    )?;
+    if let Some(p) = f.breaker_error_rate
+        && p.0 <= 0.0
+    {
+        return Err(UsageError::new(format!(
+            "{} must be above 0% (at 0% any load would open the breaker)",
+            src.name("breaker_error_rate")
+        )));
+    }
+    positive_dur(f.breaker_latency, src, "breaker_latency")?;
+    positive_dur(f.breaker_window, src, "breaker_window")?;
+    positive_dur(f.breaker_cooldown, src, "breaker_cooldown")?;
+    at_least(f.breaker_probes, 1, src, "breaker_probes")?;
+    at_most(
+        f.breaker_probes,
+        10_000,
+        src,
+        "breaker_probes",
+        "loads let through at once while half-open",
+    )?;
+    at_least(f.breaker_min_loads, 1, src, "breaker_min_loads")?;
     for (i, fault) in f.fault.iter().enumerate() {
         if fault.down_for.0.is_zero() {
             return Err(UsageError::new(format!(
@@ -421,6 +458,37 @@ fn check_external_faults(m: &RunFlags) -> Result<(), UsageError> {
     Ok(())
 }
 
+/// The breaker's settings when `--breaker` is on; a `--breaker-*` setting without it is a
+/// usage error rather than a setting that silently does nothing.
+fn breaker(m: &RunFlags) -> Result<Option<BreakerSpec>, UsageError> {
+    let d = BreakerSpec::DEFAULT;
+    let given = [
+        ("breaker_error_rate", m.breaker_error_rate.is_some()),
+        ("breaker_latency", m.breaker_latency.is_some()),
+        ("breaker_window", m.breaker_window.is_some()),
+        ("breaker_cooldown", m.breaker_cooldown.is_some()),
+        ("breaker_probes", m.breaker_probes.is_some()),
+        ("breaker_min_loads", m.breaker_min_loads.is_some()),
+    ];
+    if m.breaker != Some(true) {
+        if let Some((k, _)) = given.iter().find(|(_, set)| *set) {
+            return Err(UsageError::new(format!(
+                "--{} is a setting of the circuit breaker, which is off: add --breaker (scenario file: breaker = true)",
+                k.replace('_', "-")
+            )));
+        }
+        return Ok(None);
+    }
+    Ok(Some(BreakerSpec {
+        error_rate: m.breaker_error_rate.unwrap_or(d.error_rate),
+        latency: m.breaker_latency.unwrap_or(d.latency),
+        window: m.breaker_window.unwrap_or(d.window),
+        cooldown: m.breaker_cooldown.unwrap_or(d.cooldown),
+        probes: m.breaker_probes.unwrap_or(d.probes),
+        min_loads: m.breaker_min_loads.unwrap_or(d.min_loads),
+    }))
+}
+
 /// Build the run's scenario from an optional file and the command-line flags.
 pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, UsageError> {
     faults_from_flags(&mut flags)?;
@@ -486,6 +554,7 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
             u64::from(instances) * u64::from(db_pool)
         )));
     }
+    let breaker = breaker(&m)?;
     let db_query = m.db_query.unwrap_or(DbQuery::Sleep);
     if db_query == DbQuery::Heavy && m.db_cost.is_some() {
         return Err(UsageError::new(
@@ -533,6 +602,8 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
         missing_ratio: m.missing_ratio.unwrap_or(Percent(0.0)),
         negative_ttl: m.negative_ttl,
         db_query,
+        db_limit: m.db_limit,
+        breaker,
         faults: m.fault,
         redis_restart_cmd: m.redis_restart_cmd,
         allow_pause_external: m.allow_pause_external,
@@ -835,5 +906,66 @@ mod tests {
             assert!(e.contains("outage.toml"), "{text}: {e}");
             assert!(e.contains(needle), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn the_breaker_takes_its_defaults_and_its_settings_need_it() {
+        let s = resolve(
+            None,
+            RunFlags {
+                breaker: Some(true),
+                breaker_latency: Some(dur("200ms")),
+                db_limit: Some(4),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let b = s.breaker.expect("on");
+        assert_eq!(b.latency, dur("200ms"));
+        assert_eq!(
+            (b.error_rate, b.window, b.cooldown, b.probes, b.min_loads),
+            (crate::values::Percent(0.5), dur("1s"), dur("2s"), 3, 20)
+        );
+        assert_eq!(s.db_limit, Some(4));
+        let text = serde_json::to_string(&s).unwrap();
+        let back: super::super::Scenario = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.breaker, Some(b));
+
+        let e = resolve(
+            None,
+            RunFlags {
+                breaker_probes: Some(5),
+                ..Default::default()
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("--breaker-probes") && e.contains("add --breaker"),
+            "{e}"
+        );
+        let off = resolve(
+            None,
+            RunFlags {
+                breaker: Some(false),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert!(off.breaker.is_none() && off.db_limit.is_none());
+
+        // In a file: `breaker = true` and its keys; flags on top.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("b.toml");
+        std::fs::write(
+            &p,
+            "breaker = true\nbreaker_cooldown = \"500ms\"\ndb_limit = 2\n",
+        )
+        .unwrap();
+        let s = resolve(Some(&p), RunFlags::default()).unwrap();
+        assert_eq!(s.breaker.map(|b| b.cooldown), Some(dur("500ms")));
+        assert_eq!(s.db_limit, Some(2));
+        std::fs::write(&p, "breaker_window = \"2s\"\n").unwrap();
+        assert!(resolve(Some(&p), RunFlags::default()).is_err());
     }
 }
