@@ -10,7 +10,7 @@ pub struct Pareto {
 }
 
 /// The Pareto front of `rows`, each a vector of objectives where lower is better (DB calls,
-/// p99, stale responses, errors).
+/// p99, stale responses, errors, rejected).
 ///
 /// Row `d` dominates row `r` when `d` is at least as good on every objective — `r` is better
 /// on none beyond the noise — and `better_beyond_noise(d, r, o)` holds for at least one
