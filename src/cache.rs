@@ -190,8 +190,15 @@ impl Cache {
     }
 }
 
+/// The key (under a run's namespace) that says the run is alive.
+const HEARTBEAT: &str = "heartbeat";
+/// How long a heartbeat lasts unless renewed: a run renews it every second, so a run that has
+/// not for this long is dead (the tool was killed).
+pub const HEARTBEAT_TTL: Duration = Duration::from_secs(5);
+
 /// Server-side figures read from INFO; reading INFO does not touch the keyspace counters.
 #[derive(Debug, Clone, Copy, Default)]
+
 pub struct RedisStats {
     pub keyspace_hits: u64,
     pub keyspace_misses: u64,
@@ -308,6 +315,68 @@ impl Admin {
             .await
             .context("writing warmed entries timed out")?
             .context("writing warmed entries")
+    }
+
+    /// Say this run is alive: the namespace's heartbeat key, which expires unless renewed
+    /// (`stampede cleanup` treats a namespace without one as a dead run's).
+    pub async fn heartbeat(&self) -> Result<()> {
+        let mut c = self.conn.clone();
+        redis::cmd("SET")
+            .arg(format!("{}{HEARTBEAT}", self.prefix))
+            .arg(std::process::id())
+            .arg("PX")
+            .arg(HEARTBEAT_TTL.as_millis() as u64)
+            .query_async::<()>(&mut c)
+            .await
+            .context("writing the run's heartbeat")
+    }
+
+    /// Run namespaces (`stampede:<id>:`) with keys in this Redis and no live heartbeat: runs
+    /// that died without removing their keys.
+    pub async fn dead_namespaces(&self) -> Result<Vec<String>> {
+        let mut c = self.conn.clone();
+        let mut ids = std::collections::BTreeSet::new();
+        let mut cursor: u64 = 0;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg("stampede:*")
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut c)
+                .await
+                .context("scanning for stampede's keys")?;
+            for k in keys {
+                if let Some(id) = k.split(':').nth(1) {
+                    ids.insert(id.to_string());
+                }
+            }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        let mut dead = Vec::new();
+        for id in ids {
+            let alive: bool = redis::cmd("EXISTS")
+                .arg(format!("stampede:{id}:{HEARTBEAT}"))
+                .query_async(&mut c)
+                .await
+                .context("reading a run's heartbeat")?;
+            if !alive {
+                dead.push(format!("stampede:{id}:"));
+            }
+        }
+        Ok(dead)
+    }
+
+    /// This admin connection on another run's namespace (to remove a dead run's keys).
+    pub fn for_namespace(&self, prefix: &str) -> Admin {
+        Admin {
+            conn: self.conn.clone(),
+            prefix: Arc::from(prefix),
+        }
     }
 
     /// Delete every key of this run's namespace (SCAN + UNLINK; never FLUSH a shared server).

@@ -40,6 +40,8 @@ pub enum Command {
     Compare(CompareCmd),
     /// Compare a result (or a `compare --out` directory) with a baseline; exit 1 on a regression.
     Check(CheckCmd),
+    /// Remove what runs killed outright left on servers you run: the keys of run namespaces with no live heartbeat (5 s) and the schemas whose heartbeat is older than --older-than. Never anything else.
+    Cleanup(CleanupCmd),
 }
 
 #[derive(Debug, Args)]
@@ -82,6 +84,21 @@ pub struct TrialFlags {
     /// Give every trial the same seed (by default trial k, counted from 1, uses seed + k - 1, so each draws other keys)
     #[arg(long)]
     pub same_seed: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CleanupCmd {
+    /// The Redis to clean (redis://[:password@]host:port[/db])
+    #[arg(long, value_name = "URL")]
+    pub redis_url: Option<String>,
+
+    /// The Postgres to clean (postgres://user[:password]@host:port/db)
+    #[arg(long, value_name = "URL")]
+    pub pg_url: Option<String>,
+
+    /// A schema whose heartbeat is older than this belongs to a dead run (a live run renews it every second, but seeding a large run takes a while before its first renewal)
+    #[arg(long, value_name = "DURATION", default_value = "60s")]
+    pub older_than: crate::values::Dur,
 }
 
 /// How `check` prints its verdicts.

@@ -179,6 +179,50 @@ fn create_table(logged: bool) -> &'static str {
     }
 }
 
+/// The table in a run's schema whose one row a live run touches every second.
+const HEARTBEAT_TABLE: &str = "stampede_heartbeat";
+
+/// Schemas of runs that died without dropping them: named `stampede_<id>`, holding a heartbeat
+/// table whose row the server's clock says is older than `stale`. A schema without one is
+/// not this tool's run (or one still being created) and is never listed.
+pub async fn dead_schemas(url: &str, stale: Duration) -> Result<Vec<String>> {
+    let (admin, _) = connect_admin(url).await?;
+    let rows = admin
+        .query(
+            "SELECT n.nspname FROM pg_namespace n JOIN pg_class c ON c.relnamespace = n.oid WHERE n.nspname LIKE 'stampede\\_%' AND c.relname = $1",
+            &[&HEARTBEAT_TABLE],
+        )
+        .await
+        .context("listing stampede's schemas")?;
+    let mut dead = Vec::new();
+    for r in rows {
+        let schema: String = r.get(0);
+        let age: Option<f64> = admin
+            .query_one(
+                &format!(
+                    "SELECT extract(epoch FROM now() - max(at))::float8 FROM {schema}.{HEARTBEAT_TABLE}"
+                ),
+                &[],
+            )
+            .await
+            .ok()
+            .and_then(|r| r.get(0));
+        if age.is_some_and(|a| a > stale.as_secs_f64()) {
+            dead.push(schema);
+        }
+    }
+    Ok(dead)
+}
+
+/// Drop a dead run's schema.
+pub async fn drop_schema(url: &str, schema: &str) -> Result<()> {
+    let (admin, _) = connect_admin(url).await?;
+    admin
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .await
+        .with_context(|| format!("dropping schema {schema}"))
+}
+
 /// Refuse a run whose pools the server has no room for: max_connections less the reserved
 /// slots and the client connections already open.
 async fn check_room(admin: &tokio_postgres::Client, url: &str, connections: u32) -> Result<()> {
@@ -242,6 +286,13 @@ impl Db {
         admin.batch_execute(&setup).await.with_context(|| {
             format!("creating schema {schema} (the user needs CREATE on the database)")
         })?;
+        // Says the run is alive; `stampede cleanup` drops schemas whose heartbeat went stale.
+        admin
+            .batch_execute(&format!(
+                "CREATE TABLE {schema}.{HEARTBEAT_TABLE} (at timestamptz NOT NULL); INSERT INTO {schema}.{HEARTBEAT_TABLE} VALUES (now());"
+            ))
+            .await
+            .context("creating the run's heartbeat")?;
         // Generated inside the server: no rows cross the network, far faster than COPY for
         // synthetic payloads. Each payload differs (md5 of the id) so nothing compresses away.
         let seed = format!(
@@ -459,6 +510,18 @@ impl Db {
             return None;
         }
         server_calls(&*self.admin().await.ok()?, &self.schema).await
+    }
+
+    /// Say this run is alive (see [`dead_schemas`]).
+    pub async fn heartbeat(&self) -> Result<()> {
+        self.admin()
+            .await?
+            .batch_execute(&format!(
+                "UPDATE {}.{HEARTBEAT_TABLE} SET at = now()",
+                self.schema
+            ))
+            .await
+            .context("writing the run's heartbeat")
     }
 
     /// Drop the run's schema (on an external server this is the whole clean-up).

@@ -178,3 +178,94 @@ async fn pools_larger_than_the_server_allows_are_refused_before_anything_is_crea
         .get(0);
     assert_eq!(n, 0);
 }
+
+/// A run on external servers killed outright (SIGKILL) leaves its keys and schema; `stampede
+/// cleanup` removes those once the run's heartbeat is gone, and never a live run's.
+#[tokio::test(flavor = "multi_thread")]
+async fn cleanup_removes_a_killed_runs_leftovers_and_nothing_of_a_live_run() {
+    let redis = ManagedRedis::start().await.expect("redis");
+    let pgs = ManagedPostgres::start(PgStartOptions::default())
+        .await
+        .expect("postgres");
+    let (ru, pu) = (redis.url(), pgs.url());
+    let spawn = |secs: &str| {
+        stampede()
+            .args(["run", "--redis-url", &ru, "--pg-url", &pu, "--rps", "200"])
+            .args(["--keys", "100", "--duration", secs, "--quiet"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut doomed = Kill(spawn("60s"));
+    let live = Kill(spawn("60s"));
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    doomed.0.kill().unwrap();
+    doomed.0.wait().unwrap();
+    let schemas = |pu: String| async move {
+        let admin = pg(&pu).await;
+        admin
+            .query(
+                "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'stampede\\_%' ORDER BY 1",
+                &[],
+            )
+            .await
+            .unwrap()
+            .iter()
+            .map(|r| r.get::<_, String>(0))
+            .collect::<Vec<String>>()
+    };
+    let namespaces = |keys: Vec<String>| {
+        let mut v: Vec<String> = keys
+            .iter()
+            .filter_map(|k| k.split(':').nth(1).map(str::to_string))
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    assert_eq!(schemas(pu.clone()).await.len(), 2, "both runs' schemas");
+    assert_eq!(
+        namespaces(redis_keys(&ru).await).len(),
+        2,
+        "both runs' keys"
+    );
+    // The killed run's heartbeat lasts 5 s in Redis; its schema's is judged with --older-than.
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    let o = stampede()
+        .args([
+            "cleanup",
+            "--redis-url",
+            &ru,
+            "--pg-url",
+            &pu,
+            "--older-than",
+            "5s",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(
+        text.contains("removed") && text.contains("dropped"),
+        "{text}"
+    );
+    assert_eq!(
+        schemas(pu.clone()).await.len(),
+        1,
+        "only the live run's schema is left"
+    );
+    assert_eq!(
+        namespaces(redis_keys(&ru).await).len(),
+        1,
+        "only the live run's keys"
+    );
+    drop(live);
+}

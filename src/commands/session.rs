@@ -172,7 +172,20 @@ pub async fn run_on(
                 seed_ms,
                 heavy_query_ms,
             };
-            measure(sc, env, setup, shutdown, out, status).await
+            // While the run goes it says it is alive, in Redis and in its schema, so that
+            // `stampede cleanup` can tell a dead run's leftovers from a live run's.
+            let beat = async {
+                loop {
+                    let _ = admin.heartbeat().await;
+                    let _ = db.heartbeat().await;
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            };
+            tokio::select! {
+                biased;
+                () = beat => unreachable!("the heartbeat loop never ends"),
+                r = measure(sc, env, setup, shutdown, out, status) => r,
+            }
         }
         Err(e) => Err(e),
     };
