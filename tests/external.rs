@@ -191,7 +191,16 @@ async fn cleanup_removes_a_killed_runs_leftovers_and_nothing_of_a_live_run() {
     let spawn = |secs: &str| {
         stampede()
             .args(["run", "--redis-url", &ru, "--pg-url", &pu, "--rps", "200"])
-            .args(["--keys", "100", "--duration", secs, "--quiet"])
+            // Keys that outlive the wait below (the cache's own TTL would remove them).
+            .args([
+                "--keys",
+                "100",
+                "--ttl",
+                "1h",
+                "--duration",
+                secs,
+                "--quiet",
+            ])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
