@@ -115,24 +115,6 @@ fn is_server(p: &Proc) -> bool {
     p.comm == "redis-server" || p.comm == "postgres"
 }
 
-/// The managed servers' temp dirs in `tmp`.
-fn server_dirs(tmp: &Path) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = fs::read_dir(tmp)
-        .map(|rd| {
-            rd.filter_map(Result::ok)
-                .map(|e| e.path())
-                .filter(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("stampede-"))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    dirs.sort();
-    dirs
-}
-
 /// The SysV segment of the cluster among `dirs` (line 7 of postmaster.pid: "key id").
 fn postgres_shm(dirs: &[PathBuf]) -> Option<libc::c_int> {
     dirs.iter().find_map(|d| {
@@ -234,7 +216,7 @@ impl RunGuard {
             procs = self.snapshot();
             let from_dirs = running_from(self.tmp.path());
             let has = |name: &str| from_dirs.iter().any(|p| p.comm == name);
-            let dirs = server_dirs(self.tmp.path());
+            let dirs = common::stampede_temp_dirs_in(self.tmp.path());
             let records = dirs.iter().filter(|d| d.join(OWNER_FILE).exists()).count();
             let pg_ready = dirs.iter().any(|d| {
                 fs::read_to_string(d.join("data").join("postmaster.pid")).is_ok_and(|pidfile| {
@@ -319,7 +301,7 @@ fn sigkill_mid_run_leaves_no_server_and_no_temp_dir() {
     let procs = run.snapshot();
     let servers: Vec<Proc> = procs.iter().filter(|p| is_server(p)).cloned().collect();
     let watchdogs: Vec<Proc> = procs.iter().filter(|p| p.comm == "sh").cloned().collect();
-    let dirs = server_dirs(run.tmp());
+    let dirs = common::stampede_temp_dirs_in(run.tmp());
     assert_eq!(dirs.len(), 2, "one dir per server: {dirs:?}");
     assert_eq!(
         servers.iter().filter(|p| p.comm == "redis-server").count(),
@@ -344,9 +326,10 @@ fn sigkill_mid_run_leaves_no_server_and_no_temp_dir() {
         servers.iter().filter(|p| p.alive()).collect::<Vec<_>>()
     );
     assert!(
-        wait_for(DEATH_WITHIN, || server_dirs(run.tmp()).is_empty()),
+        wait_for(DEATH_WITHIN, || common::stampede_temp_dirs_in(run.tmp())
+            .is_empty()),
         "temp dirs left behind: {:?}",
-        server_dirs(run.tmp())
+        common::stampede_temp_dirs_in(run.tmp())
     );
     assert!(
         wait_for(DEATH_WITHIN, || watchdogs.iter().all(|p| !p.alive())),
@@ -375,13 +358,13 @@ fn the_next_run_reaps_what_a_run_killed_with_its_watchdogs_left() {
     run.wait_for_servers();
     let procs = run.snapshot();
     let servers: Vec<Proc> = procs.iter().filter(|p| is_server(p)).cloned().collect();
-    let dirs = server_dirs(run.tmp());
+    let dirs = common::stampede_temp_dirs_in(run.tmp());
     assert_eq!(dirs.len(), 2, "{dirs:?}");
     let shm = postgres_shm(&dirs).expect("postmaster.pid names its segment");
 
     // A live run's dirs and servers are never touched.
     assert_eq!(reap_leftovers_in(run.tmp()), vec![]);
-    assert_eq!(server_dirs(run.tmp()), dirs);
+    assert_eq!(common::stampede_temp_dirs_in(run.tmp()), dirs);
     assert!(servers.iter().all(Proc::alive), "the reaper hit a live run");
 
     // The worst case: the tool and its watchdogs all killed at once, nothing left to clean
@@ -408,10 +391,12 @@ fn the_next_run_reaps_what_a_run_killed_with_its_watchdogs_left() {
     // postmaster stay.)
     let survivor = |name: &str| servers.iter().any(|p| p.comm == name && p.alive());
     assert!(
-        survivor("redis-server") && survivor("postgres") && server_dirs(run.tmp()) == dirs,
+        survivor("redis-server")
+            && survivor("postgres")
+            && common::stampede_temp_dirs_in(run.tmp()) == dirs,
         "the servers and dirs outlive the tool here, or this test tests nothing: alive {:?}, dirs {:?}\n{}",
         servers.iter().filter(|p| p.alive()).collect::<Vec<_>>(),
-        server_dirs(run.tmp()),
+        common::stampede_temp_dirs_in(run.tmp()),
         run.stderr()
     );
 
@@ -456,9 +441,9 @@ fn the_next_run_reaps_what_a_run_killed_with_its_watchdogs_left() {
         servers.iter().filter(|p| p.alive()).collect::<Vec<_>>()
     );
     assert!(
-        server_dirs(run.tmp()).is_empty(),
+        common::stampede_temp_dirs_in(run.tmp()).is_empty(),
         "leftover dirs not removed: {:?}",
-        server_dirs(run.tmp())
+        common::stampede_temp_dirs_in(run.tmp())
     );
     assert_eq!(running_from(run.tmp()), vec![]);
     assert!(!shm_exists(shm), "leftover shared memory segment {shm}");

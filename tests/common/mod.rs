@@ -138,7 +138,12 @@ pub fn assert_servers_gone(json: &Value) {
 
 /// Temp dirs the managed servers use, as a set of paths, to compare before and after a run.
 pub fn stampede_temp_dirs() -> Vec<PathBuf> {
-    let mut v: Vec<PathBuf> = std::fs::read_dir(std::env::temp_dir())
+    stampede_temp_dirs_in(&std::env::temp_dir())
+}
+
+/// The managed servers' temp dirs in `tmp` (a run given its own TMPDIR keeps them there).
+pub fn stampede_temp_dirs_in(tmp: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(tmp)
         .map(|rd| {
             rd.filter_map(|e| e.ok())
                 .map(|e| e.path())
