@@ -241,7 +241,8 @@ the lines are not a like-for-like comparison.</p>",
     let legend: Vec<(&str, chart::Look)> = series.iter().map(|s| (s.label, s.look)).collect();
     h.push_str(&chart::legend(&legend, !shaded.is_empty())?);
     h.push_str("</div>\n");
-    for m in &METRICS {
+    let writes = results.iter().any(|r| r.scenario.writes.is_some());
+    for m in METRICS.iter().chain(writes.then_some(&chart::STALE_READS)) {
         let _ = writeln!(
             h,
             "<figure class=\"chart\" data-metric=\"{}\" data-series=\"{}\">\n<figcaption>{}</figcaption>",

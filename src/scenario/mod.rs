@@ -327,6 +327,36 @@ mod tests {
     }
 
     #[test]
+    fn writes_are_absent_unless_asked_for_and_label_the_run() {
+        let s = resolve(None, RunFlags::default()).unwrap();
+        let v = serde_json::to_value(&s).unwrap();
+        for k in ["writes", "invalidate", "lease_ttl"] {
+            assert!(v.get(k).is_none(), "{k} written without writes");
+        }
+        assert_eq!(s.label(), "cache-aside");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let s = resolve(
+            Some(&dir.join("invalidation.toml")),
+            RunFlags {
+                strategy: Some("swr+lease".into()),
+                invalidate: Some("versioned".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(s.writes.map(|w| (w.rps, w.zipf)), Some((100.0, 1.1)));
+        assert_eq!(s.label(), "swr+lease/versioned");
+        assert!(s.lease_ttl.is_some());
+        let back: Scenario = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back.invalidate, s.invalidate);
+        assert!(
+            s.describe().iter().any(|p| p == "writes 100 /s"),
+            "{:?}",
+            s.describe()
+        );
+    }
+
+    #[test]
     fn a_typed_scenario_reads_back_what_it_wrote() {
         let s = resolve(
             None,
