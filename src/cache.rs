@@ -13,6 +13,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::error::EnvError;
 use crate::metrics::{Counters, bump};
+use crate::strategy::invalidate::{CHECKED_SET_LUA, WRITER_SET_LUA};
 use crate::strategy::lock::RELEASE_LUA;
 use crate::values::redact_url;
 
@@ -65,7 +66,22 @@ pub struct Cache {
     timeout: Duration,
     prefix: Arc<str>,
     release: redis::Script,
+    checked_set: redis::Script,
+    writer_set: redis::Script,
     counters: Arc<Counters>,
+}
+
+/// The key of an entry's lease token and of its writers' version marker.
+const LEASE: &str = "lease:";
+const MARKER: &str = "ver:";
+
+/// What a conditional SET checks (see [`Cache::set_checked`]).
+#[derive(Debug, Clone, Copy)]
+pub struct SetCheck {
+    /// The lease token the SET must present.
+    pub lease: Option<u64>,
+    /// Refuse when the entry or the version marker holds a newer version.
+    pub versioned: bool,
 }
 
 /// Open a connection manager, giving up after a few seconds with an error naming the URL.
@@ -106,6 +122,8 @@ impl Cache {
             timeout,
             prefix,
             release: redis::Script::new(RELEASE_LUA),
+            checked_set: redis::Script::new(CHECKED_SET_LUA),
+            writer_set: redis::Script::new(WRITER_SET_LUA),
             counters,
         })
     }
@@ -165,7 +183,17 @@ impl Cache {
 
     /// `SET lock:id token NX PX ttl`: true when this caller now holds the lock.
     pub async fn try_lock(&self, id: u64, token: u64, ttl_ms: u64) -> Result<bool, CacheError> {
-        let k = KeyBuf::new(&self.prefix, "lock:", id);
+        self.try_token("lock:", id, token, ttl_ms).await
+    }
+
+    async fn try_token(
+        &self,
+        kind: &str,
+        id: u64,
+        token: u64,
+        ttl_ms: u64,
+    ) -> Result<bool, CacheError> {
+        let k = KeyBuf::new(&self.prefix, kind, id);
         let r: Option<String> = self
             .run(
                 redis::cmd("SET")
@@ -182,11 +210,90 @@ impl Cache {
     /// Release the lock if this caller still owns it; false means the lease had run out and the
     /// lock was gone or someone else's.
     pub async fn unlock(&self, id: u64, token: u64) -> Result<bool, CacheError> {
-        let k = KeyBuf::new(&self.prefix, "lock:", id);
+        self.release_token("lock:", id, token).await
+    }
+
+    async fn release_token(&self, kind: &str, id: u64, token: u64) -> Result<bool, CacheError> {
+        let k = KeyBuf::new(&self.prefix, kind, id);
         let mut c = self.conn();
         let mut inv = self.release.key(k.as_bytes());
         inv.arg(token);
         Ok(self.deadline(inv.invoke_async::<i64>(&mut c)).await? == 1)
+    }
+}
+
+impl Cache {
+    /// A reader's SET under a lease and/or versions, in one Lua call: Ok(false) when refused
+    /// (a newer version is cached or announced, or the lease token is no longer the key's).
+    pub async fn set_checked(
+        &self,
+        id: u64,
+        value: &[u8],
+        px_ms: u64,
+        version: u64,
+        check: SetCheck,
+    ) -> Result<bool, CacheError> {
+        let k = KeyBuf::new(&self.prefix, "", id);
+        let lease = KeyBuf::new(&self.prefix, LEASE, id);
+        let marker = KeyBuf::new(&self.prefix, MARKER, id);
+        let mut c = self.conn();
+        let mut inv = self.checked_set.key(k.as_bytes());
+        inv.key(lease.as_bytes())
+            .key(marker.as_bytes())
+            .arg(value)
+            .arg(px_ms)
+            .arg(check.lease.map_or(String::new(), |t| t.to_string()))
+            .arg(version)
+            .arg(if check.versioned { "1" } else { "0" });
+        Ok(self.deadline(inv.invoke_async::<i64>(&mut c)).await? == 1)
+    }
+
+    /// A writer's SET after its commit, deleting the key's outstanding lease; versioned, it
+    /// raises the version marker (kept `marker_px_ms`) and is refused (Ok(false)) when a newer
+    /// version is cached or announced.
+    pub async fn writer_set(
+        &self,
+        id: u64,
+        value: &[u8],
+        px_ms: u64,
+        version: u64,
+        versioned: bool,
+        marker_px_ms: u64,
+    ) -> Result<bool, CacheError> {
+        let k = KeyBuf::new(&self.prefix, "", id);
+        let lease = KeyBuf::new(&self.prefix, LEASE, id);
+        let marker = KeyBuf::new(&self.prefix, MARKER, id);
+        let mut c = self.conn();
+        let mut inv = self.writer_set.key(k.as_bytes());
+        inv.key(lease.as_bytes())
+            .key(marker.as_bytes())
+            .arg(value)
+            .arg(px_ms)
+            .arg(version)
+            .arg(marker_px_ms)
+            .arg(if versioned { "1" } else { "0" });
+        Ok(self.deadline(inv.invoke_async::<i64>(&mut c)).await? == 1)
+    }
+
+    /// A writer's delete after its commit: the entry and its outstanding lease token, in one
+    /// command (so the token's holder cannot SET between the two).
+    pub async fn delete(&self, id: u64) -> Result<(), CacheError> {
+        let k = KeyBuf::new(&self.prefix, "", id);
+        let lease = KeyBuf::new(&self.prefix, LEASE, id);
+        self.run::<i64>(redis::cmd("DEL").arg(k.as_bytes()).arg(lease.as_bytes()))
+            .await
+            .map(|_| ())
+    }
+
+    /// `SET lease:id token NX PX ttl`: true when this caller now holds the key's lease.
+    pub async fn try_lease(&self, id: u64, token: u64, ttl_ms: u64) -> Result<bool, CacheError> {
+        self.try_token(LEASE, id, token, ttl_ms).await
+    }
+
+    /// Give the lease back if it is still this caller's (a load that failed, or found the
+    /// value already there); a SET that presented it consumed it already.
+    pub async fn release_lease(&self, id: u64, token: u64) -> Result<bool, CacheError> {
+        self.release_token(LEASE, id, token).await
     }
 }
 
@@ -315,6 +422,26 @@ impl Admin {
             .await
             .context("writing warmed entries timed out")?
             .context("writing warmed entries")
+    }
+
+    /// The entries of `ids` as stored (None where absent), in one MGET per 1000 keys: the
+    /// run's end reads what the cache kept of every written key.
+    pub async fn get_many(&self, ids: &[u64]) -> Result<Vec<Option<Vec<u8>>>> {
+        let mut c = self.conn.clone();
+        let mut out = Vec::with_capacity(ids.len());
+        for chunk in ids.chunks(1000) {
+            let mut cmd = redis::cmd("MGET");
+            for id in chunk {
+                cmd.arg(KeyBuf::new(&self.prefix, "", *id).as_bytes());
+            }
+            let got: Vec<Option<Vec<u8>>> =
+                tokio::time::timeout(Duration::from_secs(10), cmd.query_async(&mut c))
+                    .await
+                    .context("reading the written keys back timed out")?
+                    .context("reading the written keys back")?;
+            out.extend(got);
+        }
+        Ok(out)
     }
 
     /// Say this run is alive: the namespace's heartbeat key, which expires unless renewed

@@ -47,7 +47,7 @@ pub enum Command {
 #[derive(Debug, Args)]
 #[command(after_help = DEFAULTS_WHY)]
 pub struct CompareCmd {
-    /// Strategies to run, comma-separated (e.g. cache-aside,mutex,swr+mutex), or `all` for the six presets
+    /// Strategies to run, comma-separated (e.g. cache-aside,mutex,swr+mutex,lease), or `all` for the six presets (lease is named explicitly)
     #[arg(long, value_name = "LIST")]
     pub strategies: String,
 
@@ -150,7 +150,7 @@ pub const DEFAULTS_WHY: &str = "Defaults: 10k req/s for 10 s over 10000 keys (Zi
 #[derive(Debug, Args)]
 #[command(after_help = DEFAULTS_WHY)]
 pub struct RunCmd {
-    /// Strategy: a preset (cache-aside, mutex, single-flight, xfetch, swr, jitter) or a combination with `+` of at most one of cache-aside|xfetch|swr (expire is another name for cache-aside) with mutex, single-flight and/or jitter, such as swr+mutex [default: cache-aside]
+    /// Strategy: a preset (cache-aside, mutex, single-flight, xfetch, swr, jitter), lease, or a combination with `+` of at most one of cache-aside|xfetch|swr (expire is another name for cache-aside) with mutex, single-flight and/or jitter, or with lease (and jitter), such as swr+mutex or swr+lease [default: cache-aside]
     #[arg(long, short = 's', value_name = "NAME")]
     pub strategy: Option<String>,
 
@@ -419,7 +419,7 @@ pub struct RunFlags {
     #[arg(long, value_name = "CMD")]
     pub pg_restart_cmd: Option<String>,
 
-    /// Exit 1 when a figure breaks this limit, e.g. p99_ms_max=250 or hit_rate_min=95% (repeatable; over the scenario's [thresholds]). Names: db_calls_max, redundant_loads_max, peak_key_herd_max, peak_concurrent_max, hit_rate_min, stale_ratio_max, error_rate_max, rejected_rate_max, p50_ms_max, p95_ms_max, p99_ms_max
+    /// Exit 1 when a figure breaks this limit, e.g. p99_ms_max=250 or hit_rate_min=95% (repeatable; over the scenario's [thresholds]). Names: db_calls_max, redundant_loads_max, peak_key_herd_max, peak_concurrent_max, hit_rate_min, stale_ratio_max, error_rate_max, rejected_rate_max, p50_ms_max, p95_ms_max, p99_ms_max, stale_read_ratio_max, staleness_p99_ms_max, divergent_keys_max, invalidation_failures_max
     #[arg(long = "threshold", value_name = "NAME=VALUE", value_parser = crate::thresholds::parse_arg)]
     #[serde(skip)]
     pub threshold: Vec<ThresholdArg>,
@@ -428,4 +428,19 @@ pub struct RunFlags {
     #[arg(skip)]
     #[serde(default)]
     pub thresholds: Option<Thresholds>,
+    /// Writes per second sent alongside the reads, to the same app instances (an open loop of its own, evenly spaced over the measured window): each is one transaction, an UPDATE that bumps the item's version and changes its payload, then the invalidation. Counted as db.writes, apart from db.calls. 0: no writes, and no consistency figure can be other than 0 [default: 0]
+    #[arg(long, value_name = "RATE")]
+    pub write_rps: Option<Rate>,
+
+    /// Zipf exponent of the keys written [default: --zipf, the reads']
+    #[arg(long, value_name = "S")]
+    pub write_zipf: Option<f64>,
+
+    /// What a write does to the cache after its commit: delete (the key and its lease), set (the new value), versioned (the new value through a Lua SET that refuses an older version than the cache or the writers' version marker holds; readers' SETs go through it too), none (TTL only). compare takes a comma-separated list and runs every strategy with each, labelled strategy/invalidation. Needs --write-rps [default: delete]
+    #[arg(long, value_name = "delete|set|versioned|none")]
+    pub invalidate: Option<String>,
+
+    /// Lease: how long a lease token lives unless the holder's SET consumes it first; one token per key at a time, and a write's delete removes it [default: 2s]
+    #[arg(long, value_name = "DURATION")]
+    pub lease_ttl: Option<Dur>,
 }

@@ -21,6 +21,12 @@ pub enum Metric {
     P50,
     P95,
     P99,
+    StaleReads,
+    StaleReadRatio,
+    StalenessP99,
+    DivergentKeys,
+    StaleSetsRefused,
+    InvalidationFailures,
 }
 
 /// The unit of a metric, which decides how it is written and what a limit or tolerance may be.
@@ -108,7 +114,7 @@ const fn tol(rel: f64, abs: f64) -> Option<Tolerance> {
 /// the run-to-run spread of `scenarios/ci.toml` on a shared 2-core machine (docs/ci.md): two to
 /// three times the widest range seen for any strategy over 10 runs, narrower than the gap
 /// between a strategy and cache-aside, which is what it degrades to when its protection breaks.
-pub const DEFS: [Def; 15] = [
+pub const DEFS: [Def; 21] = [
     Def {
         metric: Metric::DbCalls,
         name: "db_calls",
@@ -274,6 +280,73 @@ pub const DEFS: [Def; 15] = [
         threshold: true,
         ranked: true,
     },
+    // The consistency figures: 0 without writes, and shown only for runs with writes.
+    Def {
+        metric: Metric::StaleReads,
+        name: "stale_reads",
+        header: "stale reads",
+        unit: Unit::Count,
+        better: Better::Lower,
+        what: "requests that served a version older than one committed before they started",
+        tolerance: None,
+        threshold: false,
+        ranked: true,
+    },
+    Def {
+        metric: Metric::StaleReadRatio,
+        name: "stale_read_ratio",
+        header: "stale read %",
+        unit: Unit::Share,
+        better: Better::Lower,
+        what: "stale reads / completed",
+        tolerance: tol(0.5, 0.001),
+        threshold: true,
+        ranked: true,
+    },
+    Def {
+        metric: Metric::StalenessP99,
+        name: "staleness_p99",
+        header: "staleness p99",
+        unit: Unit::Ms,
+        better: Better::Lower,
+        what: "99th percentile, over stale reads, of how long the newer version had been committed when the read started, ms",
+        tolerance: None,
+        threshold: true,
+        ranked: true,
+    },
+    Def {
+        metric: Metric::DivergentKeys,
+        name: "divergent_keys",
+        header: "divergent",
+        unit: Unit::Count,
+        better: Better::Lower,
+        what: "written keys whose cached version differs from the database's once writes and in-flight work are over (wrong until their TTL)",
+        tolerance: tol(0.5, 2.0),
+        threshold: true,
+        ranked: true,
+    },
+    Def {
+        metric: Metric::StaleSetsRefused,
+        name: "stale_sets_refused",
+        header: "sets refused",
+        unit: Unit::Count,
+        better: Better::Lower,
+        what: "cache SETs refused: an older version than cached or announced (versioned), or a lease token no longer the key's",
+        tolerance: None,
+        threshold: false,
+        ranked: true,
+    },
+    Def {
+        metric: Metric::InvalidationFailures,
+        name: "invalidation_failures",
+        header: "inval. failed",
+        unit: Unit::Count,
+        better: Better::Lower,
+        what: "invalidations after a committed write that failed or came back late (Redis down or slow)",
+        tolerance: None,
+        threshold: true,
+        ranked: true,
+    },
 ];
 
 impl Metric {
@@ -327,6 +400,25 @@ impl Metric {
         DEFS.iter().filter(|d| d.ranked).map(|d| d.metric)
     }
 
+    /// The ranked metrics a table shows: the consistency figures only when a run had writes
+    /// (without them every one is 0 by construction).
+    pub fn ranked_for(writes: bool) -> impl Iterator<Item = Metric> {
+        Metric::ranked().filter(move |m| writes || !m.consistency())
+    }
+
+    /// Whether this is a consistency figure (0 without writes).
+    pub fn consistency(self) -> bool {
+        matches!(
+            self,
+            Metric::StaleReads
+                | Metric::StaleReadRatio
+                | Metric::StalenessP99
+                | Metric::DivergentKeys
+                | Metric::StaleSetsRefused
+                | Metric::InvalidationFailures
+        )
+    }
+
     /// Whether a table marks the best value of this metric. Not for stale responses, waits
     /// and rejections: they are what a protection trades for fewer loads, neither good nor bad
     /// on their own.
@@ -367,7 +459,7 @@ mod tests {
     fn threshold_names_keep_their_spelling() {
         assert_eq!(
             threshold_names(),
-            "db_calls_max, redundant_loads_max, peak_key_herd_max, peak_concurrent_max, hit_rate_min, stale_ratio_max, error_rate_max, rejected_rate_max, p50_ms_max, p95_ms_max, p99_ms_max"
+            "db_calls_max, redundant_loads_max, peak_key_herd_max, peak_concurrent_max, hit_rate_min, stale_ratio_max, error_rate_max, rejected_rate_max, p50_ms_max, p95_ms_max, p99_ms_max, stale_read_ratio_max, staleness_p99_ms_max, divergent_keys_max, invalidation_failures_max"
         );
         assert_eq!(Metric::by_threshold_name("p99_ms_max"), Some(Metric::P99));
         assert_eq!(Metric::by_threshold_name("stale_max"), None);

@@ -111,6 +111,19 @@ fn loader_sql(schema: &str, cost: LoadCost, measured: bool) -> String {
     }
 }
 
+/// Alias of the version a write returns: what [`Db::server_writes`] finds the write statement
+/// by in pg_stat_statements, apart from the loader's.
+const WRITE_ALIAS: &str = "stampede_write_version";
+
+/// One write: the row's version bumped and its payload changed (its first 8 characters become
+/// the new version in hex, so the length stays `--value-size`), in one statement that is its
+/// own transaction, returning what the cache is to hold.
+fn write_sql(schema: &str) -> String {
+    format!(
+        "UPDATE {schema}.items SET version = version + 1, payload = overlay(payload placing lpad(to_hex(version + 1), 8, '0') from 1 for 8) WHERE id = $1 RETURNING version AS {WRITE_ALIAS}, payload"
+    )
+}
+
 fn loader_types(cost: LoadCost) -> &'static [Type] {
     match cost {
         LoadCost::Sleep(_) => &[Type::INT8, Type::FLOAT8],
@@ -499,6 +512,7 @@ impl Db {
         Ok(Origin {
             pool,
             sql,
+            write_sql: write_sql(&self.schema),
             cost,
             timeouts,
             statement_deadline: timeout.map(|t| t + STATEMENT_GRACE),
@@ -525,6 +539,41 @@ impl Db {
     #[allow(dead_code)] // read by the app under test and by shards
     pub async fn ledger_loads(&self, from_us: i64, to_us: i64) -> Result<Vec<LedgerLoad>> {
         ledger::read(&*self.admin().await?, &self.schema, from_us, to_us).await
+    }
+
+    /// Executions of the write statement counted by the server (pg_stat_statements), or None
+    /// when the extension is not available.
+    pub async fn server_writes(&self) -> Option<u64> {
+        if self.stat_statements_missing.is_some() {
+            return None;
+        }
+        let pattern = format!("%{}.items%{WRITE_ALIAS}%", self.schema);
+        let row = self
+            .admin()
+            .await
+            .ok()?
+            .query_one(
+                "SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_statements WHERE query LIKE $1",
+                &[&pattern],
+            )
+            .await
+            .ok()?;
+        Some(row.get::<_, i64>(0) as u64)
+    }
+
+    /// The current version of each of `ids` (on the admin connection: not a DB call).
+    pub async fn versions(&self, ids: &[i64]) -> Result<Vec<(i64, i64)>> {
+        let sql = format!(
+            "SELECT id, version FROM {}.items WHERE id = ANY($1)",
+            self.schema
+        );
+        let rows = self
+            .admin()
+            .await?
+            .query(&sql, &[&ids])
+            .await
+            .context("reading the written items' versions")?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
     /// Say this run is alive (see [`dead_schemas`]).
@@ -628,6 +677,8 @@ pub struct Origin {
     pool: Pool,
     /// The loader statement: in the measured window, and outside it.
     sql: [String; 2],
+    /// The write statement (prepared on first use: a run without writes never sends it).
+    write_sql: String,
     cost: LoadCost,
     /// Bounds of a load's wait for a connection and of opening a new one.
     timeouts: Timeouts,
@@ -647,7 +698,38 @@ impl Loaded {
     }
 }
 
+/// A committed write: the row's new version and payload.
+pub struct Written(Row);
+
+impl Written {
+    pub fn version(&self) -> u64 {
+        self.0.get::<_, i64>(0) as u64
+    }
+    pub fn payload(&self) -> &[u8] {
+        self.0.get::<_, &str>(1).as_bytes()
+    }
+}
+
 impl Origin {
+    /// Write `id`: one UPDATE on a pooled connection, committed when it returns. None when
+    /// it failed (no connection, an error, the deadline): nothing was committed, or nothing
+    /// the tool can vouch for. Not a load and not a DB call.
+    pub async fn write(&self, id: u64) -> Option<Written> {
+        let client = self.pool.timeout_get(&self.timeouts).await.ok()?;
+        let run = async {
+            let stmt = client
+                .prepare_typed_cached(&self.write_sql, &[Type::INT8])
+                .await
+                .ok()?;
+            client.query_opt(&stmt, &[&(id as i64)]).await.ok()?
+        };
+        let row = match self.statement_deadline {
+            Some(d) => tokio::time::timeout(d, run).await.ok()??,
+            None => run.await?,
+        };
+        Some(Written(row))
+    }
+
     /// Load `id`: wait for a connection, then run the loader statement (one DB call, counted
     /// on `load` when it is sent). `Ok(None)` when the id does not exist.
     pub async fn load(&self, id: u64, load: &LoadGuard<'_>) -> Result<Option<Loaded>, LoadFailure> {

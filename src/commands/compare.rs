@@ -49,17 +49,50 @@ pub fn parse_list(list: &str) -> Result<Vec<String>, UsageError> {
     Ok(canonical)
 }
 
-/// One scenario per strategy: the file and flags with the strategy replaced, each validated
-/// before any server starts (a strategy's defaults, such as the jitter preset's ±10%, apply).
+/// The invalidations of `--invalidate` (a comma-separated list: a comparison axis), each
+/// once; None when the flag is not given (the scenario file's, or the default, applies).
+pub fn parse_invalidations(list: Option<&str>) -> Result<Option<Vec<String>>, UsageError> {
+    let Some(list) = list else { return Ok(None) };
+    let mut names: Vec<String> = Vec::new();
+    for n in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let i =
+            scenario::invalidation(n).map_err(|e| UsageError::new(format!("--invalidate: {e}")))?;
+        if names.iter().any(|x| x == i.name()) {
+            return Err(UsageError::new(format!(
+                "--invalidate names {i} twice: each invalidation runs once"
+            )));
+        }
+        names.push(i.name().to_string());
+    }
+    if names.is_empty() {
+        return Err(UsageError::new(
+            "--invalidate is empty: give a comma-separated list such as delete,versioned",
+        ));
+    }
+    Ok(Some(names))
+}
+
+/// One scenario per strategy (and per invalidation, with `--invalidate a,b`: every pair,
+/// strategy first): the file and flags with the strategy replaced, each validated before any
+/// server starts (a strategy's defaults, such as the jitter preset's ±10%, apply).
 fn scenarios(cmd: &CompareCmd) -> Result<Vec<Scenario>, UsageError> {
-    parse_list(&cmd.strategies)?
-        .into_iter()
-        .map(|name| {
+    let invalidations = parse_invalidations(cmd.flags.invalidate.as_deref())?;
+    let mut out = Vec::new();
+    for name in parse_list(&cmd.strategies)? {
+        let axis: Vec<Option<String>> = match &invalidations {
+            Some(v) => v.iter().cloned().map(Some).collect(),
+            None => vec![None],
+        };
+        for inv in axis {
             let mut flags = cmd.flags.clone();
-            flags.strategy = Some(name);
-            scenario::resolve(cmd.scenario.as_ref(), flags)
-        })
-        .collect()
+            flags.strategy = Some(name.clone());
+            if inv.is_some() {
+                flags.invalidate = inv;
+            }
+            out.push(scenario::resolve(cmd.scenario.as_ref(), flags)?);
+        }
+    }
+    Ok(out)
 }
 
 fn write_text(path: &Path, text: &str) -> Result<()> {
@@ -92,6 +125,9 @@ pub(super) struct Output {
 /// Where trial `t` (from 0) of `strategy` is written: `<strategy>.json` for a single trial
 /// (what `check` and the CI baseline read), `<strategy>/trial-N.json` for several.
 fn trial_path(dir: &Path, strategy: &str, t: u32, repeat: u32) -> PathBuf {
+    // A label `strategy/invalidation` names one file, not a directory.
+    let strategy = strategy.replace('/', "@");
+    let strategy = strategy.as_str();
     if repeat == 1 {
         dir.join(format!("{strategy}.json"))
     } else {
@@ -135,18 +171,18 @@ pub(super) async fn run_trials(
         let label = if repeat > 1 {
             format!(
                 "{} (trial {}/{repeat}, seed {})",
-                sc.strategy,
+                sc.label(),
                 t + 1,
                 sc.seed
             )
         } else {
-            sc.strategy.to_string()
+            sc.label()
         };
         status.line(&format!("[{}/{total}] {label}", k + 1));
         let r = match run_on(&sc, &mut env, shutdown.clone(), &quiet, &status).await {
             Ok(r) => r,
             Err(e) => {
-                failure = Some(e.context(format!("running strategy {}", sc.strategy)));
+                failure = Some(e.context(format!("running strategy {}", sc.label())));
                 break;
             }
         };
@@ -154,12 +190,20 @@ pub(super) async fn run_trials(
             eprintln!("warning ({label}): {why}");
         }
         status.line(&format!(
-            "[{}/{total}] {label}: {} DB calls, peak herd {}, hit rate {:.1}%, p99 {:.2} ms{}",
+            "[{}/{total}] {label}: {} DB calls, peak herd {}, hit rate {:.1}%, p99 {:.2} ms{}{}",
             k + 1,
             r.db.calls,
             r.db.peak_key_herd,
             r.hit_rate * 100.0,
             r.latency_ms.p99,
+            if r.scenario.writes.is_some() {
+                format!(
+                    ", {} writes, {} stale reads, {} divergent keys",
+                    r.db.writes, r.consistency.stale_reads, r.consistency.divergent_keys
+                )
+            } else {
+                String::new()
+            },
             if r.interrupted { " [INTERRUPTED]" } else { "" }
         ));
         let interrupted = r.interrupted;
@@ -236,7 +280,7 @@ fn summarize(scenarios: &[Scenario], done: &[Vec<RunResult>], interrupted: bool)
         .iter()
         .zip(done)
         .filter(|(_, t)| t.is_empty())
-        .map(|(s, _)| s.strategy.to_string())
+        .map(|(s, _)| s.label())
         .collect();
     let workload = done
         .iter()
@@ -262,5 +306,17 @@ mod tests {
         assert!(parse_list("cache-aside,expire").is_err());
         assert!(parse_list("magic").is_err());
         assert!(parse_list(" , ").is_err());
+    }
+
+    #[test]
+    fn invalidation_lists() {
+        assert_eq!(parse_invalidations(None).unwrap(), None);
+        assert_eq!(
+            parse_invalidations(Some("delete, versioned")).unwrap(),
+            Some(vec!["delete".to_string(), "versioned".to_string()])
+        );
+        assert!(parse_invalidations(Some("delete,delete")).is_err());
+        assert!(parse_invalidations(Some("purge")).is_err());
+        assert!(parse_invalidations(Some(",")).is_err());
     }
 }

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use crate::cache;
 use crate::chaos::{self, Chaos, PgSide, RedisSide};
 use crate::cli::OutputFlags;
-use crate::driver::{Driver, Raw};
+use crate::driver::{Divergence, Driver, Raw};
 use crate::error::EnvError;
 use crate::fault::{FaultKind, Server};
 use crate::live::Live;
@@ -288,6 +288,10 @@ struct Measured {
     first_redis_pid: Option<u32>,
     first_pg_pid: Option<u32>,
     start: StartFigures,
+    /// With writes: the written keys after the run (or why they could not be read), and the
+    /// server's count of the write statement.
+    divergence: Option<Result<Divergence, String>>,
+    writes_server: Option<u64>,
 }
 
 async fn measure(
@@ -322,7 +326,7 @@ async fn measure(
     let live = Live::new(sc.duration.0, out.quiet);
     let bar = live.bar();
     // Names the bar: `compare` shows one per strategy.
-    bar.set_prefix(sc.strategy.to_string());
+    bar.set_prefix(sc.label());
     let first_redis_pid = env.redis.as_ref().and_then(|r| r.pid());
     let first_pg_pid = env.pg.as_ref().and_then(|p| p.pid());
     let chaos = start_faults(sc, env, &driver, &setup, &shutdown);
@@ -332,6 +336,22 @@ async fn measure(
     let faults = faults?;
     bar.finish_and_clear();
     let after = setup.admin.stats().await.ok();
+    // Read after INFO: reading the written keys back counts in the keyspace figures.
+    let divergence = driver
+        .divergence(setup.db, setup.admin)
+        .await
+        .map_err(|e| format!("{e:#}"))
+        .transpose();
+    let mut writes_server = None;
+    if let Some(w) = &raw.writes {
+        // As for the loads: give the last counts a moment to land.
+        let wait_until = Instant::now() + Duration::from_secs(1);
+        writes_server = setup.db.server_writes().await;
+        while writes_server.is_some_and(|n| n < w.committed) && Instant::now() < wait_until {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            writes_server = setup.db.server_writes().await;
+        }
+    }
     // The server counts a statement when it completes without error.
     let tool_total = raw.db.calls.saturating_sub(raw.db.statement_errors);
     // A Postgres crash empties pg_stat_statements: what it had counted before each kill is
@@ -360,6 +380,8 @@ async fn measure(
         first_redis_pid,
         first_pg_pid,
         start,
+        divergence,
+        writes_server,
     };
     let result = build(sc, measured, &setup, env);
     for f in result.faults.iter().filter_map(|f| f.note.as_deref()) {
@@ -379,6 +401,8 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
         first_redis_pid,
         first_pg_pid,
         start,
+        divergence,
+        writes_server,
     } = m;
     let db = setup.db;
     let generator = generator_figures(sc, &raw);
@@ -431,7 +455,7 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
     let mut r = RunResult {
         schema: results::SCHEMA,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        strategy: sc.strategy.to_string(),
+        strategy: sc.label(),
         started_at_ms: raw.started_at_ms,
         interrupted: raw.interrupted,
         scenario: sc.clone(),
@@ -494,6 +518,13 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
             early_lead_ms_mean: (c.early_recomputes > 0)
                 .then(|| c.early_lead_us as f64 / 1000.0 / c.early_recomputes as f64),
             heavy_query_ms: setup.heavy_query_ms,
+            writes: raw.writes.as_ref().map_or(0, |w| w.committed),
+            writes_server,
+            write_errors: raw.writes.as_ref().map_or(0, |w| w.errors),
+            write_latency_ms: raw
+                .writes
+                .as_ref()
+                .map(|w| results::Latency::of(&w.latency)),
         },
         redis: results::RedisFigures {
             keyspace_hits: redis
@@ -562,10 +593,56 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
         generator,
         thresholds: Vec::new(),
         diagnoses: Vec::new(),
+        consistency: consistency(t, completed, c, divergence),
     };
     r.thresholds = r.judge(&sc.thresholds);
     r.diagnoses = results::diagnose::diagnose(&r);
     r
+}
+
+/// The consistency figures, from the stale reads recorded, the rare-event counters and the
+/// written keys read back after the run.
+fn consistency(
+    t: &crate::metrics::Totals,
+    completed: u64,
+    c: &crate::metrics::CountersSnapshot,
+    divergence: Option<Result<Divergence, String>>,
+) -> results::Consistency {
+    let s = &t.staleness;
+    let stale_reads = s.len();
+    let (keys_written, divergent_keys, note) = match divergence {
+        None => (0, 0, None),
+        Some(Ok(d)) => (d.keys_written, d.divergent_keys, None),
+        Some(Err(e)) => (
+            0,
+            0,
+            Some(format!(
+                "the written keys could not be read back after the run ({e}): divergent_keys is unknown"
+            )),
+        ),
+    };
+    results::Consistency {
+        stale_reads,
+        stale_read_ratio: if completed == 0 {
+            0.0
+        } else {
+            stale_reads as f64 / completed as f64
+        },
+        staleness_ms: results::Staleness {
+            p50: crate::metrics::pct_ms(s, 0.50),
+            p99: crate::metrics::pct_ms(s, 0.99),
+            max: if s.is_empty() {
+                0.0
+            } else {
+                s.max() as f64 / 1000.0
+            },
+        },
+        keys_written,
+        divergent_keys,
+        stale_sets_refused: c.stale_sets_refused,
+        invalidation_failures: c.invalidation_failures,
+        note,
+    }
 }
 
 /// What the generator itself cost, and whether that casts doubt on the figures.

@@ -68,8 +68,11 @@ pub(super) async fn run(
                     warmup.fetch_add(1, Relaxed);
                     None
                 };
-                let outcome = inst.handle(id).await;
+                let (outcome, version) = inst.handle(id).await;
                 if let Some(p) = pending {
+                    if let Some(st) = inst.staleness(id, version, began) {
+                        recorder.record_stale_read(st);
+                    }
                     p.finish(outcome);
                 }
             }

@@ -7,6 +7,9 @@ mod closed_loop;
 mod open_loop;
 mod timeline;
 mod warm;
+mod writes;
+
+pub use writes::Divergence;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -18,12 +21,13 @@ use tokio_util::sync::CancellationToken;
 use crate::cache::Cache;
 use crate::instance::{self, Instance, Shared};
 use crate::live::Live;
-use crate::metrics::{Counters, CountersSnapshot, LoadTracker, Outcome, Recorder, Totals};
+use crate::metrics::{Counters, CountersSnapshot, LoadTracker, Outcome, Recorder, Totals, Writes};
 use crate::origin::Db;
 use crate::protect::{self, Guard};
 use crate::results::{BreakerEvent, Bucket};
 use crate::scenario::{LoadShape, Scenario};
 use crate::strategy::freshness;
+use crate::strategy::invalidate::Invalidate;
 use crate::strategy::lock::{self, LockTimeoutPolicy};
 
 /// What the traffic produced, before it is shaped into a result.
@@ -56,6 +60,16 @@ pub struct Raw {
     pub window: Duration,
     /// Peak resident set size of the process, bytes.
     pub peak_rss: u64,
+    /// The writes' figures; None without writes.
+    pub writes: Option<WritesRaw>,
+}
+
+/// What the writes did.
+pub struct WritesRaw {
+    pub committed: u64,
+    pub errors: u64,
+    /// From each write's scheduled start to the end of its invalidation, µs.
+    pub latency: hdrhistogram::Histogram<u64>,
 }
 
 /// The load tracker's figures at the end of a run (see [`LoadTracker`]).
@@ -211,6 +225,13 @@ impl Driver {
             window_end_ms: AtomicU64::new(0),
             abort: CancellationToken::new(),
             protect: protect::Board::default(),
+            lease_ttl_ms: sc.lease_ttl.map_or(2000, |d| ms(d.0).max(1)),
+            writes: sc.writes.map(|_| Arc::new(Writes::default())),
+            invalidate: sc.invalidate.unwrap_or(Invalidate::Delete),
+            // Outlives any entry a reader could still store (its hard expiry, the grace) by far.
+            marker_px_ms: 2
+                * (ms(sc.ttl.0) + ms(sc.stale.0) + ms(sc.lock_ttl.0).max(ms(sc.lock_wait.0)))
+                + 10_000,
         });
         let mut instances = Vec::with_capacity(sc.instances as usize);
         for i in 0..sc.instances {
@@ -282,6 +303,7 @@ impl Driver {
             shutdown.clone(),
             live,
         );
+        let writer = writes::spawn(self, window, &shutdown)?;
         let traffic = match sc.load {
             LoadShape::Open { rps, arrival } => {
                 open_loop::run(self, rps, arrival, window, &shutdown).await?
@@ -290,6 +312,12 @@ impl Driver {
                 closed_loop::run(self, clients, window, &shutdown).await?
             }
         };
+        if let Some(w) = writer {
+            let _ = w.await;
+        }
+        if let Some(w) = &self.shared.writes {
+            writes::drain(w, drain_limit(&shutdown)).await;
+        }
         instance::drain_refreshes(&self.shared, Duration::from_secs(5)).await;
         // Whatever is still running now (a refresh stuck on a dead server) ends with the run.
         self.shared.abort.cancel();
@@ -350,7 +378,25 @@ impl Driver {
             wall,
             window: Instant::now().saturating_duration_since(window.measure),
             peak_rss: usage_after.max_rss,
+            writes: self.shared.writes.as_ref().map(|w| WritesRaw {
+                committed: w.committed.load(Relaxed),
+                errors: w.errors.load(Relaxed),
+                latency: w.latency(),
+            }),
         })
+    }
+
+    /// After a run with writes: the written keys whose cached version differs from the
+    /// database's (None without writes).
+    pub async fn divergence(
+        &self,
+        db: &Db,
+        admin: &crate::cache::Admin,
+    ) -> Result<Option<Divergence>> {
+        match &self.shared.writes {
+            Some(w) => Ok(Some(writes::divergence(w, db, admin).await?)),
+            None => Ok(None),
+        }
     }
 }
 

@@ -56,10 +56,13 @@ impl Lane {
             Some(p) => p.acquire().await.ok(),
             None => None,
         };
-        let pending =
-            measured.then(|| Pending::new(&self.recorder, &self.tally, scheduled, Instant::now()));
-        let outcome = self.inst.handle(id).await;
+        let began = Instant::now();
+        let pending = measured.then(|| Pending::new(&self.recorder, &self.tally, scheduled, began));
+        let (outcome, version) = self.inst.handle(id).await;
         if let Some(p) = pending {
+            if let Some(st) = self.inst.staleness(id, version, began) {
+                self.recorder.record_stale_read(st);
+            }
             p.finish(outcome);
         }
     }

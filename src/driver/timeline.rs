@@ -93,6 +93,11 @@ fn take(shared: &Shared, recorder: &Recorder, iv: &mut Interval, at: Instant, w:
         errors: iv.errors,
         rejected: iv.rejected,
         p99_ms: pct_ms(&iv.latency, 0.99),
+        stale_reads: iv.stale_reads,
+        writes: shared
+            .writes
+            .as_ref()
+            .map_or(0, |w| w.interval_committed.swap(0, Relaxed)),
         redis_up: shared.counters.redis_health.take_bucket_up(),
         postgres_up: shared.counters.pg_health.take_bucket_up(),
         breaker_open: shared.protect.take_bucket_open(),
@@ -103,5 +108,5 @@ fn take(shared: &Shared, recorder: &Recorder, iv: &mut Interval, at: Instant, w:
 pub fn drain_bucket(shared: &Shared, recorder: &Recorder, w: Window) -> Option<Bucket> {
     let mut iv = Recorder::new_interval();
     let b = take(shared, recorder, &mut iv, Instant::now(), w);
-    (b.requests > 0 || b.db_calls > 0).then_some(b)
+    (b.requests > 0 || b.db_calls > 0 || b.writes > 0).then_some(b)
 }

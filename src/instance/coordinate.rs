@@ -1,12 +1,18 @@
 //! Coordination as one type: who performs a load, asked once per situation — a miss, an early
 //! recompute (XFetch), a background refresh (SWR). Each situation is one method; each
-//! coordination (none, single-flight, mutex, both) is one arm in them, so a new coordination
-//! is a new arm, not edits scattered through the request path. What a caller wins is a
-//! [`Claim`]: it loads, then hands the result back through [`Claim::release`].
+//! coordination (none, single-flight, mutex, both, lease) is one arm in them, so a new
+//! coordination is a new arm, not edits scattered through the request path. What a caller
+//! wins is a [`Claim`]: it loads, then hands the result back through [`Claim::release`].
+//!
+//! The mutex and the lease are both a token in Redis taken with `SET NX PX`, waited for the
+//! same way (polls with jitter, bounded by `--lock-wait`, then the timeout policy). They
+//! differ in what the token guards: the lock guards the load and is released after it; the
+//! lease guards the SET, which must present it and consumes it, and a write's delete
+//! removes it, so a load that read the row before that write cannot store it.
 
 use rand::RngExt;
 
-use crate::cache::Cache;
+use crate::cache::{Cache, CacheError};
 use crate::metrics::{Counters, bump};
 use crate::origin::LoadFailure;
 use crate::strategy::Coordination;
@@ -18,13 +24,17 @@ pub struct Coordinator {
     kind: Coordination,
     flights: SingleFlight,
     pub lock: Settings,
+    /// How long a lease token lives unless its SET consumes it (`--lease-ttl`), ms.
+    lease_ttl_ms: u64,
 }
 
 /// The right to load a key, with what must be released afterwards.
 pub struct Claim<'a> {
     leader: Option<Leader<'a>>,
-    /// Our lock token, when we hold the Redis lock.
+    /// Our token, when we hold the Redis lock or the key's lease.
     token: Option<u64>,
+    /// Whether the token is a lease (the SET presents it) rather than a lock.
+    lease: bool,
 }
 
 /// How a miss is to be served.
@@ -45,11 +55,29 @@ pub enum Miss<'a> {
 }
 
 impl Coordinator {
-    pub fn new(kind: Coordination, lock: Settings) -> Coordinator {
+    pub fn new(kind: Coordination, lock: Settings, lease_ttl_ms: u64) -> Coordinator {
         Coordinator {
             kind,
             flights: SingleFlight::default(),
             lock,
+            lease_ttl_ms,
+        }
+    }
+
+    fn claim<'a>(&self, leader: Option<Leader<'a>>, token: Option<u64>) -> Claim<'a> {
+        Claim {
+            leader,
+            token,
+            lease: self.kind.lease(),
+        }
+    }
+
+    /// Take the key's Redis token: the lock under a mutex, the lease under lease.
+    async fn try_token(&self, cache: &Cache, id: u64, token: u64) -> Result<bool, CacheError> {
+        if self.kind.lease() {
+            cache.try_lease(id, token, self.lease_ttl_ms).await
+        } else {
+            cache.try_lock(id, token, self.lock.ttl_ms).await
         }
     }
 
@@ -69,28 +97,19 @@ impl Coordinator {
             Ok(l) => l,
             Err(rx) => return Miss::Follow(rx),
         };
-        if !self.kind.mutex() {
-            return Miss::Load(Claim {
-                leader,
-                token: None,
-            });
+        if !self.kind.redis_token() {
+            return Miss::Load(self.claim(leader, None));
         }
         let token = rand::rng().random::<u64>();
-        match cache.try_lock(id, token, self.lock.ttl_ms).await {
+        match self.try_token(cache, id, token).await {
             Ok(true) => {
                 bump(&counters.lock_acquired);
-                Miss::LoadLocked(Claim {
-                    leader,
-                    token: Some(token),
-                })
+                Miss::LoadLocked(self.claim(leader, Some(token)))
             }
             Ok(false) => {
                 bump(&counters.lock_contended);
                 Miss::WaitForLock {
-                    claim: Claim {
-                        leader,
-                        token: None,
-                    },
+                    claim: self.claim(leader, None),
                     token,
                 }
             }
@@ -107,10 +126,7 @@ impl Coordinator {
                         Role::Follower(rx) => return Miss::Follow(rx),
                     },
                 };
-                Miss::Unavailable(Claim {
-                    leader: Some(leader),
-                    token: None,
-                })
+                Miss::Unavailable(self.claim(Some(leader), None))
             }
         }
     }
@@ -121,24 +137,19 @@ impl Coordinator {
         let Ok(leader) = self.join(id) else {
             return None;
         };
-        let claim = Claim {
-            leader,
-            token: None,
-        };
+        let claim = self.claim(leader, None);
         self.lock_or_yield(cache, counters, id, claim).await
     }
 
     /// SWR refreshes a stale value behind the request that served it (deduplicated per
     /// instance by the caller). None: another instance is refreshing it.
     pub async fn refresh(&self, cache: &Cache, counters: &Counters, id: u64) -> Option<Claim<'_>> {
-        let claim = Claim {
-            leader: None,
-            token: None,
-        };
+        let claim = self.claim(None, None);
         self.lock_or_yield(cache, counters, id, claim).await
     }
 
-    /// Under a mutex, take the lock or give way (the value in hand is still servable).
+    /// Under a mutex or a lease, take the token or give way (the value in hand is still
+    /// servable).
     async fn lock_or_yield<'a>(
         &'a self,
         cache: &Cache,
@@ -146,11 +157,11 @@ impl Coordinator {
         id: u64,
         mut claim: Claim<'a>,
     ) -> Option<Claim<'a>> {
-        if !self.kind.mutex() {
+        if !self.kind.redis_token() {
             return Some(claim);
         }
         let token = rand::rng().random::<u64>();
-        match cache.try_lock(id, token, self.lock.ttl_ms).await {
+        match self.try_token(cache, id, token).await {
             Ok(true) => {
                 bump(&counters.lock_acquired);
                 claim.token = Some(token);
@@ -158,12 +169,12 @@ impl Coordinator {
             }
             Ok(false) => {
                 bump(&counters.lock_contended);
-                claim.release_leader(Ok(()));
+                claim.release_leader(Ok(0));
                 None
             }
             Err(_) => {
                 bump(&counters.lock_unavailable);
-                claim.release_leader(Ok(()));
+                claim.release_leader(Ok(0));
                 None
             }
         }
@@ -178,7 +189,7 @@ impl Coordinator {
         token: u64,
         mut claim: Claim<'a>,
     ) -> Result<Claim<'a>, Claim<'a>> {
-        if let Ok(true) = cache.try_lock(id, token, self.lock.ttl_ms).await {
+        if let Ok(true) = self.try_token(cache, id, token).await {
             bump(&counters.lock_acquired);
             claim.token = Some(token);
             Ok(claim)
@@ -189,12 +200,17 @@ impl Coordinator {
 }
 
 impl Claim<'_> {
-    /// Whether this claim holds the Redis lock.
+    /// Whether this claim holds the Redis lock or the key's lease.
     pub fn locked(&self) -> bool {
         self.token.is_some()
     }
 
-    fn release_leader(&mut self, result: Result<(), LoadFailure>) {
+    /// The lease token the SET after the load must present, when the claim is a lease.
+    pub fn lease_token(&self) -> Option<u64> {
+        self.token.filter(|_| self.lease)
+    }
+
+    fn release_leader(&mut self, result: Result<u64, LoadFailure>) {
         if let Some(l) = self.leader.take() {
             l.finish(result);
         }
@@ -206,11 +222,16 @@ impl Claim<'_> {
         cache: &Cache,
         counters: &Counters,
         id: u64,
-        result: Result<(), LoadFailure>,
+        result: Result<u64, LoadFailure>,
     ) {
         if let Some(token) = self.token.take() {
-            // Ok(false): our lease ran out before we released, so someone else may have loaded too.
-            if let Ok(false) = cache.unlock(id, token).await {
+            if self.lease {
+                // A SET that presented the lease consumed it; one that did not (a failed or
+                // refused load, a value found already there) gives it back.
+                let _ = cache.release_lease(id, token).await;
+            } else if let Ok(false) = cache.unlock(id, token).await {
+                // Our lease of the lock ran out before we released, so someone else may have
+                // loaded too.
                 bump(&counters.lock_lost);
             }
         }

@@ -11,13 +11,14 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use rand::RngExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::cache::{Cache, CacheError};
-use crate::metrics::{Counters, LoadTracker, Outcome, bump};
+use crate::cache::{Cache, CacheError, SetCheck};
+use crate::metrics::{Counters, LoadTracker, Outcome, Writes, bump};
 use crate::origin::{LoadFailure, Origin};
 use crate::protect::{self, Guard, Refused};
 use crate::strategy::Coordination;
 use crate::strategy::envelope::Meta;
 use crate::strategy::freshness::{self, Verdict};
+use crate::strategy::invalidate::Invalidate;
 use crate::strategy::lock::{self, LockTimeoutPolicy};
 use crate::strategy::single_flight;
 
@@ -42,6 +43,22 @@ pub struct Shared {
     pub abort: CancellationToken,
     /// The breakers' clock and their log of transitions.
     pub protect: protect::Board,
+    /// How long a lease token lives unless a SET consumes it (`--lease-ttl`), ms.
+    pub lease_ttl_ms: u64,
+    /// The writes and their commit log; None without writes (`--write-rps 0`), and then
+    /// nothing on the request path looks at versions.
+    pub writes: Option<Arc<Writes>>,
+    /// What a write does to the cache after its commit.
+    pub invalidate: Invalidate,
+    /// How long a writer's version marker lives, ms (longer than any entry it guards).
+    pub marker_px_ms: u64,
+}
+
+impl Shared {
+    /// Whether a reader's SET goes through the versioned check.
+    fn versioned(&self) -> bool {
+        self.writes.is_some() && self.invalidate == Invalidate::Versioned
+    }
 }
 
 pub struct Instance {
@@ -72,16 +89,34 @@ enum Found {
     Absent,
 }
 
+/// How a request was served and the version of the row it served (0: none, or not known).
+pub type Served = (Outcome, u64);
+
 /// The outcome of a request whose load (its own or the one it waited for) ended in `r`: `ok`
 /// when it succeeded; when a protection refused it, the stale value if the request holds one,
 /// else `rejected`; an error otherwise.
-fn outcome_of(r: Result<(), LoadFailure>, ok: Outcome, stale: bool) -> Outcome {
+fn outcome_of(r: Result<u64, LoadFailure>, ok: Outcome, stale: bool) -> Outcome {
     match r {
-        Ok(()) => ok,
+        Ok(_) => ok,
         Err(f) if f.refused() && stale => Outcome::Stale,
         Err(f) if f.refused() => Outcome::Rejected,
         Err(_) => Outcome::Error,
     }
+}
+
+/// The version a request whose load ended in `r` served: the loaded one, or the stale value's
+/// when a protection refused the load and the request held one; 0 when it served nothing.
+fn served_of(r: Result<u64, LoadFailure>, stale: Option<&Meta>) -> u64 {
+    match (r, stale) {
+        (Ok(v), _) => v,
+        (Err(f), Some(m)) if f.refused() => m.version,
+        _ => 0,
+    }
+}
+
+/// [`outcome_of`] and [`served_of`] together.
+fn served(r: Result<u64, LoadFailure>, ok: Outcome, stale: Option<&Meta>) -> Served {
+    (outcome_of(r, ok, stale.is_some()), served_of(r, stale))
 }
 
 impl Instance {
@@ -89,7 +124,7 @@ impl Instance {
         Instance {
             cache,
             origin,
-            coord: Coordinator::new(shared.coordination, shared.lock),
+            coord: Coordinator::new(shared.coordination, shared.lock, shared.lease_ttl_ms),
             guard,
             refreshing: Mutex::new(HashSet::new()),
             shared,
@@ -104,12 +139,13 @@ impl Instance {
         }
     }
 
-    /// Serve one request for item `id` ("GET /item/{id}").
+    /// Serve one request for item `id` ("GET /item/{id}"): how it was served and the version
+    /// it served.
     ///
     /// The paths that load (miss, early recompute) are boxed: their futures (pool checkout,
     /// query) are ~2 KB, and an unboxed one would size every open-loop worker for them, hit
     /// path or idle alike, so memory would grow with the peak number of workers.
-    pub async fn handle(self: &Arc<Self>, id: u64) -> Outcome {
+    pub async fn handle(self: &Arc<Self>, id: u64) -> Served {
         let sh = &self.shared;
         let meta = match self.read(id).await {
             Found::Entry(m) => m,
@@ -124,11 +160,11 @@ impl Instance {
                 if meta.negative {
                     bump(&sh.counters.negative_hits);
                 }
-                Outcome::Hit
+                (Outcome::Hit, meta.version)
             }
             Verdict::Stale => {
                 self.refresh_behind(id);
-                Outcome::Stale
+                (Outcome::Stale, meta.version)
             }
             Verdict::Recompute { lead_ms } => {
                 Box::pin(self.recompute_early(id, meta, lead_ms)).await
@@ -138,12 +174,23 @@ impl Instance {
         }
     }
 
+    /// How long a newer version than `served` had been committed when a read of `id` that
+    /// began at `began` served it; None when the read was not stale (always without writes).
+    #[inline]
+    pub fn staleness(&self, id: u64, served: u64, began: Instant) -> Option<u64> {
+        self.shared
+            .writes
+            .as_ref()?
+            .versions
+            .staleness(id, served, began)
+    }
+
     /// XFetch drew this reader to recompute ahead of expiry. The current value is still valid,
     /// so when the coordination finds someone else already recomputing, serve it.
-    async fn recompute_early(&self, id: u64, seen: Meta, lead_ms: f64) -> Outcome {
+    async fn recompute_early(&self, id: u64, seen: Meta, lead_ms: f64) -> Served {
         let sh = &self.shared;
         let Some(claim) = self.coord.early(&self.cache, &sh.counters, id).await else {
-            return Outcome::Hit;
+            return (Outcome::Hit, seen.version);
         };
         // Holding the lock, look again: another instance may have recomputed it just now
         // (its value is newer than the one that drew us), and a second load would be wasted.
@@ -151,51 +198,56 @@ impl Instance {
             && let Found::Entry(m) = self.read(id).await
             && m.computed_at_ms > seen.computed_at_ms
         {
-            claim.release(&self.cache, &sh.counters, id, Ok(())).await;
-            return Outcome::Hit;
+            claim
+                .release(&self.cache, &sh.counters, id, Ok(m.version))
+                .await;
+            return (Outcome::Hit, m.version);
         }
         bump(&sh.counters.early_recomputes);
         sh.counters
             .early_lead_us
             .fetch_add((lead_ms * 1000.0) as u64, Relaxed);
-        let r = self.load_and_store(id).await;
+        let r = self.load_and_store(id, claim.lease_token()).await;
         claim.release(&self.cache, &sh.counters, id, r).await;
         // Refused by a protection: the value that drew us is still valid, serve it.
         if r.is_err_and(LoadFailure::refused) {
-            return Outcome::Hit;
+            return (Outcome::Hit, seen.version);
         }
-        outcome_of(r, Outcome::Miss, true)
+        served(r, Outcome::Miss, Some(&seen))
     }
 
     /// The value is absent (or expired): get it loaded under the coordination. `stale` is a
     /// value kept past its expiry, served if a wait runs out under `--lock-timeout-policy stale`.
-    async fn fill(&self, id: u64, stale: Option<Meta>) -> Outcome {
+    async fn fill(&self, id: u64, stale: Option<Meta>) -> Served {
         let sh = &self.shared;
         match self.coord.miss(&self.cache, &sh.counters, id).await {
             Miss::Load(claim) | Miss::Unavailable(claim) => {
-                let r = self.load_and_store(id).await;
+                let r = self.load_and_store(id, claim.lease_token()).await;
                 claim.release(&self.cache, &sh.counters, id, r).await;
-                outcome_of(r, Outcome::Miss, stale.is_some())
+                served(r, Outcome::Miss, stale.as_ref())
             }
-            Miss::LoadLocked(claim) => self.load_locked(id, claim, stale.is_some()).await,
+            Miss::LoadLocked(claim) => self.load_locked(id, claim, stale.as_ref()).await,
             Miss::Follow(rx) => self.follow(id, rx, stale).await,
             Miss::WaitForLock { claim, token } => self.wait_for_lock(id, claim, token, stale).await,
         }
     }
 
-    /// Holding the lock: load unless another instance filled the key between our miss and
-    /// our lock. `stale`: the request holds a stale value to serve if the load is refused.
-    async fn load_locked(&self, id: u64, claim: Claim<'_>, stale: bool) -> Outcome {
+    /// Holding the lock (or the lease): load unless another instance filled the key between
+    /// our miss and our token. `stale`: the value the request holds, served if the load is
+    /// refused.
+    async fn load_locked(&self, id: u64, claim: Claim<'_>, stale: Option<&Meta>) -> Served {
         let sh = &self.shared;
         if let Found::Entry(m) = self.read(id).await
             && m.soft_expiry_ms as f64 > now_ms_f64()
         {
-            claim.release(&self.cache, &sh.counters, id, Ok(())).await;
-            return Outcome::Hit;
+            claim
+                .release(&self.cache, &sh.counters, id, Ok(m.version))
+                .await;
+            return (Outcome::Hit, m.version);
         }
-        let r = self.load_and_store(id).await;
+        let r = self.load_and_store(id, claim.lease_token()).await;
         claim.release(&self.cache, &sh.counters, id, r).await;
-        outcome_of(r, Outcome::Miss, stale)
+        served(r, Outcome::Miss, stale)
     }
 
     /// Another request of this instance is loading `id`: wait for it, at most `--lock-wait`
@@ -205,50 +257,54 @@ impl Instance {
         id: u64,
         rx: tokio::sync::watch::Receiver<single_flight::Slot>,
         stale: Option<Meta>,
-    ) -> Outcome {
+    ) -> Served {
         match tokio::time::timeout(self.shared.lock.wait, single_flight::follow(rx)).await {
-            Ok(r) => outcome_of(r, Outcome::Waited, stale.is_some()),
-            Err(_) => self.wait_ran_out(id, stale).await.0,
-        }
-    }
-
-    /// The wait for another loader ran out: apply `--lock-timeout-policy`. The outcome, and
-    /// what this request's own followers are told.
-    async fn wait_ran_out(
-        &self,
-        id: u64,
-        stale: Option<Meta>,
-    ) -> (Outcome, Result<(), LoadFailure>) {
-        let sh = &self.shared;
-        bump(&sh.counters.lock_timeouts);
-        match sh.lock.on_timeout {
-            LockTimeoutPolicy::Error => (Outcome::Error, Err(LoadFailure::LockTimeout)),
-            LockTimeoutPolicy::Stale if stale.is_some() => (Outcome::Stale, Ok(())),
-            _ => {
-                let r = self.load_and_store(id).await;
-                (outcome_of(r, Outcome::Fallback, stale.is_some()), r)
+            Ok(r) => served(r, Outcome::Waited, stale.as_ref()),
+            Err(_) => {
+                let (s, _) = self.wait_ran_out(id, stale).await;
+                s
             }
         }
     }
 
-    /// Mutex coordination, lock held elsewhere: poll the cache until the value appears, take
-    /// the lock over if it frees, or give up at `--lock-wait`.
+    /// The wait for another loader ran out: apply `--lock-timeout-policy`. How the request
+    /// was served, and what this request's own followers are told.
+    async fn wait_ran_out(
+        &self,
+        id: u64,
+        stale: Option<Meta>,
+    ) -> (Served, Result<u64, LoadFailure>) {
+        let sh = &self.shared;
+        bump(&sh.counters.lock_timeouts);
+        match (sh.lock.on_timeout, stale) {
+            (LockTimeoutPolicy::Error, _) => ((Outcome::Error, 0), Err(LoadFailure::LockTimeout)),
+            (LockTimeoutPolicy::Stale, Some(m)) => ((Outcome::Stale, m.version), Ok(m.version)),
+            (_, stale) => {
+                // No token of our own: under a lease the fallback serves its load unstored.
+                let r = self.load_and_store(id, None).await;
+                (served(r, Outcome::Fallback, stale.as_ref()), r)
+            }
+        }
+    }
+
+    /// Mutex or lease coordination, token held elsewhere: poll the cache until the value
+    /// appears, take the token over if it frees, or give up at `--lock-wait`.
     async fn wait_for_lock(
         &self,
         id: u64,
         claim: Claim<'_>,
         token: u64,
         stale: Option<Meta>,
-    ) -> Outcome {
+    ) -> Served {
         let sh = &self.shared;
         let deadline = Instant::now() + sh.lock.wait;
         let mut claim = claim;
         loop {
             let now = Instant::now();
             if now >= deadline {
-                let (outcome, shared) = self.wait_ran_out(id, stale).await;
+                let (served, shared) = self.wait_ran_out(id, stale).await;
                 claim.release(&self.cache, &sh.counters, id, shared).await;
-                return outcome;
+                return served;
             }
             let pause = sh
                 .lock
@@ -258,8 +314,10 @@ impl Instance {
             if let Found::Entry(m) = self.read(id).await
                 && m.soft_expiry_ms as f64 > now_ms_f64()
             {
-                claim.release(&self.cache, &sh.counters, id, Ok(())).await;
-                return Outcome::Waited;
+                claim
+                    .release(&self.cache, &sh.counters, id, Ok(m.version))
+                    .await;
+                return (Outcome::Waited, m.version);
             }
             // Still nothing: the holder may have died or its lease run out; try to take over.
             claim = match self
@@ -267,7 +325,7 @@ impl Instance {
                 .take_over(&self.cache, &sh.counters, id, token, claim)
                 .await
             {
-                Ok(c) => return self.load_locked(id, c, stale.is_some()).await,
+                Ok(c) => return self.load_locked(id, c, stale.as_ref()).await,
                 Err(c) => c,
             };
         }
@@ -317,18 +375,23 @@ impl Instance {
             && m.soft_expiry_ms as f64 > now_ms_f64()
         {
             bump(&sh.counters.refreshes_skipped);
-            claim.release(&self.cache, &sh.counters, id, Ok(())).await;
+            claim
+                .release(&self.cache, &sh.counters, id, Ok(m.version))
+                .await;
             return;
         }
         bump(&sh.counters.background_refreshes);
-        let r = self.load_and_store(id).await;
+        let r = self.load_and_store(id, claim.lease_token()).await;
         claim.release(&self.cache, &sh.counters, id, r).await;
     }
 
     /// One load of `id` (a wait for a connection, then one DB call), and the result written
-    /// back with the freshness policy's TTLs. Refused without reaching the database when
-    /// `--db-limit` loads are in flight or the breaker is open.
-    pub async fn load_and_store(&self, id: u64) -> Result<(), LoadFailure> {
+    /// back with the freshness policy's TTLs: the version loaded (0 for a missing item).
+    /// Refused without reaching the database when `--db-limit` loads are in flight or the
+    /// breaker is open. Under a lease the SET presents `lease`; with versioned invalidation
+    /// it is refused when a newer version is cached or announced (counted in
+    /// `stale_sets_refused`; the request still serves what it loaded).
+    pub async fn load_and_store(&self, id: u64, lease: Option<u64>) -> Result<u64, LoadFailure> {
         let sh = &self.shared;
         let permit = self.guard.admit(&sh.protect).map_err(|r| match r {
             Refused::Limit => {
@@ -355,25 +418,100 @@ impl Instance {
         // is how long a recompute keeps the value from being refreshed (docs/design.md).
         let delta_us = took.as_micros().min(u128::from(u32::MAX)) as u32;
         let now = now_ms();
-        let written = match loaded {
+        let (written, version) = match loaded {
             Ok(Some(row)) => {
+                let version = row.version();
                 let (meta, px) =
                     sh.freshness
-                        .stamp(now, delta_us, row.version(), rand::rng().random::<f64>());
+                        .stamp(now, delta_us, version, rand::rng().random::<f64>());
                 if meta.soft_expiry_ms < sh.window_end_ms.load(Relaxed) {
                     bump(&sh.counters.expiring_writes);
                 }
-                self.cache.set(id, &meta.encode(row.payload()), px).await
+                let value = meta.encode(row.payload());
+                let check = SetCheck {
+                    lease: if sh.coordination.lease() { lease } else { None },
+                    versioned: sh.versioned(),
+                };
+                let written = if check.lease.is_some() || check.versioned {
+                    match self.cache.set_checked(id, &value, px, version, check).await {
+                        Ok(false) => {
+                            bump(&sh.counters.stale_sets_refused);
+                            Ok(())
+                        }
+                        r => r.map(|_| ()),
+                    }
+                } else if sh.coordination.lease() {
+                    // Under a lease, no token, no SET (a waiter's fallback, a load while Redis
+                    // was unreachable): the request serves what it loaded without storing
+                    // it, so a write's delete is never undone by a load that held no lease.
+                    Ok(())
+                } else {
+                    self.cache.set(id, &value, px).await
+                };
+                (written, version)
             }
             Ok(None) => match sh.freshness.stamp_negative(now, delta_us) {
-                Some((meta, px)) => self.cache.set(id, &meta.encode(&[]), px).await,
-                None => Ok(()),
+                Some((meta, px)) => (self.cache.set(id, &meta.encode(&[]), px).await, 0),
+                None => (Ok(()), 0),
             },
             Err(f) => return Err(f),
         };
         // A failed write-back still served the request (fail open); it was counted in `cache`.
         let _: Result<(), CacheError> = written;
-        Ok(())
+        Ok(version)
+    }
+
+    /// One write of `id`, due at `due`: the UPDATE (its own transaction), the commit recorded
+    /// in the run's commit log as soon as it is acknowledged, then the invalidation. A failed
+    /// UPDATE is a write error; a failed or late invalidation is counted apart (the cache may
+    /// keep the old version until its TTL).
+    pub async fn write(&self, id: u64, due: Instant) {
+        let sh = &self.shared;
+        let Some(w) = sh.writes.as_ref() else {
+            return;
+        };
+        let started = Instant::now();
+        let Some(row) = self.origin.write(id).await else {
+            w.errors.fetch_add(1, Relaxed);
+            w.record_latency(due.elapsed().as_micros() as u64);
+            return;
+        };
+        let version = row.version();
+        w.versions.commit(id, version, Instant::now());
+        w.note_committed();
+        let invalidated = match sh.invalidate {
+            Invalidate::Delete => self.cache.delete(id).await,
+            Invalidate::Set | Invalidate::Versioned => {
+                let delta_us = started.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
+                let (meta, px) =
+                    sh.freshness
+                        .stamp(now_ms(), delta_us, version, rand::rng().random::<f64>());
+                let versioned = sh.invalidate == Invalidate::Versioned;
+                match self
+                    .cache
+                    .writer_set(
+                        id,
+                        &meta.encode(row.payload()),
+                        px,
+                        version,
+                        versioned,
+                        sh.marker_px_ms,
+                    )
+                    .await
+                {
+                    Ok(false) => {
+                        bump(&sh.counters.stale_sets_refused);
+                        Ok(())
+                    }
+                    r => r.map(|_| ()),
+                }
+            }
+            Invalidate::None => Ok(()),
+        };
+        if invalidated.is_err() {
+            bump(&sh.counters.invalidation_failures);
+        }
+        w.record_latency(due.elapsed().as_micros() as u64);
     }
 }
 
@@ -411,7 +549,7 @@ mod tests {
             Outcome::Error,
             "a failed load is an error, stale value or not"
         );
-        assert_eq!(outcome_of(Ok(()), Outcome::Waited, false), Outcome::Waited);
+        assert_eq!(outcome_of(Ok(3), Outcome::Waited, false), Outcome::Waited);
     }
 
     /// Every open-loop worker holds a request future sized for its largest path, even idle:

@@ -30,6 +30,12 @@ pub struct Counters {
     pub limit_refusals: AtomicU64,
     /// Loads refused because the instance's breaker was open.
     pub breaker_refusals: AtomicU64,
+    /// Cache SETs refused because they would have stored an older version (versioned) or
+    /// presented a lease token no longer the key's (deleted by a write, or run out).
+    pub stale_sets_refused: AtomicU64,
+    /// Invalidations after a committed write that failed or came back late (Redis down or
+    /// slow): the cache may keep the old version until its TTL.
+    pub invalidation_failures: AtomicU64,
     /// Whether Redis is up (not killed, not paused), as the fault schedule knows it (not a
     /// counter: not in snapshots). A success is a request's Redis command.
     pub redis_health: ServerHealth,
@@ -118,6 +124,8 @@ counters_snapshot!(
     expiring_writes,
     limit_refusals,
     breaker_refusals,
+    stale_sets_refused,
+    invalidation_failures,
 );
 
 pub fn bump(c: &AtomicU64) {

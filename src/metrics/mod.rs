@@ -9,9 +9,11 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+mod consistency;
 mod counters;
 mod loads;
 
+pub use consistency::{Versions, Writes};
 pub use counters::{Counters, CountersSnapshot, ServerHealth, bump};
 pub use loads::{LoadGuard, LoadTracker, Phase, StatementGuard};
 
@@ -84,6 +86,8 @@ pub struct Interval {
     pub stale: u64,
     pub errors: u64,
     pub rejected: u64,
+    /// Requests that served a version older than one committed before they started.
+    pub stale_reads: u64,
     pub latency: Histogram<u64>,
 }
 
@@ -95,6 +99,7 @@ impl Interval {
             stale: 0,
             errors: 0,
             rejected: 0,
+            stale_reads: 0,
             latency: histogram(2),
         }
     }
@@ -104,6 +109,7 @@ impl Interval {
         self.stale += o.stale;
         self.errors += o.errors;
         self.rejected += o.rejected;
+        self.stale_reads += o.stale_reads;
         let _ = self.latency.add(&o.latency);
     }
     fn clear(&mut self) {
@@ -112,6 +118,7 @@ impl Interval {
         self.stale = 0;
         self.errors = 0;
         self.rejected = 0;
+        self.stale_reads = 0;
         self.latency.reset();
     }
 }
@@ -125,6 +132,9 @@ pub struct Totals {
     /// From the actual start to completion, µs.
     pub service: Histogram<u64>,
     pub by_outcome: [Histogram<u64>; Outcome::COUNT],
+    /// Stale reads: how long the newer version had been committed when each started, µs
+    /// (its count is the number of stale reads).
+    pub staleness: Histogram<u64>,
 }
 
 impl Totals {
@@ -134,6 +144,7 @@ impl Totals {
             latency: histogram(3),
             service: histogram(3),
             by_outcome: std::array::from_fn(|_| histogram(2)),
+            staleness: histogram(2),
         }
     }
     fn absorb(&mut self, o: &Totals) {
@@ -143,6 +154,7 @@ impl Totals {
         }
         let _ = self.latency.add(&o.latency);
         let _ = self.service.add(&o.service);
+        let _ = self.staleness.add(&o.staleness);
     }
     pub fn completed(&self) -> u64 {
         self.outcomes.iter().sum()
@@ -215,6 +227,20 @@ impl Recorder {
             _ => {}
         }
         s.interval.latency.saturating_record(lat);
+    }
+
+    /// A measured request served a stale version: a newer one had been committed for
+    /// `staleness_us` when it started. Called only for stale reads, besides [`Recorder::record`].
+    pub fn record_stale_read(&self, staleness_us: u64) {
+        let mut s = self.shards[shard_index()]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        // 0 µs is a real staleness (committed the instant the read began) but not a value the
+        // histogram holds: its least is 1.
+        s.totals
+            .staleness
+            .saturating_record(staleness_us.clamp(1, MAX_US));
+        s.interval.stale_reads += 1;
     }
 
     /// Take the figures recorded since the last call (for one timeline bucket).

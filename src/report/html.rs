@@ -241,7 +241,8 @@ the lines are not a like-for-like comparison.</p>",
     let legend: Vec<(&str, chart::Look)> = series.iter().map(|s| (s.label, s.look)).collect();
     h.push_str(&chart::legend(&legend, !shaded.is_empty())?);
     h.push_str("</div>\n");
-    for m in &METRICS {
+    let writes = results.iter().any(|r| r.scenario.writes.is_some());
+    for m in METRICS.iter().chain(writes.then_some(&chart::STALE_READS)) {
         let _ = writeln!(
             h,
             "<figure class=\"chart\" data-metric=\"{}\" data-series=\"{}\">\n<figcaption>{}</figcaption>",
@@ -296,7 +297,8 @@ fn describe(r: &RunResult) -> String {
 /// completed; with several results the best figure of each column is bold.
 fn table(h: &mut String, results: &[RunResult], labels: &[String]) {
     h.push_str("<table class=\"compare\">\n<thead><tr><th>strategy</th><th title=\"requests completed\">requests</th>");
-    for m in Metric::ranked() {
+    let writes = results.iter().any(|r| r.scenario.writes.is_some());
+    for m in Metric::ranked_for(writes) {
         let d = m.def();
         let _ = write!(h, "<th title=\"{}\">{}</th>", esc(d.what), esc(d.header));
     }
@@ -310,7 +312,7 @@ fn table(h: &mut String, results: &[RunResult], labels: &[String]) {
             esc(label),
             r.requests.completed
         );
-        for m in Metric::ranked() {
+        for m in Metric::ranked_for(writes) {
             let v = r.figure(m);
             let best = results.len() > 1
                 && m.has_best()

@@ -21,6 +21,48 @@ fn opt(v: Option<u64>) -> String {
     v.map_or_else(|| "n/a".to_string(), |v| v.to_string())
 }
 
+/// The writes and how far the cache strayed from the database (nothing without writes).
+fn writes(o: &mut String, r: &RunResult) {
+    let Some(lat) = &r.db.write_latency_ms else {
+        return;
+    };
+    let d = &r.db;
+    let _ = writeln!(
+        o,
+        "  writes    committed {} (server counted {})  errors {}  latency p50 {:.2}  p99 {:.2} ms  invalidate {}",
+        d.writes,
+        opt(d.writes_server),
+        d.write_errors,
+        lat.p50,
+        lat.p99,
+        r.scenario.invalidate.map_or("delete", |i| i.name())
+    );
+    let c = &r.consistency;
+    let _ = writeln!(
+        o,
+        "  consistency stale reads {} ({:.3}%)  staleness p50 {:.2}  p99 {:.2}  max {:.2} ms  divergent keys {} of {} written  stale sets refused {}  invalidation failures {}",
+        c.stale_reads,
+        c.stale_read_ratio * 100.0,
+        c.staleness_ms.p50,
+        c.staleness_ms.p99,
+        c.staleness_ms.max,
+        c.divergent_keys,
+        c.keys_written,
+        c.stale_sets_refused,
+        c.invalidation_failures
+    );
+    if let Some(n) = &c.note {
+        let _ = writeln!(o, "            {n}");
+    }
+    if c.invalidation_failures > 0 {
+        let _ = writeln!(
+            o,
+            "            {} invalidations failed: the one way lease and versioned can still leave a key diverged",
+            c.invalidation_failures
+        );
+    }
+}
+
 /// One line saying which strategy ran on which workload.
 pub fn describe(r: &RunResult) -> String {
     format!("{}: {}", r.strategy, r.scenario.describe().join(", "))
@@ -277,6 +319,7 @@ pub fn summary(r: &RunResult) -> String {
             l.acquired, l.contended, l.timeouts, l.lost, l.unavailable
         );
     }
+    writes(&mut o, r);
     protect(&mut o, r);
     for f in &r.faults {
         faults(&mut o, f);

@@ -150,6 +150,9 @@ fn idle_mechanism(r: &RunResult) -> Option<String> {
         Coordination::Mutex | Coordination::MutexSingleFlight if r.lock.contended == 0 => {
             idle.push("the mutex (no lock was contended)")
         }
+        Coordination::Lease if r.lock.contended == 0 => {
+            idle.push("the lease (no request found a key's lease out)")
+        }
         _ => {}
     }
     (!idle.is_empty()).then(|| idle.join(" and "))

@@ -83,6 +83,47 @@ pub struct RunResult {
     /// [`diagnose::CODES`]. They never change the exit code.
     #[serde(default)]
     pub diagnoses: Vec<diagnose::Diagnosis>,
+    /// How far the cache strayed from the database (all 0 without writes, and in results
+    /// written before writes existed).
+    #[serde(default)]
+    pub consistency: Consistency,
+}
+
+/// The cache against the database, exact because every write goes through the tool, which
+/// records each committed version and when its commit was acknowledged.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Consistency {
+    /// Completed requests that served a version older than one whose commit was acknowledged
+    /// before the request started. A value served past its soft expiry (swr) with no newer
+    /// version committed is not one (it stays in `outcomes.stale`).
+    pub stale_reads: u64,
+    /// `stale_reads` / completed requests.
+    pub stale_read_ratio: f64,
+    /// Over the stale reads: how long the oldest newer version had been committed when the
+    /// read started, ms.
+    pub staleness_ms: Staleness,
+    /// Keys written at least once in the window.
+    pub keys_written: u64,
+    /// Of those, keys whose cached entry held another version than the database's row once
+    /// writes had stopped and in-flight work had ended: wrong until their TTL runs out.
+    pub divergent_keys: u64,
+    /// Cache SETs refused: by the versioned SET (an older version than the cache or the
+    /// writers' marker held), or under a lease (the token deleted by a write, or run out).
+    pub stale_sets_refused: u64,
+    /// Invalidations after a committed write that failed or came back late (Redis down or
+    /// slow): the one way the exact strategies (lease, versioned) can still diverge.
+    pub invalidation_failures: u64,
+    /// Why `divergent_keys` could not be measured, when it could not.
+    #[serde(default)]
+    pub note: Option<String>,
+}
+
+/// Percentiles of the staleness of stale reads, ms (all 0 without any).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Staleness {
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
 }
 
 impl RunResult {
@@ -107,6 +148,12 @@ impl RunResult {
             Metric::P50 => self.latency_ms.p50,
             Metric::P95 => self.latency_ms.p95,
             Metric::P99 => self.latency_ms.p99,
+            Metric::StaleReads => self.consistency.stale_reads as f64,
+            Metric::StaleReadRatio => self.consistency.stale_read_ratio,
+            Metric::StalenessP99 => self.consistency.staleness_ms.p99,
+            Metric::DivergentKeys => self.consistency.divergent_keys as f64,
+            Metric::StaleSetsRefused => self.consistency.stale_sets_refused as f64,
+            Metric::InvalidationFailures => self.consistency.invalidation_failures as f64,
         }
     }
 
@@ -288,6 +335,20 @@ pub struct DbFigures {
     /// (median of a few runs), ms. Null under `sleep`, whose cost is `--db-cost`.
     #[serde(default)]
     pub heavy_query_ms: Option<f64>,
+    /// Writes committed (`--write-rps`): one UPDATE each, its own transaction, not in `calls`.
+    #[serde(default)]
+    pub writes: u64,
+    /// Executions of the write statement Postgres completed (pg_stat_statements), for the
+    /// same run: `writes == writes_server` (a failed UPDATE is in neither). Null without
+    /// writes or without pg_stat_statements.
+    #[serde(default)]
+    pub writes_server: Option<u64>,
+    /// Writes whose UPDATE failed or never got a connection: nothing committed.
+    #[serde(default)]
+    pub write_errors: u64,
+    /// From each write's scheduled start to the end of its invalidation (null without writes).
+    #[serde(default)]
+    pub write_latency_ms: Option<Latency>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -401,6 +462,13 @@ pub struct Bucket {
     /// True when some instance's breaker was open or half-open at any moment of the bucket.
     #[serde(default)]
     pub breaker_open: bool,
+    /// Requests completed in the bucket that served a version older than one committed
+    /// before they started (0 without writes).
+    #[serde(default)]
+    pub stale_reads: u64,
+    /// Writes committed in the bucket.
+    #[serde(default)]
+    pub writes: u64,
 }
 
 /// An empty bucket, both servers up.
@@ -419,6 +487,8 @@ impl Default for Bucket {
             redis_up: true,
             postgres_up: true,
             breaker_open: false,
+            stale_reads: 0,
+            writes: 0,
         }
     }
 }

@@ -95,6 +95,9 @@ pub struct Row {
     pub diagnoses: Vec<String>,
     /// True when this strategy's run was cut short.
     pub interrupted: bool,
+    /// Whether the runs had writes (the consistency figures mean something).
+    #[serde(default)]
+    pub writes: bool,
 }
 
 fn one() -> usize {
@@ -268,6 +271,7 @@ fn row(trials: &[RunResult]) -> Row {
         thresholds_broken: broken,
         diagnoses,
         interrupted: trials.iter().any(|r| r.interrupted),
+        writes: first.scenario.writes.is_some(),
     }
 }
 
@@ -328,7 +332,8 @@ impl CompareSummary {
             header.push("trials");
             numeric.push(true);
         }
-        for m in Metric::ranked() {
+        let writes = self.ranking.iter().any(|r| r.writes);
+        for m in Metric::ranked_for(writes) {
             header.push(m.def().header);
             numeric.push(true);
             if m == Metric::DbCalls {
@@ -365,7 +370,7 @@ impl CompareSummary {
                 if repeated {
                     v.push(r.trials.to_string());
                 }
-                for m in Metric::ranked() {
+                for m in Metric::ranked_for(writes) {
                     let mut c = cell(m, r.figure(m));
                     // Intervals on the figures a choice turns on; the rest stay medians.
                     if matches!(m, Metric::DbCalls | Metric::P99)

@@ -8,6 +8,7 @@ use crate::fault::{FaultSpec, Server};
 use crate::origin::{DbQuery, LoadCost};
 use crate::protect::BreakerSpec;
 use crate::strategy::StrategySpec;
+use crate::strategy::invalidate::Invalidate;
 use crate::strategy::lock::LockTimeoutPolicy;
 use crate::thresholds::Thresholds;
 use crate::values::{Dur, Percent, Rate, redact_url};
@@ -83,6 +84,27 @@ pub struct Scenario {
     /// Limits that make the run exit 1 when broken: the file's `[thresholds]` with
     /// `--threshold` on top.
     pub thresholds: Thresholds,
+    /// Writes sent alongside the reads (`--write-rps`); absent without writes, so a run
+    /// without them reads (and is compared) as before writes existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writes: Option<WriteLoad>,
+    /// What a write does to the cache after its commit (`--invalidate`); absent without
+    /// writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invalidate: Option<Invalidate>,
+    /// How long a lease token lives unless its SET consumes it (`--lease-ttl`); only under
+    /// the lease coordination.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ttl: Option<Dur>,
+}
+
+/// The writes of a run: an open loop of UPDATEs beside the reads.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct WriteLoad {
+    /// Writes per second, spread evenly over the measured window.
+    pub rps: f64,
+    /// Zipf exponent of the keys written (the reads' unless `--write-zipf`).
+    pub zipf: f64,
 }
 
 impl Scenario {
@@ -94,6 +116,15 @@ impl Scenario {
         }
     }
 
+    /// The label of a run in tables and file names: the strategy, and with writes its
+    /// invalidation (`mutex/delete`).
+    pub fn label(&self) -> String {
+        match (self.writes, self.invalidate) {
+            (Some(_), Some(i)) => format!("{}/{i}", self.strategy),
+            _ => self.strategy.to_string(),
+        }
+    }
+
     /// Whether a fault strikes this server.
     pub fn faults_on(&self, server: Server) -> bool {
         self.faults.iter().any(|f| f.kind.server() == server)
@@ -102,7 +133,7 @@ impl Scenario {
 
 /// Settings that shape what the workload asks of the servers: two results that differ in one
 /// of them measured different things, whatever their strategies.
-pub const WORKLOAD_SETTINGS: [&str; 21] = [
+pub const WORKLOAD_SETTINGS: [&str; 22] = [
     "load",
     "duration",
     "warmup",
@@ -124,12 +155,13 @@ pub const WORKLOAD_SETTINGS: [&str; 21] = [
     "redis_timeout",
     "missing_ratio",
     "faults",
+    "writes",
 ];
 
 /// Settings of the strategy under test (its parameters, which differ between strategies of one
 /// comparison by design, such as the jitter preset's own ±10%), and the protections in front
 /// of its loads (`--db-limit`, `--breaker`): what the app does, not what is asked of it.
-pub const STRATEGY_SETTINGS: [&str; 11] = [
+pub const STRATEGY_SETTINGS: [&str; 13] = [
     "strategy",
     "jitter",
     "beta",
@@ -141,6 +173,8 @@ pub const STRATEGY_SETTINGS: [&str; 11] = [
     "negative_ttl",
     "db_limit",
     "breaker",
+    "invalidate",
+    "lease_ttl",
 ];
 
 /// Settings that change neither the workload nor the strategy: where the servers are, how the
@@ -209,6 +243,13 @@ impl Scenario {
         if let Some(b) = &self.breaker {
             parts.push(b.describe());
         }
+        if let Some(w) = self.writes {
+            parts.push(if (w.zipf - self.zipf).abs() < f64::EPSILON {
+                format!("writes {} /s", Rate(w.rps))
+            } else {
+                format!("writes {} /s (zipf {})", Rate(w.rps), w.zipf)
+            });
+        }
         parts
     }
 }
@@ -251,7 +292,7 @@ pub const MAX_DB_CONNECTIONS: u32 = 2000;
 
 mod resolve;
 
-pub use resolve::resolve;
+pub use resolve::{invalidation, resolve};
 
 #[cfg(test)]
 mod tests {
@@ -260,7 +301,16 @@ mod tests {
 
     #[test]
     fn every_setting_is_the_workload_s_the_strategy_s_or_neither() {
-        let s = resolve(None, RunFlags::default()).unwrap();
+        // With writes and a lease, so that every optional setting is written.
+        let s = resolve(
+            None,
+            RunFlags {
+                strategy: Some("lease".into()),
+                write_rps: Some(Rate(10.0)),
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let v = serde_json::to_value(&s).unwrap();
         let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
         for k in &keys {
@@ -273,6 +323,36 @@ mod tests {
         assert_eq!(
             keys.len(),
             WORKLOAD_SETTINGS.len() + STRATEGY_SETTINGS.len() + OTHER_SETTINGS.len()
+        );
+    }
+
+    #[test]
+    fn writes_are_absent_unless_asked_for_and_label_the_run() {
+        let s = resolve(None, RunFlags::default()).unwrap();
+        let v = serde_json::to_value(&s).unwrap();
+        for k in ["writes", "invalidate", "lease_ttl"] {
+            assert!(v.get(k).is_none(), "{k} written without writes");
+        }
+        assert_eq!(s.label(), "cache-aside");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+        let s = resolve(
+            Some(&dir.join("invalidation.toml")),
+            RunFlags {
+                strategy: Some("swr+lease".into()),
+                invalidate: Some("versioned".into()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(s.writes.map(|w| (w.rps, w.zipf)), Some((100.0, 1.1)));
+        assert_eq!(s.label(), "swr+lease/versioned");
+        assert!(s.lease_ttl.is_some());
+        let back: Scenario = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
+        assert_eq!(back.invalidate, s.invalidate);
+        assert!(
+            s.describe().iter().any(|p| p == "writes 100 /s"),
+            "{:?}",
+            s.describe()
         );
     }
 

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{LoadShape, MAX_DB_CONNECTIONS, Scenario};
+use super::{LoadShape, MAX_DB_CONNECTIONS, Scenario, WriteLoad};
 
 /// Most keys a run may seed: each is a Postgres row and a cache entry.
 const MAX_KEYS: u64 = 50_000_000;
@@ -17,6 +17,7 @@ use crate::fault::{self as schedule, FaultKind, FaultSpec};
 use crate::origin::DbQuery;
 use crate::protect::BreakerSpec;
 use crate::strategy::StrategySpec;
+use crate::strategy::invalidate::Invalidate;
 use crate::strategy::lock::LockTimeoutPolicy;
 use crate::values::{Dur, Percent, Rate, redact_url};
 use crate::workload::{Arrival, Start};
@@ -119,6 +120,10 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
         pg_kill_cmd,
         pg_restart_cmd,
         thresholds,
+        write_rps,
+        write_zipf,
+        invalidate,
+        lease_ttl,
     );
     // A load shape given on the command line replaces the file's, whichever kind it is.
     if flags.rps.is_some() {
@@ -285,6 +290,8 @@ fn check(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
         )));
     }
     positive_dur(f.lock_ttl, src, "lock_ttl")?;
+    positive_dur(f.lease_ttl, src, "lease_ttl")?;
+    check_writes(f, src)?;
     positive_dur(f.lock_poll, src, "lock_poll")?;
     positive_dur(f.negative_ttl, src, "negative_ttl")?;
     at_least(f.db_limit, 1, src, "db_limit")?;
@@ -365,6 +372,43 @@ fn check(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
         }
     }
     Ok(())
+}
+
+/// The write flags' own values: a rate of 0 or more, a Zipf exponent above 0, one known
+/// invalidation.
+fn check_writes(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
+    if let Some(Rate(r)) = f.write_rps
+        && !(r >= 0.0 && r.is_finite())
+    {
+        return Err(UsageError::new(format!(
+            "{} must be 0 (no writes) or more writes per second (got {r})",
+            src.name("write_rps")
+        )));
+    }
+    if let Some(z) = f.write_zipf
+        && !(z > 0.0 && z.is_finite())
+    {
+        return Err(UsageError::new(format!(
+            "{} must be a number above 0 (got {z})",
+            src.name("write_zipf")
+        )));
+    }
+    if let Some(i) = &f.invalidate {
+        invalidation(i).map_err(|e| UsageError::new(format!("{}: {e}", src.name("invalidate"))))?;
+    }
+    Ok(())
+}
+
+/// One invalidation by name.
+pub fn invalidation(name: &str) -> Result<Invalidate, String> {
+    if name.contains(',') {
+        return Err(format!(
+            "'{name}' names several invalidations: a run has one (compare --invalidate takes a list and runs each)"
+        ));
+    }
+    Invalidate::parse(name).ok_or_else(|| {
+        format!("unknown invalidation '{name}' (valid: delete, set, versioned, none)")
+    })
 }
 
 /// How a fault is named in an error: the flags that made it, or its table in the file.
@@ -556,6 +600,33 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
     }
     let breaker = breaker(&m)?;
     let db_query = m.db_query.unwrap_or(DbQuery::Sleep);
+    let zipf = m.zipf.unwrap_or(1.0);
+    let writes = m.write_rps.filter(|r| r.0 > 0.0).map(|r| WriteLoad {
+        rps: r.0,
+        zipf: m.write_zipf.unwrap_or(zipf),
+    });
+    if writes.is_none() {
+        for (key, set) in [
+            ("write_zipf", m.write_zipf.is_some()),
+            ("invalidate", m.invalidate.is_some()),
+        ] {
+            if set {
+                return Err(UsageError::new(format!(
+                    "--{} is a setting of the writes, and there are none: add --write-rps (scenario file: write_rps)",
+                    key.replace('_', "-")
+                )));
+            }
+        }
+    }
+    let invalidate = match (&writes, &m.invalidate) {
+        (None, _) => None,
+        (Some(_), None) => Some(Invalidate::Delete),
+        (Some(_), Some(i)) => Some(invalidation(i).map_err(UsageError::new)?),
+    };
+    let lease_ttl = strategy
+        .coordination
+        .lease()
+        .then(|| m.lease_ttl.unwrap_or(Dur(Duration::from_secs(2))));
     if db_query == DbQuery::Heavy && m.db_cost.is_some() {
         return Err(UsageError::new(
             "--db-cost sets the pg_sleep of --db-query sleep; under --db-query heavy a load costs what its aggregate costs on this server: drop --db-cost (or db_cost in the file)",
@@ -569,7 +640,7 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
         duration,
         warmup: m.warmup.unwrap_or(Dur(Duration::ZERO)),
         keys,
-        zipf: m.zipf.unwrap_or(1.0),
+        zipf,
         seed: m.seed.unwrap_or(42),
         value_size,
         ttl: m.ttl.unwrap_or(Dur(Duration::from_secs(3))),
@@ -610,6 +681,9 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
         pg_kill_cmd: m.pg_kill_cmd,
         pg_restart_cmd: m.pg_restart_cmd,
         thresholds: m.thresholds.unwrap_or_default().overridden_by(&m.threshold),
+        writes,
+        invalidate,
+        lease_ttl,
     })
 }
 

@@ -30,16 +30,19 @@ pub enum Purpose {
     Steady,
     /// The open-loop (Poisson) arrival schedule.
     Arrivals,
+    /// The keys the writes update (`--write-rps`).
+    Writes,
 }
 
 impl Purpose {
     /// Every purpose, in declaration order.
     #[cfg(test)]
-    pub const ALL: [Purpose; 4] = [
+    pub const ALL: [Purpose; 5] = [
         Purpose::Keys,
         Purpose::Client,
         Purpose::Steady,
         Purpose::Arrivals,
+        Purpose::Writes,
     ];
 
     /// The purpose's fixed tag: its name in ASCII, padded to 8 bytes. Fixed, not the enum's
@@ -50,6 +53,7 @@ impl Purpose {
             Purpose::Client => *b"client__",
             Purpose::Steady => *b"steady__",
             Purpose::Arrivals => *b"arrivals",
+            Purpose::Writes => *b"writes__",
         })
     }
 }

@@ -5,6 +5,7 @@
 
 pub mod envelope;
 pub mod freshness;
+pub mod invalidate;
 pub mod lock;
 pub mod single_flight;
 
@@ -36,6 +37,10 @@ pub enum Coordination {
     Mutex,
     /// Coalesce in-process first, then take the Redis lock across instances.
     MutexSingleFlight,
+    /// One lease token per key across instances (memcache's leases, Nishtala et al., NSDI
+    /// 2013): the holder loads and its SET must present the token; a write's delete
+    /// invalidates the token, so the holder's late, stale SET is refused.
+    Lease,
 }
 
 impl Coordination {
@@ -47,6 +52,14 @@ impl Coordination {
     }
     pub fn mutex(self) -> bool {
         matches!(self, Coordination::Mutex | Coordination::MutexSingleFlight)
+    }
+    pub fn lease(self) -> bool {
+        self == Coordination::Lease
+    }
+    /// Whether a claim is a token in Redis (the mutex's lock or a lease), waited for across
+    /// instances.
+    pub fn redis_token(self) -> bool {
+        self.mutex() || self.lease()
     }
 }
 
@@ -69,14 +82,14 @@ pub const PRESETS: [&str; 6] = [
     "jitter",
 ];
 
-const VALID_FORMS: &str = "valid: cache-aside, mutex, single-flight, xfetch, swr, jitter, or `+` \
-    joining at most one freshness (cache-aside, xfetch, swr) with mutex and/or single-flight and/or \
-    jitter, e.g. swr+mutex, xfetch+single-flight, mutex+single-flight";
+const VALID_FORMS: &str = "valid: cache-aside, mutex, single-flight, xfetch, swr, jitter, lease, or `+` \
+    joining at most one freshness (cache-aside, xfetch, swr) with mutex and/or single-flight, or \
+    with lease, and/or jitter, e.g. swr+mutex, xfetch+single-flight, mutex+single-flight, swr+lease";
 
 impl StrategySpec {
     pub fn parse(s: &str) -> Result<Self, String> {
         let mut freshness: Option<(Freshness, &str)> = None;
-        let (mut mutex, mut sf, mut jitter) = (false, false, false);
+        let (mut mutex, mut sf, mut jitter, mut lease) = (false, false, false, false);
         if s.trim().is_empty() {
             return Err(format!("empty strategy ({VALID_FORMS})"));
         }
@@ -85,7 +98,7 @@ impl StrategySpec {
                 "cache-aside" | "expire" => Some(Freshness::Expire),
                 "xfetch" => Some(Freshness::Xfetch),
                 "swr" => Some(Freshness::Swr),
-                "mutex" | "single-flight" | "jitter" => None,
+                "mutex" | "single-flight" | "jitter" | "lease" => None,
                 other => return Err(format!("unknown strategy '{other}' ({VALID_FORMS})")),
             };
             let dup = match (part, f) {
@@ -100,13 +113,21 @@ impl StrategySpec {
                 }
                 ("mutex", _) => std::mem::replace(&mut mutex, true),
                 ("single-flight", _) => std::mem::replace(&mut sf, true),
+                ("lease", _) => std::mem::replace(&mut lease, true),
                 _ => std::mem::replace(&mut jitter, true),
             };
             if dup {
                 return Err(format!("'{s}' names {part} twice ({VALID_FORMS})"));
             }
         }
+        if lease && (mutex || sf) {
+            return Err(format!(
+                "'{s}' combines lease with {}: a lease already makes one load per key across instances, choose one coordination ({VALID_FORMS})",
+                if mutex { "mutex" } else { "single-flight" }
+            ));
+        }
         let coordination = match (mutex, sf) {
+            _ if lease => Coordination::Lease,
             (false, false) => Coordination::None,
             (false, true) => Coordination::SingleFlight,
             (true, false) => Coordination::Mutex,
@@ -144,6 +165,9 @@ impl fmt::Display for StrategySpec {
         if self.coordination.single_flight() {
             parts.push("single-flight");
         }
+        if self.coordination.lease() {
+            parts.push("lease");
+        }
         if self.jitter_preset {
             parts.push("jitter");
         }
@@ -180,6 +204,10 @@ mod tests {
             "xfetch+mutex",
             "xfetch+single-flight",
             "mutex+single-flight",
+            "lease",
+            "swr+lease",
+            "xfetch+lease",
+            "lease+jitter",
         ] {
             assert_eq!(StrategySpec::parse(c).unwrap().to_string(), c);
         }
@@ -199,7 +227,16 @@ mod tests {
 
     #[test]
     fn nonsense_is_refused_with_the_valid_forms() {
-        for bad in ["xfetch+swr", "magic", "mutex+mutex", "", "swr+"] {
+        for bad in [
+            "xfetch+swr",
+            "magic",
+            "mutex+mutex",
+            "",
+            "swr+",
+            "lease+mutex",
+            "lease+single-flight",
+            "lease+lease",
+        ] {
             let e = StrategySpec::parse(bad).unwrap_err();
             assert!(e.contains("valid:"), "{bad}: {e}");
         }

@@ -10,8 +10,9 @@ use tokio::sync::watch;
 
 use crate::origin::LoadFailure;
 
-/// What followers see: nothing yet, then the leader's result.
-pub type Slot = Option<Result<(), LoadFailure>>;
+/// What followers see: nothing yet, then the leader's result (the version it loaded, 0 for
+/// none).
+pub type Slot = Option<Result<u64, LoadFailure>>;
 
 #[derive(Default)]
 pub struct SingleFlight {
@@ -66,7 +67,7 @@ impl SingleFlight {
 }
 
 impl Leader<'_> {
-    pub fn finish(mut self, result: Result<(), LoadFailure>) {
+    pub fn finish(mut self, result: Result<u64, LoadFailure>) {
         self.table.remove(self.key);
         if let Some(tx) = self.tx.take() {
             // No receiver left is fine: every follower may have been cancelled.
@@ -85,7 +86,7 @@ impl Drop for Leader<'_> {
 }
 
 /// Wait for the leader's result.
-pub async fn follow(mut rx: watch::Receiver<Slot>) -> Result<(), LoadFailure> {
+pub async fn follow(mut rx: watch::Receiver<Slot>) -> Result<u64, LoadFailure> {
     match rx.wait_for(Option::is_some).await {
         Ok(v) => v.unwrap_or(Err(LoadFailure::Abandoned)),
         Err(_) => Err(LoadFailure::Abandoned),

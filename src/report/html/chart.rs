@@ -70,6 +70,16 @@ pub const METRICS: [Metric; 5] = [
     },
 ];
 
+/// Drawn only for results with writes (without them it is 0 throughout).
+pub const STALE_READS: Metric = Metric {
+    key: "stale_reads",
+    title: "Stale reads per second: requests served a version older than one already committed",
+    y_label: "stale reads/s",
+    value: |b, w| Some(b.stale_reads as f64 / w),
+    y_cap: None,
+    zoom: false,
+};
+
 /// How one series looks: colour and dash pattern both differ, so series stay apart in grey print.
 #[derive(Clone, Copy)]
 pub struct Look {

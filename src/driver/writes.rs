@@ -1,0 +1,121 @@
+//! The writes: an open loop of its own beside the reads, evenly spaced over the measured
+//! window, to the same instances in turn (each write its own task, so a slow one does not
+//! hold the next back), and, once traffic and writes are over, the keys the cache keeps at a
+//! version the database no longer holds.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::{Driver, Window};
+use crate::cache::Admin;
+use crate::instance::Instance;
+use crate::metrics::Writes;
+use crate::origin::Db;
+use crate::stats::{Purpose, derive_seed};
+use crate::strategy::envelope::Meta;
+use crate::workload::KeySampler;
+
+/// Takes a write off the in-flight count however it ends.
+struct InFlight<'a>(&'a AtomicU64);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
+/// Start the writes of the measured window (None without writes): one every 1/rate from the
+/// window's start until its end, or until the run is stopped.
+pub(super) fn spawn(
+    d: &Driver,
+    w: Window,
+    shutdown: &CancellationToken,
+) -> Result<Option<JoinHandle<()>>> {
+    let (Some(load), Some(writes)) = (d.sc.writes, d.shared.writes.clone()) else {
+        return Ok(None);
+    };
+    let mut keys = KeySampler::new(
+        d.sc.keys,
+        load.zipf,
+        derive_seed(d.sc.seed, Purpose::Writes, 0),
+        0.0,
+    )
+    .map_err(crate::error::UsageError)?;
+    let instances: Vec<Arc<Instance>> = d.instances.clone();
+    let (stop, abort) = (shutdown.clone(), d.shared.abort.clone());
+    let gap = Duration::from_secs_f64(1.0 / load.rps);
+    Ok(Some(tokio::spawn(async move {
+        let mut due = w.measure;
+        let mut i = 0usize;
+        while due < w.end && !stop.is_cancelled() {
+            tokio::select! {
+                _ = tokio::time::sleep_until(due.into()) => {}
+                _ = stop.cancelled() => break,
+            }
+            let id = keys.next_id();
+            let inst = instances[i % instances.len()].clone();
+            i += 1;
+            let (writes, abort) = (writes.clone(), abort.clone());
+            writes.in_flight.fetch_add(1, Relaxed);
+            tokio::spawn(async move {
+                let _in_flight = InFlight(&writes.in_flight);
+                tokio::select! {
+                    _ = inst.write(id, due) => {}
+                    _ = abort.cancelled() => {}
+                }
+            });
+            due += gap;
+        }
+    })))
+}
+
+/// Wait until no write is in flight, at most `limit`.
+pub(super) async fn drain(writes: &Writes, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    while writes.in_flight.load(Relaxed) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// The written keys after the run, as the cache and the database hold them.
+pub struct Divergence {
+    /// Keys written at least once.
+    pub keys_written: u64,
+    /// Of those, keys whose cached entry holds another version than the database's row.
+    pub divergent_keys: u64,
+}
+
+/// Compare every written key's cached version with its row's: run after writes stopped and
+/// in-flight work ended, so what differs now would stay wrong until the entry's TTL.
+pub async fn divergence(writes: &Writes, db: &Db, admin: &Admin) -> Result<Divergence> {
+    let keys = writes.versions.written();
+    let ids: Vec<i64> = keys.iter().map(|&k| k as i64).collect();
+    let mut rows = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(2000) {
+        rows.extend(db.versions(chunk).await?);
+    }
+    let db_version: std::collections::HashMap<u64, u64> = rows
+        .into_iter()
+        .map(|(id, v)| (id as u64, v as u64))
+        .collect();
+    let cached = admin.get_many(&keys).await?;
+    let divergent = keys
+        .iter()
+        .zip(&cached)
+        .filter(|(k, bytes)| {
+            let Some(m) = bytes.as_deref().and_then(Meta::decode) else {
+                return false;
+            };
+            !m.negative && db_version.get(k).is_some_and(|&v| v != m.version)
+        })
+        .count();
+    Ok(Divergence {
+        keys_written: keys.len() as u64,
+        divergent_keys: divergent as u64,
+    })
+}

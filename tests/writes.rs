@@ -1,0 +1,343 @@
+//! Writes, invalidation and consistency on real Redis and Postgres: what each invalidation
+//! leaves in the cache when writers race each other and when readers race writers, and the
+//! lease coordination (one load per expiry across instances; its late, stale SET refused).
+//! Counts and bounds, never timings.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+use serde_json::Value;
+
+/// `stampede compare ARGS --out <dir> --quiet` (exit 0 asserted); the trials of each label,
+/// as written (`<strategy>@<invalidation>/trial-N.json` with `--repeat`).
+fn compare(args: &[&str], dir: &Path) -> Vec<(String, Vec<Value>)> {
+    let _turn = CPU_HEAVY.lock().unwrap_or_else(|p| p.into_inner());
+    let out = stampede()
+        .arg("compare")
+        .args(args)
+        .arg("--out")
+        .arg(dir)
+        .arg("--quiet")
+        .output()
+        .expect("running stampede");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "stampede compare {args:?}:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut labels: Vec<(String, Vec<Value>)> = Vec::new();
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        if p.is_dir() {
+            let mut trials: Vec<_> = std::fs::read_dir(&p)
+                .unwrap()
+                .flatten()
+                .map(|e| e.path())
+                .collect();
+            trials.sort();
+            let runs = trials.iter().filter_map(|t| read_json(t)).collect();
+            labels.push((name, runs));
+        } else if let Some(stem) = name.strip_suffix(".json")
+            && stem != "summary"
+        {
+            labels.push((stem.to_string(), vec![read_json(&p).unwrap()]));
+        }
+    }
+    labels
+}
+
+fn n(v: &Value, ptr: &str) -> u64 {
+    v.pointer(ptr)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("{ptr} missing in {v}"))
+}
+
+/// Every write went through the tool and Postgres counted the same; the writes are apart from
+/// the loads (`db.calls` still equals the server's count of the loader statement).
+fn assert_writes_counted(r: &Value) {
+    assert!(n(r, "/db/writes") > 0, "{}", r["db"]);
+    assert_eq!(n(r, "/db/writes"), n(r, "/db/writes_server"), "{}", r["db"]);
+    assert_eq!(n(r, "/db/calls"), n(r, "/db/calls_server"), "{}", r["db"]);
+    assert_eq!(n(r, "/db/write_errors"), 0, "{}", r["db"]);
+}
+
+#[test]
+fn without_writes_every_strategy_is_consistent() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = compare(
+        &[
+            "--strategies",
+            "cache-aside,mutex,single-flight,xfetch,swr,jitter,lease",
+            "--rps",
+            "2000",
+            "--duration",
+            "2s",
+            "--keys",
+            "200",
+            "--ttl",
+            "1s",
+        ],
+        dir.path(),
+    );
+    assert_eq!(runs.len(), 7, "{runs:?}");
+    for (label, trials) in &runs {
+        assert!(
+            !label.contains('@'),
+            "no invalidation in the label: {label}"
+        );
+        let r = &trials[0];
+        assert_eq!(n(r, "/db/writes"), 0);
+        assert!(r["scenario"].get("writes").is_none(), "no writes setting");
+        let c = &r["consistency"];
+        for f in [
+            "stale_reads",
+            "divergent_keys",
+            "keys_written",
+            "stale_sets_refused",
+            "invalidation_failures",
+        ] {
+            assert_eq!(n(c, &format!("/{f}")), 0, "{label}: {f} in {c}");
+        }
+        assert_eq!(c["stale_read_ratio"].as_f64(), Some(0.0), "{label}");
+        let stale_reads_in_timeline: u64 = r["timeline"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| n(b, "/stale_reads"))
+            .sum();
+        assert_eq!(stale_reads_in_timeline, 0, "{label}");
+    }
+}
+
+/// Writers only: every read asks for an id that does not exist (no reader ever stores a
+/// row), the cache starts full and lives longer than the run, and 5000 writes/s land on 10
+/// keys. What the cache holds at the end is decided by the writers alone.
+fn writer_race(invalidations: &str, dir: &Path) -> Vec<(String, Vec<Value>)> {
+    compare(
+        &[
+            "--strategies",
+            "cache-aside",
+            "--invalidate",
+            invalidations,
+            "--repeat",
+            "6",
+            "--rps",
+            "500",
+            "--missing-ratio",
+            "100%",
+            "--duration",
+            "2s",
+            "--keys",
+            "10",
+            "--zipf",
+            "0.5",
+            "--write-rps",
+            "5000",
+            "--db-cost",
+            "1ms",
+            "--ttl",
+            "60s",
+            "--start",
+            "synchronized",
+        ],
+        dir,
+    )
+}
+
+#[test]
+fn racing_writers_diverge_with_set_and_not_with_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = writer_race("set,delete", dir.path());
+    let labels: Vec<&str> = runs.iter().map(|(l, _)| l.as_str()).collect();
+    assert_eq!(labels, ["cache-aside@delete", "cache-aside@set"]);
+    let mut totals = Vec::new();
+    for (label, trials) in &runs {
+        assert_eq!(trials.len(), 6, "{label}");
+        let (mut divergent, mut written) = (0, 0);
+        for r in trials {
+            assert_writes_counted(r);
+            assert_eq!(
+                r["strategy"].as_str(),
+                Some(label.replace('@', "/").as_str())
+            );
+            let c = &r["consistency"];
+            assert_eq!(n(c, "/invalidation_failures"), 0, "{label}: {c}");
+            assert_eq!(
+                n(r, "/db/calls"),
+                n(r, "/requests/completed"),
+                "every read missed"
+            );
+            assert_eq!(n(c, "/stale_reads"), 0, "no read served a row: {c}");
+            divergent += n(c, "/divergent_keys");
+            written += n(c, "/keys_written");
+        }
+        eprintln!(
+            "{label}: {divergent} divergent keys of {written} written over 6 runs ({:.1}%)",
+            100.0 * divergent as f64 / written.max(1) as f64
+        );
+        totals.push(divergent);
+    }
+    // Two writers' SETs after their commits reach Redis in either order: the older one can
+    // land last. A delete leaves nothing to be out of order.
+    assert_eq!(
+        totals[0], 0,
+        "delete: the writers' race leaves nothing behind"
+    );
+    assert!(
+        totals[1] > 0,
+        "set: the older write's SET landed last somewhere"
+    );
+}
+
+#[test]
+fn readers_racing_writers_diverge_under_cache_aside_but_not_lease_or_versioned() {
+    let dir = tempfile::tempdir().unwrap();
+    // Hot keys under reads and writes; a load holds the row it read for 50 ms (its snapshot is
+    // taken when the statement starts, pg_sleep runs after), a write commits in between.
+    let runs = compare(
+        &[
+            "--strategies",
+            "cache-aside,lease",
+            "--invalidate",
+            "delete,versioned",
+            "--repeat",
+            "2",
+            "--rps",
+            "2000",
+            "--duration",
+            "3s",
+            "--keys",
+            "20",
+            "--write-rps",
+            "100",
+            "--db-cost",
+            "50ms",
+            "--ttl",
+            "60s",
+            "--redis-timeout",
+            "1s",
+        ],
+        dir.path(),
+    );
+    let labels: Vec<&str> = runs.iter().map(|(l, _)| l.as_str()).collect();
+    assert_eq!(
+        labels,
+        [
+            "cache-aside@delete",
+            "cache-aside@versioned",
+            "lease@delete",
+            "lease@versioned"
+        ]
+    );
+    for (label, trials) in &runs {
+        for r in trials {
+            assert_writes_counted(r);
+            let c = &r["consistency"];
+            eprintln!("{label}: {c}");
+            let divergent = n(c, "/divergent_keys");
+            match label.as_str() {
+                // A reader that read the old row stores it after the writer's delete.
+                "cache-aside@delete" => {
+                    assert!(divergent > 0, "{label}: {c}");
+                    assert!(n(c, "/stale_reads") > 0, "{label}: {c}");
+                    assert_eq!(n(c, "/stale_sets_refused"), 0, "{label}: {c}");
+                }
+                _ if n(c, "/invalidation_failures") == 0 => {
+                    assert_eq!(divergent, 0, "{label}: {c}")
+                }
+                _ => eprintln!("{label}: an invalidation failed, divergence allowed"),
+            }
+            if label == "lease@delete" {
+                // The delete took the reader's token: its late SET of the old row was refused.
+                assert!(n(c, "/stale_sets_refused") > 0, "{label}: {c}");
+            }
+            let in_timeline: u64 = r["timeline"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| n(b, "/stale_reads"))
+                .sum();
+            assert_eq!(
+                in_timeline,
+                n(c, "/stale_reads"),
+                "{label}: timeline adds up"
+            );
+        }
+    }
+}
+
+/// The hot-key scenario (1 key, 60 closed-loop clients on 2 instances, TTL 2 s, 50 ms loads)
+/// for 5 s: at most 1 + 5/2 + 1 fills.
+fn hot_key(strategy: &str) -> Run {
+    let r = run_ok(&[
+        "--scenario",
+        "scenarios/hot-key.toml",
+        "--strategy",
+        strategy,
+        "--duration",
+        "5s",
+        "--redis-timeout",
+        "1s",
+    ]);
+    assert_eq!(r.u("/db/calls"), r.u("/db/calls_server"));
+    assert_eq!(r.u("/redis/timeouts") + r.u("/redis/errors"), 0);
+    r
+}
+
+#[test]
+fn a_lease_loads_once_per_expiry_across_instances() {
+    let r = hot_key("lease");
+    let calls = r.u("/db/calls");
+    assert!((2..=5).contains(&calls), "lease: {calls} DB calls");
+    assert_eq!(r.u("/db/peak_key_herd"), 1, "{}", r.json["db"]);
+    assert_eq!(r.u("/db/redundant_loads"), 0);
+    assert!(r.u("/lock/contended") > 0 && r.u("/outcomes/waited") > 0);
+    // No write took a token: every lease SET was accepted.
+    assert_eq!(r.u("/consistency/stale_sets_refused"), 0);
+    assert_eq!(
+        r.u("/lock/lost"),
+        0,
+        "a lease is never counted as a lost lock"
+    );
+
+    let r = hot_key("swr+lease");
+    let refreshes = r.u("/db/background_refreshes");
+    assert!((1..=4).contains(&refreshes), "{refreshes} refreshes");
+    assert_eq!(r.u("/db/peak_key_herd"), 1, "{}", r.json["db"]);
+    assert_eq!(r.u("/consistency/stale_sets_refused"), 0);
+}
+
+#[test]
+fn writes_and_invalidation_are_refused_where_they_mean_nothing() {
+    for (args, needle) in [
+        (&["--invalidate", "set"][..], "add --write-rps"),
+        (&["--write-zipf", "0.5"][..], "add --write-rps"),
+        (
+            &["--write-rps", "10", "--invalidate", "set,delete"][..],
+            "compare --invalidate takes a list",
+        ),
+        (
+            &["--write-rps", "10", "--invalidate", "purge"][..],
+            "valid: delete",
+        ),
+        (&["--write-rps=-1"][..], "--write-rps"),
+        (
+            &["--strategy", "lease+mutex"][..],
+            "combines lease with mutex",
+        ),
+    ] {
+        let out = stampede().arg("run").args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(e.contains(needle), "{args:?}: {e}");
+    }
+}
