@@ -177,6 +177,7 @@ impl Driver {
     pub async fn build(
         sc: &Scenario,
         redis_url: &str,
+        redis_tls: &crate::tls::RedisTls,
         prefix: Arc<str>,
         db: &Db,
     ) -> Result<Driver> {
@@ -216,6 +217,7 @@ impl Driver {
         for i in 0..sc.instances {
             let cache = Cache::open(
                 redis_url,
+                redis_tls,
                 sc.redis_conns,
                 sc.redis_timeout.0,
                 prefix.clone(),
