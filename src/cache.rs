@@ -115,6 +115,17 @@ pub async fn connect(url: &str, tls: &RedisTls, timeout: Duration) -> Result<Con
 impl Cache {
     pub async fn open(
         url: &str,
+        conns: u32,
+        timeout: Duration,
+        prefix: Arc<str>,
+        counters: Arc<Counters>,
+    ) -> Result<Cache> {
+        Self::open_with(url, &RedisTls::default(), conns, timeout, prefix, counters).await
+    }
+
+    /// As [`Cache::open`], with TLS settings for a `rediss://` URL.
+    pub async fn open_with(
+        url: &str,
         tls: &RedisTls,
         conns: u32,
         timeout: Duration,
@@ -238,7 +249,12 @@ pub struct Admin {
 }
 
 impl Admin {
-    pub async fn open(url: &str, tls: &RedisTls, prefix: Arc<str>) -> Result<Admin> {
+    pub async fn open(url: &str, prefix: Arc<str>) -> Result<Admin> {
+        Self::open_with(url, &RedisTls::default(), prefix).await
+    }
+
+    /// As [`Admin::open`], with TLS settings for a `rediss://` URL.
+    pub async fn open_with(url: &str, tls: &RedisTls, prefix: Arc<str>) -> Result<Admin> {
         Ok(Admin {
             conn: connect(url, tls, Duration::from_secs(2)).await?,
             prefix,

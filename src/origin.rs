@@ -12,16 +12,16 @@ use deadpool_postgres::{
     Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime, TimeoutType, Timeouts,
 };
 use serde::{Deserialize, Serialize};
-use tokio_postgres::types::Type;
 use tokio_postgres::Row;
+use tokio_postgres::types::Type;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::error::{EnvError, UsageError};
 
 mod own;
-pub use own::OwnLoad;
 use crate::metrics::{LoadGuard, Phase};
 use crate::values::redact_url;
+pub use own::OwnLoad;
 
 /// What one load (one DB call) costs the database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -720,13 +720,10 @@ impl Origin {
                 Some(own) => &own.types[..],
                 None => loader_types(self.cost),
             };
-            let stmt = client
-                .prepare_typed_cached(sql, types)
-                .await
-                .map_err(|_| {
-                    statement.failed(false);
-                    LoadFailure::Db
-                })?;
+            let stmt = client.prepare_typed_cached(sql, types).await.map_err(|_| {
+                statement.failed(false);
+                LoadFailure::Db
+            })?;
             let id = id as i64;
             match (own_key, self.cost) {
                 (Some(key), _) => client.query_one(&stmt, &[key]).await,

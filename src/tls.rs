@@ -24,7 +24,9 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
+};
 use serde::{Deserialize, Serialize};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
@@ -393,7 +395,10 @@ impl PgTarget {
     /// What a failed connection means, in words that say what to do.
     pub fn explain(&self, error: &tokio_postgres::Error) -> String {
         let text = error.to_string();
-        let full = format!("{text}{}", std::error::Error::source(error).map_or(String::new(), |s| format!(": {s}")));
+        let full = format!(
+            "{text}{}",
+            std::error::Error::source(error).map_or(String::new(), |s| format!(": {s}"))
+        );
         let host = host_port(&self.url).map_or_else(|| "?".to_string(), |(h, _)| h);
         let at = redact_url(&self.url);
         if full.contains("TLS handshake") && is_certificate_error(&full) {
@@ -616,7 +621,10 @@ pub async fn connect_loopback(
         .await
         .map_err(|e| e.to_string())?;
     tokio_rustls::TlsConnector::from(Arc::new(config))
-        .connect(ServerName::IpAddress(IpAddr::from([127, 0, 0, 1]).into()), tcp)
+        .connect(
+            ServerName::IpAddress(IpAddr::from([127, 0, 0, 1]).into()),
+            tcp,
+        )
         .await
         .map_err(|e| e.to_string())
 }
@@ -648,7 +656,10 @@ mod tests {
         let t = pg_target(&url.replace("verify-full", "require")).unwrap();
         assert_eq!(t.mode, SslMode::VerifyCa);
         assert!(pg_target("postgres://u@h/db?sslmode=allow").is_err());
-        assert_eq!(pg_target("postgres://u@h/db").unwrap().mode, SslMode::Prefer);
+        assert_eq!(
+            pg_target("postgres://u@h/db").unwrap().mode,
+            SslMode::Prefer
+        );
     }
 
     #[test]

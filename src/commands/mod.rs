@@ -60,11 +60,7 @@ async fn cleanup(cmd: CleanupCmd) -> Result<ExitCode> {
         .into());
     }
     if let Some(url) = &cmd.redis_url {
-        let admin = crate::cache::Admin::open(
-            url,
-            &crate::tls::RedisTls::default(),
-            std::sync::Arc::from("stampede:"),
-        ).await?;
+        let admin = crate::cache::Admin::open(url, std::sync::Arc::from("stampede:")).await?;
         let dead = admin.dead_namespaces().await?;
         for ns in &dead {
             let n = admin.for_namespace(ns).remove_namespace().await?;

@@ -190,7 +190,8 @@ pub async fn run_on(
     };
     let heavy_query_ms = heavy_setup(sc, &db, status).await;
     let seed_ms = seed_start.elapsed().as_millis() as u64;
-    let admin = match cache::Admin::open(&env.redis_url, &env.redis_tls, prefix.clone()).await {
+    let admin = match cache::Admin::open_with(&env.redis_url, &env.redis_tls, prefix.clone()).await
+    {
         Ok(a) => a,
         Err(e) => {
             let _ = db.teardown().await;

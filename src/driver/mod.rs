@@ -215,7 +215,7 @@ impl Driver {
         });
         let mut instances = Vec::with_capacity(sc.instances as usize);
         for i in 0..sc.instances {
-            let cache = Cache::open(
+            let cache = Cache::open_with(
                 redis_url,
                 redis_tls,
                 sc.redis_conns,

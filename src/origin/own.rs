@@ -12,7 +12,9 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use tokio_postgres::types::{ToSql, Type};
 
-use super::{Db, UNMEASURED_COLUMN, check_room, connect_admin, ssl_in_use, stat_statements_missing};
+use super::{
+    Db, UNMEASURED_COLUMN, check_room, connect_admin, ssl_in_use, stat_statements_missing,
+};
 use crate::error::UsageError;
 
 /// `--db-sql` with where its keys come from.
@@ -84,9 +86,8 @@ fn trimmed(sql: &str) -> &str {
 }
 
 fn read_keys_file(path: &std::path::Path) -> Result<Vec<String>> {
-    let text = std::fs::read_to_string(path).map_err(|e| {
-        UsageError::new(format!("reading --keys-file {}: {e}", path.display()))
-    })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| UsageError::new(format!("reading --keys-file {}: {e}", path.display())))?;
     Ok(text
         .lines()
         .map(str::trim)

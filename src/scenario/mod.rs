@@ -6,11 +6,11 @@ use serde::{Deserialize, Serialize};
 
 use crate::fault::{FaultSpec, Server};
 use crate::origin::{DbQuery, LoadCost, OwnLoad};
-use crate::tls::RedisTls;
 use crate::protect::BreakerSpec;
 use crate::strategy::StrategySpec;
 use crate::strategy::lock::LockTimeoutPolicy;
 use crate::thresholds::Thresholds;
+use crate::tls::RedisTls;
 use crate::values::{Dur, Percent, Rate, redact_url};
 use crate::workload::{Arrival, Start};
 

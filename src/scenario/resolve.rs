@@ -15,10 +15,10 @@ use crate::cli::RunFlags;
 use crate::error::UsageError;
 use crate::fault::{self as schedule, FaultKind, FaultSpec};
 use crate::origin::{DbQuery, OwnLoad};
-use crate::tls::RedisTls;
 use crate::protect::BreakerSpec;
 use crate::strategy::StrategySpec;
 use crate::strategy::lock::LockTimeoutPolicy;
+use crate::tls::RedisTls;
 use crate::values::{Dur, Percent, Rate, redact_url};
 use crate::workload::{Arrival, Start};
 
@@ -671,7 +671,9 @@ fn own_load(m: &RunFlags) -> Result<Option<OwnLoad>, UsageError> {
         return Ok(None);
     };
     if sql.trim().is_empty() {
-        return Err(UsageError::new("--db-sql is empty: give the query, with $1 for the key"));
+        return Err(UsageError::new(
+            "--db-sql is empty: give the query, with $1 for the key",
+        ));
     }
     if m.pg_url.is_none() {
         return Err(UsageError::new(
@@ -690,7 +692,10 @@ fn own_load(m: &RunFlags) -> Result<Option<OwnLoad>, UsageError> {
         (m.db_query.is_some(), "--db-query"),
         (m.db_cost.is_some(), "--db-cost"),
         (m.value_size.is_some(), "--value-size"),
-        (m.missing_ratio.is_some_and(|p| p.0 > 0.0), "--missing-ratio"),
+        (
+            m.missing_ratio.is_some_and(|p| p.0 > 0.0),
+            "--missing-ratio",
+        ),
     ] {
         if given {
             return Err(UsageError::new(format!(

@@ -94,7 +94,11 @@ impl ManagedRedis {
 
     /// `redis://127.0.0.1:PORT/` (`rediss://` with TLS), for the redis crate.
     pub fn url(&self) -> String {
-        let scheme = if self.tls.is_some() { "rediss" } else { "redis" };
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
         format!("{scheme}://127.0.0.1:{}/", self.port)
     }
 
@@ -206,7 +210,8 @@ impl ManagedRedis {
                     LaunchError::Failed(err)
                 });
             }
-            let last_error = match ping(self.port, self.tls.as_ref().map(|c| c.ca.as_path())).await {
+            let last_error = match ping(self.port, self.tls.as_ref().map(|c| c.ca.as_path())).await
+            {
                 Ok(()) => return Ok(()),
                 Err(e) => e,
             };
