@@ -15,6 +15,7 @@ use crate::error::EnvError;
 use crate::metrics::{Counters, bump};
 use crate::strategy::invalidate::{CHECKED_SET_LUA, WRITER_SET_LUA};
 use crate::strategy::lock::RELEASE_LUA;
+use crate::tls::RedisTls;
 use crate::values::redact_url;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,9 +86,32 @@ pub struct SetCheck {
 }
 
 /// Open a connection manager, giving up after a few seconds with an error naming the URL.
-pub async fn connect(url: &str, timeout: Duration) -> Result<ConnectionManager> {
-    let client = redis::Client::open(url)
-        .map_err(|e| EnvError(format!("bad Redis URL {}: {e}", redact_url(url))))?;
+/// A first plain connection is made before the manager: the manager retries forever, so
+/// what went wrong (a certificate that does not verify, a server that wants TLS) is only
+/// seen on a single attempt.
+pub async fn connect(url: &str, tls: &RedisTls, timeout: Duration) -> Result<ConnectionManager> {
+    let client = crate::tls::redis_client(url, tls)?;
+    crate::tls::warn_insecure(tls);
+    let first = tokio::time::timeout(
+        Duration::from_secs(5),
+        client.get_multiplexed_async_connection(),
+    )
+    .await;
+    let failure = match first {
+        Ok(Ok(_)) => None,
+        Ok(Err(e)) => Some(e.to_string()),
+        Err(_) => Some("no answer within 5 s".to_string()),
+    };
+    if let Some(e) = failure {
+        let msg = match crate::tls::explain_redis_failure(url, tls, &e).await {
+            Some(m) => m,
+            None => format!(
+                "cannot connect to Redis at {}: {e} (is it running and reachable?)",
+                redact_url(url)
+            ),
+        };
+        return Err(EnvError(msg).into());
+    }
     let fut = ConnectionManager::new_with_config(client, manager_config(timeout));
     match tokio::time::timeout(Duration::from_secs(5), fut).await {
         Ok(Ok(c)) => Ok(c),
@@ -112,9 +136,21 @@ impl Cache {
         prefix: Arc<str>,
         counters: Arc<Counters>,
     ) -> Result<Cache> {
+        Self::open_with(url, &RedisTls::default(), conns, timeout, prefix, counters).await
+    }
+
+    /// As [`Cache::open`], with TLS settings for a `rediss://` URL.
+    pub async fn open_with(
+        url: &str,
+        tls: &RedisTls,
+        conns: u32,
+        timeout: Duration,
+        prefix: Arc<str>,
+        counters: Arc<Counters>,
+    ) -> Result<Cache> {
         let mut v = Vec::with_capacity(conns as usize);
         for _ in 0..conns {
-            v.push(connect(url, timeout).await?);
+            v.push(connect(url, tls, timeout).await?);
         }
         Ok(Cache {
             conns: v.into_boxed_slice(),
@@ -321,8 +357,13 @@ pub struct Admin {
 
 impl Admin {
     pub async fn open(url: &str, prefix: Arc<str>) -> Result<Admin> {
+        Self::open_with(url, &RedisTls::default(), prefix).await
+    }
+
+    /// As [`Admin::open`], with TLS settings for a `rediss://` URL.
+    pub async fn open_with(url: &str, tls: &RedisTls, prefix: Arc<str>) -> Result<Admin> {
         Ok(Admin {
-            conn: connect(url, Duration::from_secs(2)).await?,
+            conn: connect(url, tls, Duration::from_secs(2)).await?,
             prefix,
         })
     }
@@ -382,6 +423,82 @@ impl Admin {
             )),
             Err(_) => Err(anyhow::anyhow!("CLIENT PAUSE got no answer within 5 s")),
         }
+    }
+
+    /// Send, once, every command the run's requests will send, on a key of the run's
+    /// namespace, so that a user without one (an ACL) or a Redis Cluster node stops the run
+    /// here with the command named, instead of every request failing as a miss. `lock`: the
+    /// strategy takes the Redis lock (SET NX PX, and EVALSHA to release it).
+    pub async fn check_access(&self, url: &str, lock: bool, strategy: &str) -> Result<()> {
+        if let Ok(info) = self.info("cluster").await
+            && info_field(&info, "cluster_enabled") == Some("1")
+        {
+            return Err(EnvError(cluster_unsupported(url)).into());
+        }
+        let user = redis_user(url);
+        let key = format!("{}preflight", self.prefix);
+        let lock_key = format!("{}lock:preflight", self.prefix);
+        let mut c = self.conn.clone();
+        let fail = |cmd: &str, e: redis::RedisError| -> anyhow::Error {
+            if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::Moved) {
+                return EnvError(cluster_unsupported(url)).into();
+            }
+            if e.code() == Some("NOPERM") {
+                // Redis names the command it refused; the step's command otherwise.
+                let refused = e
+                    .detail()
+                    .and_then(|d| d.split('\'').nth(1))
+                    .map_or_else(|| cmd.to_string(), str::to_uppercase);
+                return EnvError(format!(
+                    "the Redis user {user} may not run {refused}, which --strategy {strategy} needs ({e}): grant it (ACL SETUSER {user} +{}) or run as a user that has it",
+                    refused.to_lowercase()
+                ))
+                .into();
+            }
+            EnvError(format!(
+                "Redis refused {cmd}, which --strategy {strategy} needs: {e}"
+            ))
+            .into()
+        };
+        let deadline = Duration::from_secs(5);
+        macro_rules! step {
+            ($name:expr, $fut:expr) => {
+                match tokio::time::timeout(deadline, $fut).await {
+                    Ok(Ok(v)) => v,
+                    Ok(Err(e)) => return Err(fail($name, e)),
+                    Err(_) => {
+                        return Err(EnvError(format!("{} got no answer within 5 s", $name)).into());
+                    }
+                }
+            };
+        }
+        let _: Option<Vec<u8>> = step!("GET", redis::cmd("GET").arg(&key).query_async(&mut c));
+        let _: () = step!(
+            "SET",
+            redis::cmd("SET")
+                .arg(&key)
+                .arg(1)
+                .arg("PX")
+                .arg(1000)
+                .query_async(&mut c)
+        );
+        if lock {
+            let _: Option<String> = step!(
+                "SET NX",
+                redis::cmd("SET")
+                    .arg(&lock_key)
+                    .arg(0)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(1000)
+                    .query_async(&mut c)
+            );
+            let script = redis::Script::new(RELEASE_LUA);
+            let mut inv = script.key(&lock_key);
+            inv.arg(0);
+            let _: i64 = step!("EVALSHA", inv.invoke_async(&mut c));
+        }
+        Ok(())
     }
 
     pub async fn version(&self) -> Result<String> {
@@ -538,6 +655,25 @@ impl Admin {
     }
 }
 
+/// What stampede says when pointed at a Redis Cluster node.
+fn cluster_unsupported(url: &str) -> String {
+    format!(
+        "{} is a Redis Cluster node: Redis Cluster is not supported yet (keys of one run would live on several nodes and every request on another node's slot answers MOVED); point --redis-url at a standalone Redis or a primary without cluster mode",
+        redact_url(url)
+    )
+}
+
+/// The ACL user of a Redis URL (`default` when none is named).
+fn redis_user(url: &str) -> String {
+    url.split_once("://")
+        .and_then(|(_, rest)| rest.split(['/', '?', '#']).next())
+        .and_then(|auth| auth.rsplit_once('@'))
+        .map(|(cred, _)| cred.split(':').next().unwrap_or(""))
+        .filter(|u| !u.is_empty())
+        .unwrap_or("default")
+        .to_string()
+}
+
 fn info_field<'a>(info: &'a str, key: &str) -> Option<&'a str> {
     info.lines()
         .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
@@ -554,6 +690,13 @@ mod tests {
         assert_eq!(k.as_bytes(), b"stampede:ab12:lock:42");
         let k = KeyBuf::new("stampede:ab12:", "", u64::MAX);
         assert_eq!(k.as_bytes(), b"stampede:ab12:18446744073709551615");
+    }
+
+    #[test]
+    fn acl_user_of_a_url() {
+        assert_eq!(redis_user("redis://app:secret@h:1/"), "app");
+        assert_eq!(redis_user("rediss://:secret@h:1/"), "default");
+        assert_eq!(redis_user("redis://h:1/"), "default");
     }
 
     #[test]

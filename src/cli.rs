@@ -443,4 +443,35 @@ pub struct RunFlags {
     /// Lease: how long a lease token lives unless the holder's SET consumes it first; one token per key at a time, and a write's delete removes it [default: 2s]
     #[arg(long, value_name = "DURATION")]
     pub lease_ttl: Option<Dur>,
+    /// Start the managed servers with TLS: a CA and server certificates made for the run in each server's temp dir; redis-server then listens on TLS only (rediss://) and Postgres accepts TCP over TLS only (sslmode=verify-full against the run's CA). The result says servers.tls: true [default: off]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub tls: Option<bool>,
+
+    /// rediss:// only: verify Redis's certificate against this CA file (PEM) instead of the system's store
+    #[arg(long, value_name = "FILE")]
+    pub redis_ca: Option<PathBuf>,
+
+    /// rediss:// only: client certificate (PEM) for a Redis that requires one (tls-auth-clients yes); with --redis-key
+    #[arg(long, value_name = "FILE", requires = "redis_key")]
+    pub redis_cert: Option<PathBuf>,
+
+    /// rediss:// only: the private key (PEM) of --redis-cert
+    #[arg(long, value_name = "FILE", requires = "redis_cert")]
+    pub redis_key: Option<PathBuf>,
+
+    /// rediss:// only: do not verify Redis's certificate at all (prints a warning: anyone on the path can read and change the traffic)
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub redis_insecure: Option<bool>,
+
+    /// Your own load: this query (one parameter, $1, the key) on your --pg-url is what a miss runs, at its real cost (no pg_sleep). stampede then creates, alters and drops nothing in that database (a read-only role works); keys come from --keys-sql or --keys-file; the start is cold unless --start says otherwise. DB calls are read from pg_stat_statements for this statement when the extension is there
+    #[arg(long, value_name = "SQL")]
+    pub db_sql: Option<String>,
+
+    /// With --db-sql: the keys, as the first column of what this query returns (e.g. SELECT id FROM items ORDER BY views DESC); popularity is Zipf over them in the order returned (the first the most popular); --keys N keeps the first N
+    #[arg(long, value_name = "SQL", conflicts_with = "keys_file")]
+    pub keys_sql: Option<String>,
+
+    /// With --db-sql: the keys, one per line, most popular first (instead of --keys-sql)
+    #[arg(long, value_name = "FILE")]
+    pub keys_file: Option<PathBuf>,
 }

@@ -27,5 +27,6 @@ mod stats;
 mod steady;
 pub mod strategy;
 mod thresholds;
+pub mod tls;
 mod values;
 mod workload;

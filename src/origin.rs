@@ -12,13 +12,17 @@ use deadpool_postgres::{
     Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime, TimeoutType, Timeouts,
 };
 use serde::{Deserialize, Serialize};
+use tokio_postgres::Row;
 use tokio_postgres::types::Type;
-use tokio_postgres::{NoTls, Row};
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::error::{EnvError, UsageError};
 use crate::ledger::{self, LedgerLoad};
+
+mod own;
 use crate::metrics::{LoadGuard, Phase};
 use crate::values::redact_url;
+pub use own::OwnLoad;
 
 /// What one load (one DB call) costs the database.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
@@ -144,6 +148,8 @@ pub struct Db {
     /// Replaced by a new connection when a crash of the server closed it.
     admin: Mutex<Arc<tokio_postgres::Client>>,
     config: tokio_postgres::Config,
+    /// TLS as the URL's sslmode asks (unused under sslmode=disable).
+    tls: MakeRustlsConnect,
     url: String,
     pub schema: String,
     pub version: String,
@@ -151,24 +157,50 @@ pub struct Db {
     logged: bool,
     /// Why the server's call count cannot be read, when it cannot.
     pub stat_statements_missing: Option<String>,
+    /// `--db-sql`: the user's query is the loader, and nothing of the run is in the database.
+    own: Option<Arc<own::OwnQuery>>,
+    /// Whether the connection to the server is encrypted (pg_stat_ssl).
+    pub ssl: bool,
 }
 
-async fn connect_admin(url: &str) -> Result<(tokio_postgres::Client, tokio_postgres::Config)> {
-    let mut config: tokio_postgres::Config = url
-        .parse()
-        .map_err(|e| EnvError(format!("bad Postgres URL {}: {e}", redact_url(url))))?;
-    config.connect_timeout(Duration::from_secs(5));
-    config.application_name("stampede");
-    let connected = tokio::time::timeout(Duration::from_secs(6), config.connect(NoTls)).await;
+/// Why pg_stat_statements cannot be read on this connection's database, or None.
+async fn stat_statements_missing(admin: &tokio_postgres::Client) -> Option<String> {
+    match admin
+        .query_one("SELECT count(*) FROM pg_stat_statements", &[])
+        .await
+    {
+        Ok(_) => None,
+        Err(e) => Some(format!(
+            "pg_stat_statements is not available on this server ({}); enable it with shared_preload_libraries = 'pg_stat_statements' and CREATE EXTENSION pg_stat_statements",
+            e.as_db_error()
+                .map_or_else(|| e.to_string(), |d| d.message().to_string())
+        )),
+    }
+}
+
+/// Whether this connection is encrypted, as the server sees it.
+async fn ssl_in_use(admin: &tokio_postgres::Client) -> bool {
+    admin
+        .query_one(
+            "SELECT coalesce((SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()), false)",
+            &[],
+        )
+        .await
+        .is_ok_and(|r| r.get::<_, bool>(0))
+}
+
+async fn connect_admin(url: &str) -> Result<(tokio_postgres::Client, crate::tls::PgTarget)> {
+    let mut target = crate::tls::pg_target(url)?;
+    target.config.connect_timeout(Duration::from_secs(5));
+    target.config.application_name("stampede");
+    let connected = tokio::time::timeout(
+        Duration::from_secs(6),
+        target.config.connect(target.tls.clone()),
+    )
+    .await;
     let (client, conn) = match connected {
         Ok(Ok(c)) => c,
-        Ok(Err(e)) => {
-            return Err(EnvError(format!(
-                "cannot connect to Postgres at {}: {e} (is it running and reachable?)",
-                redact_url(url)
-            ))
-            .into());
-        }
+        Ok(Err(e)) => return Err(EnvError(target.explain(&e)).into()),
         Err(_) => {
             return Err(EnvError(format!(
                 "cannot connect to Postgres at {}: no answer within 6 s",
@@ -181,7 +213,7 @@ async fn connect_admin(url: &str) -> Result<(tokio_postgres::Client, tokio_postg
         // Ends when the client is dropped; an error here surfaces on the next query instead.
         let _ = conn.await;
     });
-    Ok((client, config))
+    Ok((client, target))
 }
 
 /// `CREATE TABLE` or `CREATE UNLOGGED TABLE`.
@@ -275,7 +307,7 @@ impl Db {
         logged: bool,
         ledger_cost: Duration,
     ) -> Result<Db> {
-        let (admin, config) = connect_admin(url).await?;
+        let (admin, target) = connect_admin(url).await?;
         let version: String = admin
             .query_one("SHOW server_version", &[])
             .await
@@ -326,25 +358,19 @@ impl Db {
             .await
             .context("indexing the seeded items")?;
         ledger::install(&admin, &schema, ledger_cost, logged).await?;
-        let stat_statements_missing = match admin
-            .query_one("SELECT count(*) FROM pg_stat_statements", &[])
-            .await
-        {
-            Ok(_) => None,
-            Err(e) => Some(format!(
-                "pg_stat_statements is not available on this server ({}); enable it with shared_preload_libraries = 'pg_stat_statements' and CREATE EXTENSION pg_stat_statements",
-                e.as_db_error()
-                    .map_or_else(|| e.to_string(), |d| d.message().to_string())
-            )),
-        };
+        let stat_statements_missing = stat_statements_missing(&admin).await;
+        let ssl = ssl_in_use(&admin).await;
         Ok(Db {
             admin: Mutex::new(Arc::new(admin)),
-            config,
+            config: target.config,
+            tls: target.tls,
             url: url.to_string(),
             schema,
             version,
             logged,
             stat_statements_missing,
+            own: None,
+            ssl,
         })
     }
 
@@ -365,8 +391,10 @@ impl Db {
     pub fn probe(&self) -> PgProbe {
         PgProbe {
             config: self.config.clone(),
+            tls: self.tls.clone(),
             schema: self.schema.clone(),
-            stats: self.stat_statements_missing.is_none(),
+            // The user's statement is not found by schema: read at the end only.
+            stats: self.stat_statements_missing.is_none() && self.own.is_none(),
             client: None,
         }
     }
@@ -375,6 +403,9 @@ impl Db {
     /// connection: cache warming reads in bulk, not one load per key through the app's pools,
     /// and is not a DB call.
     pub async fn rows(&self, ids: &[i64]) -> Result<Vec<(i64, String, i64)>> {
+        if let Some(own) = &self.own {
+            return self.own_rows(own, ids).await;
+        }
         let sql = format!(
             "SELECT id, payload, version FROM {}.items WHERE id = ANY($1)",
             self.schema
@@ -467,7 +498,7 @@ impl Db {
         // (a crash of Postgres closes them all), so the pool opens new ones once it is back.
         let mgr = Manager::from_config(
             cfg,
-            NoTls,
+            self.tls.clone(),
             ManagerConfig {
                 recycling_method: RecyclingMethod::Fast,
             },
@@ -479,11 +510,16 @@ impl Db {
             .runtime(Runtime::Tokio1)
             .build()
             .context("building the database pool")?;
-        let sql = [
-            loader_sql(&self.schema, cost, true),
-            loader_sql(&self.schema, cost, false),
-        ];
-        let types = loader_types(cost);
+        let (sql, types) = match &self.own {
+            Some(own) => (own.sql.clone(), &own.types[..]),
+            None => (
+                [
+                    loader_sql(&self.schema, cost, true),
+                    loader_sql(&self.schema, cost, false),
+                ],
+                loader_types(cost),
+            ),
+        };
         // Open every connection now: connecting inside the first herd would inflate its latency
         // with set-up cost a running app does not pay.
         let mut held = Vec::with_capacity(size as usize);
@@ -513,6 +549,7 @@ impl Db {
             pool,
             sql,
             write_sql: write_sql(&self.schema),
+            own: self.own.clone(),
             cost,
             timeouts,
             statement_deadline: timeout.map(|t| t + STATEMENT_GRACE),
@@ -525,6 +562,9 @@ impl Db {
     pub async fn server_calls(&self) -> Option<u64> {
         if self.stat_statements_missing.is_some() {
             return None;
+        }
+        if let Some(own) = &self.own {
+            return self.own_server_calls(own).await;
         }
         server_calls(&*self.admin().await.ok()?, &self.schema).await
     }
@@ -578,6 +618,10 @@ impl Db {
 
     /// Say this run is alive (see [`dead_schemas`]).
     pub async fn heartbeat(&self) -> Result<()> {
+        // Under --db-sql nothing of the run is in the database, so nothing to clean up.
+        if self.own.is_some() {
+            return Ok(());
+        }
         self.admin()
             .await?
             .batch_execute(&format!(
@@ -590,6 +634,9 @@ impl Db {
 
     /// Drop the run's schema (on an external server this is the whole clean-up).
     pub async fn teardown(&self) -> Result<()> {
+        if self.own.is_some() {
+            return Ok(());
+        }
         self.admin()
             .await?
             .batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema))
@@ -616,6 +663,7 @@ async fn server_calls(client: &tokio_postgres::Client, schema: &str) -> Option<u
 /// before a kill.
 pub struct PgProbe {
     config: tokio_postgres::Config,
+    tls: MakeRustlsConnect,
     schema: String,
     /// Whether pg_stat_statements can be read.
     stats: bool,
@@ -631,7 +679,7 @@ impl PgProbe {
         {
             self.client = None;
             if let Ok(Ok((client, conn))) =
-                tokio::time::timeout(PROBE_TIMEOUT, self.config.connect(NoTls)).await
+                tokio::time::timeout(PROBE_TIMEOUT, self.config.connect(self.tls.clone())).await
             {
                 tokio::spawn(async move {
                     // Ends when the client is dropped or the server goes away.
@@ -679,6 +727,8 @@ pub struct Origin {
     sql: [String; 2],
     /// The write statement (prepared on first use: a run without writes never sends it).
     write_sql: String,
+    /// `--db-sql`: the user's query and its keys.
+    own: Option<Arc<own::OwnQuery>>,
     cost: LoadCost,
     /// Bounds of a load's wait for a connection and of opening a new one.
     timeouts: Timeouts,
@@ -733,6 +783,14 @@ impl Origin {
     /// Load `id`: wait for a connection, then run the loader statement (one DB call, counted
     /// on `load` when it is sent). `Ok(None)` when the id does not exist.
     pub async fn load(&self, id: u64, load: &LoadGuard<'_>) -> Result<Option<Loaded>, LoadFailure> {
+        // An id past the user's keys is not in their table: nothing to ask.
+        let own_key = match &self.own {
+            Some(own) => match own.key(id) {
+                Some(k) => Some(k),
+                None => return Ok(None),
+            },
+            None => None,
+        };
         let client = self
             .pool
             .timeout_get(&self.timeouts)
@@ -755,17 +813,21 @@ impl Origin {
             Phase::WarmUp => &self.sql[1],
         };
         let run = async {
-            let stmt = client
-                .prepare_typed_cached(sql, loader_types(self.cost))
-                .await
-                .map_err(|_| {
-                    statement.failed(false);
-                    LoadFailure::Db
-                })?;
+            let types = match &self.own {
+                Some(own) => &own.types[..],
+                None => loader_types(self.cost),
+            };
+            let stmt = client.prepare_typed_cached(sql, types).await.map_err(|_| {
+                statement.failed(false);
+                LoadFailure::Db
+            })?;
             let id = id as i64;
-            match self.cost {
-                LoadCost::Sleep(d) => client.query_one(&stmt, &[&id, &d.as_secs_f64()]).await,
-                LoadCost::Heavy => client.query_one(&stmt, &[&id]).await,
+            match (own_key, self.cost) {
+                (Some(key), _) => client.query_one(&stmt, &[key]).await,
+                (None, LoadCost::Sleep(d)) => {
+                    client.query_one(&stmt, &[&id, &d.as_secs_f64()]).await
+                }
+                (None, LoadCost::Heavy) => client.query_one(&stmt, &[&id]).await,
             }
             .map_err(|e| {
                 if e.code() == Some(&tokio_postgres::error::SqlState::QUERY_CANCELED) {

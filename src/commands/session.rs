@@ -21,6 +21,7 @@ use crate::origin::DbQuery;
 use crate::results::{self, RunResult, StartFigures};
 use crate::scenario::Scenario;
 use crate::servers::{ManagedPostgres, ManagedRedis, postgres::PgStartOptions};
+use crate::tls::RedisTls;
 use crate::values::redact_url;
 
 /// Ctrl-C, SIGTERM and SIGHUP (a closed terminal) all become one shutdown signal handed to
@@ -71,6 +72,8 @@ impl Status {
 pub struct Env {
     pub redis_url: String,
     pub pg_url: String,
+    /// How to speak TLS to Redis: the user's flags, or the managed server's own CA.
+    pub redis_tls: RedisTls,
     redis: Option<ManagedRedis>,
     pg: Option<ManagedPostgres>,
     redis_startup: Option<Duration>,
@@ -81,6 +84,7 @@ impl Env {
         let mut env = Env {
             redis_url: String::new(),
             pg_url: String::new(),
+            redis_tls: sc.redis_tls.clone(),
             redis: None,
             pg: None,
             redis_startup: None,
@@ -89,9 +93,15 @@ impl Env {
             Some(u) => env.redis_url = u.clone(),
             None => {
                 let t = Instant::now();
-                let r = ManagedRedis::start().await?;
+                let r = ManagedRedis::start_with(sc.tls).await?;
                 env.redis_startup = Some(t.elapsed());
                 env.redis_url = r.url();
+                if let Some(c) = r.certs() {
+                    env.redis_tls = RedisTls {
+                        ca: Some(c.ca.clone()),
+                        ..RedisTls::default()
+                    };
+                }
                 env.redis = Some(r);
             }
         }
@@ -100,7 +110,8 @@ impl Env {
             None => {
                 // Every instance's pool plus the admin connections, with headroom.
                 let max_connections = sc.instances * sc.db_pool + 10;
-                let p = ManagedPostgres::start(PgStartOptions { max_connections }).await?;
+                let p =
+                    ManagedPostgres::start_with(PgStartOptions { max_connections }, sc.tls).await?;
                 let (took, reused) = p.startup();
                 status.line(&format!(
                     "managed servers up: redis {} in {} ms, postgres {} in {} ms ({})",
@@ -148,21 +159,57 @@ pub async fn run_on(
     let run_id = format!("{:08x}", rand::random::<u32>());
     let prefix: Arc<str> = Arc::from(format!("stampede:{run_id}:"));
     let seed_start = Instant::now();
-    // A Postgres crash empties unlogged tables: with a Postgres fault the items are logged.
-    let logged = sc.faults_on(Server::Postgres);
-    let db = Db::setup(
-        &env.pg_url,
-        &run_id,
-        sc.keys,
-        sc.value_size,
-        sc.pg_url.is_some().then_some(sc.instances * sc.db_pool),
-        logged,
-        sc.db_cost.0,
-    )
-    .await?;
+    let connections = sc.pg_url.is_some().then_some(sc.instances * sc.db_pool);
+    // Under --db-sql the keys are the user's: the scenario takes their number from here on.
+    let own_sc;
+    let (db, sc) = match &sc.own_load {
+        Some(own) => {
+            let (db, n) = Db::attach(&env.pg_url, own, sc.keys, connections).await?;
+            own_sc = Scenario {
+                keys: n,
+                warm: sc.warm.min(n),
+                ..sc.clone()
+            };
+            status.line(&own_load_line(&own_sc, &env.pg_url));
+            (db, &own_sc)
+        }
+        None => {
+            // A Postgres crash empties unlogged tables: with a Postgres fault the items are logged.
+            let logged = sc.faults_on(Server::Postgres);
+            let db = Db::setup(
+                &env.pg_url,
+                &run_id,
+                sc.keys,
+                sc.value_size,
+                connections,
+                logged,
+                sc.db_cost.0,
+            )
+            .await?;
+            (db, sc)
+        }
+    };
     let heavy_query_ms = heavy_setup(sc, &db, status).await;
     let seed_ms = seed_start.elapsed().as_millis() as u64;
-    let admin = cache::Admin::open(&env.redis_url, prefix.clone()).await?;
+    let admin = match cache::Admin::open_with(&env.redis_url, &env.redis_tls, prefix.clone()).await
+    {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = db.teardown().await;
+            return Err(e);
+        }
+    };
+    let heavy_query_ms = match heavy_query_ms {
+        Ok(h) => admin
+            .check_access(
+                &env.redis_url,
+                sc.strategy.coordination.mutex(),
+                &sc.strategy.to_string(),
+            )
+            .await
+            .map(|()| h),
+        Err(e) => Err(e),
+    };
     // From here on the run's schema and keys exist: remove them whatever happens next.
     let result = match heavy_query_ms {
         Ok(heavy_query_ms) => {
@@ -211,6 +258,33 @@ struct Setup<'a> {
     prefix: Arc<str>,
     seed_ms: u64,
     heavy_query_ms: Option<f64>,
+}
+
+/// What a run on the user's own query will do to their server, said before it starts.
+fn own_load_line(sc: &Scenario, pg_url: &str) -> String {
+    let mut s = format!(
+        "--db-sql: {} keys; nothing is created in {}",
+        sc.keys,
+        redact_url(pg_url)
+    );
+    let warming = match sc.start {
+        crate::workload::Start::Cold => sc.warm,
+        _ => sc.keys,
+    };
+    if warming > 0 {
+        s.push_str(&format!(
+            "; warming the cache ({} start{}) runs your query once per key it caches: up to {warming} queries before traffic starts",
+            sc.start.name(),
+            if sc.warm > 0 {
+                format!(", --warm {}", sc.warm)
+            } else {
+                String::new()
+            }
+        ));
+    } else {
+        s.push_str("; cold start: the cache is empty when traffic starts");
+    }
+    s
 }
 
 /// Under `--db-query heavy`, seed the reviews table and measure one heavy query.
@@ -307,7 +381,14 @@ async fn measure(
         .version()
         .await
         .map_err(|e| EnvError(format!("reading Redis INFO: {e:#}")))?;
-    let driver = Driver::build(sc, &env.redis_url, setup.prefix.clone(), setup.db).await?;
+    let driver = Driver::build(
+        sc,
+        &env.redis_url,
+        &env.redis_tls,
+        setup.prefix.clone(),
+        setup.db,
+    )
+    .await?;
     let delta_us = match setup.heavy_query_ms {
         Some(ms) => (ms * 1000.0) as u32,
         None => sc.db_cost.0.as_micros().min(u128::from(u32::MAX)) as u32,
@@ -589,6 +670,7 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
             postgres_startup_ms: env.pg.as_ref().map(|p| p.startup().0.as_millis() as u64),
             postgres_template_reused: env.pg.as_ref().map(|p| p.startup().1),
             seed_ms: setup.seed_ms,
+            tls: env.redis_url.starts_with("rediss://") && db.ssl,
         },
         generator,
         thresholds: Vec::new(),

@@ -191,6 +191,7 @@ impl Driver {
     pub async fn build(
         sc: &Scenario,
         redis_url: &str,
+        redis_tls: &crate::tls::RedisTls,
         prefix: Arc<str>,
         db: &Db,
     ) -> Result<Driver> {
@@ -235,8 +236,9 @@ impl Driver {
         });
         let mut instances = Vec::with_capacity(sc.instances as usize);
         for i in 0..sc.instances {
-            let cache = Cache::open(
+            let cache = Cache::open_with(
                 redis_url,
+                redis_tls,
                 sc.redis_conns,
                 sc.redis_timeout.0,
                 prefix.clone(),

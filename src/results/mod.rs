@@ -610,6 +610,10 @@ pub struct Servers {
     pub postgres_template_reused: Option<bool>,
     /// Time to create and seed the items table (and the reviews table under `--db-query heavy`), ms.
     pub seed_ms: u64,
+    /// Whether both connections were encrypted: Redis over rediss:// and Postgres over TLS
+    /// (as the server reports it in pg_stat_ssl).
+    #[serde(default)]
+    pub tls: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

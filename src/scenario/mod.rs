@@ -5,12 +5,13 @@
 use serde::{Deserialize, Serialize};
 
 use crate::fault::{FaultSpec, Server};
-use crate::origin::{DbQuery, LoadCost};
+use crate::origin::{DbQuery, LoadCost, OwnLoad};
 use crate::protect::BreakerSpec;
 use crate::strategy::StrategySpec;
 use crate::strategy::invalidate::Invalidate;
 use crate::strategy::lock::LockTimeoutPolicy;
 use crate::thresholds::Thresholds;
+use crate::tls::RedisTls;
 use crate::values::{Dur, Percent, Rate, redact_url};
 use crate::workload::{Arrival, Start};
 
@@ -84,6 +85,16 @@ pub struct Scenario {
     /// Limits that make the run exit 1 when broken: the file's `[thresholds]` with
     /// `--threshold` on top.
     pub thresholds: Thresholds,
+    /// `--tls`: the managed servers run with TLS, on certificates made for the run.
+    #[serde(default)]
+    pub tls: bool,
+    /// TLS to an external Redis (`--redis-ca`, `--redis-cert`/`--redis-key`, `--redis-insecure`).
+    #[serde(default)]
+    pub redis_tls: RedisTls,
+    /// `--db-sql`: the user's query is the load, on keys of theirs (`keys` is then how many
+    /// the run used; 0 before they are read: all of them).
+    #[serde(default)]
+    pub own_load: Option<OwnLoad>,
     /// Writes sent alongside the reads (`--write-rps`); absent without writes, so a run
     /// without them reads (and is compared) as before writes existed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -133,7 +144,7 @@ impl Scenario {
 
 /// Settings that shape what the workload asks of the servers: two results that differ in one
 /// of them measured different things, whatever their strategies.
-pub const WORKLOAD_SETTINGS: [&str; 22] = [
+pub const WORKLOAD_SETTINGS: [&str; 23] = [
     "load",
     "duration",
     "warmup",
@@ -156,6 +167,7 @@ pub const WORKLOAD_SETTINGS: [&str; 22] = [
     "missing_ratio",
     "faults",
     "writes",
+    "own_load",
 ];
 
 /// Settings of the strategy under test (its parameters, which differ between strategies of one
@@ -180,7 +192,7 @@ pub const STRATEGY_SETTINGS: [&str; 13] = [
 /// Settings that change neither the workload nor the strategy: where the servers are, how the
 /// timeline is cut, what the run is judged by.
 #[cfg(test)]
-const OTHER_SETTINGS: [&str; 9] = [
+const OTHER_SETTINGS: [&str; 11] = [
     "scenario_file",
     "redis_url",
     "pg_url",
@@ -190,6 +202,8 @@ const OTHER_SETTINGS: [&str; 9] = [
     "pg_restart_cmd",
     "interval",
     "thresholds",
+    "tls",
+    "redis_tls",
 ];
 
 impl Scenario {

@@ -14,11 +14,12 @@ const MAX_DATA_BYTES: u64 = 8 << 30;
 use crate::cli::RunFlags;
 use crate::error::UsageError;
 use crate::fault::{self as schedule, FaultKind, FaultSpec};
-use crate::origin::DbQuery;
+use crate::origin::{DbQuery, OwnLoad};
 use crate::protect::BreakerSpec;
 use crate::strategy::StrategySpec;
 use crate::strategy::invalidate::Invalidate;
 use crate::strategy::lock::LockTimeoutPolicy;
+use crate::tls::RedisTls;
 use crate::values::{Dur, Percent, Rate, redact_url};
 use crate::workload::{Arrival, Start};
 
@@ -97,6 +98,14 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
         redis_url,
         pg_url,
         redis_timeout,
+        tls,
+        redis_ca,
+        redis_cert,
+        redis_key,
+        redis_insecure,
+        db_sql,
+        keys_sql,
+        keys_file,
         interval,
         beta,
         stale,
@@ -564,9 +573,15 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
             arrival: m.arrival.unwrap_or(Arrival::Constant),
         },
     };
-    let keys = m.keys.unwrap_or(10_000);
+    let own_load = own_load(&m)?;
+    let (tls, redis_tls) = tls_settings(&m)?;
+    // Under --db-sql the keys are the user's: --keys only caps them (0: all).
+    let keys = match &own_load {
+        Some(_) => m.keys.unwrap_or(0),
+        None => m.keys.unwrap_or(10_000),
+    };
     let warm = m.warm.unwrap_or(0);
-    if warm > keys {
+    if warm > keys && own_load.is_none() {
         return Err(UsageError::new(format!(
             "--warm {warm} is more than --keys {keys}: warm at most every key"
         )));
@@ -584,7 +599,7 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
         .map_err(UsageError)?;
     check_external_faults(&m)?;
     let value_size = m.value_size.unwrap_or(1024);
-    if keys.saturating_mul(value_size as u64) > MAX_DATA_BYTES {
+    if own_load.is_none() && keys.saturating_mul(value_size as u64) > MAX_DATA_BYTES {
         return Err(UsageError::new(format!(
             "--keys {keys} × --value-size {value_size} is {} GiB of payload, more than {} GiB: the seeded table and a full cache must fit the machine; fewer keys or smaller values",
             keys.saturating_mul(value_size as u64) >> 30,
@@ -617,6 +632,13 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
                 )));
             }
         }
+    }
+    if writes.is_some() && own_load.is_some() {
+        // Writes UPDATE the seeded items; under --db-sql the table is the user's and the tool
+        // changes nothing in their database.
+        return Err(UsageError::new(
+            "--write-rps writes to the table stampede seeds, and with --db-sql there is none: stampede changes nothing in your database. Drop --write-rps, or drop --db-sql to measure writes on the seeded table",
+        ));
     }
     let invalidate = match (&writes, &m.invalidate) {
         (None, _) => None,
@@ -657,7 +679,13 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
         redis_conns: m.redis_conns.unwrap_or(1),
         max_inflight: m.max_inflight.unwrap_or(2048),
         backlog: m.backlog.unwrap_or(0),
-        start: m.start.unwrap_or(Start::Steady),
+        // A steady start under --db-sql would run the user's query once per key on their
+        // server before the run: only when asked.
+        start: m.start.unwrap_or(if own_load.is_some() {
+            Start::Cold
+        } else {
+            Start::Steady
+        }),
         warm,
         redis_url: m.redis_url,
         pg_url: m.pg_url,
@@ -684,7 +712,88 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
         writes,
         invalidate,
         lease_ttl,
+        tls,
+        redis_tls,
+        own_load,
     })
+}
+
+/// `--tls` and the Redis TLS flags, checked against where the servers are.
+fn tls_settings(m: &RunFlags) -> Result<(bool, RedisTls), UsageError> {
+    let tls = m.tls.unwrap_or(false);
+    if tls && m.redis_url.is_some() && m.pg_url.is_some() {
+        return Err(UsageError::new(
+            "--tls starts the managed servers with TLS, and both servers are given by URL: drop --tls (use rediss:// and sslmode= in the URLs)",
+        ));
+    }
+    let redis_tls = RedisTls {
+        ca: m.redis_ca.clone(),
+        cert: m.redis_cert.clone(),
+        key: m.redis_key.clone(),
+        insecure: m.redis_insecure.unwrap_or(false),
+    };
+    if !redis_tls.is_empty() && m.redis_url.is_none() {
+        return Err(UsageError::new(
+            "--redis-ca, --redis-cert, --redis-key and --redis-insecure are for a Redis given with --redis-url (rediss://…); the managed one uses its own certificates under --tls",
+        ));
+    }
+    redis_tls.check(m.redis_url.as_deref())?;
+    Ok((tls, redis_tls))
+}
+
+/// `--db-sql` and its keys, checked against what cannot go with them.
+fn own_load(m: &RunFlags) -> Result<Option<OwnLoad>, UsageError> {
+    let Some(sql) = &m.db_sql else {
+        if m.keys_sql.is_some() || m.keys_file.is_some() {
+            return Err(UsageError::new(
+                "--keys-sql and --keys-file give the keys of --db-sql: add --db-sql",
+            ));
+        }
+        return Ok(None);
+    };
+    if sql.trim().is_empty() {
+        return Err(UsageError::new(
+            "--db-sql is empty: give the query, with $1 for the key",
+        ));
+    }
+    if m.pg_url.is_none() {
+        return Err(UsageError::new(
+            "--db-sql runs your query on your database: give it with --pg-url",
+        ));
+    }
+    if m.keys_sql.is_none() && m.keys_file.is_none() {
+        return Err(UsageError::new(
+            "--db-sql needs its keys: --keys-sql 'SELECT id FROM …' (most popular first) or --keys-file FILE",
+        ));
+    }
+    if m.keys_sql.is_some() && m.keys_file.is_some() {
+        return Err(UsageError::new("give --keys-sql or --keys-file, not both"));
+    }
+    for (given, flag) in [
+        (m.db_query.is_some(), "--db-query"),
+        (m.db_cost.is_some(), "--db-cost"),
+        (m.value_size.is_some(), "--value-size"),
+        (
+            m.missing_ratio.is_some_and(|p| p.0 > 0.0),
+            "--missing-ratio",
+        ),
+    ] {
+        if given {
+            return Err(UsageError::new(format!(
+                "{flag} shapes stampede's own load; with --db-sql a load is your query on your keys: drop {flag}"
+            )));
+        }
+    }
+    if !m.fault.is_empty() {
+        return Err(UsageError::new(
+            "faults are not supported with --db-sql yet: run your query without faults",
+        ));
+    }
+    Ok(Some(OwnLoad {
+        sql: sql.clone(),
+        keys_sql: m.keys_sql.clone(),
+        keys_file: m.keys_file.clone(),
+    }))
 }
 
 #[cfg(test)]

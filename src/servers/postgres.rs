@@ -41,6 +41,8 @@ const RESTART_BACKOFF: Duration = Duration::from_millis(200);
 const CRASH_RECOVERY_LOG: &str = "automatic recovery in progress";
 /// The unprivileged user the server runs as when we are root.
 const SERVER_USER: &str = "postgres";
+/// The pg_hba.conf of a server with TLS, in its temp dir.
+const TLS_HBA: &str = "pg_hba_tls.conf";
 /// The superuser initdb creates; the url connects as it (trust auth, loopback only).
 const DB_USER: &str = "stampede";
 
@@ -79,6 +81,9 @@ pub struct ManagedPostgres {
     watchdog: Watchdog,
     startup: Duration,
     template_reused: bool,
+    /// With `--tls`: the certificates made for this server (in `dir`); it then accepts TCP
+    /// connections over TLS only.
+    tls: Option<crate::tls::RunCerts>,
 }
 
 impl ManagedPostgres {
@@ -86,9 +91,30 @@ impl ManagedPostgres {
     /// accepts connections, and create pg_stat_statements in database `postgres`. On
     /// failure the server is stopped and the error carries the last lines of its log.
     pub async fn start(opts: PgStartOptions) -> Result<Self, ServerError> {
+        Self::start_with(opts, false).await
+    }
+
+    /// As [`ManagedPostgres::start`]; with `tls`, a CA and a server certificate are made in
+    /// the temp dir, `ssl` is on and TCP connections must use TLS (`hostssl` only; the
+    /// tool's own readiness probe goes through the Unix socket).
+    pub async fn start_with(opts: PgStartOptions, tls: bool) -> Result<Self, ServerError> {
         let started = Instant::now();
         let run_as = run_as()?;
         let (dir, watchdog) = server_dir(PG_DIR_PREFIX, "Postgres").await?;
+        // Written before the dir is handed to the server user: the key must be its own.
+        let certs = if tls {
+            let certs = crate::tls::generate_run_certs(dir.path())
+                .map_err(|e| ServerError::setup("writing certificates for Postgres", e))?;
+            let hba = dir.path().join(TLS_HBA);
+            std::fs::write(
+                &hba,
+                "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostssl all all ::1/128 trust\n",
+            )
+            .map_err(|e| ServerError::setup(format!("writing {}", hba.display()), e))?;
+            Some(certs)
+        } else {
+            None
+        };
         // Finding binaries runs `postgres --version` and preparing the data dir copies tens
         // of megabytes or runs initdb: blocking work, kept off the async workers.
         let dir_path = dir.path().to_owned();
@@ -112,6 +138,7 @@ impl ManagedPostgres {
             watchdog,
             startup: Duration::ZERO,
             template_reused,
+            tls: certs,
         };
         let mut attempt = 1;
         let (client, connection) = loop {
@@ -128,9 +155,22 @@ impl ManagedPostgres {
         Ok(pg)
     }
 
-    /// `postgres://stampede@127.0.0.1:PORT/postgres`.
+    /// `postgres://stampede@127.0.0.1:PORT/postgres`; with TLS, verify-full against the
+    /// run's CA.
     pub fn url(&self) -> String {
-        format!("postgres://{DB_USER}@127.0.0.1:{}/postgres", self.port)
+        match &self.tls {
+            None => format!("postgres://{DB_USER}@127.0.0.1:{}/postgres", self.port),
+            Some(c) => format!(
+                "postgres://{DB_USER}@127.0.0.1:{}/postgres?sslmode=verify-full&sslrootcert={}",
+                self.port,
+                c.ca.display()
+            ),
+        }
+    }
+
+    /// The certificates of a server started with TLS.
+    pub fn certs(&self) -> Option<&crate::tls::RunCerts> {
+        self.tls.as_ref()
     }
 
     /// The TCP port.
@@ -201,6 +241,20 @@ impl ManagedPostgres {
         (self.startup, self.template_reused)
     }
 
+    /// The settings of TLS, when the server has it.
+    fn tls_args(&self) -> Vec<String> {
+        let Some(c) = &self.tls else {
+            return Vec::new();
+        };
+        let set = |k: &str, v: &Path| ["-c".to_string(), format!("{k}={}", v.display())];
+        let mut a = vec!["-c".to_string(), "ssl=on".to_string()];
+        a.extend(set("ssl_cert_file", &c.server_cert));
+        a.extend(set("ssl_key_file", &c.server_key));
+        a.extend(set("ssl_ca_file", &c.ca));
+        a.extend(set("hba_file", &self.dir.path().join(TLS_HBA)));
+        a
+    }
+
     fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
     }
@@ -235,8 +289,13 @@ impl ManagedPostgres {
             )));
         }
 
+        // With TLS, TCP without it is refused: the probe takes the Unix socket.
+        let host = match self.tls {
+            None => "127.0.0.1".to_string(),
+            Some(_) => self.dir.path().display().to_string(),
+        };
         let dsn = format!(
-            "host=127.0.0.1 port={} user={DB_USER} dbname=postgres connect_timeout={}",
+            "host={host} port={} user={DB_USER} dbname=postgres connect_timeout={}",
             self.port,
             CONNECT_TIMEOUT.as_secs()
         );
@@ -327,6 +386,7 @@ impl ManagedPostgres {
             .args(["-c", "shared_preload_libraries=pg_stat_statements"])
             .arg("-c")
             .arg(format!("max_connections={}", opts.max_connections))
+            .args(self.tls_args())
             // Log to stderr, which we send to the log file, so errors can quote it.
             .args(["-c", "logging_collector=off"])
             .current_dir(self.dir.path())

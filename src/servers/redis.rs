@@ -44,6 +44,8 @@ pub struct ManagedRedis {
     /// Kills the running server and removes `dir` if the tool dies. Declared after `dir`:
     /// it is dismissed only once the dir is gone.
     watchdog: Watchdog,
+    /// With `--tls`: the certificates made for this server (in `dir`); it then speaks TLS only.
+    tls: Option<crate::tls::RunCerts>,
 }
 
 impl ManagedRedis {
@@ -51,6 +53,13 @@ impl ManagedRedis {
     /// and log file, and wait (up to 10 s) until it answers PING. On failure the process is
     /// killed and the error carries the last lines of its log.
     pub async fn start() -> Result<Self, ServerError> {
+        Self::start_with(false).await
+    }
+
+    /// As [`ManagedRedis::start`]; with `tls`, the server speaks TLS only (no plain port),
+    /// with a CA and a server certificate generated in its temp dir. Clients may present
+    /// a certificate signed by that CA (the client pair is there too) but need not.
+    pub async fn start_with(tls: bool) -> Result<Self, ServerError> {
         let binary = find_on_path("redis-server").ok_or(ServerError::NotFound {
             program: "redis-server",
             searched: "on PATH".to_owned(),
@@ -63,7 +72,14 @@ impl ManagedRedis {
             child: None,
             dir,
             watchdog,
+            tls: None,
         };
+        if tls {
+            redis.tls = Some(
+                crate::tls::generate_run_certs(redis.dir.path())
+                    .map_err(|e| ServerError::setup("writing certificates for redis-server", e))?,
+            );
+        }
         let mut attempt = 1;
         loop {
             redis.port = free_port()
@@ -76,9 +92,19 @@ impl ManagedRedis {
         }
     }
 
-    /// `redis://127.0.0.1:PORT/`, for the redis crate.
+    /// `redis://127.0.0.1:PORT/` (`rediss://` with TLS), for the redis crate.
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        let scheme = if self.tls.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}/", self.port)
+    }
+
+    /// The certificates of a server started with TLS.
+    pub fn certs(&self) -> Option<&crate::tls::RunCerts> {
+        self.tls.as_ref()
     }
 
     /// The TCP port, stable across restarts.
@@ -184,7 +210,8 @@ impl ManagedRedis {
                     LaunchError::Failed(err)
                 });
             }
-            let last_error = match ping(self.port).await {
+            let last_error = match ping(self.port, self.tls.as_ref().map(|c| c.ca.as_path())).await
+            {
                 Ok(()) => return Ok(()),
                 Err(e) => e,
             };
@@ -214,10 +241,25 @@ impl ManagedRedis {
                 e,
             )
         })?;
-        Command::new(&self.binary)
-            .arg("--port")
-            .arg(self.port.to_string())
-            .args(["--bind", "127.0.0.1"])
+        let mut cmd = Command::new(&self.binary);
+        match &self.tls {
+            None => {
+                cmd.arg("--port").arg(self.port.to_string());
+            }
+            // TLS only: no plain port, so a client without TLS cannot get in unnoticed.
+            Some(c) => {
+                cmd.args(["--port", "0", "--tls-port"])
+                    .arg(self.port.to_string())
+                    .arg("--tls-cert-file")
+                    .arg(&c.server_cert)
+                    .arg("--tls-key-file")
+                    .arg(&c.server_key)
+                    .arg("--tls-ca-cert-file")
+                    .arg(&c.ca)
+                    .args(["--tls-auth-clients", "optional"]);
+            }
+        }
+        cmd.args(["--bind", "127.0.0.1"])
             // No RDB snapshots and no AOF: a restart must come back empty, like a crash of a
             // pure cache, and persistence would only add disk noise to the measurements.
             .args(["--save", ""])
@@ -252,28 +294,39 @@ impl Drop for ManagedRedis {
 }
 
 /// One raw RESP PING; `Ok` on `+PONG`. A raw socket keeps readiness free of any client
-/// library's reconnect logic.
-async fn ping(port: u16) -> Result<(), String> {
+/// library's reconnect logic. With `ca`, over TLS verified against it.
+async fn ping(port: u16, ca: Option<&std::path::Path>) -> Result<(), String> {
     let exchange = async {
-        let mut stream = TcpStream::connect(("127.0.0.1", port))
-            .await
-            .map_err(|e| e.to_string())?;
-        stream
-            .write_all(b"*1\r\n$4\r\nPING\r\n")
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut reply = [0u8; 64];
-        let n = stream.read(&mut reply).await.map_err(|e| e.to_string())?;
-        let reply = String::from_utf8_lossy(&reply[..n]);
-        if reply.starts_with("+PONG") {
-            Ok(())
-        } else {
-            Err(format!("PING answered {:?}", reply.trim_end()))
+        match ca {
+            None => {
+                let stream = TcpStream::connect(("127.0.0.1", port))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                ping_on(stream).await
+            }
+            Some(ca) => ping_on(crate::tls::connect_loopback(port, ca).await?).await,
         }
     };
     tokio::time::timeout(PING_TIMEOUT, exchange)
         .await
         .unwrap_or_else(|_| Err(format!("PING got no answer within {PING_TIMEOUT:?}")))
+}
+
+async fn ping_on(
+    mut stream: impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+) -> Result<(), String> {
+    stream
+        .write_all(b"*1\r\n$4\r\nPING\r\n")
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut reply = [0u8; 64];
+    let n = stream.read(&mut reply).await.map_err(|e| e.to_string())?;
+    let reply = String::from_utf8_lossy(&reply[..n]);
+    if reply.starts_with("+PONG") {
+        Ok(())
+    } else {
+        Err(format!("PING answered {:?}", reply.trim_end()))
+    }
 }
 
 #[cfg(test)]
