@@ -260,6 +260,20 @@ impl Db {
         connections: Option<u32>,
         logged: bool,
     ) -> Result<Db> {
+        let schema = format!("stampede_{run_id}");
+        Db::setup_in(url, &schema, keys, value_size, connections, logged).await
+    }
+
+    /// [`Db::setup`] in a schema of the caller's naming (`--schema`: an app under test that
+    /// was configured before the run). The schema must not exist yet.
+    pub async fn setup_in(
+        url: &str,
+        schema: &str,
+        keys: u64,
+        value_size: usize,
+        connections: Option<u32>,
+        logged: bool,
+    ) -> Result<Db> {
         let (admin, config) = connect_admin(url).await?;
         let version: String = admin
             .query_one("SHOW server_version", &[])
@@ -277,7 +291,7 @@ impl Db {
                 .await
                 .context("setting synchronous_commit for the seed")?;
         }
-        let schema = format!("stampede_{run_id}");
+        let schema = schema.to_string();
         let setup = format!(
             "CREATE SCHEMA {schema};
              {} {schema}.items (id bigint NOT NULL, version bigint NOT NULL, payload text NOT NULL);",
@@ -342,6 +356,11 @@ impl Db {
         let client = Arc::new(client);
         *self.admin.lock().unwrap_or_else(|p| p.into_inner()) = client.clone();
         Ok(client)
+    }
+
+    /// The admin connection, for readers of the run's schema beside this module (the ledger).
+    pub async fn admin_client(&self) -> Result<Arc<tokio_postgres::Client>> {
+        self.admin().await
     }
 
     /// The fault schedule's own connection to this server: it reads the counts before a

@@ -52,7 +52,15 @@ pub fn parse_list(list: &str) -> Result<Vec<String>, UsageError> {
 /// One scenario per strategy: the file and flags with the strategy replaced, each validated
 /// before any server starts (a strategy's defaults, such as the jitter preset's ±10%, apply).
 fn scenarios(cmd: &CompareCmd) -> Result<Vec<Scenario>, UsageError> {
-    parse_list(&cmd.strategies)?
+    if !cmd.variant.is_empty() {
+        return variants(cmd);
+    }
+    if cmd.target.target.is_some() {
+        return Err(UsageError::new(
+            "--strategies are the built-in app's: compare an app under test's own implementations with --variant NAME=ENV=VALUE (repeated)",
+        ));
+    }
+    parse_list(cmd.strategies.as_deref().unwrap_or_default())?
         .into_iter()
         .map(|name| {
             let mut flags = cmd.flags.clone();
@@ -60,6 +68,44 @@ fn scenarios(cmd: &CompareCmd) -> Result<Vec<Scenario>, UsageError> {
             scenario::resolve(cmd.scenario.as_ref(), flags)
         })
         .collect()
+}
+
+/// One scenario per `--variant`: the app under test started with that variant's environment.
+fn variants(cmd: &CompareCmd) -> Result<Vec<Scenario>, UsageError> {
+    if cmd.target.target.is_none() || cmd.target.app_cmd.is_none() {
+        return Err(UsageError::new(
+            "--variant starts the app under test once per variant: give --target URL and --app-cmd CMD too",
+        ));
+    }
+    let base = scenario::with_target(
+        scenario::resolve(cmd.scenario.as_ref(), cmd.flags.clone())?,
+        &cmd.flags,
+        &cmd.target,
+    )?;
+    let mut out: Vec<Scenario> = Vec::with_capacity(cmd.variant.len());
+    for v in &cmd.variant {
+        let (name, env) = crate::target::parse_variant(v)?;
+        if out.iter().any(|s| label(s) == name) {
+            return Err(UsageError::new(format!(
+                "--variant names {name} twice: each variant runs once"
+            )));
+        }
+        let mut sc = base.clone();
+        if let Some(t) = sc.target.as_mut() {
+            t.variant = Some(name);
+            t.app_env = env;
+        }
+        out.push(sc);
+    }
+    Ok(out)
+}
+
+/// What a scenario's results are named by: its variant of the app under test, else its
+/// strategy.
+fn label(sc: &Scenario) -> String {
+    sc.target
+        .as_ref()
+        .map_or_else(|| sc.strategy.to_string(), |t| t.name().to_string())
 }
 
 fn write_text(path: &Path, text: &str) -> Result<()> {
@@ -132,21 +178,17 @@ pub(super) async fn run_trials(
         if !trials.same_seed {
             sc.seed = sc.seed.wrapping_add(t as u64);
         }
+        let name = label(&sc);
         let label = if repeat > 1 {
-            format!(
-                "{} (trial {}/{repeat}, seed {})",
-                sc.strategy,
-                t + 1,
-                sc.seed
-            )
+            format!("{name} (trial {}/{repeat}, seed {})", t + 1, sc.seed)
         } else {
-            sc.strategy.to_string()
+            name.clone()
         };
         status.line(&format!("[{}/{total}] {label}", k + 1));
         let r = match run_on(&sc, &mut env, shutdown.clone(), &quiet, &status).await {
             Ok(r) => r,
             Err(e) => {
-                failure = Some(e.context(format!("running strategy {}", sc.strategy)));
+                failure = Some(e.context(format!("running {name}")));
                 break;
             }
         };
@@ -236,7 +278,7 @@ fn summarize(scenarios: &[Scenario], done: &[Vec<RunResult>], interrupted: bool)
         .iter()
         .zip(done)
         .filter(|(_, t)| t.is_empty())
-        .map(|(s, _)| s.strategy.to_string())
+        .map(|(s, _)| label(s))
         .collect();
     let workload = done
         .iter()

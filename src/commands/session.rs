@@ -121,6 +121,14 @@ impl Env {
         Ok(env)
     }
 
+    /// The managed servers' pids (none for external ones).
+    pub fn pids(&self) -> (Option<u32>, Option<u32>) {
+        (
+            self.redis.as_ref().and_then(|r| r.pid()),
+            self.pg.as_ref().and_then(|p| p.pid()),
+        )
+    }
+
     pub fn managed(&self) -> bool {
         self.redis.is_some() || self.pg.is_some()
     }
@@ -145,6 +153,9 @@ pub async fn run_on(
     out: &OutputFlags,
     status: &Status,
 ) -> Result<RunResult> {
+    if sc.target.is_some() {
+        return super::app_run::run_on(sc, env, shutdown, out, status).await;
+    }
     let run_id = format!("{:08x}", rand::random::<u32>());
     let prefix: Arc<str> = Arc::from(format!("stampede:{run_id}:"));
     let seed_start = Instant::now();
@@ -204,12 +215,12 @@ pub async fn run_on(
 }
 
 /// What the run's setup made, for the measurement.
-struct Setup<'a> {
-    db: &'a Db,
-    admin: &'a cache::Admin,
-    prefix: Arc<str>,
-    seed_ms: u64,
-    heavy_query_ms: Option<f64>,
+pub(super) struct Setup<'a> {
+    pub(super) db: &'a Db,
+    pub(super) admin: &'a cache::Admin,
+    pub(super) prefix: Arc<str>,
+    pub(super) seed_ms: u64,
+    pub(super) heavy_query_ms: Option<f64>,
 }
 
 /// Under `--db-query heavy`, seed the reviews table and measure one heavy query.
@@ -228,7 +239,7 @@ async fn heavy_setup(sc: &Scenario, db: &Db, status: &Status) -> Result<Option<f
 /// Start the fault schedule, if the scenario has faults. A managed server with faults moves
 /// into it (it kills and restarts it) and comes back to `env` in [`finish_faults`]. An
 /// external one is faulted through the user's commands (the scenario requires them).
-fn start_faults(
+pub(super) fn start_faults(
     sc: &Scenario,
     env: &mut Env,
     driver: &Driver,
@@ -265,7 +276,7 @@ fn start_faults(
 }
 
 /// End the fault schedule and give the managed servers back to `env` (to be stopped with it).
-async fn finish_faults(chaos: Option<Chaos>, env: &mut Env) -> Result<Option<chaos::Done>> {
+pub(super) async fn finish_faults(chaos: Option<Chaos>, env: &mut Env) -> Result<Option<chaos::Done>> {
     let Some(c) = chaos else { return Ok(None) };
     let mut done = c.finish().await?;
     if let Some(r) = done.redis.take() {
@@ -278,15 +289,15 @@ async fn finish_faults(chaos: Option<Chaos>, env: &mut Env) -> Result<Option<cha
 }
 
 /// Everything a result is built from, gathered before it is built once.
-struct Measured {
-    raw: Raw,
-    calls_server: Option<u64>,
-    redis_stats: Option<(cache::RedisStats, cache::RedisStats)>,
-    redis_version: String,
-    faults: Option<chaos::Done>,
-    first_redis_pid: Option<u32>,
-    first_pg_pid: Option<u32>,
-    start: StartFigures,
+pub(super) struct Measured {
+    pub(super) raw: Raw,
+    pub(super) calls_server: Option<u64>,
+    pub(super) redis_stats: Option<(cache::RedisStats, cache::RedisStats)>,
+    pub(super) redis_version: String,
+    pub(super) faults: Option<chaos::Done>,
+    pub(super) first_redis_pid: Option<u32>,
+    pub(super) first_pg_pid: Option<u32>,
+    pub(super) start: StartFigures,
 }
 
 async fn measure(
@@ -368,7 +379,7 @@ async fn measure(
 }
 
 /// The result of a run, built once from everything measured.
-fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult {
+pub(super) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult {
     let Measured {
         raw,
         calls_server,
@@ -452,6 +463,7 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
             fallback: o(Outcome::Fallback),
             error: errors,
             rejected: o(Outcome::Rejected),
+            ok: o(Outcome::Ok),
         },
         hit_rate: if completed == 0 {
             0.0
@@ -561,6 +573,8 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
         generator,
         thresholds: Vec::new(),
         diagnoses: Vec::new(),
+        http: None,
+        app: None,
     };
     r.thresholds = r.judge(&sc.thresholds);
     r.diagnoses = results::diagnose::diagnose(&r);

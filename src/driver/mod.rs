@@ -25,6 +25,7 @@ use crate::results::{BreakerEvent, Bucket};
 use crate::scenario::{LoadShape, Scenario};
 use crate::strategy::freshness;
 use crate::strategy::lock::{self, LockTimeoutPolicy};
+use crate::target::http::HttpTarget;
 
 /// What the traffic produced, before it is shaped into a result.
 pub struct Raw {
@@ -162,9 +163,29 @@ impl Drop for Pending<'_> {
     }
 }
 
+/// Where a request goes: through a built-in app instance, or over HTTP to the app under test
+/// (`--target`). The schedule, the recording and the drain are the same for both.
+#[derive(Clone)]
+enum Path {
+    Builtin(Arc<Instance>),
+    Http(Arc<HttpTarget>),
+}
+
+impl Path {
+    /// Serve request `id`. The HTTP path is boxed: its future is large, and unboxed it would
+    /// size every built-in request's future for it.
+    async fn handle(&self, id: u64, measured: bool) -> Outcome {
+        match self {
+            Path::Builtin(i) => i.handle(id).await,
+            Path::Http(h) => Box::pin(h.get(id, measured)).await,
+        }
+    }
+}
+
 pub struct Driver {
     sc: Scenario,
-    instances: Vec<Arc<Instance>>,
+    /// One per app instance (built-in), or the one HTTP target.
+    paths: Vec<Path>,
     shared: Arc<Shared>,
     recorder: Arc<Recorder>,
     /// When the measured window starts, once `run` has fixed it (the fault schedule counts from it).
@@ -180,38 +201,8 @@ impl Driver {
         prefix: Arc<str>,
         db: &Db,
     ) -> Result<Driver> {
-        let counters = Arc::new(Counters::default());
-        let ms = |d: Duration| d.as_millis() as u64;
-        let shared = Arc::new(Shared {
-            freshness: freshness::Policy {
-                kind: sc.strategy.freshness,
-                ttl_ms: ms(sc.ttl.0),
-                stale_ms: ms(sc.stale.0),
-                beta: sc.beta,
-                jitter: sc.jitter.0,
-                negative_ttl_ms: sc.negative_ttl.map(|d| ms(d.0).max(1)),
-                // Kept as long as a lock can be held: a waiter that gives up while a refresh
-                // is still running finds the old value.
-                grace_ms: if sc.lock_timeout_policy == LockTimeoutPolicy::Stale {
-                    ms(sc.lock_ttl.0).max(ms(sc.lock_wait.0))
-                } else {
-                    0
-                },
-            },
-            coordination: sc.strategy.coordination,
-            lock: lock::Settings {
-                ttl_ms: ms(sc.lock_ttl.0).max(1),
-                poll: sc.lock_poll.0,
-                wait: sc.lock_wait.0,
-                on_timeout: sc.lock_timeout_policy,
-            },
-            counters: counters.clone(),
-            loads: Arc::new(LoadTracker::default()),
-            refreshes_in_flight: AtomicU64::new(0),
-            window_end_ms: AtomicU64::new(0),
-            abort: CancellationToken::new(),
-            protect: protect::Board::default(),
-        });
+        let shared = shared(sc);
+        let counters = shared.counters.clone();
         let mut instances = Vec::with_capacity(sc.instances as usize);
         for i in 0..sc.instances {
             let cache = Cache::open(
@@ -226,21 +217,30 @@ impl Driver {
                 .origin(sc.db_pool, sc.load_cost(), sc.db_timeout.map(|d| d.0))
                 .await?;
             let guard = Guard::new(i, sc.db_limit, sc.breaker.as_ref());
-            instances.push(Arc::new(Instance::new(
+            instances.push(Path::Builtin(Arc::new(Instance::new(
                 cache,
                 origin,
                 guard,
                 shared.clone(),
-            )));
+            ))));
         }
-        Ok(Driver {
+        Ok(Driver::with_paths(sc, instances, shared))
+    }
+
+    /// Drive the app under test over HTTP instead of built-in instances.
+    pub fn for_target(sc: &Scenario, target: Arc<HttpTarget>) -> Driver {
+        Driver::with_paths(sc, vec![Path::Http(target)], shared(sc))
+    }
+
+    fn with_paths(sc: &Scenario, paths: Vec<Path>, shared: Arc<Shared>) -> Driver {
+        Driver {
             sc: sc.clone(),
-            instances,
+            paths,
             shared,
             recorder: Arc::new(Recorder::default()),
             window: tokio::sync::watch::Sender::new(None),
             tally: Arc::new(Tally::default()),
-        })
+        }
     }
 
     /// The run's counters and load tracker, for the fault schedule.
@@ -352,6 +352,43 @@ impl Driver {
             peak_rss: usage_after.max_rss,
         })
     }
+}
+
+/// What every path of a run shares: the policy (the built-in strategies'), the counters, the
+/// load tracker, the breakers' board.
+fn shared(sc: &Scenario) -> Arc<Shared> {
+    let counters = Arc::new(Counters::default());
+    let ms = |d: Duration| d.as_millis() as u64;
+    Arc::new(Shared {
+            freshness: freshness::Policy {
+                kind: sc.strategy.freshness,
+                ttl_ms: ms(sc.ttl.0),
+                stale_ms: ms(sc.stale.0),
+                beta: sc.beta,
+                jitter: sc.jitter.0,
+                negative_ttl_ms: sc.negative_ttl.map(|d| ms(d.0).max(1)),
+                // Kept as long as a lock can be held: a waiter that gives up while a refresh
+                // is still running finds the old value.
+                grace_ms: if sc.lock_timeout_policy == LockTimeoutPolicy::Stale {
+                    ms(sc.lock_ttl.0).max(ms(sc.lock_wait.0))
+                } else {
+                    0
+                },
+            },
+            coordination: sc.strategy.coordination,
+            lock: lock::Settings {
+                ttl_ms: ms(sc.lock_ttl.0).max(1),
+                poll: sc.lock_poll.0,
+                wait: sc.lock_wait.0,
+                on_timeout: sc.lock_timeout_policy,
+            },
+            counters: counters.clone(),
+            loads: Arc::new(LoadTracker::default()),
+            refreshes_in_flight: AtomicU64::new(0),
+            window_end_ms: AtomicU64::new(0),
+            abort: CancellationToken::new(),
+            protect: protect::Board::default(),
+    })
 }
 
 /// The instants that cut a run: traffic starts, the measured window opens, it closes.

@@ -83,6 +83,9 @@ pub struct Scenario {
     /// Limits that make the run exit 1 when broken: the file's `[thresholds]` with
     /// `--threshold` on top.
     pub thresholds: Thresholds,
+    /// The app under test (`--target`); null: the built-in app.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<crate::target::TargetSpec>,
 }
 
 impl Scenario {
@@ -249,7 +252,10 @@ fn ser_redacted<S: serde::Serializer>(url: &Option<String>, s: S) -> Result<S::O
 /// backend process of several MB, and a managed server is given exactly this many.
 pub const MAX_DB_CONNECTIONS: u32 = 2000;
 
+mod app;
 mod resolve;
+
+pub use app::with_target;
 
 pub use resolve::resolve;
 

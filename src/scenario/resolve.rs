@@ -610,6 +610,7 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
         pg_kill_cmd: m.pg_kill_cmd,
         pg_restart_cmd: m.pg_restart_cmd,
         thresholds: m.thresholds.unwrap_or_default().overridden_by(&m.threshold),
+        target: None,
     })
 }
 
