@@ -16,6 +16,7 @@ use tokio_postgres::types::Type;
 use tokio_postgres::{NoTls, Row};
 
 use crate::error::{EnvError, UsageError};
+use crate::ledger::{self, LedgerLoad};
 use crate::metrics::{LoadGuard, Phase};
 use crate::values::redact_url;
 
@@ -259,9 +260,10 @@ impl Db {
         value_size: usize,
         connections: Option<u32>,
         logged: bool,
+        ledger_cost: Duration,
     ) -> Result<Db> {
         let schema = format!("stampede_{run_id}");
-        Db::setup_in(url, &schema, keys, value_size, connections, logged).await
+        Db::setup_in(url, &schema, keys, value_size, connections, logged, ledger_cost).await
     }
 
     /// [`Db::setup`] in a schema of the caller's naming (`--schema`: an app under test that
@@ -273,6 +275,7 @@ impl Db {
         value_size: usize,
         connections: Option<u32>,
         logged: bool,
+        ledger_cost: Duration,
     ) -> Result<Db> {
         let (admin, config) = connect_admin(url).await?;
         let version: String = admin
@@ -324,6 +327,7 @@ impl Db {
             ))
             .await
             .context("indexing the seeded items")?;
+        ledger::install(&admin, &schema, ledger_cost, logged).await?;
         let stat_statements_missing = match admin
             .query_one("SELECT count(*) FROM pg_stat_statements", &[])
             .await
@@ -356,11 +360,6 @@ impl Db {
         let client = Arc::new(client);
         *self.admin.lock().unwrap_or_else(|p| p.into_inner()) = client.clone();
         Ok(client)
-    }
-
-    /// The admin connection, for readers of the run's schema beside this module (the ledger).
-    pub async fn admin_client(&self) -> Result<Arc<tokio_postgres::Client>> {
-        self.admin().await
     }
 
     /// The fault schedule's own connection to this server: it reads the counts before a
@@ -529,6 +528,17 @@ impl Db {
             return None;
         }
         server_calls(&*self.admin().await.ok()?, &self.schema).await
+    }
+
+    /// The server's clock now, µs since the epoch: the clock the load ledger is written by.
+    #[allow(dead_code)] // read by shards
+    pub async fn server_now_us(&self) -> Result<i64> {
+        ledger::server_now_us(&*self.admin().await?).await
+    }
+
+    /// The loads recorded in the run's ledger that started in `[from_us, to_us)`, server clock.
+    pub async fn ledger_loads(&self, from_us: i64, to_us: i64) -> Result<Vec<LedgerLoad>> {
+        ledger::read(&*self.admin().await?, &self.schema, from_us, to_us).await
     }
 
     /// Say this run is alive (see [`dead_schemas`]).

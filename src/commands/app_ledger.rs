@@ -23,10 +23,7 @@ pub async fn read(db: &Db, sampled: &Sampled) -> Ledger {
             ),
         };
     };
-    let loads = match db.admin_client().await {
-        Ok(c) => ledger::read(&c, &db.schema, from, to).await,
-        Err(e) => Err(e),
-    };
+    let loads = db.ledger_loads(from, to).await;
     match loads {
         Ok(loads) if loads.is_empty() => Ledger {
             herds: None,
