@@ -111,6 +111,7 @@ impl ManagedApp {
     /// lines of its log.
     pub async fn wait_ready(&mut self, ready: &Ready, limit: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + limit;
+        crate::target::http::install_crypto_provider();
         let client = match ready {
             Ready::Url(_) => Some(
                 reqwest::Client::builder()

@@ -90,7 +90,7 @@ pub struct HttpTarget {
 
 /// rustls needs one crypto provider for the process; *ring*, never aws-lc-rs (it needs a C
 /// toolchain and cmake on every machine that builds this). Installing it twice is harmless.
-fn install_crypto_provider() {
+pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
