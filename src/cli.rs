@@ -48,8 +48,8 @@ pub enum Command {
 #[command(after_help = DEFAULTS_WHY)]
 pub struct CompareCmd {
     /// Strategies to run, comma-separated (e.g. cache-aside,mutex,swr+mutex,lease), or `all` for the six presets (lease is named explicitly)
-    #[arg(long, value_name = "LIST")]
-    pub strategies: String,
+    #[arg(long, value_name = "LIST", required_unless_present = "variant")]
+    pub strategies: Option<String>,
 
     /// Scenario file (TOML), as for `run`; its `strategy` is replaced by each of --strategies.
     #[arg(long, value_name = "FILE")]
@@ -57,6 +57,16 @@ pub struct CompareCmd {
 
     #[command(flatten)]
     pub flags: RunFlags,
+
+    #[command(flatten)]
+    pub target: TargetFlags,
+
+    /// Compare variants of the app under test instead of strategies (with --target and
+    /// --app-cmd): NAME=ENV=VALUE[,ENV=VALUE…], repeated, e.g.
+    /// --variant lock=APP_STRATEGY=lock. The app is started once per variant with that
+    /// environment added; results are named by the variant.
+    #[arg(long, value_name = "NAME=ENV=VALUE,…", conflicts_with = "strategies")]
+    pub variant: Vec<String>,
 
     /// Write DIR/<strategy>.json (one results file per strategy; DIR/<strategy>/trial-N.json with --repeat), DIR/summary.json and DIR/summary.md.
     #[arg(long, value_name = "DIR")]
@@ -160,6 +170,9 @@ pub struct RunCmd {
 
     #[command(flatten)]
     pub flags: RunFlags,
+
+    #[command(flatten)]
+    pub target: TargetFlags,
 
     #[command(flatten)]
     pub output: OutputFlags,
@@ -474,4 +487,71 @@ pub struct RunFlags {
     /// With --db-sql: the keys, one per line, most popular first (instead of --keys-sql)
     #[arg(long, value_name = "FILE")]
     pub keys_file: Option<PathBuf>,
+}
+
+/// The app under test (`--target`): command line only, not scenario files (an app's command
+/// and headers belong to the machine that runs it, not to the workload).
+#[derive(Debug, Args, Clone, Default)]
+pub struct TargetFlags {
+    /// Drive an HTTP endpoint instead of the built-in app: each request is a GET of this URL
+    /// with {key} replaced by the Zipf-drawn item id, e.g. 'http://127.0.0.1:8080/items/{key}'.
+    /// Open loop (--rps, latency from the scheduled time) or closed loop (--clients), on a
+    /// keep-alive connection pool. The start is cold (stampede cannot warm an app's cache);
+    /// DB calls, herds and hit rates come from the servers (docs/app.md).
+    #[arg(long, value_name = "URL", help_heading = "App under test")]
+    pub target: Option<String>,
+
+    /// Deadline of one request to the target, connecting included; a request past it is
+    /// counted in http.timeouts (default 5s).
+    #[arg(long, value_name = "DURATION", help_heading = "App under test")]
+    pub http_timeout: Option<crate::values::Dur>,
+
+    /// A header sent with every request, 'Name: value' (repeat for several; e.g. for auth).
+    /// Values are not written to the results.
+    #[arg(long, value_name = "'NAME: VALUE'", help_heading = "App under test")]
+    pub header: Vec<String>,
+
+    /// The statuses that count as success (comma-separated or repeated; default any 2xx).
+    /// Other statuses are errors, counted by class in http.status.
+    #[arg(long, value_name = "CODE", value_delimiter = ',', help_heading = "App under test")]
+    pub expect_status: Vec<u16>,
+
+    /// A regular expression the response body must match for the request to count as
+    /// success (so a 200 with the wrong body is an error).
+    #[arg(long, value_name = "REGEX", help_heading = "App under test")]
+    pub expect_body: Option<String>,
+
+    /// Start the app under test with this shell command (in its own process group, stopped at
+    /// the end, on failures and on Ctrl-C). Its environment has REDIS_URL, DATABASE_URL (a
+    /// role of its own on a managed Postgres), DB_SCHEMA (the seeded items table and the
+    /// stampede_load(id) function), CACHE_PREFIX, CACHE_TTL_MS (--ttl) and PORT (a free port,
+    /// also put for {port} in --target and --app-ready).
+    #[arg(long, value_name = "CMD", help_heading = "App under test")]
+    pub app_cmd: Option<String>,
+
+    /// With --app-cmd: the URL that answers 2xx once the app is ready (default: the target's
+    /// port accepts connections).
+    #[arg(long, value_name = "URL", help_heading = "App under test")]
+    pub app_ready: Option<String>,
+
+    /// With --app-cmd: how long the app may take to be ready before the run fails (default 30s).
+    #[arg(long, value_name = "DURATION", help_heading = "App under test")]
+    pub app_ready_timeout: Option<crate::values::Dur>,
+
+    /// With --app-cmd: the file the app's output goes to (default: a file in the temp dir,
+    /// named in the results).
+    #[arg(long, value_name = "FILE", help_heading = "App under test")]
+    pub app_log: Option<PathBuf>,
+
+    /// For an app that is already running (no --app-cmd, servers given with --redis-url and
+    /// --pg-url): the schema it reads; stampede creates it, seeds the items table and the
+    /// stampede_load(id) function in it, and drops it at the end.
+    #[arg(long, value_name = "NAME", help_heading = "App under test")]
+    pub schema: Option<String>,
+
+    /// Which statements of pg_stat_statements are the app's DB calls (a Postgres regular
+    /// expression on the statement text). Default: every statement of the app's own role on a
+    /// managed Postgres, else every statement naming the run's schema.
+    #[arg(long, value_name = "REGEX", help_heading = "App under test")]
+    pub db_match: Option<String>,
 }

@@ -26,6 +26,7 @@ pub mod servers;
 mod stats;
 mod steady;
 pub mod strategy;
+mod target;
 mod thresholds;
 pub mod tls;
 mod values;

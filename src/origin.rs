@@ -307,6 +307,21 @@ impl Db {
         logged: bool,
         ledger_cost: Duration,
     ) -> Result<Db> {
+        let schema = format!("stampede_{run_id}");
+        Db::setup_in(url, &schema, keys, value_size, connections, logged, ledger_cost).await
+    }
+
+    /// [`Db::setup`] in a schema of the caller's naming (`--schema`: an app under test that
+    /// was configured before the run). The schema must not exist yet.
+    pub async fn setup_in(
+        url: &str,
+        schema: &str,
+        keys: u64,
+        value_size: usize,
+        connections: Option<u32>,
+        logged: bool,
+        ledger_cost: Duration,
+    ) -> Result<Db> {
         let (admin, target) = connect_admin(url).await?;
         let version: String = admin
             .query_one("SHOW server_version", &[])
@@ -324,7 +339,7 @@ impl Db {
                 .await
                 .context("setting synchronous_commit for the seed")?;
         }
-        let schema = format!("stampede_{run_id}");
+        let schema = schema.to_string();
         let setup = format!(
             "CREATE SCHEMA {schema};
              {} {schema}.items (id bigint NOT NULL, version bigint NOT NULL, payload text NOT NULL);",
@@ -570,13 +585,12 @@ impl Db {
     }
 
     /// The server's clock now, µs since the epoch: the clock the load ledger is written by.
-    #[allow(dead_code)] // read by the app under test and by shards
+    #[allow(dead_code)] // read by shards
     pub async fn server_now_us(&self) -> Result<i64> {
         ledger::server_now_us(&*self.admin().await?).await
     }
 
     /// The loads recorded in the run's ledger that started in `[from_us, to_us)`, server clock.
-    #[allow(dead_code)] // read by the app under test and by shards
     pub async fn ledger_loads(&self, from_us: i64, to_us: i64) -> Result<Vec<LedgerLoad>> {
         ledger::read(&*self.admin().await?, &self.schema, from_us, to_us).await
     }

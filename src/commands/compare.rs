@@ -76,9 +76,17 @@ pub fn parse_invalidations(list: Option<&str>) -> Result<Option<Vec<String>>, Us
 /// strategy first): the file and flags with the strategy replaced, each validated before any
 /// server starts (a strategy's defaults, such as the jitter preset's ±10%, apply).
 fn scenarios(cmd: &CompareCmd) -> Result<Vec<Scenario>, UsageError> {
+    if !cmd.variant.is_empty() {
+        return variants(cmd);
+    }
+    if cmd.target.target.is_some() {
+        return Err(UsageError::new(
+            "--strategies are the built-in app's: compare an app under test's own implementations with --variant NAME=ENV=VALUE (repeated)",
+        ));
+    }
     let invalidations = parse_invalidations(cmd.flags.invalidate.as_deref())?;
     let mut out = Vec::new();
-    for name in parse_list(&cmd.strategies)? {
+    for name in parse_list(cmd.strategies.as_deref().unwrap_or_default())? {
         let axis: Vec<Option<String>> = match &invalidations {
             Some(v) => v.iter().cloned().map(Some).collect(),
             None => vec![None],
@@ -91,6 +99,36 @@ fn scenarios(cmd: &CompareCmd) -> Result<Vec<Scenario>, UsageError> {
             }
             out.push(scenario::resolve(cmd.scenario.as_ref(), flags)?);
         }
+    }
+    Ok(out)
+}
+
+/// One scenario per `--variant`: the app under test started with that variant's environment.
+fn variants(cmd: &CompareCmd) -> Result<Vec<Scenario>, UsageError> {
+    if cmd.target.target.is_none() || cmd.target.app_cmd.is_none() {
+        return Err(UsageError::new(
+            "--variant starts the app under test once per variant: give --target URL and --app-cmd CMD too",
+        ));
+    }
+    let base = scenario::with_target(
+        scenario::resolve(cmd.scenario.as_ref(), cmd.flags.clone())?,
+        &cmd.flags,
+        &cmd.target,
+    )?;
+    let mut out: Vec<Scenario> = Vec::with_capacity(cmd.variant.len());
+    for v in &cmd.variant {
+        let (name, env) = crate::target::parse_variant(v)?;
+        if out.iter().any(|s| s.label() == name) {
+            return Err(UsageError::new(format!(
+                "--variant names {name} twice: each variant runs once"
+            )));
+        }
+        let mut sc = base.clone();
+        if let Some(t) = sc.target.as_mut() {
+            t.variant = Some(name);
+            t.app_env = env;
+        }
+        out.push(sc);
     }
     Ok(out)
 }

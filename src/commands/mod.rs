@@ -2,6 +2,8 @@
 //! process ends. `run` and `compare` share a session ([`session`]): the servers and one
 //! strategy's run on them.
 
+mod app_ledger;
+mod app_run;
 mod check;
 mod compare;
 mod run;

@@ -11,7 +11,11 @@ use crate::results;
 use crate::scenario;
 
 pub async fn run(cmd: RunCmd) -> Result<ExitCode> {
-    let sc = scenario::resolve(cmd.scenario.as_ref(), cmd.flags())?;
+    let sc = scenario::with_target(
+        scenario::resolve(cmd.scenario.as_ref(), cmd.flags())?,
+        &cmd.flags,
+        &cmd.target,
+    )?;
     if cmd.trials.repeat > 1 {
         if let Some(p) = &cmd.output.out
             && p.extension().is_some_and(|x| x == "json")

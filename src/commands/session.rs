@@ -132,6 +132,14 @@ impl Env {
         Ok(env)
     }
 
+    /// The managed servers' pids (none for external ones).
+    pub fn pids(&self) -> (Option<u32>, Option<u32>) {
+        (
+            self.redis.as_ref().and_then(|r| r.pid()),
+            self.pg.as_ref().and_then(|p| p.pid()),
+        )
+    }
+
     pub fn managed(&self) -> bool {
         self.redis.is_some() || self.pg.is_some()
     }
@@ -156,6 +164,9 @@ pub async fn run_on(
     out: &OutputFlags,
     status: &Status,
 ) -> Result<RunResult> {
+    if sc.target.is_some() {
+        return super::app_run::run_on(sc, env, shutdown, out, status).await;
+    }
     let run_id = format!("{:08x}", rand::random::<u32>());
     let prefix: Arc<str> = Arc::from(format!("stampede:{run_id}:"));
     let seed_start = Instant::now();
@@ -252,12 +263,12 @@ pub async fn run_on(
 }
 
 /// What the run's setup made, for the measurement.
-struct Setup<'a> {
-    db: &'a Db,
-    admin: &'a cache::Admin,
-    prefix: Arc<str>,
-    seed_ms: u64,
-    heavy_query_ms: Option<f64>,
+pub(super) struct Setup<'a> {
+    pub(super) db: &'a Db,
+    pub(super) admin: &'a cache::Admin,
+    pub(super) prefix: Arc<str>,
+    pub(super) seed_ms: u64,
+    pub(super) heavy_query_ms: Option<f64>,
 }
 
 /// What a run on the user's own query will do to their server, said before it starts.
@@ -303,7 +314,7 @@ async fn heavy_setup(sc: &Scenario, db: &Db, status: &Status) -> Result<Option<f
 /// Start the fault schedule, if the scenario has faults. A managed server with faults moves
 /// into it (it kills and restarts it) and comes back to `env` in [`finish_faults`]. An
 /// external one is faulted through the user's commands (the scenario requires them).
-fn start_faults(
+pub(super) fn start_faults(
     sc: &Scenario,
     env: &mut Env,
     driver: &Driver,
@@ -340,7 +351,7 @@ fn start_faults(
 }
 
 /// End the fault schedule and give the managed servers back to `env` (to be stopped with it).
-async fn finish_faults(chaos: Option<Chaos>, env: &mut Env) -> Result<Option<chaos::Done>> {
+pub(super) async fn finish_faults(chaos: Option<Chaos>, env: &mut Env) -> Result<Option<chaos::Done>> {
     let Some(c) = chaos else { return Ok(None) };
     let mut done = c.finish().await?;
     if let Some(r) = done.redis.take() {
@@ -353,19 +364,19 @@ async fn finish_faults(chaos: Option<Chaos>, env: &mut Env) -> Result<Option<cha
 }
 
 /// Everything a result is built from, gathered before it is built once.
-struct Measured {
-    raw: Raw,
-    calls_server: Option<u64>,
-    redis_stats: Option<(cache::RedisStats, cache::RedisStats)>,
-    redis_version: String,
-    faults: Option<chaos::Done>,
-    first_redis_pid: Option<u32>,
-    first_pg_pid: Option<u32>,
-    start: StartFigures,
+pub(super) struct Measured {
+    pub(super) raw: Raw,
+    pub(super) calls_server: Option<u64>,
+    pub(super) redis_stats: Option<(cache::RedisStats, cache::RedisStats)>,
+    pub(super) redis_version: String,
+    pub(super) faults: Option<chaos::Done>,
+    pub(super) first_redis_pid: Option<u32>,
+    pub(super) first_pg_pid: Option<u32>,
+    pub(super) start: StartFigures,
     /// With writes: the written keys after the run (or why they could not be read), and the
     /// server's count of the write statement.
-    divergence: Option<Result<Divergence, String>>,
-    writes_server: Option<u64>,
+    pub(super) divergence: Option<Result<Divergence, String>>,
+    pub(super) writes_server: Option<u64>,
 }
 
 async fn measure(
@@ -472,7 +483,7 @@ async fn measure(
 }
 
 /// The result of a run, built once from everything measured.
-fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult {
+pub(super) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult {
     let Measured {
         raw,
         calls_server,
@@ -558,6 +569,7 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
             fallback: o(Outcome::Fallback),
             error: errors,
             rejected: o(Outcome::Rejected),
+            ok: o(Outcome::Ok),
         },
         hit_rate: if completed == 0 {
             0.0
@@ -676,6 +688,8 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
         thresholds: Vec::new(),
         diagnoses: Vec::new(),
         consistency: consistency(t, completed, c, divergence),
+        http: None,
+        app: None,
     };
     r.thresholds = r.judge(&sc.thresholds);
     r.diagnoses = results::diagnose::diagnose(&r);

@@ -30,7 +30,7 @@ pub(super) async fn run(
     );
     let mut workers = JoinSet::new();
     for c in 0..clients {
-        let inst = d.instances[(c as usize) % d.instances.len()].clone();
+        let path = d.paths[(c as usize) % d.paths.len()].clone();
         let mut keys = KeySampler::new(
             sc.keys,
             sc.zipf,
@@ -68,9 +68,9 @@ pub(super) async fn run(
                     warmup.fetch_add(1, Relaxed);
                     None
                 };
-                let (outcome, version) = inst.handle(id).await;
+                let (outcome, version) = path.handle(id, measured).await;
                 if let Some(p) = pending {
-                    if let Some(st) = inst.staleness(id, version, began) {
+                    if let Some(st) = path.staleness(id, version, began) {
                         recorder.record_stale_read(st);
                     }
                     p.finish(outcome);

@@ -19,7 +19,7 @@ use anyhow::Result;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::Cache;
-use crate::instance::{self, Instance, Shared};
+use crate::instance::{self, Instance, Served, Shared};
 use crate::live::Live;
 use crate::metrics::{Counters, CountersSnapshot, LoadTracker, Outcome, Recorder, Totals, Writes};
 use crate::origin::Db;
@@ -29,6 +29,7 @@ use crate::scenario::{LoadShape, Scenario};
 use crate::strategy::freshness;
 use crate::strategy::invalidate::Invalidate;
 use crate::strategy::lock::{self, LockTimeoutPolicy};
+use crate::target::http::HttpTarget;
 
 /// What the traffic produced, before it is shaped into a result.
 pub struct Raw {
@@ -176,9 +177,40 @@ impl Drop for Pending<'_> {
     }
 }
 
+/// Where a request goes: through a built-in app instance, or over HTTP to the app under test
+/// (`--target`). The schedule, the recording and the drain are the same for both.
+#[derive(Clone)]
+enum Path {
+    Builtin(Arc<Instance>),
+    Http(Arc<HttpTarget>),
+}
+
+impl Path {
+    /// Serve request `id`. The HTTP path is boxed: its future is large, and unboxed it would
+    /// size every built-in request's future for it.
+    async fn handle(&self, id: u64, measured: bool) -> Served {
+        match self {
+            Path::Builtin(i) => i.handle(id).await,
+            // The app's versions are not seen: writes are refused with --target.
+            Path::Http(h) => (Box::pin(h.get(id, measured)).await, 0),
+        }
+    }
+
+    /// How long a newer version than the one served had been committed (see
+    /// [`Instance::staleness`]); None over HTTP.
+    #[inline]
+    fn staleness(&self, id: u64, served: u64, began: Instant) -> Option<u64> {
+        match self {
+            Path::Builtin(i) => i.staleness(id, served, began),
+            Path::Http(_) => None,
+        }
+    }
+}
+
 pub struct Driver {
     sc: Scenario,
-    instances: Vec<Arc<Instance>>,
+    /// One per app instance (built-in), or the one HTTP target.
+    paths: Vec<Path>,
     shared: Arc<Shared>,
     recorder: Arc<Recorder>,
     /// When the measured window starts, once `run` has fixed it (the fault schedule counts from it).
@@ -195,45 +227,8 @@ impl Driver {
         prefix: Arc<str>,
         db: &Db,
     ) -> Result<Driver> {
-        let counters = Arc::new(Counters::default());
-        let ms = |d: Duration| d.as_millis() as u64;
-        let shared = Arc::new(Shared {
-            freshness: freshness::Policy {
-                kind: sc.strategy.freshness,
-                ttl_ms: ms(sc.ttl.0),
-                stale_ms: ms(sc.stale.0),
-                beta: sc.beta,
-                jitter: sc.jitter.0,
-                negative_ttl_ms: sc.negative_ttl.map(|d| ms(d.0).max(1)),
-                // Kept as long as a lock can be held: a waiter that gives up while a refresh
-                // is still running finds the old value.
-                grace_ms: if sc.lock_timeout_policy == LockTimeoutPolicy::Stale {
-                    ms(sc.lock_ttl.0).max(ms(sc.lock_wait.0))
-                } else {
-                    0
-                },
-            },
-            coordination: sc.strategy.coordination,
-            lock: lock::Settings {
-                ttl_ms: ms(sc.lock_ttl.0).max(1),
-                poll: sc.lock_poll.0,
-                wait: sc.lock_wait.0,
-                on_timeout: sc.lock_timeout_policy,
-            },
-            counters: counters.clone(),
-            loads: Arc::new(LoadTracker::default()),
-            refreshes_in_flight: AtomicU64::new(0),
-            window_end_ms: AtomicU64::new(0),
-            abort: CancellationToken::new(),
-            protect: protect::Board::default(),
-            lease_ttl_ms: sc.lease_ttl.map_or(2000, |d| ms(d.0).max(1)),
-            writes: sc.writes.map(|_| Arc::new(Writes::default())),
-            invalidate: sc.invalidate.unwrap_or(Invalidate::Delete),
-            // Outlives any entry a reader could still store (its hard expiry, the grace) by far.
-            marker_px_ms: 2
-                * (ms(sc.ttl.0) + ms(sc.stale.0) + ms(sc.lock_ttl.0).max(ms(sc.lock_wait.0)))
-                + 10_000,
-        });
+        let shared = shared(sc);
+        let counters = shared.counters.clone();
         let mut instances = Vec::with_capacity(sc.instances as usize);
         for i in 0..sc.instances {
             let cache = Cache::open_with(
@@ -249,21 +244,41 @@ impl Driver {
                 .origin(sc.db_pool, sc.load_cost(), sc.db_timeout.map(|d| d.0))
                 .await?;
             let guard = Guard::new(i, sc.db_limit, sc.breaker.as_ref());
-            instances.push(Arc::new(Instance::new(
+            instances.push(Path::Builtin(Arc::new(Instance::new(
                 cache,
                 origin,
                 guard,
                 shared.clone(),
-            )));
+            ))));
         }
-        Ok(Driver {
+        Ok(Driver::with_paths(sc, instances, shared))
+    }
+
+    /// The built-in app instances (none when the run drives an app under test).
+    fn builtin_instances(&self) -> Vec<Arc<Instance>> {
+        self.paths
+            .iter()
+            .filter_map(|p| match p {
+                Path::Builtin(i) => Some(i.clone()),
+                Path::Http(_) => None,
+            })
+            .collect()
+    }
+
+    /// Drive the app under test over HTTP instead of built-in instances.
+    pub fn for_target(sc: &Scenario, target: Arc<HttpTarget>) -> Driver {
+        Driver::with_paths(sc, vec![Path::Http(target)], shared(sc))
+    }
+
+    fn with_paths(sc: &Scenario, paths: Vec<Path>, shared: Arc<Shared>) -> Driver {
+        Driver {
             sc: sc.clone(),
-            instances,
+            paths,
             shared,
             recorder: Arc::new(Recorder::default()),
             window: tokio::sync::watch::Sender::new(None),
             tally: Arc::new(Tally::default()),
-        })
+        }
     }
 
     /// The run's counters and load tracker, for the fault schedule.
@@ -400,6 +415,50 @@ impl Driver {
             None => Ok(None),
         }
     }
+}
+
+/// What every path of a run shares: the policy (the built-in strategies'), the counters, the
+/// load tracker, the breakers' board.
+fn shared(sc: &Scenario) -> Arc<Shared> {
+    let counters = Arc::new(Counters::default());
+    let ms = |d: Duration| d.as_millis() as u64;
+    Arc::new(Shared {
+            freshness: freshness::Policy {
+                kind: sc.strategy.freshness,
+                ttl_ms: ms(sc.ttl.0),
+                stale_ms: ms(sc.stale.0),
+                beta: sc.beta,
+                jitter: sc.jitter.0,
+                negative_ttl_ms: sc.negative_ttl.map(|d| ms(d.0).max(1)),
+                // Kept as long as a lock can be held: a waiter that gives up while a refresh
+                // is still running finds the old value.
+                grace_ms: if sc.lock_timeout_policy == LockTimeoutPolicy::Stale {
+                    ms(sc.lock_ttl.0).max(ms(sc.lock_wait.0))
+                } else {
+                    0
+                },
+            },
+            coordination: sc.strategy.coordination,
+            lock: lock::Settings {
+                ttl_ms: ms(sc.lock_ttl.0).max(1),
+                poll: sc.lock_poll.0,
+                wait: sc.lock_wait.0,
+                on_timeout: sc.lock_timeout_policy,
+            },
+            counters: counters.clone(),
+            loads: Arc::new(LoadTracker::default()),
+            refreshes_in_flight: AtomicU64::new(0),
+            window_end_ms: AtomicU64::new(0),
+            abort: CancellationToken::new(),
+            protect: protect::Board::default(),
+            lease_ttl_ms: sc.lease_ttl.map_or(2000, |d| ms(d.0).max(1)),
+            writes: sc.writes.map(|_| Arc::new(Writes::default())),
+            invalidate: sc.invalidate.unwrap_or(Invalidate::Delete),
+            // Outlives any entry a reader could still store (its hard expiry, the grace) by far.
+            marker_px_ms: 2
+                * (ms(sc.ttl.0) + ms(sc.stale.0) + ms(sc.lock_ttl.0).max(ms(sc.lock_wait.0)))
+                + 10_000,
+    })
 }
 
 /// The instants that cut a run: traffic starts, the measured window opens, it closes.

@@ -12,11 +12,10 @@ use futures_util::StreamExt;
 use futures_util::stream::FuturesUnordered;
 use tokio_util::sync::CancellationToken;
 
-use super::{Driver, Pending, Tally, Traffic, Window, drain_limit};
+use super::{Driver, Path, Pending, Tally, Traffic, Window, drain_limit};
 
 /// How long after the window closes the generator may still dispatch requests due in it.
 const UNSENT_AFTER: Duration = Duration::from_millis(50);
-use crate::instance::Instance;
 use crate::metrics::Recorder;
 use crate::pacer::{self, Pacer};
 use crate::stats::{Purpose, derive_seed};
@@ -25,7 +24,7 @@ use crate::workload::{Arrival, KeySampler, Schedule};
 /// One instance's share of the open loop. Each request is its own task (no worker pool: an
 /// idle pool costs memory and a shared channel costs a lock and an allocation per request).
 struct Lane {
-    inst: Arc<Instance>,
+    path: Path,
     /// Requests started and not finished: being handled or waiting for a permit.
     inflight: AtomicU64,
     /// `max_inflight` permits when a backlog may queue behind them; None without a backlog
@@ -58,9 +57,9 @@ impl Lane {
         };
         let began = Instant::now();
         let pending = measured.then(|| Pending::new(&self.recorder, &self.tally, scheduled, began));
-        let (outcome, version) = self.inst.handle(id).await;
+        let (outcome, version) = self.path.handle(id, measured).await;
         if let Some(p) = pending {
-            if let Some(st) = self.inst.staleness(id, version, began) {
+            if let Some(st) = self.path.staleness(id, version, began) {
                 self.recorder.record_stale_read(st);
             }
             p.finish(outcome);
@@ -80,15 +79,15 @@ pub(super) async fn run(
     shutdown: &CancellationToken,
 ) -> Result<Traffic> {
     let sc = &d.sc;
-    let n = d.instances.len();
+    let n = d.paths.len();
     // Requests an instance holds at once: those being handled plus those queued for a permit.
     let cap = u64::from(sc.max_inflight) + u64::from(sc.backlog);
     let lanes: Vec<Arc<Lane>> = d
-        .instances
+        .paths
         .iter()
-        .map(|inst| {
+        .map(|path| {
             Arc::new(Lane {
-                inst: inst.clone(),
+                path: path.clone(),
                 inflight: AtomicU64::new(0),
                 permits: (sc.backlog > 0)
                     .then(|| tokio::sync::Semaphore::new(sc.max_inflight as usize)),

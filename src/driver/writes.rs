@@ -46,7 +46,11 @@ pub(super) fn spawn(
         0.0,
     )
     .map_err(crate::error::UsageError)?;
-    let instances: Vec<Arc<Instance>> = d.instances.clone();
+    // Writes go through the built-in instances only (they are refused with --target).
+    let instances: Vec<Arc<Instance>> = d.builtin_instances();
+    if instances.is_empty() {
+        return Ok(None);
+    }
     let (stop, abort) = (shutdown.clone(), d.shared.abort.clone());
     let gap = Duration::from_secs_f64(1.0 / load.rps);
     Ok(Some(tokio::spawn(async move {

@@ -43,6 +43,9 @@ pub enum Outcome {
     /// Its load was refused by `--db-limit` or the breaker and there was no stale value to
     /// serve: it failed fast, by design, without reaching the database.
     Rejected,
+    /// The app under test (`--target`) answered as expected; whether from its cache is not
+    /// visible from outside (Redis INFO and the load ledger tell that).
+    Ok,
 }
 
 impl Outcome {
@@ -55,8 +58,9 @@ impl Outcome {
         Outcome::Fallback,
         Outcome::Error,
         Outcome::Rejected,
+        Outcome::Ok,
     ];
-    pub const COUNT: usize = 7;
+    pub const COUNT: usize = 8;
     pub fn name(self) -> &'static str {
         match self {
             Outcome::Hit => "hit",
@@ -66,6 +70,7 @@ impl Outcome {
             Outcome::Fallback => "fallback",
             Outcome::Error => "error",
             Outcome::Rejected => "rejected",
+            Outcome::Ok => "ok",
         }
     }
 }

@@ -248,6 +248,9 @@ pub fn summary(r: &RunResult) -> String {
         },
         r.hit_rate * 100.0
     );
+    if let Some(h) = &r.http {
+        o.push_str(&app_lines(r, h));
+    }
     let d = &r.db;
     let server = match (d.calls_server, &d.calls_server_note) {
         // pg_stat_statements counts a statement when it completes without error.
@@ -350,5 +353,34 @@ pub fn summary(r: &RunResult) -> String {
         sv.pg_url,
         if sv.managed { " (managed)" } else { "" }
     );
+    o
+}
+
+/// The app under test's lines: what it answered over HTTP, and where its figures come from.
+fn app_lines(r: &RunResult, h: &crate::target::http::HttpFigures) -> String {
+    let status: Vec<String> = h.status.iter().map(|(c, n)| format!("{c} {n}")).collect();
+    let mut o = format!(
+        "  http      ok {}  {}  errors {} (connect {})  timeouts {}  unexpected status {}  unexpected body {}\n",
+        r.outcomes.ok,
+        if status.is_empty() { "no response".to_string() } else { status.join("  ") },
+        h.errors,
+        h.connect_errors,
+        h.timeouts,
+        h.unexpected_status,
+        h.unexpected_body
+    );
+    if let Some(a) = &r.app {
+        o.push_str(&format!(
+            "  app       {}{}  ledger loads {}  keys {}\n",
+            a.target,
+            a.pid.map_or_else(String::new, |p| format!(" (pid {p}, stopped)")),
+            a.ledger_loads.map_or_else(|| "n/a".to_string(), |n| n.to_string()),
+            a.ledger_keys.map_or_else(|| "n/a".to_string(), |n| n.to_string()),
+        ));
+        o.push_str(&format!("  note      db.calls: {}\n", a.db_calls_counted));
+        for n in &a.notes {
+            o.push_str(&format!("  note      {n}\n"));
+        }
+    }
     o
 }

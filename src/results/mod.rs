@@ -87,6 +87,12 @@ pub struct RunResult {
     /// written before writes existed).
     #[serde(default)]
     pub consistency: Consistency,
+    /// What the app under test answered (`--target`); null for the built-in app.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<crate::target::http::HttpFigures>,
+    /// The app under test: how it ran and where its figures come from (`--target`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<AppFigures>,
 }
 
 /// The cache against the database, exact because every write goes through the tool, which
@@ -124,6 +130,43 @@ pub struct Staleness {
     pub p50: f64,
     pub p99: f64,
     pub max: f64,
+}
+
+/// The app under test's side of a run (`--target`). Its DB figures are in `db` as for the
+/// built-in app, read from the servers: `db.calls` and the timeline's `db_calls` from
+/// pg_stat_statements, `db.peak_concurrent` from pg_stat_activity samples, the herds from the
+/// load ledger.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct AppFigures {
+    /// The target, secrets in it redacted (`{key}` stands for the item id).
+    pub target: String,
+    /// The variant (`compare --variant`), with the environment it gave the app.
+    pub variant: Option<String>,
+    #[serde(default)]
+    pub env: Vec<String>,
+    /// The app's process id when stampede started it (`--app-cmd`), null otherwise.
+    pub pid: Option<u32>,
+    /// Where its output went.
+    pub log: Option<String>,
+    /// How long it took to be ready, ms.
+    pub ready_ms: Option<u64>,
+    /// Which statements `db.calls` counts.
+    pub db_calls_counted: String,
+    /// How `db.peak_concurrent` was measured: pg_stat_activity sampled (a shorter peak
+    /// between two samples is not seen).
+    pub peak_concurrent_note: String,
+    /// Redis keyspace hits and misses per timeline bucket (INFO; null where it could not be
+    /// read, or Redis had restarted).
+    #[serde(default)]
+    pub redis_by_bucket: Vec<(Option<u64>, Option<u64>)>,
+    /// Loads the app made through `stampede_load(id)`, from the ledger (null when it made
+    /// none: see `notes`).
+    pub ledger_loads: Option<u64>,
+    /// Distinct keys those loads were for.
+    pub ledger_keys: Option<u64>,
+    /// Why a figure is missing or what it includes.
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
 
 impl RunResult {
@@ -257,6 +300,10 @@ pub struct Outcomes {
     /// fast by design, not counted as errors.
     #[serde(default)]
     pub rejected: u64,
+    /// Requests the app under test (`--target`) answered as expected (status and body);
+    /// zero for the built-in app, whose requests are counted by how they were served.
+    #[serde(default)]
+    pub ok: u64,
 }
 
 /// The database's side of the measured window. A *load* is a request's need for a value (it

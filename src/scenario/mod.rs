@@ -107,6 +107,9 @@ pub struct Scenario {
     /// the lease coordination.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lease_ttl: Option<Dur>,
+    /// The app under test (`--target`); null: the built-in app.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<crate::target::TargetSpec>,
 }
 
 /// The writes of a run: an open loop of UPDATEs beside the reads.
@@ -130,6 +133,9 @@ impl Scenario {
     /// The label of a run in tables and file names: the strategy, and with writes its
     /// invalidation (`mutex/delete`).
     pub fn label(&self) -> String {
+        if let Some(t) = &self.target {
+            return t.name().to_string();
+        }
         match (self.writes, self.invalidate) {
             (Some(_), Some(i)) => format!("{}/{i}", self.strategy),
             _ => self.strategy.to_string(),
@@ -304,7 +310,10 @@ fn ser_redacted<S: serde::Serializer>(url: &Option<String>, s: S) -> Result<S::O
 /// backend process of several MB, and a managed server is given exactly this many.
 pub const MAX_DB_CONNECTIONS: u32 = 2000;
 
+mod app;
 mod resolve;
+
+pub use app::with_target;
 
 pub use resolve::{invalidation, resolve};
 

@@ -715,6 +715,7 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
         tls,
         redis_tls,
         own_load,
+        target: None,
     })
 }
 

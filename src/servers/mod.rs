@@ -42,6 +42,7 @@
 pub mod postgres;
 pub mod reaper;
 pub mod redis;
+pub mod app;
 pub(crate) mod watchdog;
 
 pub use self::postgres::ManagedPostgres;

@@ -1,0 +1,409 @@
+//! One run against an app under test (`--target`): seed its schema (and give it a database
+//! role of its own on a managed Postgres), start it (`--app-cmd`) and wait until it is ready,
+//! drive it over HTTP with the run's workload and faults while the servers are sampled, then
+//! read the load ledger and build the result from what the servers counted. The app is
+//! stopped on every way out of here: it is owned by this function's frame.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use tokio_util::sync::CancellationToken;
+
+use super::session::{Env, Measured, Setup, Status, build, finish_faults, start_faults};
+use crate::cache;
+use crate::cli::OutputFlags;
+use crate::driver::Driver;
+use crate::error::{EnvError, UsageError};
+use crate::fault::Server;
+use crate::live::Live;
+use crate::origin::Db;
+use crate::results::{AppFigures, RunResult, StartFigures};
+use crate::scenario::Scenario;
+use crate::servers::app::{ManagedApp, Ready};
+use crate::target::http::HttpTarget;
+use crate::target::sample::{ACTIVITY_EVERY, AppStatements, Sampled, Sampler};
+use crate::target::{self, TargetSpec, role};
+use crate::values::redact_url;
+use crate::workload::Start;
+
+/// Set up the app's schema and role, run, and remove both whatever happened.
+pub async fn run_on(
+    sc: &Scenario,
+    env: &mut Env,
+    shutdown: CancellationToken,
+    out: &OutputFlags,
+    status: &Status,
+) -> Result<RunResult> {
+    let t = sc
+        .target
+        .as_ref()
+        .ok_or_else(|| UsageError::new("no --target"))?;
+    let run_id = format!("{:08x}", rand::random::<u32>());
+    let prefix: Arc<str> = Arc::from(format!("stampede:{run_id}:"));
+    let seed_start = Instant::now();
+    let schema = t
+        .schema
+        .clone()
+        .unwrap_or_else(|| format!("stampede_{run_id}"));
+    let logged = sc.faults_on(Server::Postgres);
+    let db = Db::setup_in(
+        &env.pg_url,
+        &schema,
+        sc.keys,
+        sc.value_size,
+        None,
+        logged,
+        sc.db_cost.0,
+    )
+    .await
+    .with_context(|| format!("seeding schema {schema} for the app"))?;
+    // On a managed Postgres the app gets a role of its own: its statements are then told
+    // from stampede's by the server itself.
+    let app_role = sc.pg_url.is_none().then(|| format!("stampede_app_{run_id}"));
+    let result = async {
+        if let Some(r) = &app_role {
+            role::create(&env.pg_url, r, &schema).await?;
+        }
+        let seed_ms = seed_start.elapsed().as_millis() as u64;
+        let admin = cache::Admin::open(&env.redis_url, prefix.clone()).await?;
+        let setup = Setup {
+            db: &db,
+            admin: &admin,
+            prefix: prefix.clone(),
+            seed_ms,
+            heavy_query_ms: None,
+        };
+        let beat = async {
+            loop {
+                let _ = admin.heartbeat().await;
+                let _ = db.heartbeat().await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        };
+        let r = tokio::select! {
+            biased;
+            () = beat => unreachable!("the heartbeat loop never ends"),
+            r = measure(sc, t, env, &setup, app_role.as_deref(), shutdown, out, status) => r,
+        };
+        if sc.redis_url.is_some()
+            && let Err(e) = admin.remove_namespace().await
+        {
+            eprintln!(
+                "warning: could not remove this run's keys from {}: {e:#}",
+                redact_url(&env.redis_url)
+            );
+        }
+        r
+    }
+    .await;
+    if let Err(e) = db.teardown().await {
+        eprintln!("warning: {e:#}");
+    }
+    if let Some(r) = &app_role
+        && let Err(e) = role::drop(&env.pg_url, r).await
+    {
+        eprintln!("warning: {e:#}");
+    }
+    result
+}
+
+/// `host:port` of a URL, for a TCP probe.
+fn host_port(url: &str) -> Result<String> {
+    let u = reqwest::Url::parse(url)
+        .map_err(|e| UsageError::new(format!("--target {}: {e}", redact_url(url))))?;
+    let host = u
+        .host_str()
+        .ok_or_else(|| UsageError::new(format!("--target {}: no host", redact_url(url))))?;
+    let port = u.port_or_known_default().unwrap_or(80);
+    Ok(if host.contains(':') && !host.starts_with('[') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    })
+}
+
+/// Whether the target accepts connections: a run against a target that refuses them ends
+/// here with exit 3 (no request is sent, so the app's cache stays cold).
+async fn probe(url: &str, timeout: Duration) -> Result<()> {
+    let addr = host_port(url)?;
+    match tokio::time::timeout(timeout, tokio::net::TcpStream::connect(addr.as_str())).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(EnvError(format!(
+            "cannot reach the target {}: {e} (is the app running and listening on {addr}?)",
+            redact_url(url)
+        ))
+        .into()),
+        Err(_) => Err(EnvError(format!(
+            "cannot reach the target {}: no connection within --http-timeout {}",
+            redact_url(url),
+            humantime::format_duration(timeout)
+        ))
+        .into()),
+    }
+}
+
+/// The app started and ready, when stampede starts it.
+struct Started {
+    app: ManagedApp,
+    ready_ms: u64,
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn start_app(
+    sc: &Scenario,
+    t: &TargetSpec,
+    env: &Env,
+    setup: &Setup<'_>,
+    app_role: Option<&str>,
+    port: u16,
+    url: &str,
+    shutdown: &CancellationToken,
+    status: &Status,
+) -> Result<Option<Started>> {
+    let Some(cmd) = &t.app_cmd else {
+        return Ok(None);
+    };
+    let database_url = match app_role {
+        Some(r) => role::with_user(&env.pg_url, r),
+        None => env.pg_url.clone(),
+    };
+    let mut vars = vec![
+        ("REDIS_URL".to_string(), env.redis_url.clone()),
+        ("DATABASE_URL".to_string(), database_url),
+        ("DB_SCHEMA".to_string(), setup.db.schema.clone()),
+        ("PORT".to_string(), port.to_string()),
+        ("CACHE_PREFIX".to_string(), setup.prefix.to_string()),
+        ("CACHE_TTL_MS".to_string(), sc.ttl.0.as_millis().to_string()),
+    ];
+    vars.extend(t.app_env.iter().cloned());
+    let log = match &t.app_log {
+        Some(p) => std::path::PathBuf::from(p),
+        None => std::env::temp_dir().join(format!(
+            "stampede-app-{}-{}.log",
+            t.name(),
+            setup.prefix.trim_start_matches("stampede:").trim_end_matches(':')
+        )),
+    };
+    let started = Instant::now();
+    let mut app = ManagedApp::start(cmd, &vars, &log).await?;
+    status.line(&format!(
+        "app {} started (pid {}), output in {}",
+        t.name(),
+        app.pid().unwrap_or(0),
+        log.display()
+    ));
+    let ready = match &t.app_ready {
+        Some(u) => Ready::Url(target::fill_port(u, Some(port))),
+        None => Ready::Tcp(host_port(url)?),
+    };
+    tokio::select! {
+        r = app.wait_ready(&ready, t.app_ready_timeout.0) => r?,
+        _ = shutdown.cancelled() => {
+            return Err(EnvError("interrupted while waiting for the app to be ready".to_string()).into());
+        }
+    }
+    Ok(Some(Started {
+        app,
+        ready_ms: started.elapsed().as_millis() as u64,
+    }))
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn measure(
+    sc: &Scenario,
+    t: &TargetSpec,
+    env: &mut Env,
+    setup: &Setup<'_>,
+    app_role: Option<&str>,
+    shutdown: CancellationToken,
+    out: &OutputFlags,
+    status: &Status,
+) -> Result<RunResult> {
+    let redis_version = setup
+        .admin
+        .version()
+        .await
+        .map_err(|e| EnvError(format!("reading Redis INFO: {e:#}")))?;
+    let port = match &t.app_cmd {
+        Some(_) => crate::servers::free_port().context("finding a free port for the app")?,
+        None => 0,
+    };
+    let url = t.url_for(t.app_cmd.as_ref().map(|_| port));
+    let mut started = start_app(sc, t, env, setup, app_role, port, &url, &shutdown, status).await?;
+    probe(&url, t.http_timeout.0).await?;
+    let max_idle = sc.max_inflight.clamp(1, 1024) as usize;
+    let http = Arc::new(HttpTarget::new(t, &url, max_idle)?);
+    let driver = Driver::for_target(sc, http.clone());
+    let which = match (&t.db_match, app_role) {
+        (Some(m), r) => AppStatements::Matching {
+            regex: m.clone(),
+            role: r.map(str::to_string),
+        },
+        (None, Some(r)) => AppStatements::Role(r.to_string()),
+        (None, None) => AppStatements::Schema(setup.db.schema.clone()),
+    };
+    let sampler = Sampler::start(
+        &env.pg_url,
+        &which,
+        setup.admin.clone(),
+        sc.interval.0,
+        driver.window_start(),
+        driver.gauges().loads,
+    )
+    .await?;
+    let before = setup.admin.stats().await.ok();
+    let live = Live::new(sc.duration.0, out.quiet);
+    let bar = live.bar();
+    bar.set_prefix(t.name().to_string());
+    let (first_redis_pid, first_pg_pid) = env.pids();
+    let chaos = start_faults(sc, env, &driver, setup, &shutdown);
+    let raw = driver.run(shutdown, live).await;
+    let faults = finish_faults(chaos, env).await;
+    let sampled = sampler.finish().await;
+    let raw = raw?;
+    let faults = faults?;
+    bar.finish_and_clear();
+    let after = setup.admin.stats().await.ok();
+    let mut notes = Vec::new();
+    let (pid, log, ready_ms) = match &mut started {
+        Some(s) => {
+            if let Some(st) = s.app.exited() {
+                notes.push(format!(
+                    "the app exited during the run ({st}): requests after that failed; see its log"
+                ));
+            }
+            (
+                s.app.pid(),
+                Some(s.app.log().display().to_string()),
+                Some(s.ready_ms),
+            )
+        }
+        None => (None, None, None),
+    };
+    let ledger = crate::commands::app_ledger::read(setup.db, &sampled).await;
+    // Stopped before the result is built, so nothing of the app outlives its figures.
+    drop(started);
+    let measured = Measured {
+        raw,
+        calls_server: sampled.db_calls,
+        redis_stats: before.zip(after),
+        redis_version,
+        faults,
+        first_redis_pid,
+        first_pg_pid,
+        start: StartFigures {
+            mode: Start::Cold,
+            keys_cached: 0,
+            expiring_in_window: 0,
+            ms: 0,
+        },
+        // Writes are refused with --target: the tool cannot see the app's commits.
+        divergence: None,
+        writes_server: None,
+    };
+    let mut r = build(sc, measured, setup, env);
+    shape(&mut r, t, &http, &which, &sampled, ledger, notes, pid, log, ready_ms);
+    for f in r.faults.iter().filter_map(|f| f.note.as_deref()) {
+        eprintln!("warning: fault: {f}");
+    }
+    Ok(r)
+}
+
+/// The result of the built-in shape, made the app's: the DB figures are the servers', the
+/// outcomes are HTTP's, the hit rate is Redis's.
+#[allow(clippy::too_many_arguments)]
+fn shape(
+    r: &mut RunResult,
+    t: &TargetSpec,
+    http: &HttpTarget,
+    which: &AppStatements,
+    sampled: &Sampled,
+    ledger: super::app_ledger::Ledger,
+    mut notes: Vec<String>,
+    pid: Option<u32>,
+    log: Option<String>,
+    ready_ms: Option<u64>,
+) {
+    r.strategy = t.name().to_string();
+    r.http = Some(http.counts.figures());
+    let d = &mut r.db;
+    // What the built-in app's own bookkeeping would have said is not there: the app's loads
+    // are seen only from the servers.
+    d.calls = sampled.db_calls.unwrap_or(0);
+    d.calls_server = sampled.db_calls;
+    d.calls_server_note = match sampled.db_calls {
+        Some(_) => Some(format!(
+            "read from pg_stat_statements at the window's start and end (and every --interval for the timeline): {}",
+            which.describe()
+        )),
+        None => Some("pg_stat_statements could not be read at the window's start or end (a Postgres crash empties it): the app's DB calls are unknown".to_string()),
+    };
+    d.statement_errors = 0;
+    d.warmup_calls = 0;
+    d.peak_concurrent = sampled.peak_active;
+    d.peak_in_flight = sampled.peak_active;
+    d.statement_ms_mean = None;
+    d.pool_wait_ms_mean = None;
+    d.pool_busy = 0.0;
+    d.peak_key_herd = ledger.herds.as_ref().map_or(0, |h| h.peak_herd);
+    d.redundant_loads = ledger.herds.as_ref().map_or(0, |h| h.redundant);
+    if let Some(n) = &ledger.note {
+        notes.push(n.clone());
+    }
+    if sampled.db_calls.is_none() {
+        notes.push("db.calls is 0 because pg_stat_statements could not be read".to_string());
+    }
+    r.hit_rate = match (sampled.redis_hits, sampled.redis_misses) {
+        (Some(h), Some(m)) if h + m > 0 => h as f64 / (h + m) as f64,
+        _ => {
+            notes.push("hit_rate is 0: Redis INFO could not be read at both ends of the window (or Redis restarted)".to_string());
+            0.0
+        }
+    };
+    notes.push("hit_rate is Redis's keyspace_hits / (hits + misses) over the window, and a timeline bucket's hits its keyspace hits: every GET the app sent, lock reads included".to_string());
+    for (b, s) in r.timeline.iter_mut().zip(&sampled.buckets) {
+        b.db_calls = s.db_calls.unwrap_or(0);
+        b.pool_wait_ms = 0.0;
+        b.hits = s.redis_hits.unwrap_or(0);
+    }
+    // What the sampler read after the last bucket was taken belongs to the last bucket.
+    let n = r.timeline.len();
+    if sampled.buckets.len() > n
+        && let Some(last) = r.timeline.last_mut()
+    {
+        last.db_calls += sampled.buckets[n..]
+            .iter()
+            .filter_map(|s| s.db_calls)
+            .sum::<u64>();
+    }
+    r.app = Some(AppFigures {
+        target: t.shown(),
+        variant: t.variant.clone(),
+        env: t.app_env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+        pid,
+        log,
+        ready_ms,
+        db_calls_counted: which.describe(),
+        peak_concurrent_note: format!(
+            "the app's statements running at once, from pg_stat_activity sampled every {} ms ({} samples): a shorter peak between two samples is not seen; the ledger's peak herd is exact",
+            ACTIVITY_EVERY.as_millis(),
+            sampled.activity_samples
+        ),
+        redis_by_bucket: sampled
+            .buckets
+            .iter()
+            .map(|b| (b.redis_hits, b.redis_misses))
+            .collect(),
+        ledger_loads: ledger.herds.as_ref().map(|h| h.loads),
+        ledger_keys: ledger.herds.as_ref().map(|h| h.keys),
+        notes,
+    });
+    r.thresholds = r.judge(&r.scenario.thresholds);
+    // The expiries and the mechanism's firings are the built-in app's bookkeeping: unknown
+    // for an app under test, so what they would diagnose is not said.
+    r.diagnoses = crate::results::diagnose::diagnose(r)
+        .into_iter()
+        .filter(|d| !matches!(d.code.as_str(), "no-expiry" | "mechanism-idle"))
+        .collect();
+}

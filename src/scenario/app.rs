@@ -1,0 +1,44 @@
+//! A scenario pointed at an app under test (`--target`): the target's flags checked and
+//! joined to the workload, and what a target changes about the run (a cold start).
+
+use super::Scenario;
+use crate::cli::{RunFlags, TargetFlags};
+use crate::error::UsageError;
+use crate::workload::Start;
+
+/// `sc` with the app under test of `target` (unchanged without `--target`). `flags` are the
+/// run's flags as given, to tell a `--start` the user asked for from the default.
+pub fn with_target(
+    mut sc: Scenario,
+    flags: &RunFlags,
+    target: &TargetFlags,
+) -> Result<Scenario, UsageError> {
+    let managed = sc.redis_url.is_none() || sc.pg_url.is_none();
+    let Some(spec) = crate::target::resolve(target, managed)? else {
+        return Ok(sc);
+    };
+    // stampede writes only its own cache entries: an app's cache it cannot fill.
+    match flags.start {
+        None | Some(Start::Cold) => sc.start = Start::Cold,
+        Some(s) => {
+            return Err(UsageError::new(format!(
+                "--start {} needs stampede to fill the cache, which it cannot do for an app under test: with --target the start is cold (let a --warmup fill the app's cache instead)",
+                s.name()
+            )));
+        }
+    }
+    if sc.warm > 0 {
+        return Err(UsageError::new(
+            "--warm writes stampede's own cache entries, which an app under test does not read: use --warmup to let the app fill its cache",
+        ));
+    }
+    if sc.writes.is_some() {
+        // The consistency figures are exact only because the tool sees every commit; an
+        // app's own writes it cannot see.
+        return Err(UsageError::new(
+            "--write-rps sends the built-in app's writes, and an app under test writes through its own code, which stampede cannot see commit: drop --write-rps with --target (writes and their consistency figures are measured on the built-in strategies)",
+        ));
+    }
+    sc.target = Some(spec);
+    Ok(sc)
+}

@@ -1,0 +1,275 @@
+//! The app under test (`--target`): an HTTP endpoint driven with the same workload instead of
+//! the built-in request path. This module holds what a run needs to know about it (the
+//! [`TargetSpec`] kept in the scenario and the results), the HTTP request path ([`http`]) and
+//! the figures read from the servers' side while it runs ([`sample`]), which hold whatever
+//! language or framework the app is written in.
+
+pub mod http;
+pub mod role;
+pub mod sample;
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::cli::TargetFlags;
+use crate::error::UsageError;
+use crate::values::{Dur, redact_url};
+
+/// Where the key goes in `--target`.
+pub const KEY_MARK: &str = "{key}";
+/// Where the app's port goes in `--target` and `--app-ready` under `--app-cmd`.
+pub const PORT_MARK: &str = "{port}";
+
+/// Everything about the app under test, as the run was told.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TargetSpec {
+    /// The URL template, `{key}` standing for the item id (and `{port}` for the app's port).
+    pub url: String,
+    /// Deadline of one request, connection included.
+    pub http_timeout: Dur,
+    /// Extra request headers, `Name: value`; values are not written to results.
+    #[serde(serialize_with = "ser_headers")]
+    pub headers: Vec<String>,
+    /// Statuses that count as success; empty: any 2xx.
+    pub expect_status: Vec<u16>,
+    /// A regular expression the body must match for the response to count as success.
+    pub expect_body: Option<String>,
+    /// The shell command that starts the app (null: the app is already running).
+    pub app_cmd: Option<String>,
+    /// The URL that answers 2xx once the app is ready (null: the target's port accepts
+    /// connections).
+    pub app_ready: Option<String>,
+    /// How long the app may take to be ready.
+    pub app_ready_timeout: Dur,
+    /// Where the app's output goes (null: a file in the temp dir, named in the results).
+    pub app_log: Option<String>,
+    /// The schema the app reads, when it was configured before the run (`--schema`).
+    pub schema: Option<String>,
+    /// Which statements of pg_stat_statements are the app's (a Postgres regular expression on
+    /// the statement text); null: every statement of the app's role (managed Postgres) or
+    /// every statement naming the run's schema.
+    pub db_match: Option<String>,
+    /// The variant of the app (`compare --variant`), null for a plain run.
+    pub variant: Option<String>,
+    /// Environment the variant gives the app, in order.
+    pub app_env: Vec<(String, String)>,
+}
+
+fn ser_headers<S: serde::Serializer>(h: &[String], s: S) -> Result<S::Ok, S::Error> {
+    let names: Vec<String> = h
+        .iter()
+        .map(|h| format!("{}: <redacted>", h.split(':').next().unwrap_or("").trim()))
+        .collect();
+    names.serialize(s)
+}
+
+impl TargetSpec {
+    /// The name a result of this target goes by: the variant's, else `app`.
+    pub fn name(&self) -> &str {
+        self.variant.as_deref().unwrap_or("app")
+    }
+
+    /// The URL with `{port}` filled in.
+    pub fn url_for(&self, port: Option<u16>) -> String {
+        fill_port(&self.url, port)
+    }
+
+    /// The target for people: secrets in the URL redacted.
+    pub fn shown(&self) -> String {
+        redact_url(&self.url)
+    }
+}
+
+/// `template` with `{port}` replaced by `port` (unchanged without a port).
+pub fn fill_port(template: &str, port: Option<u16>) -> String {
+    match port {
+        Some(p) => template.replace(PORT_MARK, &p.to_string()),
+        None => template.to_string(),
+    }
+}
+
+/// One `--variant NAME=ENV=VALUE[,ENV=VALUE…]`: the name and the environment it sets.
+pub fn parse_variant(s: &str) -> Result<(String, Vec<(String, String)>), UsageError> {
+    let bad = |why: &str| {
+        UsageError::new(format!(
+            "--variant {s}: {why}; write NAME=ENV=VALUE[,ENV=VALUE…], e.g. lock=APP_STRATEGY=lock"
+        ))
+    };
+    let (name, rest) = s.split_once('=').ok_or_else(|| bad("no environment"))?;
+    let name = name.trim();
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(bad("the name must be letters, digits, '-', '_' or '.'"));
+    }
+    let mut env = Vec::new();
+    for pair in rest.split(',') {
+        let (k, v) = pair
+            .split_once('=')
+            .ok_or_else(|| bad(&format!("'{pair}' is not ENV=VALUE")))?;
+        let k = k.trim();
+        if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(bad(&format!("'{k}' is not an environment variable name")));
+        }
+        env.push((k.to_string(), v.to_string()));
+    }
+    Ok((name.to_string(), env))
+}
+
+/// The target of `flags`, checked; None without `--target`. `managed_servers`: whether the
+/// tool starts Redis and Postgres itself (then an already-running app could not know them).
+pub fn resolve(
+    flags: &TargetFlags,
+    managed_servers: bool,
+) -> Result<Option<TargetSpec>, UsageError> {
+    let Some(url) = flags.target.clone() else {
+        let given = [
+            ("--http-timeout", flags.http_timeout.is_some()),
+            ("--header", !flags.header.is_empty()),
+            ("--expect-status", !flags.expect_status.is_empty()),
+            ("--expect-body", flags.expect_body.is_some()),
+            ("--app-cmd", flags.app_cmd.is_some()),
+            ("--app-ready", flags.app_ready.is_some()),
+            ("--app-ready-timeout", flags.app_ready_timeout.is_some()),
+            ("--app-log", flags.app_log.is_some()),
+            ("--schema", flags.schema.is_some()),
+            ("--db-match", flags.db_match.is_some()),
+        ];
+        if let Some((f, _)) = given.iter().find(|(_, g)| *g) {
+            return Err(UsageError::new(format!(
+                "{f} applies to an app under test: give --target URL too"
+            )));
+        }
+        return Ok(None);
+    };
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(UsageError::new(format!(
+            "--target {}: give an http:// or https:// URL",
+            redact_url(&url)
+        )));
+    }
+    if !url.contains(KEY_MARK) {
+        return Err(UsageError::new(format!(
+            "--target {}: put {KEY_MARK} where the item id goes, e.g. http://127.0.0.1:8080/items/{KEY_MARK}",
+            redact_url(&url)
+        )));
+    }
+    if flags.app_cmd.is_none() {
+        if url.contains(PORT_MARK) {
+            return Err(UsageError::new(
+                "--target has {port}, which stampede fills in only for an app it starts: give --app-cmd, or the app's port",
+            ));
+        }
+        if managed_servers {
+            return Err(UsageError::new(
+                "an app that is already running (no --app-cmd) reads servers it was configured with: give them with --redis-url and --pg-url, and --schema NAME for where stampede seeds the items it reads",
+            ));
+        }
+        if flags.schema.is_none() {
+            return Err(UsageError::new(
+                "an app that is already running (no --app-cmd) was configured with the schema it reads: name it with --schema NAME (stampede creates it, seeds it and drops it at the end)",
+            ));
+        }
+    } else if flags.schema.is_some() {
+        return Err(UsageError::new(
+            "--schema is for an app that is already running; an app started with --app-cmd is told its schema in DB_SCHEMA",
+        ));
+    }
+    if let Some(s) = &flags.schema
+        && (s.is_empty()
+            || s.len() > 60
+            || !s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            || s.starts_with(|c: char| c.is_ascii_digit()))
+    {
+        return Err(UsageError::new(format!(
+            "--schema {s}: use a plain lower-case identifier (letters, digits, _)"
+        )));
+    }
+    if let Some(b) = &flags.expect_body {
+        regex::Regex::new(b)
+            .map_err(|e| UsageError::new(format!("--expect-body {b}: {e}")))?;
+    }
+    for h in &flags.header {
+        let (name, value) = h.split_once(':').ok_or_else(|| {
+            UsageError::new(format!("--header {h}: write it as 'Name: value'"))
+        })?;
+        reqwest::header::HeaderName::from_bytes(name.trim().as_bytes())
+            .map_err(|_| UsageError::new(format!("--header: '{}' is not a header name", name.trim())))?;
+        reqwest::header::HeaderValue::from_str(value.trim()).map_err(|_| {
+            UsageError::new(format!("--header {}: the value is not valid", name.trim()))
+        })?;
+    }
+    if let Some(s) = flags.expect_status.iter().find(|s| !(100..=599).contains(*s)) {
+        return Err(UsageError::new(format!(
+            "--expect-status {s}: an HTTP status is between 100 and 599"
+        )));
+    }
+    let http_timeout = flags.http_timeout.unwrap_or(Dur(Duration::from_secs(5)));
+    if http_timeout.0.is_zero() {
+        return Err(UsageError::new("--http-timeout must be more than 0"));
+    }
+    Ok(Some(TargetSpec {
+        url,
+        http_timeout,
+        headers: flags.header.clone(),
+        expect_status: flags.expect_status.clone(),
+        expect_body: flags.expect_body.clone(),
+        app_cmd: flags.app_cmd.clone(),
+        app_ready: flags.app_ready.clone(),
+        app_ready_timeout: flags
+            .app_ready_timeout
+            .unwrap_or(Dur(Duration::from_secs(30))),
+        app_log: flags.app_log.as_ref().map(|p| p.display().to_string()),
+        schema: flags.schema.clone(),
+        db_match: flags.db_match.clone(),
+        variant: None,
+        app_env: Vec::new(),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variants_parse_and_bad_ones_say_why() {
+        let (n, env) = parse_variant("lock=APP_STRATEGY=lock,POOL=4").unwrap();
+        assert_eq!(n, "lock");
+        assert_eq!(
+            env,
+            vec![
+                ("APP_STRATEGY".to_string(), "lock".to_string()),
+                ("POOL".to_string(), "4".to_string())
+            ]
+        );
+        assert!(parse_variant("lock").is_err());
+        assert!(parse_variant("=A=b").is_err());
+        assert!(parse_variant("x=A").is_err());
+        assert!(parse_variant("x=A-B=c").is_err());
+    }
+
+    #[test]
+    fn headers_are_written_without_their_values() {
+        let j = serde_json::to_string(&TargetSpec {
+            url: "http://x/{key}".into(),
+            http_timeout: Dur(Duration::from_secs(1)),
+            headers: vec!["Authorization: Bearer secret".into()],
+            expect_status: vec![],
+            expect_body: None,
+            app_cmd: None,
+            app_ready: None,
+            app_ready_timeout: Dur(Duration::from_secs(1)),
+            app_log: None,
+            schema: None,
+            db_match: None,
+            variant: None,
+            app_env: vec![],
+        })
+        .unwrap();
+        assert!(j.contains("Authorization: <redacted>"), "{j}");
+        assert!(!j.contains("secret"), "{j}");
+    }
+}

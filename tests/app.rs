@@ -1,0 +1,254 @@
+//! The app under test (`--target`), on real servers: stampede starts the example app
+//! (examples/app) with `--app-cmd`, drives it over HTTP and reads its figures from the
+//! servers. The herds come from the load ledger, the DB calls from pg_stat_statements; the
+//! app is never left running.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use common::{BIN, alive, read_json, stampede};
+use serde_json::Value;
+
+/// One run at a time: each drives an app, two servers and the load generator on 2 cores.
+static TURN: Mutex<()> = Mutex::new(());
+
+const TARGET: &str = "http://127.0.0.1:{port}/items/{key}";
+
+/// The example app, built once for this test binary (cargo does not build examples for
+/// `--test`).
+fn app() -> &'static str {
+    static APP: OnceLock<String> = OnceLock::new();
+    APP.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--release", "--example", "app"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("running cargo build --example app");
+        assert!(status.success(), "building the example app failed");
+        let bin = PathBuf::from(BIN)
+            .parent()
+            .expect("binary dir")
+            .join("examples/app");
+        assert!(bin.exists(), "{} missing", bin.display());
+        format!("exec {}", bin.display())
+    })
+}
+
+fn u(v: &Value, ptr: &str) -> u64 {
+    v.pointer(ptr)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("{ptr} missing in {v}"))
+}
+
+fn f(v: &Value, ptr: &str) -> f64 {
+    v.pointer(ptr)
+        .and_then(Value::as_f64)
+        .unwrap_or_else(|| panic!("{ptr} missing in {v}"))
+}
+
+/// The pid in the "app NAME started (pid N)" status line.
+fn app_pid(stderr: &str) -> Option<u32> {
+    let at = stderr.find("started (pid ")? + "started (pid ".len();
+    stderr[at..].split(')').next()?.parse().ok()
+}
+
+/// Waits a little for a process we signalled to be gone (it is not our child: the tool reaps it).
+fn gone(pid: u32) -> bool {
+    let until = Instant::now() + Duration::from_secs(2);
+    while alive(pid) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    !alive(pid)
+}
+
+#[test]
+fn variants_herd_only_under_cache_aside_and_db_calls_match_the_ledger() {
+    let app = app();
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().expect("temp dir");
+    // A hot key (Zipf 1.2 over 50 keys) whose entry expires every second.
+    let out = stampede()
+        .args(["compare", "--target", TARGET, "--app-cmd", app])
+        .args(["--variant", "cache-aside=APP_STRATEGY=cache-aside"])
+        .args(["--variant", "single-flight=APP_STRATEGY=single-flight"])
+        .args(["--variant", "lock=APP_STRATEGY=lock"])
+        .args(["--rps", "800", "--duration", "4s", "--keys", "50", "--zipf", "1.2"])
+        .args(["--ttl", "1s", "--db-cost", "20ms", "--quiet", "--out"])
+        .arg(dir.path())
+        .output()
+        .expect("running stampede compare");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let r = |name: &str| {
+        read_json(&dir.path().join(format!("{name}.json")))
+            .unwrap_or_else(|| panic!("{name}.json missing: {stderr}"))
+    };
+    for name in ["cache-aside", "single-flight", "lock"] {
+        let v = r(name);
+        assert_eq!(v["strategy"], name);
+        let calls = u(&v, "/db/calls");
+        assert!(calls > 0, "{name}: no DB calls: {}", v["app"]);
+        // Every load went through the ledger function and was one statement of the app's role.
+        assert_eq!(
+            Some(calls),
+            v.pointer("/app/ledger_loads").and_then(Value::as_u64),
+            "{name}: pg_stat_statements and the ledger disagree: {}",
+            v["app"]
+        );
+        assert_eq!(u(&v, "/http/status/2xx"), u(&v, "/requests/completed"), "{name}");
+        assert_eq!(u(&v, "/http/errors") + u(&v, "/http/timeouts"), 0, "{name}");
+        assert_eq!(u(&v, "/outcomes/ok"), u(&v, "/requests/completed"), "{name}");
+        let pid = u(&v, "/app/pid") as u32;
+        assert!(!alive(pid), "{name}: the app (pid {pid}) outlived its run");
+    }
+    let ca = r("cache-aside");
+    assert!(
+        u(&ca, "/db/peak_key_herd") >= 2 && u(&ca, "/db/redundant_loads") > 0,
+        "cache-aside shows no herd in the ledger: {}",
+        ca["db"]
+    );
+    for name in ["single-flight", "lock"] {
+        let v = r(name);
+        assert_eq!(u(&v, "/db/peak_key_herd"), 1, "{name}: {}", v["db"]);
+        assert_eq!(u(&v, "/db/redundant_loads"), 0, "{name}: {}", v["db"]);
+        assert!(
+            u(&v, "/db/calls") < u(&ca, "/db/calls"),
+            "{name} made no fewer DB calls than cache-aside"
+        );
+    }
+}
+
+#[test]
+fn killing_redis_shows_in_the_apps_db_calls_and_latency() {
+    let app = app();
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let json = dir.path().join("r.json");
+    // A TTL longer than the run: once the keys are cached, only the outage sends reads to
+    // the database.
+    let out = stampede()
+        .args(["run", "--target", TARGET, "--app-cmd", app])
+        .args(["--rps", "400", "--duration", "6s", "--keys", "100", "--ttl", "60s"])
+        .args(["--kill-redis-at", "3s", "--redis-down-for", "1500ms", "--quiet", "--out"])
+        .arg(&json)
+        .output()
+        .expect("running stampede");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let v = read_json(&json).expect("results");
+    let buckets = v["timeline"].as_array().expect("timeline");
+    let in_range = |from: u64, to: u64| {
+        buckets
+            .iter()
+            .filter(move |b| (from..to).contains(&u(b, "/t_ms")))
+    };
+    let before: Vec<&Value> = in_range(2000, 3000).collect();
+    let during: Vec<&Value> = in_range(3200, 4500).collect();
+    assert!(!before.is_empty() && !during.is_empty(), "{buckets:?}");
+    let calls = |bs: &[&Value]| bs.iter().map(|b| u(b, "/db_calls")).sum::<u64>() as f64 / bs.len() as f64;
+    let p99 = |bs: &[&Value]| bs.iter().map(|b| f(b, "/p99_ms")).fold(0.0, f64::max);
+    assert!(
+        calls(&during) > 5.0 * calls(&before) + 5.0,
+        "the outage does not show in the app's DB calls: {:.1} per bucket before, {:.1} during",
+        calls(&before),
+        calls(&during)
+    );
+    assert!(
+        p99(&during) >= 10.0 && p99(&during) > 2.0 * p99(&before),
+        "the outage does not show in latency: p99 {:.2} ms before, {:.2} ms during",
+        p99(&before),
+        p99(&during)
+    );
+    // The app failed open: every request was answered.
+    assert_eq!(u(&v, "/http/status/2xx"), u(&v, "/requests/completed"));
+    assert_eq!(v["faults"][0]["kind"], "kill-redis", "{}", v["faults"]);
+    assert!(!alive(u(&v, "/app/pid") as u32));
+}
+
+#[test]
+fn a_target_that_refuses_connections_ends_the_run_with_exit_3_and_the_app_stopped() {
+    let app = app();
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    // The app is ready on its own port; the target is a port nothing listens on.
+    let refused = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let target = format!("http://127.0.0.1:{refused}/items/{{key}}");
+    let out = stampede()
+        .args(["run", "--target", &target, "--app-cmd", app])
+        .args(["--app-ready", "http://127.0.0.1:{port}/health"])
+        .args(["--rps", "100", "--duration", "2s", "--keys", "10"])
+        .output()
+        .expect("running stampede");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("cannot reach the target") && stderr.contains("refused"),
+        "{stderr}"
+    );
+    let pid = app_pid(&stderr).expect("the app's pid in the status lines");
+    assert!(gone(pid), "the app (pid {pid}) outlived a failed run");
+}
+
+#[test]
+fn an_app_that_is_never_ready_fails_the_run_and_is_stopped() {
+    let app = app();
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let out = stampede()
+        .args(["run", "--target", TARGET, "--app-cmd", app])
+        .args(["--app-ready", "http://127.0.0.1:{port}/no-such-page"])
+        .args(["--app-ready-timeout", "1s", "--rps", "100", "--duration", "2s"])
+        .output()
+        .expect("running stampede");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("was not ready within 1s"), "{stderr}");
+    let pid = app_pid(&stderr).expect("the app's pid in the status lines");
+    assert!(gone(pid), "the app (pid {pid}) outlived a failed run");
+}
+
+#[test]
+fn ctrl_c_stops_the_app_and_keeps_the_figures() {
+    let app = app();
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let json = dir.path().join("r.json");
+    let mut child = Command::new(BIN)
+        .args(["run", "--target", TARGET, "--app-cmd", app])
+        .args(["--rps", "200", "--duration", "60s", "--keys", "100", "--out"])
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starting stampede");
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let pid = loop {
+        let Some(Ok(line)) = lines.next() else {
+            let _ = child.kill();
+            panic!("stampede ended before it started the app");
+        };
+        if let Some(p) = app_pid(&line) {
+            break p;
+        }
+    };
+    // Keep reading stderr so the tool never blocks on a full pipe.
+    let rest = std::thread::spawn(move || lines.map_while(Result::ok).collect::<Vec<_>>());
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(alive(pid), "the app is not running during the run");
+    // SAFETY: signalling the child this test started; it stops its servers and app on SIGINT.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().expect("waiting for stampede");
+    let stderr = rest.join().unwrap_or_default().join("\n");
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(gone(pid), "the app (pid {pid}) outlived Ctrl-C");
+    let v = read_json(&json).expect("results written after Ctrl-C");
+    assert_eq!(v["interrupted"], true);
+    assert!(u(&v, "/requests/completed") > 0);
+}
