@@ -332,6 +332,47 @@ impl Db {
         })
     }
 
+    /// The schema of run `run_id` that another process (a sharded run's shard 0, or `stampede
+    /// prepare`) created and seeded: this process only uses it, and drops nothing.
+    pub async fn attach(url: &str, run_id: &str, logged: bool) -> Result<Db> {
+        let (admin, config) = connect_admin(url).await?;
+        let version: String = admin
+            .query_one("SHOW server_version", &[])
+            .await
+            .context("reading the Postgres server version")?
+            .get(0);
+        let schema = format!("stampede_{run_id}");
+        let found: bool = admin
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'items')",
+                &[&schema],
+            )
+            .await
+            .context("looking for the run's schema")?
+            .get(0);
+        if !found {
+            return Err(EnvError(format!(
+                "the run's schema {schema} is not on {}: the shard that set the run up has not seeded it there (are all shards given the same --pg-url and --run-id?)",
+                redact_url(url)
+            ))
+            .into());
+        }
+        let stat_statements_missing = admin
+            .query_one("SELECT count(*) FROM pg_stat_statements", &[])
+            .await
+            .err()
+            .map(|e| format!("pg_stat_statements is not available on this server: {e}"));
+        Ok(Db {
+            admin: Mutex::new(Arc::new(admin)),
+            config,
+            url: url.to_string(),
+            schema,
+            version,
+            logged,
+            stat_statements_missing,
+        })
+    }
+
     /// The admin connection, opened again if a crash of the server closed it.
     async fn admin(&self) -> Result<Arc<tokio_postgres::Client>> {
         let current = self.admin.lock().unwrap_or_else(|p| p.into_inner()).clone();

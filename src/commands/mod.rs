@@ -4,8 +4,10 @@
 
 mod check;
 mod compare;
+mod merge;
 mod run;
 mod session;
+mod shards;
 
 use std::process::ExitCode;
 
@@ -26,6 +28,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Compare(cmd) => compare::run(cmd).await,
         Command::Check(cmd) => check::run(cmd),
         Command::Cleanup(cmd) => cleanup(cmd).await,
+        Command::Merge(cmd) => merge::run(cmd),
+        Command::Prepare(cmd) => shards::prepare(cmd).await,
     }
 }
 

@@ -5,13 +5,32 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 use super::session::{Env, Status, run_on, shutdown_on_signals};
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+
 use crate::cli::RunCmd;
+use crate::exporter::{self, Export};
+use crate::values::Dur;
 use crate::report;
 use crate::results;
 use crate::scenario;
 
 pub async fn run(cmd: RunCmd) -> Result<ExitCode> {
     let sc = scenario::resolve(cmd.scenario.as_ref(), cmd.flags())?;
+    let plan = super::shards::plan(&sc, &cmd.shard)?;
+    if plan.is_some() && cmd.trials.repeat > 1 {
+        return Err(crate::error::UsageError::new(
+            "--repeat runs trials one after another in one process; a sharded run is one trial: run the shards again for another",
+        )
+        .into());
+    }
+    if cmd.trials.repeat > 1 && cmd.metrics.metrics_listen.is_some() {
+        return Err(crate::error::UsageError::new(
+            "--metrics-listen exports one run's figures: it cannot be combined with --repeat",
+        )
+        .into());
+    }
     if cmd.trials.repeat > 1 {
         if let Some(p) = &cmd.output.out
             && p.extension().is_some_and(|x| x == "json")
@@ -32,9 +51,40 @@ pub async fn run(cmd: RunCmd) -> Result<ExitCode> {
     }
     let shutdown = shutdown_on_signals();
     let status = Status::new(cmd.output.quiet);
+    let mut output = cmd.output.clone();
+    let metrics = match cmd.metrics.metrics_listen {
+        Some(addr) => {
+            let label = plan.as_ref().map_or(String::new(), |p| p.spec.to_string());
+            let export = Export::new(&sc.strategy.to_string(), &label);
+            output.export = Some(export.clone());
+            let stop = CancellationToken::new();
+            let server = exporter::serve(addr, export, stop.clone()).await?;
+            status.line(&format!("metrics at http://{addr}/metrics"));
+            Some((stop, server))
+        }
+        None => None,
+    };
     let mut env = Env::start(&sc, &status).await?;
-    let outcome = run_on(&sc, &mut env, shutdown.clone(), &cmd.output, &status).await;
+    let outcome = match &plan {
+        Some(p) => {
+            super::shards::run_shard(&sc, p, &mut env, shutdown.clone(), &output, &status).await
+        }
+        None => run_on(&sc, &mut env, shutdown.clone(), &output, &status).await,
+    };
     env.stop();
+    if let Some((stop, server)) = metrics {
+        // The final values stay up for the last scrape, unless the user asked to stop.
+        let linger = cmd.metrics.metrics_linger.map_or(Duration::ZERO, |d| d.0);
+        if outcome.is_ok() && !linger.is_zero() {
+            status.line(&format!("serving the final metrics for {}", Dur(linger)));
+            tokio::select! {
+                _ = tokio::time::sleep(linger) => {}
+                _ = shutdown.cancelled() => {}
+            }
+        }
+        stop.cancel();
+        let _ = server.await;
+    }
     let result = outcome?;
     if let Some(why) = results::check::unreliable(&result) {
         eprintln!("warning: {why}");

@@ -204,16 +204,16 @@ pub async fn run_on(
 }
 
 /// What the run's setup made, for the measurement.
-struct Setup<'a> {
-    db: &'a Db,
-    admin: &'a cache::Admin,
-    prefix: Arc<str>,
-    seed_ms: u64,
-    heavy_query_ms: Option<f64>,
+pub(super) struct Setup<'a> {
+    pub(super) db: &'a Db,
+    pub(super) admin: &'a cache::Admin,
+    pub(super) prefix: Arc<str>,
+    pub(super) seed_ms: u64,
+    pub(super) heavy_query_ms: Option<f64>,
 }
 
 /// Under `--db-query heavy`, seed the reviews table and measure one heavy query.
-async fn heavy_setup(sc: &Scenario, db: &Db, status: &Status) -> Result<Option<f64>> {
+pub(super) async fn heavy_setup(sc: &Scenario, db: &Db, status: &Status) -> Result<Option<f64>> {
     if sc.db_query != DbQuery::Heavy {
         return Ok(None);
     }
@@ -228,7 +228,7 @@ async fn heavy_setup(sc: &Scenario, db: &Db, status: &Status) -> Result<Option<f
 /// Start the fault schedule, if the scenario has faults. A managed server with faults moves
 /// into it (it kills and restarts it) and comes back to `env` in [`finish_faults`]. An
 /// external one is faulted through the user's commands (the scenario requires them).
-fn start_faults(
+pub(super) fn start_faults(
     sc: &Scenario,
     env: &mut Env,
     driver: &Driver,
@@ -265,7 +265,7 @@ fn start_faults(
 }
 
 /// End the fault schedule and give the managed servers back to `env` (to be stopped with it).
-async fn finish_faults(chaos: Option<Chaos>, env: &mut Env) -> Result<Option<chaos::Done>> {
+pub(super) async fn finish_faults(chaos: Option<Chaos>, env: &mut Env) -> Result<Option<chaos::Done>> {
     let Some(c) = chaos else { return Ok(None) };
     let mut done = c.finish().await?;
     if let Some(r) = done.redis.take() {
@@ -278,15 +278,15 @@ async fn finish_faults(chaos: Option<Chaos>, env: &mut Env) -> Result<Option<cha
 }
 
 /// Everything a result is built from, gathered before it is built once.
-struct Measured {
-    raw: Raw,
-    calls_server: Option<u64>,
-    redis_stats: Option<(cache::RedisStats, cache::RedisStats)>,
-    redis_version: String,
-    faults: Option<chaos::Done>,
-    first_redis_pid: Option<u32>,
-    first_pg_pid: Option<u32>,
-    start: StartFigures,
+pub(super) struct Measured {
+    pub(super) raw: Raw,
+    pub(super) calls_server: Option<u64>,
+    pub(super) redis_stats: Option<(cache::RedisStats, cache::RedisStats)>,
+    pub(super) redis_version: String,
+    pub(super) faults: Option<chaos::Done>,
+    pub(super) first_redis_pid: Option<u32>,
+    pub(super) first_pg_pid: Option<u32>,
+    pub(super) start: StartFigures,
 }
 
 async fn measure(
@@ -302,7 +302,10 @@ async fn measure(
         .version()
         .await
         .map_err(|e| EnvError(format!("reading Redis INFO: {e:#}")))?;
-    let driver = Driver::build(sc, &env.redis_url, setup.prefix.clone(), setup.db).await?;
+    let mut driver = Driver::build(sc, &env.redis_url, setup.prefix.clone(), setup.db).await?;
+    if let Some(e) = &out.export {
+        driver.export(e.clone());
+    }
     let delta_us = match setup.heavy_query_ms {
         Some(ms) => (ms * 1000.0) as u32,
         None => sc.db_cost.0.as_micros().min(u128::from(u32::MAX)) as u32,
@@ -368,7 +371,7 @@ async fn measure(
 }
 
 /// The result of a run, built once from everything measured.
-fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult {
+pub(super) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult {
     let Measured {
         raw,
         calls_server,
@@ -537,6 +540,7 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
             encoding: "hdrhistogram-v2-deflate-base64".to_string(),
             latency_us: results::encode_histogram(&t.latency),
             service_us: results::encode_histogram(&t.service),
+            by_outcome_us: Default::default(),
         },
         timeline: raw.timeline,
         faults: fault_reports,
@@ -561,6 +565,8 @@ fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult 
         generator,
         thresholds: Vec::new(),
         diagnoses: Vec::new(),
+        shard: None,
+        merged: None,
     };
     r.thresholds = r.judge(&sc.thresholds);
     r.diagnoses = results::diagnose::diagnose(&r);

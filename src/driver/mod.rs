@@ -16,6 +16,7 @@ use anyhow::Result;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::Cache;
+use crate::exporter::Export;
 use crate::instance::{self, Instance, Shared};
 use crate::live::Live;
 use crate::metrics::{Counters, CountersSnapshot, LoadTracker, Outcome, Recorder, Totals};
@@ -23,6 +24,7 @@ use crate::origin::Db;
 use crate::protect::{self, Guard};
 use crate::results::{BreakerEvent, Bucket};
 use crate::scenario::{LoadShape, Scenario};
+use crate::shard::ShardSpec;
 use crate::strategy::freshness;
 use crate::strategy::lock::{self, LockTimeoutPolicy};
 
@@ -170,6 +172,14 @@ pub struct Driver {
     /// When the measured window starts, once `run` has fixed it (the fault schedule counts from it).
     window: tokio::sync::watch::Sender<Option<Instant>>,
     tally: Arc<Tally>,
+    /// This process's part of a sharded run (None: the whole run).
+    shard: Option<ShardSpec>,
+    /// The Unix ms at which traffic starts, agreed by every shard (None: as soon as ready).
+    start_at_ms: Option<u64>,
+    /// Open-loop requests of the measured window shed so far (for the live metrics).
+    shed_live: Arc<AtomicU64>,
+    /// The live metrics, with `--metrics-listen`.
+    export: Option<Export>,
 }
 
 impl Driver {
@@ -179,6 +189,17 @@ impl Driver {
         redis_url: &str,
         prefix: Arc<str>,
         db: &Db,
+    ) -> Result<Driver> {
+        Self::build_part(sc, redis_url, prefix, db, None).await
+    }
+
+    /// Connect the app instances of `shard` (all of them without one) to Redis and Postgres.
+    pub async fn build_part(
+        sc: &Scenario,
+        redis_url: &str,
+        prefix: Arc<str>,
+        db: &Db,
+        shard: Option<ShardSpec>,
     ) -> Result<Driver> {
         let counters = Arc::new(Counters::default());
         let ms = |d: Duration| d.as_millis() as u64;
@@ -212,8 +233,12 @@ impl Driver {
             abort: CancellationToken::new(),
             protect: protect::Board::default(),
         });
-        let mut instances = Vec::with_capacity(sc.instances as usize);
-        for i in 0..sc.instances {
+        let ids = match shard {
+            Some(s) => s.instances(sc.instances),
+            None => (0..sc.instances).collect(),
+        };
+        let mut instances = Vec::with_capacity(ids.len());
+        for i in ids {
             let cache = Cache::open(
                 redis_url,
                 sc.redis_conns,
@@ -240,7 +265,21 @@ impl Driver {
             recorder: Arc::new(Recorder::default()),
             window: tokio::sync::watch::Sender::new(None),
             tally: Arc::new(Tally::default()),
+            shard,
+            start_at_ms: None,
+            shed_live: Arc::new(AtomicU64::new(0)),
+            export: None,
         })
+    }
+
+    /// Start the traffic at this Unix ms (every shard of a run gives the same).
+    pub fn start_at(&mut self, unix_ms: u64) {
+        self.start_at_ms = Some(unix_ms);
+    }
+
+    /// Feed these live metrics while the run goes, and its final totals at the end.
+    pub fn export(&mut self, export: Export) {
+        self.export = Some(export);
     }
 
     /// The run's counters and load tracker, for the fault schedule.
@@ -261,8 +300,17 @@ impl Driver {
         let sc = &self.sc;
         let (usage_before, t0) = (crate::metrics::usage(), Instant::now());
         let lead = Duration::from_millis(20);
-        let start = Instant::now() + lead;
-        let started_at_ms = instance::now_ms() + lead.as_millis() as u64;
+        let (start, started_at_ms) = match self.start_at_ms {
+            // The agreed wall-clock instant, on this process's monotonic clock.
+            Some(at) => {
+                let (now, now_ms) = (Instant::now(), instance::now_ms());
+                (now + Duration::from_millis(at.saturating_sub(now_ms)), at)
+            }
+            None => (
+                Instant::now() + lead,
+                instance::now_ms() + lead.as_millis() as u64,
+            ),
+        };
         let window = Window {
             start,
             measure: start + sc.warmup.0,
@@ -281,6 +329,9 @@ impl Driver {
             window,
             shutdown.clone(),
             live,
+            self.export
+                .clone()
+                .map(|e| timeline::Feed::new(e, self.shed_live.clone())),
         );
         let traffic = match sc.load {
             LoadShape::Open { rps, arrival } => {
@@ -325,6 +376,17 @@ impl Driver {
                 reason: e.reason,
             })
             .collect();
+        let counters = self.shared.counters.snapshot() - counters_at_measure;
+        let db = DbRaw::of(&self.shared.loads);
+        if let Some(e) = &self.export {
+            e.finish(crate::exporter::Final {
+                outcomes: totals.outcomes,
+                db_calls: db.calls,
+                shed: traffic.shed,
+                redis_errors: counters.redis_errors,
+                latency: &totals.latency,
+            });
+        }
         let tally = &self.tally;
         debug_assert_eq!(
             traffic.dispatched,
@@ -338,8 +400,8 @@ impl Driver {
             unsent: traffic.unsent,
             abandoned: tally.abandoned.load(Relaxed),
             warmup_requests: traffic.warmup,
-            counters: self.shared.counters.snapshot() - counters_at_measure,
-            db: DbRaw::of(&self.shared.loads),
+            counters,
+            db,
             timeline,
             breaker,
             interrupted,

@@ -80,6 +80,8 @@ fn histogram(sigfig: u8) -> Histogram<u64> {
 #[derive(Debug, Clone)]
 pub struct Interval {
     pub requests: u64,
+    /// Requests by outcome (indexed by the outcome's discriminant), for the live metrics.
+    pub outcomes: [u64; Outcome::COUNT],
     pub hits: u64,
     pub stale: u64,
     pub errors: u64,
@@ -91,6 +93,7 @@ impl Interval {
     fn new() -> Self {
         Interval {
             requests: 0,
+            outcomes: [0; Outcome::COUNT],
             hits: 0,
             stale: 0,
             errors: 0,
@@ -100,6 +103,9 @@ impl Interval {
     }
     fn absorb(&mut self, o: &Interval) {
         self.requests += o.requests;
+        for (a, b) in self.outcomes.iter_mut().zip(o.outcomes) {
+            *a += b;
+        }
         self.hits += o.hits;
         self.stale += o.stale;
         self.errors += o.errors;
@@ -108,6 +114,7 @@ impl Interval {
     }
     fn clear(&mut self) {
         self.requests = 0;
+        self.outcomes = [0; Outcome::COUNT];
         self.hits = 0;
         self.stale = 0;
         self.errors = 0;
@@ -207,6 +214,7 @@ impl Recorder {
             .saturating_record(service_us.clamp(1, MAX_US));
         s.totals.by_outcome[i].saturating_record(lat);
         s.interval.requests += 1;
+        s.interval.outcomes[i] += 1;
         match outcome {
             Outcome::Hit => s.interval.hits += 1,
             Outcome::Stale => s.interval.stale += 1,
