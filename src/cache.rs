@@ -387,7 +387,9 @@ impl Admin {
     pub async fn set_signal(&self, name: &str, value: &str) -> Result<bool> {
         let mut c = self.conn.clone();
         let mut cmd = redis::cmd("SET");
-        cmd.arg(format!("{}{name}", self.prefix)).arg(value).arg("NX");
+        cmd.arg(format!("{}{name}", self.prefix))
+            .arg(value)
+            .arg("NX");
         let q = cmd.query_async::<Option<String>>(&mut c);
         let set = tokio::time::timeout(Duration::from_secs(5), q)
             .await

@@ -22,8 +22,7 @@ use crate::metrics::{Interval, Outcome};
 /// Upper bounds of the request-duration histogram's buckets, seconds: 0.5 ms to 10 s, dense
 /// where a cache hit (sub-ms) and a load (the DB cost, 10 ms by default) fall.
 const BUCKETS_S: [f64; 16] = [
-    0.0005, 0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-    30.0,
+    0.0005, 0.001, 0.002, 0.005, 0.01, 0.015, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
 /// The figures exported, measured window only.
@@ -180,7 +179,14 @@ impl Collector for Export {
             .iter()
             .map(|&b| {
                 let us = (b * 1e6) as u64;
-                (b, if h.is_empty() { 0 } else { h.count_between(0, us) })
+                (
+                    b,
+                    if h.is_empty() {
+                        0
+                    } else {
+                        h.count_between(0, us)
+                    },
+                )
             })
             .collect();
         buckets.push((f64::INFINITY, h.len()));
@@ -261,7 +267,9 @@ mod tests {
         });
         let text = e.render();
         assert!(
-            text.contains(r#"stampede_requests_total{strategy="mutex",shard="1/2",outcome="hit"} 2"#),
+            text.contains(
+                r#"stampede_requests_total{strategy="mutex",shard="1/2",outcome="hit"} 2"#
+            ),
             "{text}"
         );
         assert!(text.contains(r#"stampede_db_calls_total{strategy="mutex",shard="1/2"} 1"#));

@@ -28,9 +28,9 @@ impl fmt::Display for ShardSpec {
 impl ShardSpec {
     /// Parse `I/N` (0 ≤ I < N).
     pub fn parse(s: &str) -> Result<ShardSpec, String> {
-        let (i, n) = s
-            .split_once('/')
-            .ok_or_else(|| format!("--shard {s}: expected I/N, e.g. 0/4 (index I counts from 0)"))?;
+        let (i, n) = s.split_once('/').ok_or_else(|| {
+            format!("--shard {s}: expected I/N, e.g. 0/4 (index I counts from 0)")
+        })?;
         let index: u32 = i
             .trim()
             .parse()
@@ -84,7 +84,9 @@ impl ShardSpec {
 
     /// The instances of the unsharded run that this shard runs: k, k + N, … below `instances`.
     pub fn instances(&self, instances: u32) -> Vec<u32> {
-        (self.index..instances).step_by(self.count as usize).collect()
+        (self.index..instances)
+            .step_by(self.count as usize)
+            .collect()
     }
 
     /// The one shard that seeds, warms, fixes the start instant, executes the faults, reads

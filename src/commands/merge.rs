@@ -65,10 +65,8 @@ pub fn run(cmd: MergeCmd) -> Result<ExitCode> {
         "merged {n} shard result(s) of run {}{} into {}",
         m.map_or("", |m| m.run_id.as_str()),
         match m {
-            Some(m) if m.partial => format!(
-                " (PARTIAL: shards {:?} of {} missing)",
-                m.missing, m.count
-            ),
+            Some(m) if m.partial =>
+                format!(" (PARTIAL: shards {:?} of {} missing)", m.missing, m.count),
             _ => String::new(),
         },
         cmd.out.display()

@@ -11,10 +11,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::RunCmd;
 use crate::exporter::{self, Export};
-use crate::values::Dur;
 use crate::report;
 use crate::results;
 use crate::scenario;
+use crate::values::Dur;
 
 pub async fn run(cmd: RunCmd) -> Result<ExitCode> {
     let sc = scenario::resolve(cmd.scenario.as_ref(), cmd.flags())?;

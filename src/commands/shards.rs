@@ -52,10 +52,8 @@ pub struct Plan {
 pub fn plan(sc: &Scenario, f: &ShardFlags) -> Result<Option<Plan>> {
     let spec = match (f.shard, f.shards) {
         (Some(s), _) => s,
-        (None, Some(n)) => {
-            ShardSpec::from_index_env(n, std::env::var(INDEX_ENV).ok().as_deref())
-                .map_err(UsageError)?
-        }
+        (None, Some(n)) => ShardSpec::from_index_env(n, std::env::var(INDEX_ENV).ok().as_deref())
+            .map_err(UsageError)?,
         (None, None) => {
             if f.run_id.is_some() || f.start_at.is_some() {
                 return Err(UsageError::new(
@@ -239,7 +237,10 @@ pub async fn prepare(cmd: PrepareCmd) -> Result<ExitCode> {
         spec: ShardSpec::new(0, count).map_err(UsageError)?,
         run_id: run_id(&sc, &cmd.shard, count)?,
         start_at: cmd.shard.start_at,
-        start_delay: cmd.shard.start_delay.map_or(Duration::from_secs(5), |d| d.0),
+        start_delay: cmd
+            .shard
+            .start_delay
+            .map_or(Duration::from_secs(5), |d| d.0),
         start_timeout: Duration::ZERO,
         end_timeout: Duration::ZERO,
     };
@@ -263,9 +264,7 @@ pub async fn prepare(cmd: PrepareCmd) -> Result<ExitCode> {
                 redact_url(&env.redis_url),
                 redact_url(&env.pg_url),
                 start.keys_cached,
-                humantime::format_rfc3339_millis(
-                    std::time::UNIX_EPOCH + Duration::from_millis(at)
-                ),
+                humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_millis(at)),
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -300,7 +299,10 @@ pub async fn run_shard(
         Db::attach(&env.pg_url, &plan.run_id, sc.faults_on(Server::Postgres)).await?
     };
     let seed_ms = seed_start.elapsed().as_millis() as u64;
-    let result = shard_on(sc, plan, env, &db, &admin, prefix, seed_ms, sets_up, shutdown, out, status).await;
+    let result = shard_on(
+        sc, plan, env, &db, &admin, prefix, seed_ms, sets_up, shutdown, out, status,
+    )
+    .await;
     if plan.spec.leads() {
         if let Err(e) = admin.remove_namespace().await {
             eprintln!(
@@ -336,8 +338,7 @@ async fn shard_on(
     } else {
         None
     };
-    let mut driver =
-        Driver::build_part(sc, &env.redis_url, prefix.clone(), db, Some(spec)).await?;
+    let mut driver = Driver::build_part(sc, &env.redis_url, prefix.clone(), db, Some(spec)).await?;
     let (at, start) = if sets_up {
         publish_start(sc, &driver, db, admin, plan, heavy_query_ms, &shutdown).await?
     } else {
@@ -525,8 +526,7 @@ async fn end_barrier(
             )),
         },
         keyspace_hits: keyspace.map(|(b, a)| a.keyspace_hits.saturating_sub(b.keyspace_hits)),
-        keyspace_misses: keyspace
-            .map(|(b, a)| a.keyspace_misses.saturating_sub(b.keyspace_misses)),
+        keyspace_misses: keyspace.map(|(b, a)| a.keyspace_misses.saturating_sub(b.keyspace_misses)),
         ledger: None,
     }
 }

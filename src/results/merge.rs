@@ -269,7 +269,11 @@ pub fn merge(mut shards: Vec<(String, RunResult)>, allow_missing: bool) -> Resul
     l.lost = sum(&|r| r.lock.lost);
     l.unavailable = sum(&|r| r.lock.unavailable);
 
-    m.timeline = timeline(&rs, m.started_at_ms, m.scenario.interval.0.as_millis() as u64);
+    m.timeline = timeline(
+        &rs,
+        m.started_at_ms,
+        m.scenario.interval.0.as_millis() as u64,
+    );
     notes.push(
         "timeline: buckets aligned on the wall clock and summed; a bucket's p99_ms is the highest shard's (an upper bound: buckets keep no histogram)".to_string(),
     );
@@ -282,7 +286,11 @@ pub fn merge(mut shards: Vec<(String, RunResult)>, allow_missing: bool) -> Resul
     }
     m.breaker = rs.iter().flat_map(|r| r.breaker.iter().cloned()).collect();
     m.breaker.sort_by_key(|e| e.at_ms);
-    if let Some(s) = rs.iter().find_map(|r| r.start.clone().filter(|_| r.shard.as_ref().is_some_and(|s| s.set_up))) {
+    if let Some(s) = rs.iter().find_map(|r| {
+        r.start
+            .clone()
+            .filter(|_| r.shard.as_ref().is_some_and(|s| s.set_up))
+    }) {
         m.start = Some(s);
     }
 
