@@ -111,6 +111,18 @@ fn loader_sql(schema: &str, cost: LoadCost, measured: bool) -> String {
     }
 }
 
+/// The loader statement of a sharded run: the load goes through the run's load ledger
+/// ([`crate::ledger`]), which spends the `sleep` cost and records the load on the server's
+/// clock, so that herds across shards on different machines are counted on one clock. One row
+/// whether or not the item exists (payload null when not), like the built-in loader.
+fn ledger_loader_sql(schema: &str, measured: bool) -> String {
+    let extra = if measured { "" } else { UNMEASURED_COLUMN };
+    format!(
+        "SELECT l.payload, l.version AS {MEASURED_ALIAS}{extra} FROM (SELECT 1) one LEFT JOIN LATERAL {schema}.{}($1) l ON true",
+        crate::ledger::LOAD_FUNCTION
+    )
+}
+
 fn loader_types(cost: LoadCost) -> &'static [Type] {
     match cost {
         LoadCost::Sleep(_) => &[Type::INT8, Type::FLOAT8],
@@ -471,13 +483,17 @@ impl Db {
         Ok(times[times.len() / 2])
     }
 
-    /// A pool of `size` connections for one app instance, already connected.
-    pub async fn origin(
+    /// A pool of `size` connections for one app instance, already connected. With
+    /// `via_ledger` (a `sleep` cost only) every load goes through the run's load ledger,
+    /// recorded on the server's clock.
+    pub async fn origin_with(
         &self,
         size: u32,
         cost: LoadCost,
         timeout: Option<Duration>,
+        via_ledger: bool,
     ) -> Result<Origin> {
+        let via_ledger = via_ledger && matches!(cost, LoadCost::Sleep(_));
         let mut cfg = self.config.clone();
         let mut options = Vec::new();
         if let Some(t) = timeout {
@@ -507,11 +523,22 @@ impl Db {
             .runtime(Runtime::Tokio1)
             .build()
             .context("building the database pool")?;
-        let sql = [
-            loader_sql(&self.schema, cost, true),
-            loader_sql(&self.schema, cost, false),
-        ];
-        let types = loader_types(cost);
+        let sql = if via_ledger {
+            [
+                ledger_loader_sql(&self.schema, true),
+                ledger_loader_sql(&self.schema, false),
+            ]
+        } else {
+            [
+                loader_sql(&self.schema, cost, true),
+                loader_sql(&self.schema, cost, false),
+            ]
+        };
+        let types = if via_ledger {
+            &[Type::INT8][..]
+        } else {
+            loader_types(cost)
+        };
         // Open every connection now: connecting inside the first herd would inflate its latency
         // with set-up cost a running app does not pay.
         let mut held = Vec::with_capacity(size as usize);
@@ -541,6 +568,7 @@ impl Db {
             pool,
             sql,
             cost,
+            via_ledger,
             timeouts,
             statement_deadline: timeout.map(|t| t + STATEMENT_GRACE),
         })
@@ -557,13 +585,11 @@ impl Db {
     }
 
     /// The server's clock now, µs since the epoch: the clock the load ledger is written by.
-    #[allow(dead_code)] // read by the app under test and by shards
     pub async fn server_now_us(&self) -> Result<i64> {
         ledger::server_now_us(&*self.admin().await?).await
     }
 
     /// The loads recorded in the run's ledger that started in `[from_us, to_us)`, server clock.
-    #[allow(dead_code)] // read by the app under test and by shards
     pub async fn ledger_loads(&self, from_us: i64, to_us: i64) -> Result<Vec<LedgerLoad>> {
         ledger::read(&*self.admin().await?, &self.schema, from_us, to_us).await
     }
@@ -592,11 +618,16 @@ impl Db {
 
 /// The measured window's loader statement as pg_stat_statements counts it in `schema`.
 async fn server_calls(client: &tokio_postgres::Client, schema: &str) -> Option<u64> {
+    // The built-in loader reads `{schema}.items`; a sharded run's calls `{schema}.stampede_load`.
     let pattern = format!("%{MEASURED_ALIAS}%{schema}.items%");
+    let ledger = format!(
+        "%{MEASURED_ALIAS}%{schema}.{}(%",
+        crate::ledger::LOAD_FUNCTION
+    );
     let row = client
         .query_one(
-            "SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_statements WHERE query LIKE $1 AND query NOT LIKE '%stampede_unmeasured%'",
-            &[&pattern],
+            "SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_statements WHERE (query LIKE $1 OR query LIKE $2) AND query NOT LIKE '%stampede_unmeasured%'",
+            &[&pattern, &ledger],
         )
         .await
         .ok()?;
@@ -670,6 +701,8 @@ pub struct Origin {
     /// The loader statement: in the measured window, and outside it.
     sql: [String; 2],
     cost: LoadCost,
+    /// Loads go through the run's load ledger (a sharded run): `$1` is the only parameter.
+    via_ledger: bool,
     /// Bounds of a load's wait for a connection and of opening a new one.
     timeouts: Timeouts,
     /// When the app gives up on a statement itself (`--db-timeout` plus a grace).
@@ -714,15 +747,18 @@ impl Origin {
             Phase::WarmUp => &self.sql[1],
         };
         let run = async {
-            let stmt = client
-                .prepare_typed_cached(sql, loader_types(self.cost))
-                .await
-                .map_err(|_| {
-                    statement.failed(false);
-                    LoadFailure::Db
-                })?;
+            let types = if self.via_ledger {
+                &[Type::INT8][..]
+            } else {
+                loader_types(self.cost)
+            };
+            let stmt = client.prepare_typed_cached(sql, types).await.map_err(|_| {
+                statement.failed(false);
+                LoadFailure::Db
+            })?;
             let id = id as i64;
             match self.cost {
+                LoadCost::Sleep(_) if self.via_ledger => client.query_one(&stmt, &[&id]).await,
                 LoadCost::Sleep(d) => client.query_one(&stmt, &[&id, &d.as_secs_f64()]).await,
                 LoadCost::Heavy => client.query_one(&stmt, &[&id]).await,
             }

@@ -405,3 +405,84 @@ fn merge_needs_inputs() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no shard results"));
 }
+
+/// A hot key's stampede split over 2 shards: the load ledger, on the server's one clock, sees
+/// the herd both shards make together, larger than either shard's own.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stampede_split_over_two_shards_is_one_herd() {
+    let redis = ManagedRedis::start().await.expect("redis");
+    let pg = ManagedPostgres::start(PgStartOptions {
+        max_connections: 160,
+    })
+    .await
+    .expect("postgres");
+    let (ru, pu) = (redis.url(), pg.url());
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_path_buf();
+    let ended = tokio::task::spawn_blocking(move || {
+        let _turn = CPU_HEAVY.lock().unwrap_or_else(|p| p.into_inner());
+        spawn_shards(
+            2,
+            &[
+                "--keys",
+                "1",
+                "--rps",
+                "2000",
+                "--duration",
+                "3s",
+                "--ttl",
+                "500ms",
+                "--db-cost",
+                "40ms",
+                "--instances",
+                "2",
+                "--db-pool",
+                "64",
+                "--start",
+                "cold",
+                "--redis-url",
+                &ru,
+                "--pg-url",
+                &pu,
+            ],
+            "herd",
+            &d,
+        )
+        .wait()
+    })
+    .await
+    .unwrap();
+    for (code, err) in &ended {
+        assert_eq!(*code, 0, "{err}");
+    }
+    let shards: Vec<Value> = (0..2)
+        .map(|i| read_json(&dir.path().join(format!("shard-{i}.json"))).unwrap())
+        .collect();
+    let (code, text, m, _k) = merge(&[], &[dir.path().to_path_buf()]);
+    assert_eq!(code, 0, "{text}");
+    let m = m.unwrap();
+    let herd = u(&m, "/db/peak_key_herd");
+    let biggest = shards
+        .iter()
+        .map(|s| u(s, "/db/peak_key_herd"))
+        .max()
+        .unwrap();
+    assert!(
+        herd > biggest,
+        "the merged herd {herd} must exceed each shard's own (largest {biggest})"
+    );
+    // Every completed load of the window is in the ledger, once.
+    let whole = &shards[0]["shard"]["whole_run"];
+    assert_eq!(
+        u(whole, "/ledger/loads"),
+        u(whole, "/calls_server"),
+        "{whole}"
+    );
+    assert!(
+        m["merged"]["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("load ledger"))
+    );
+}

@@ -25,7 +25,7 @@ use crate::instance::now_ms;
 use crate::live::Live;
 use crate::metrics::Outcome;
 use crate::origin::Db;
-use crate::results::shard::{ShardFigures, WholeRun};
+use crate::results::shard::{LedgerFigures, ShardFigures, WholeRun};
 use crate::results::{self, FaultReport, RunResult, StartFigures};
 use crate::scenario::Scenario;
 use crate::shard::{INDEX_ENV, ShardSpec, sanitize_run_id};
@@ -133,6 +133,7 @@ async fn seed(sc: &Scenario, env: &Env, run_id: &str) -> Result<Db> {
         sc.value_size,
         Some(sc.instances * sc.db_pool),
         sc.faults_on(Server::Postgres),
+        sc.db_cost.0,
     )
     .await
     .with_context(|| {
@@ -409,7 +410,7 @@ async fn shard_on(
         .join_set(DONE_KEY, &format!("{}:{completed_statements}", spec.index))
         .await?;
     let whole_run = if spec.leads() {
-        Some(end_barrier(admin, db, plan, before, &shutdown).await)
+        Some(end_barrier(sc, at, admin, db, plan, before, &shutdown).await)
     } else {
         None
     };
@@ -477,6 +478,8 @@ fn planned_faults(sc: &Scenario) -> Vec<FaultReport> {
 /// Shard 0 at the end: wait for every shard (at most `--end-timeout`), then read the server
 /// counters of the whole window once.
 async fn end_barrier(
+    sc: &Scenario,
+    at: u64,
     admin: &Admin,
     db: &Db,
     plan: &Plan,
@@ -513,6 +516,7 @@ async fn end_barrier(
         calls_server = db.server_calls().await;
     }
     let after = admin.stats().await.ok();
+    let ledger = ledger_figures(sc, db, at).await;
     let missing = plan.spec.count as usize - done.len().min(plan.spec.count as usize);
     let keyspace = before.zip(after);
     WholeRun {
@@ -527,6 +531,27 @@ async fn end_barrier(
         },
         keyspace_hits: keyspace.map(|(b, a)| a.keyspace_hits.saturating_sub(b.keyspace_hits)),
         keyspace_misses: keyspace.map(|(b, a)| a.keyspace_misses.saturating_sub(b.keyspace_misses)),
-        ledger: None,
+        ledger,
     }
+}
+
+/// Herds over every shard's loads of the measured window, from the ledger: loads that started
+/// on the server's clock from the window's start (the agreed instant plus the warm-up, moved
+/// onto the server's clock by its offset from this machine's) until now. None under
+/// `--db-query heavy`, whose loads do not go through the ledger, or when it cannot be read.
+async fn ledger_figures(sc: &Scenario, db: &Db, start_at: u64) -> Option<LedgerFigures> {
+    if sc.db_query != crate::origin::DbQuery::Sleep {
+        return None;
+    }
+    let server_now = db.server_now_us().await.ok()?;
+    let local_now = now_ms() as i64 * 1000;
+    let from = (start_at + sc.warmup.0.as_millis() as u64) as i64 * 1000 + (server_now - local_now);
+    let loads = db.ledger_loads(from, server_now + 1).await.ok()?;
+    let h = crate::ledger::herds(&loads);
+    Some(LedgerFigures {
+        loads: h.loads,
+        keys: h.keys,
+        peak_herd: h.peak_herd,
+        redundant: h.redundant,
+    })
 }

@@ -247,8 +247,14 @@ impl Driver {
                 counters.clone(),
             )
             .await?;
+            // Shards load through the ledger: their herds are counted on the server's clock.
             let origin = db
-                .origin(sc.db_pool, sc.load_cost(), sc.db_timeout.map(|d| d.0))
+                .origin_with(
+                    sc.db_pool,
+                    sc.load_cost(),
+                    sc.db_timeout.map(|d| d.0),
+                    shard.is_some(),
+                )
                 .await?;
             let guard = Guard::new(i, sc.db_limit, sc.breaker.as_ref());
             instances.push(Arc::new(Instance::new(
