@@ -72,10 +72,11 @@ pub async fn run(cmd: RunCmd) -> Result<ExitCode> {
         None => run_on(&sc, &mut env, shutdown.clone(), &output, &status).await,
     };
     env.stop();
+    let linger = cmd.metrics.metrics_linger.map_or(Duration::ZERO, |d| d.0);
+    let written = outcome.and_then(|r| write_and_show(&cmd, &r, &status).map(|()| r));
     if let Some((stop, server)) = metrics {
         // The final values stay up for the last scrape, unless the user asked to stop.
-        let linger = cmd.metrics.metrics_linger.map_or(Duration::ZERO, |d| d.0);
-        if outcome.is_ok() && !linger.is_zero() {
+        if written.is_ok() && !linger.is_zero() {
             status.line(&format!("serving the final metrics for {}", Dur(linger)));
             tokio::select! {
                 _ = tokio::time::sleep(linger) => {}
@@ -85,28 +86,33 @@ pub async fn run(cmd: RunCmd) -> Result<ExitCode> {
         stop.cancel();
         let _ = server.await;
     }
-    let result = outcome?;
-    if let Some(why) = results::check::unreliable(&result) {
-        eprintln!("warning: {why}");
-    }
-    if let Some(p) = &cmd.output.out {
-        results::write_json(p, &result)?;
-    }
-    if !cmd.output.quiet {
-        print!("{}", report::terminal::summary(&result));
-        print!("{}", report::tables::thresholds(&result.thresholds));
-    }
-    if let Some(p) = &cmd.output.out {
-        status.line(&format!("results written to {}", p.display()));
-    }
-    if let Some(p) = &cmd.output.html {
-        report::html::write(std::slice::from_ref(&result), p)?;
-        status.line(&format!("HTML report written to {}", p.display()));
-    }
+    let result = written?;
     Ok(super::ending(
         result.interrupted,
         &result.broken_thresholds(),
         &status,
         "the figures cover the part of the run that took place",
     ))
+}
+
+/// Write the result where `--out` and `--html` ask, and print its summary.
+fn write_and_show(cmd: &RunCmd, result: &results::RunResult, status: &Status) -> Result<()> {
+    if let Some(why) = results::check::unreliable(result) {
+        eprintln!("warning: {why}");
+    }
+    if let Some(p) = &cmd.output.out {
+        results::write_json(p, result)?;
+    }
+    if !cmd.output.quiet {
+        print!("{}", report::terminal::summary(result));
+        print!("{}", report::tables::thresholds(&result.thresholds));
+    }
+    if let Some(p) = &cmd.output.out {
+        status.line(&format!("results written to {}", p.display()));
+    }
+    if let Some(p) = &cmd.output.html {
+        report::html::write(std::slice::from_ref(result), p)?;
+        status.line(&format!("HTML report written to {}", p.display()));
+    }
+    Ok(())
 }
