@@ -615,6 +615,64 @@ impl Admin {
         Ok(dead)
     }
 
+    /// The value of the run's key `name` (a sharded run's signals), None when it is not set.
+    pub async fn get_signal(&self, name: &str) -> Result<Option<String>> {
+        let mut c = self.conn.clone();
+        let mut cmd = redis::cmd("GET");
+        cmd.arg(format!("{}{name}", self.prefix));
+        let q = cmd.query_async::<Option<String>>(&mut c);
+        tokio::time::timeout(Duration::from_secs(5), q)
+            .await
+            .context("GET timed out")?
+            .with_context(|| format!("reading the run's signal {name}"))
+    }
+
+    /// Set the run's key `name` unless it is set already; true when this call set it.
+    pub async fn set_signal(&self, name: &str, value: &str) -> Result<bool> {
+        let mut c = self.conn.clone();
+        let mut cmd = redis::cmd("SET");
+        cmd.arg(format!("{}{name}", self.prefix))
+            .arg(value)
+            .arg("NX");
+        let q = cmd.query_async::<Option<String>>(&mut c);
+        let set = tokio::time::timeout(Duration::from_secs(5), q)
+            .await
+            .context("SET timed out")?
+            .with_context(|| format!("writing the run's signal {name}"))?;
+        Ok(set.is_some())
+    }
+
+    /// Add `member` to the run's set `name` (a barrier's arrivals); how many members it holds.
+    pub async fn join_set(&self, name: &str, member: &str) -> Result<u64> {
+        let mut c = self.conn.clone();
+        let key = format!("{}{name}", self.prefix);
+        let mut pipe = redis::pipe();
+        pipe.cmd("SADD")
+            .arg(&key)
+            .arg(member)
+            .ignore()
+            .cmd("SCARD")
+            .arg(&key);
+        let q = pipe.query_async::<(u64,)>(&mut c);
+        let (n,) = tokio::time::timeout(Duration::from_secs(5), q)
+            .await
+            .context("SADD timed out")?
+            .with_context(|| format!("joining the run's barrier {name}"))?;
+        Ok(n)
+    }
+
+    /// The members of the run's set `name`.
+    pub async fn set_members(&self, name: &str) -> Result<Vec<String>> {
+        let mut c = self.conn.clone();
+        let mut cmd = redis::cmd("SMEMBERS");
+        cmd.arg(format!("{}{name}", self.prefix));
+        let q = cmd.query_async::<Vec<String>>(&mut c);
+        tokio::time::timeout(Duration::from_secs(5), q)
+            .await
+            .context("SMEMBERS timed out")?
+            .with_context(|| format!("reading the run's barrier {name}"))
+    }
+
     /// This admin connection on another run's namespace (to remove a dead run's keys).
     pub fn for_namespace(&self, prefix: &str) -> Admin {
         Admin {

@@ -42,6 +42,116 @@ pub enum Command {
     Check(CheckCmd),
     /// Remove what runs killed outright left on servers you run: the keys of run namespaces with no live heartbeat (5 s) and the schemas whose heartbeat is older than --older-than. Never anything else.
     Cleanup(CleanupCmd),
+    /// Merge the results of a sharded run's shards (`run --shard I/N --out …`) into one result: counts summed, histograms merged losslessly, timelines aligned on the wall clock, server counters and herds read once for the whole run; `report` and `check` read the merged file like any result.
+    Merge(MergeCmd),
+    /// Set up a sharded run once, before its shards start (e.g. in an init container): seed the database, warm the cache and write the start instant into Redis. Shard 0 then only runs its share.
+    Prepare(PrepareCmd),
+}
+
+#[derive(Debug, Args)]
+pub struct MergeCmd {
+    /// The shards' results files, or directories holding them (every *.json in them that is a shard's result)
+    #[arg(required = true, value_name = "DIR|FILE")]
+    pub inputs: Vec<PathBuf>,
+
+    /// Where to write the merged result (JSON, the same schema as `run --out`)
+    #[arg(long, value_name = "FILE")]
+    pub out: PathBuf,
+
+    /// Merge even when shards are missing: the merged result is marked partial and names them (by default a missing shard is refused)
+    #[arg(long)]
+    pub allow_missing: bool,
+
+    /// No summary; errors and broken thresholds are still printed.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PrepareCmd {
+    /// Strategy, as for `run`
+    #[arg(long, short = 's', value_name = "NAME")]
+    pub strategy: Option<String>,
+
+    /// Scenario file (TOML), as for `run`
+    #[arg(long, value_name = "FILE")]
+    pub scenario: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub flags: RunFlags,
+
+    #[command(flatten)]
+    pub shard: ShardFlags,
+}
+
+impl PrepareCmd {
+    /// The run flags with the strategy given on the command line.
+    pub fn flags(&self) -> RunFlags {
+        RunFlags {
+            strategy: self.strategy.clone(),
+            ..self.flags.clone()
+        }
+    }
+}
+
+/// Splitting one experiment over several processes or machines (docs/shards.md).
+#[derive(Debug, Args, Clone, Default)]
+pub struct ShardFlags {
+    /// Run shard I of N of this experiment (I counts from 0): open-loop request j of the one unsharded schedule is shard j mod N's, with the key the unsharded key stream gives it; closed-loop client c and app instance k are shard c mod N's and k mod N's. Needs --redis-url and --pg-url (servers every shard reaches). Shard 0 seeds, warms and writes the start instant into Redis (unless `stampede prepare` did), the others wait for it; all start at that instant
+    #[arg(long, value_name = "I/N", value_parser = crate::shard::ShardSpec::parse, conflicts_with = "shards")]
+    pub shard: Option<crate::shard::ShardSpec>,
+
+    /// Run shard ($JOB_COMPLETION_INDEX) of N, as a Kubernetes Indexed Job sets it; otherwise as --shard
+    #[arg(long, value_name = "N")]
+    pub shards: Option<u32>,
+
+    /// Names the run every shard of it joins (its Redis keys and Postgres schema); every shard of one run gives the same, two runs at once on the same servers differ [default: derived from the scenario and the shard count]
+    #[arg(long, value_name = "ID")]
+    pub run_id: Option<String>,
+
+    /// When every shard starts its traffic (warm-up, then the measured window), as RFC 3339 (2026-12-01T03:00:00Z) or Unix seconds; by default shard 0 (or `prepare`) fixes it at --start-delay after its setup
+    #[arg(long, value_name = "TIME", value_parser = parse_start_at)]
+    pub start_at: Option<u64>,
+
+    /// Time from the end of the setup to the start instant it writes: every shard must have connected by then (a shard that is not ready in time exits 3) [default: 5s]
+    #[arg(long, value_name = "DURATION")]
+    pub start_delay: Option<crate::values::Dur>,
+
+    /// How long a shard waits for the start signal before it gives up with exit 3 [default: 60s]
+    #[arg(long, value_name = "DURATION")]
+    pub start_timeout: Option<crate::values::Dur>,
+
+    /// How long shard 0 waits at the end for the other shards to finish before it reads the server counters and removes the run's schema and keys [default: 60s]
+    #[arg(long, value_name = "DURATION")]
+    pub end_timeout: Option<crate::values::Dur>,
+}
+
+/// `--start-at`: RFC 3339 or Unix seconds, as Unix ms.
+fn parse_start_at(s: &str) -> Result<u64, String> {
+    if let Ok(secs) = s.trim().parse::<f64>() {
+        if secs.is_finite() && secs > 0.0 {
+            return Ok((secs * 1000.0).round() as u64);
+        }
+        return Err(format!("--start-at {s}: Unix seconds must be positive"));
+    }
+    let t = humantime::parse_rfc3339_weak(s.trim()).map_err(|e| {
+        format!("--start-at {s}: neither RFC 3339 (2026-12-01T03:00:00Z) nor Unix seconds ({e})")
+    })?;
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .map_err(|_| format!("--start-at {s}: before 1970"))
+}
+
+/// Live metrics for Prometheus (docs/shards.md#live-metrics).
+#[derive(Debug, Args, Clone, Default)]
+pub struct MetricsFlags {
+    /// Serve Prometheus/OpenMetrics text at http://ADDR/metrics while the run goes (e.g. 0.0.0.0:9464): stampede_requests_total{outcome}, stampede_db_calls_total, stampede_shed_total, stampede_redis_errors_total and the histogram stampede_request_duration_seconds, labelled with strategy and shard, counting the measured window only
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
+
+    /// Keep serving the final values this long after the run, so the last scrape sees them [default: 0s]
+    #[arg(long, value_name = "DURATION")]
+    pub metrics_linger: Option<crate::values::Dur>,
 }
 
 #[derive(Debug, Args)]
@@ -179,6 +289,12 @@ pub struct RunCmd {
 
     #[command(flatten)]
     pub trials: TrialFlags,
+
+    #[command(flatten)]
+    pub shard: ShardFlags,
+
+    #[command(flatten)]
+    pub metrics: MetricsFlags,
 }
 
 impl RunCmd {
@@ -204,6 +320,10 @@ pub struct OutputFlags {
     /// No progress bar and no summary table; errors are still printed.
     #[arg(long, short)]
     pub quiet: bool,
+
+    /// The live metrics the run feeds (set from `--metrics-listen`, not a flag of its own).
+    #[arg(skip)]
+    pub export: Option<crate::exporter::Export>,
 }
 
 /// Every setting of a run. All optional here: unset means "take the scenario file's value,
@@ -513,7 +633,12 @@ pub struct TargetFlags {
 
     /// The statuses that count as success (comma-separated or repeated; default any 2xx).
     /// Other statuses are errors, counted by class in http.status.
-    #[arg(long, value_name = "CODE", value_delimiter = ',', help_heading = "App under test")]
+    #[arg(
+        long,
+        value_name = "CODE",
+        value_delimiter = ',',
+        help_heading = "App under test"
+    )]
     pub expect_status: Vec<u16>,
 
     /// A regular expression the response body must match for the request to count as

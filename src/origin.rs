@@ -128,6 +128,18 @@ fn write_sql(schema: &str) -> String {
     )
 }
 
+/// The loader statement of a sharded run: the load goes through the run's load ledger
+/// ([`crate::ledger`]), which spends the `sleep` cost and records the load on the server's
+/// clock, so that herds across shards on different machines are counted on one clock. One row
+/// whether or not the item exists (payload null when not), like the built-in loader.
+fn ledger_loader_sql(schema: &str, measured: bool) -> String {
+    let extra = if measured { "" } else { UNMEASURED_COLUMN };
+    format!(
+        "SELECT l.payload, l.version AS {MEASURED_ALIAS}{extra} FROM (SELECT 1) one LEFT JOIN LATERAL {schema}.{}($1) l ON true",
+        crate::ledger::LOAD_FUNCTION
+    )
+}
+
 fn loader_types(cost: LoadCost) -> &'static [Type] {
     match cost {
         LoadCost::Sleep(_) => &[Type::INT8, Type::FLOAT8],
@@ -308,7 +320,16 @@ impl Db {
         ledger_cost: Duration,
     ) -> Result<Db> {
         let schema = format!("stampede_{run_id}");
-        Db::setup_in(url, &schema, keys, value_size, connections, logged, ledger_cost).await
+        Db::setup_in(
+            url,
+            &schema,
+            keys,
+            value_size,
+            connections,
+            logged,
+            ledger_cost,
+        )
+        .await
     }
 
     /// [`Db::setup`] in a schema of the caller's naming (`--schema`: an app under test that
@@ -373,6 +394,47 @@ impl Db {
             .await
             .context("indexing the seeded items")?;
         ledger::install(&admin, &schema, ledger_cost, logged).await?;
+        let stat_statements_missing = stat_statements_missing(&admin).await;
+        let ssl = ssl_in_use(&admin).await;
+        Ok(Db {
+            admin: Mutex::new(Arc::new(admin)),
+            config: target.config,
+            tls: target.tls,
+            url: url.to_string(),
+            schema,
+            version,
+            logged,
+            stat_statements_missing,
+            own: None,
+            ssl,
+        })
+    }
+
+    /// The schema of run `run_id` that another process (a sharded run's shard 0, or `stampede
+    /// prepare`) created and seeded: this process only uses it, and drops nothing.
+    pub async fn attach_run(url: &str, run_id: &str, logged: bool) -> Result<Db> {
+        let (admin, target) = connect_admin(url).await?;
+        let version: String = admin
+            .query_one("SHOW server_version", &[])
+            .await
+            .context("reading the Postgres server version")?
+            .get(0);
+        let schema = format!("stampede_{run_id}");
+        let found: bool = admin
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'items')",
+                &[&schema],
+            )
+            .await
+            .context("looking for the run's schema")?
+            .get(0);
+        if !found {
+            return Err(EnvError(format!(
+                "the run's schema {schema} is not on {}: the shard that set the run up has not seeded it there (are all shards given the same --pg-url and --run-id?)",
+                redact_url(url)
+            ))
+            .into());
+        }
         let stat_statements_missing = stat_statements_missing(&admin).await;
         let ssl = ssl_in_use(&admin).await;
         Ok(Db {
@@ -489,13 +551,17 @@ impl Db {
         Ok(times[times.len() / 2])
     }
 
-    /// A pool of `size` connections for one app instance, already connected.
-    pub async fn origin(
+    /// A pool of `size` connections for one app instance, already connected. With
+    /// `via_ledger` (a `sleep` cost only) every load goes through the run's load ledger,
+    /// recorded on the server's clock.
+    pub async fn origin_with(
         &self,
         size: u32,
         cost: LoadCost,
         timeout: Option<Duration>,
+        via_ledger: bool,
     ) -> Result<Origin> {
+        let via_ledger = via_ledger && matches!(cost, LoadCost::Sleep(_));
         let mut cfg = self.config.clone();
         let mut options = Vec::new();
         if let Some(t) = timeout {
@@ -527,6 +593,13 @@ impl Db {
             .context("building the database pool")?;
         let (sql, types) = match &self.own {
             Some(own) => (own.sql.clone(), &own.types[..]),
+            None if via_ledger => (
+                [
+                    ledger_loader_sql(&self.schema, true),
+                    ledger_loader_sql(&self.schema, false),
+                ],
+                &[Type::INT8][..],
+            ),
             None => (
                 [
                     loader_sql(&self.schema, cost, true),
@@ -566,6 +639,7 @@ impl Db {
             write_sql: write_sql(&self.schema),
             own: self.own.clone(),
             cost,
+            via_ledger,
             timeouts,
             statement_deadline: timeout.map(|t| t + STATEMENT_GRACE),
         })
@@ -585,7 +659,6 @@ impl Db {
     }
 
     /// The server's clock now, µs since the epoch: the clock the load ledger is written by.
-    #[allow(dead_code)] // read by shards
     pub async fn server_now_us(&self) -> Result<i64> {
         ledger::server_now_us(&*self.admin().await?).await
     }
@@ -661,11 +734,16 @@ impl Db {
 
 /// The measured window's loader statement as pg_stat_statements counts it in `schema`.
 async fn server_calls(client: &tokio_postgres::Client, schema: &str) -> Option<u64> {
+    // The built-in loader reads `{schema}.items`; a sharded run's calls `{schema}.stampede_load`.
     let pattern = format!("%{MEASURED_ALIAS}%{schema}.items%");
+    let ledger = format!(
+        "%{MEASURED_ALIAS}%{schema}.{}(%",
+        crate::ledger::LOAD_FUNCTION
+    );
     let row = client
         .query_one(
-            "SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_statements WHERE query LIKE $1 AND query NOT LIKE '%stampede_unmeasured%'",
-            &[&pattern],
+            "SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_statements WHERE (query LIKE $1 OR query LIKE $2) AND query NOT LIKE '%stampede_unmeasured%'",
+            &[&pattern, &ledger],
         )
         .await
         .ok()?;
@@ -744,6 +822,8 @@ pub struct Origin {
     /// `--db-sql`: the user's query and its keys.
     own: Option<Arc<own::OwnQuery>>,
     cost: LoadCost,
+    /// Loads go through the run's load ledger (a sharded run): `$1` is the only parameter.
+    via_ledger: bool,
     /// Bounds of a load's wait for a connection and of opening a new one.
     timeouts: Timeouts,
     /// When the app gives up on a statement itself (`--db-timeout` plus a grace).
@@ -829,6 +909,7 @@ impl Origin {
         let run = async {
             let types = match &self.own {
                 Some(own) => &own.types[..],
+                None if self.via_ledger => &[Type::INT8][..],
                 None => loader_types(self.cost),
             };
             let stmt = client.prepare_typed_cached(sql, types).await.map_err(|_| {
@@ -838,6 +919,9 @@ impl Origin {
             let id = id as i64;
             match (own_key, self.cost) {
                 (Some(key), _) => client.query_one(&stmt, &[key]).await,
+                (None, LoadCost::Sleep(_)) if self.via_ledger => {
+                    client.query_one(&stmt, &[&id]).await
+                }
                 (None, LoadCost::Sleep(d)) => {
                     client.query_one(&stmt, &[&id, &d.as_secs_f64()]).await
                 }

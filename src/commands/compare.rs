@@ -191,6 +191,7 @@ pub(super) async fn run_trials(
         out: None,
         html: None,
         quiet: out.quiet,
+        export: None,
     };
     let repeat = trials.repeat.max(1);
     let order = stats::interleaved_order(scenarios.len(), repeat as usize);

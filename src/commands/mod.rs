@@ -6,8 +6,10 @@ mod app_ledger;
 mod app_run;
 mod check;
 mod compare;
+mod merge;
 mod run;
 mod session;
+mod shards;
 
 use std::process::ExitCode;
 
@@ -28,6 +30,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Compare(cmd) => compare::run(cmd).await,
         Command::Check(cmd) => check::run(cmd),
         Command::Cleanup(cmd) => cleanup(cmd).await,
+        Command::Merge(cmd) => merge::run(cmd),
+        Command::Prepare(cmd) => shards::prepare(cmd).await,
     }
 }
 

@@ -299,7 +299,7 @@ fn own_load_line(sc: &Scenario, pg_url: &str) -> String {
 }
 
 /// Under `--db-query heavy`, seed the reviews table and measure one heavy query.
-async fn heavy_setup(sc: &Scenario, db: &Db, status: &Status) -> Result<Option<f64>> {
+pub(super) async fn heavy_setup(sc: &Scenario, db: &Db, status: &Status) -> Result<Option<f64>> {
     if sc.db_query != DbQuery::Heavy {
         return Ok(None);
     }
@@ -351,7 +351,10 @@ pub(super) fn start_faults(
 }
 
 /// End the fault schedule and give the managed servers back to `env` (to be stopped with it).
-pub(super) async fn finish_faults(chaos: Option<Chaos>, env: &mut Env) -> Result<Option<chaos::Done>> {
+pub(super) async fn finish_faults(
+    chaos: Option<Chaos>,
+    env: &mut Env,
+) -> Result<Option<chaos::Done>> {
     let Some(c) = chaos else { return Ok(None) };
     let mut done = c.finish().await?;
     if let Some(r) = done.redis.take() {
@@ -392,7 +395,7 @@ async fn measure(
         .version()
         .await
         .map_err(|e| EnvError(format!("reading Redis INFO: {e:#}")))?;
-    let driver = Driver::build(
+    let mut driver = Driver::build(
         sc,
         &env.redis_url,
         &env.redis_tls,
@@ -400,6 +403,9 @@ async fn measure(
         setup.db,
     )
     .await?;
+    if let Some(e) = &out.export {
+        driver.export(e.clone());
+    }
     let delta_us = match setup.heavy_query_ms {
         Some(ms) => (ms * 1000.0) as u32,
         None => sc.db_cost.0.as_micros().min(u128::from(u32::MAX)) as u32,
@@ -662,6 +668,7 @@ pub(super) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
             encoding: "hdrhistogram-v2-deflate-base64".to_string(),
             latency_us: results::encode_histogram(&t.latency),
             service_us: results::encode_histogram(&t.service),
+            by_outcome_us: Default::default(),
         },
         timeline: raw.timeline,
         faults: fault_reports,
@@ -690,6 +697,8 @@ pub(super) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
         consistency: consistency(t, completed, c, divergence),
         http: None,
         app: None,
+        shard: None,
+        merged: None,
     };
     r.thresholds = r.judge(&sc.thresholds);
     r.diagnoses = results::diagnose::diagnose(&r);

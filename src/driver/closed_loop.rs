@@ -29,8 +29,16 @@ pub(super) async fn run(
             .collect(),
     );
     let mut workers = JoinSet::new();
+    // A shard runs the clients c ≡ index (mod count), dealt over its own instances in turn,
+    // which gives client c the instance the unsharded run gives it when the instances divide
+    // evenly among the shards.
+    let mut mine = 0usize;
     for c in 0..clients {
-        let path = d.paths[(c as usize) % d.paths.len()].clone();
+        if d.shard.is_some_and(|s| !s.owns(u64::from(c))) {
+            continue;
+        }
+        let path = d.paths[mine % d.paths.len()].clone();
+        mine += 1;
         let mut keys = KeySampler::new(
             sc.keys,
             sc.zipf,

@@ -19,6 +19,7 @@ use anyhow::Result;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::Cache;
+use crate::exporter::Export;
 use crate::instance::{self, Instance, Served, Shared};
 use crate::live::Live;
 use crate::metrics::{Counters, CountersSnapshot, LoadTracker, Outcome, Recorder, Totals, Writes};
@@ -26,6 +27,7 @@ use crate::origin::Db;
 use crate::protect::{self, Guard};
 use crate::results::{BreakerEvent, Bucket};
 use crate::scenario::{LoadShape, Scenario};
+use crate::shard::ShardSpec;
 use crate::strategy::freshness;
 use crate::strategy::invalidate::Invalidate;
 use crate::strategy::lock::{self, LockTimeoutPolicy};
@@ -216,6 +218,14 @@ pub struct Driver {
     /// When the measured window starts, once `run` has fixed it (the fault schedule counts from it).
     window: tokio::sync::watch::Sender<Option<Instant>>,
     tally: Arc<Tally>,
+    /// This process's part of a sharded run (None: the whole run).
+    shard: Option<ShardSpec>,
+    /// The Unix ms at which traffic starts, agreed by every shard (None: as soon as ready).
+    start_at_ms: Option<u64>,
+    /// Open-loop requests of the measured window shed so far (for the live metrics).
+    shed_live: Arc<AtomicU64>,
+    /// The live metrics, with `--metrics-listen`.
+    export: Option<Export>,
 }
 
 impl Driver {
@@ -227,10 +237,26 @@ impl Driver {
         prefix: Arc<str>,
         db: &Db,
     ) -> Result<Driver> {
+        Self::build_part(sc, redis_url, redis_tls, prefix, db, None).await
+    }
+
+    /// Connect the app instances of `shard` (all of them without one) to Redis and Postgres.
+    pub async fn build_part(
+        sc: &Scenario,
+        redis_url: &str,
+        redis_tls: &crate::tls::RedisTls,
+        prefix: Arc<str>,
+        db: &Db,
+        shard: Option<ShardSpec>,
+    ) -> Result<Driver> {
         let shared = shared(sc);
         let counters = shared.counters.clone();
-        let mut instances = Vec::with_capacity(sc.instances as usize);
-        for i in 0..sc.instances {
+        let ids = match shard {
+            Some(s) => s.instances(sc.instances),
+            None => (0..sc.instances).collect(),
+        };
+        let mut instances = Vec::with_capacity(ids.len());
+        for i in ids {
             let cache = Cache::open_with(
                 redis_url,
                 redis_tls,
@@ -240,8 +266,14 @@ impl Driver {
                 counters.clone(),
             )
             .await?;
+            // Shards load through the ledger: their herds are counted on the server's clock.
             let origin = db
-                .origin(sc.db_pool, sc.load_cost(), sc.db_timeout.map(|d| d.0))
+                .origin_with(
+                    sc.db_pool,
+                    sc.load_cost(),
+                    sc.db_timeout.map(|d| d.0),
+                    shard.is_some(),
+                )
                 .await?;
             let guard = Guard::new(i, sc.db_limit, sc.breaker.as_ref());
             instances.push(Path::Builtin(Arc::new(Instance::new(
@@ -251,7 +283,7 @@ impl Driver {
                 shared.clone(),
             ))));
         }
-        Ok(Driver::with_paths(sc, instances, shared))
+        Ok(Driver::with_paths(sc, instances, shared, shard))
     }
 
     /// The built-in app instances (none when the run drives an app under test).
@@ -267,10 +299,15 @@ impl Driver {
 
     /// Drive the app under test over HTTP instead of built-in instances.
     pub fn for_target(sc: &Scenario, target: Arc<HttpTarget>) -> Driver {
-        Driver::with_paths(sc, vec![Path::Http(target)], shared(sc))
+        Driver::with_paths(sc, vec![Path::Http(target)], shared(sc), None)
     }
 
-    fn with_paths(sc: &Scenario, paths: Vec<Path>, shared: Arc<Shared>) -> Driver {
+    fn with_paths(
+        sc: &Scenario,
+        paths: Vec<Path>,
+        shared: Arc<Shared>,
+        shard: Option<ShardSpec>,
+    ) -> Driver {
         Driver {
             sc: sc.clone(),
             paths,
@@ -278,7 +315,21 @@ impl Driver {
             recorder: Arc::new(Recorder::default()),
             window: tokio::sync::watch::Sender::new(None),
             tally: Arc::new(Tally::default()),
+            shard,
+            start_at_ms: None,
+            shed_live: Arc::new(AtomicU64::new(0)),
+            export: None,
         }
+    }
+
+    /// Start the traffic at this Unix ms (every shard of a run gives the same).
+    pub fn start_at(&mut self, unix_ms: u64) {
+        self.start_at_ms = Some(unix_ms);
+    }
+
+    /// Feed these live metrics while the run goes, and its final totals at the end.
+    pub fn export(&mut self, export: Export) {
+        self.export = Some(export);
     }
 
     /// The run's counters and load tracker, for the fault schedule.
@@ -299,8 +350,17 @@ impl Driver {
         let sc = &self.sc;
         let (usage_before, t0) = (crate::metrics::usage(), Instant::now());
         let lead = Duration::from_millis(20);
-        let start = Instant::now() + lead;
-        let started_at_ms = instance::now_ms() + lead.as_millis() as u64;
+        let (start, started_at_ms) = match self.start_at_ms {
+            // The agreed wall-clock instant, on this process's monotonic clock.
+            Some(at) => {
+                let (now, now_ms) = (Instant::now(), instance::now_ms());
+                (now + Duration::from_millis(at.saturating_sub(now_ms)), at)
+            }
+            None => (
+                Instant::now() + lead,
+                instance::now_ms() + lead.as_millis() as u64,
+            ),
+        };
         let window = Window {
             start,
             measure: start + sc.warmup.0,
@@ -319,6 +379,9 @@ impl Driver {
             window,
             shutdown.clone(),
             live,
+            self.export
+                .clone()
+                .map(|e| timeline::Feed::new(e, self.shed_live.clone())),
         );
         let writer = writes::spawn(self, window, &shutdown)?;
         let traffic = match sc.load {
@@ -370,6 +433,17 @@ impl Driver {
                 reason: e.reason,
             })
             .collect();
+        let counters = self.shared.counters.snapshot() - counters_at_measure;
+        let db = DbRaw::of(&self.shared.loads);
+        if let Some(e) = &self.export {
+            e.finish(crate::exporter::Final {
+                outcomes: totals.outcomes,
+                db_calls: db.calls,
+                shed: traffic.shed,
+                redis_errors: counters.redis_errors,
+                latency: &totals.latency,
+            });
+        }
         let tally = &self.tally;
         debug_assert_eq!(
             traffic.dispatched,
@@ -383,8 +457,8 @@ impl Driver {
             unsent: traffic.unsent,
             abandoned: tally.abandoned.load(Relaxed),
             warmup_requests: traffic.warmup,
-            counters: self.shared.counters.snapshot() - counters_at_measure,
-            db: DbRaw::of(&self.shared.loads),
+            counters,
+            db,
             timeline,
             breaker,
             interrupted,
@@ -423,41 +497,41 @@ fn shared(sc: &Scenario) -> Arc<Shared> {
     let counters = Arc::new(Counters::default());
     let ms = |d: Duration| d.as_millis() as u64;
     Arc::new(Shared {
-            freshness: freshness::Policy {
-                kind: sc.strategy.freshness,
-                ttl_ms: ms(sc.ttl.0),
-                stale_ms: ms(sc.stale.0),
-                beta: sc.beta,
-                jitter: sc.jitter.0,
-                negative_ttl_ms: sc.negative_ttl.map(|d| ms(d.0).max(1)),
-                // Kept as long as a lock can be held: a waiter that gives up while a refresh
-                // is still running finds the old value.
-                grace_ms: if sc.lock_timeout_policy == LockTimeoutPolicy::Stale {
-                    ms(sc.lock_ttl.0).max(ms(sc.lock_wait.0))
-                } else {
-                    0
-                },
+        freshness: freshness::Policy {
+            kind: sc.strategy.freshness,
+            ttl_ms: ms(sc.ttl.0),
+            stale_ms: ms(sc.stale.0),
+            beta: sc.beta,
+            jitter: sc.jitter.0,
+            negative_ttl_ms: sc.negative_ttl.map(|d| ms(d.0).max(1)),
+            // Kept as long as a lock can be held: a waiter that gives up while a refresh
+            // is still running finds the old value.
+            grace_ms: if sc.lock_timeout_policy == LockTimeoutPolicy::Stale {
+                ms(sc.lock_ttl.0).max(ms(sc.lock_wait.0))
+            } else {
+                0
             },
-            coordination: sc.strategy.coordination,
-            lock: lock::Settings {
-                ttl_ms: ms(sc.lock_ttl.0).max(1),
-                poll: sc.lock_poll.0,
-                wait: sc.lock_wait.0,
-                on_timeout: sc.lock_timeout_policy,
-            },
-            counters: counters.clone(),
-            loads: Arc::new(LoadTracker::default()),
-            refreshes_in_flight: AtomicU64::new(0),
-            window_end_ms: AtomicU64::new(0),
-            abort: CancellationToken::new(),
-            protect: protect::Board::default(),
-            lease_ttl_ms: sc.lease_ttl.map_or(2000, |d| ms(d.0).max(1)),
-            writes: sc.writes.map(|_| Arc::new(Writes::default())),
-            invalidate: sc.invalidate.unwrap_or(Invalidate::Delete),
-            // Outlives any entry a reader could still store (its hard expiry, the grace) by far.
-            marker_px_ms: 2
-                * (ms(sc.ttl.0) + ms(sc.stale.0) + ms(sc.lock_ttl.0).max(ms(sc.lock_wait.0)))
-                + 10_000,
+        },
+        coordination: sc.strategy.coordination,
+        lock: lock::Settings {
+            ttl_ms: ms(sc.lock_ttl.0).max(1),
+            poll: sc.lock_poll.0,
+            wait: sc.lock_wait.0,
+            on_timeout: sc.lock_timeout_policy,
+        },
+        counters: counters.clone(),
+        loads: Arc::new(LoadTracker::default()),
+        refreshes_in_flight: AtomicU64::new(0),
+        window_end_ms: AtomicU64::new(0),
+        abort: CancellationToken::new(),
+        protect: protect::Board::default(),
+        lease_ttl_ms: sc.lease_ttl.map_or(2000, |d| ms(d.0).max(1)),
+        writes: sc.writes.map(|_| Arc::new(Writes::default())),
+        invalidate: sc.invalidate.unwrap_or(Invalidate::Delete),
+        // Outlives any entry a reader could still store (its hard expiry, the grace) by far.
+        marker_px_ms: 2
+            * (ms(sc.ttl.0) + ms(sc.stale.0) + ms(sc.lock_ttl.0).max(ms(sc.lock_wait.0)))
+            + 10_000,
     })
 }
 

@@ -131,16 +131,28 @@ pub(super) async fn run(
     // is never sent: counted, and the run ends on time whatever the rate.
     let give_up = end + UNSENT_AFTER;
     let mut unsent = 0u64;
+    // Request j of the one unsharded schedule; a shard keeps those that are its own, and
+    // draws every key so that its requests get the keys the unsharded run gives them.
+    let mut j = 0u64;
     loop {
         let off = schedule.next_offset();
         if off >= total_ns {
             break;
         }
+        let this = j;
+        j += 1;
+        if d.shard.is_some_and(|s| !s.owns(this)) {
+            let _ = keys.next_id();
+            continue;
+        }
         let at = start + Duration::from_nanos(off);
         let now = Instant::now();
         if now >= give_up {
             // This request and every one after it in the window: counted, not drawn.
-            let rest = 1 + schedule.count_until(total_ns);
+            let mut rest = 1 + schedule.count_until(total_ns);
+            if let Some(s) = d.shard {
+                rest = s.owned_in(this, rest);
+            }
             unsent = rest;
             if off >= warmup_ns {
                 scheduled += rest;
@@ -183,6 +195,7 @@ pub(super) async fn run(
         if lane.inflight.load(Relaxed) >= cap {
             if measured {
                 shed += 1;
+                d.shed_live.fetch_add(1, Relaxed);
             }
             continue;
         }

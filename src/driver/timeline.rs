@@ -23,6 +23,18 @@ pub struct Ticked {
     pub counters_at_measure: CountersSnapshot,
 }
 
+/// Where the ticker feeds the live metrics (`--metrics-listen`).
+pub struct Feed {
+    export: crate::exporter::Export,
+    shed: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Feed {
+    pub fn new(export: crate::exporter::Export, shed: Arc<std::sync::atomic::AtomicU64>) -> Feed {
+        Feed { export, shed }
+    }
+}
+
 /// Start the ticker: it waits for the window to open, then takes one bucket per `interval`
 /// until the window closes or the run is stopped.
 pub fn spawn(
@@ -32,6 +44,7 @@ pub fn spawn(
     w: Window,
     stop: CancellationToken,
     mut live: Live,
+    feed: Option<Feed>,
 ) -> JoinHandle<Ticked> {
     tokio::spawn(async move {
         // Without a warm-up the window opens with the traffic: take the baseline now, before
@@ -61,6 +74,15 @@ pub fn spawn(
                 _ = stop.cancelled() => {}
             }
             let b = take(&shared, &recorder, &mut iv, Instant::now().min(w.end), w);
+            if let Some(f) = &feed {
+                let errors = shared.counters.redis_errors.load(Relaxed);
+                f.export.add_interval(
+                    &iv,
+                    shared.loads.calls.load(Relaxed),
+                    f.shed.load(Relaxed),
+                    errors.saturating_sub(counters_at_measure.redis_errors),
+                );
+            }
             live.tick(&b);
             buckets.push(b);
             if last {

@@ -33,6 +33,20 @@ impl Driver {
         delta_us: u32,
         shutdown: &CancellationToken,
     ) -> Result<StartFigures> {
+        self.warm_for(db, admin, delta_us, shutdown, None).await
+    }
+
+    /// [`Driver::warm`] for traffic that starts at the Unix ms `at` (a sharded run's start
+    /// instant, seconds away): the entries are what the cache holds at that instant, their
+    /// expiries pushed back by the wait.
+    pub async fn warm_for(
+        &self,
+        db: &Db,
+        admin: &Admin,
+        delta_us: u32,
+        shutdown: &CancellationToken,
+        at: Option<u64>,
+    ) -> Result<StartFigures> {
         let sc = &self.sc;
         let t = Instant::now();
         let policy = &self.shared.freshness;
@@ -70,14 +84,17 @@ impl Driver {
         let mut expiring = 0u64;
         // Traffic starts right after warming: an entry whose soft expiry comes before the end
         // of the warm-up and the window expires in the run.
-        let window_end = now_ms() + (sc.warmup.0 + sc.duration.0).as_millis() as u64;
+        let window_end =
+            at.unwrap_or_else(now_ms) + (sc.warmup.0 + sc.duration.0).as_millis() as u64;
         for chunk in states.chunks(CHUNK) {
             if shutdown.is_cancelled() {
                 break;
             }
             let ids: Vec<i64> = chunk.iter().map(|k| k.rank as i64).collect();
             let rows = db.rows(&ids).await?;
-            let now = now_ms();
+            let real_now = now_ms();
+            let now = at.map_or(real_now, |a| a.max(real_now));
+            let wait = now - real_now;
             let mut entries = Vec::with_capacity(rows.len());
             for (k, (_, payload, version)) in chunk.iter().zip(&rows) {
                 let (meta, px) = if k.rank <= written_now {
@@ -88,7 +105,7 @@ impl Driver {
                 if meta.soft_expiry_ms < window_end {
                     expiring += 1;
                 }
-                entries.push((k.rank, meta.encode(payload.as_bytes()), px));
+                entries.push((k.rank, meta.encode(payload.as_bytes()), px + wait));
             }
             admin.set_many(&entries).await?;
             cached += entries.len() as u64;

@@ -87,6 +87,8 @@ fn histogram(sigfig: u8) -> Histogram<u64> {
 #[derive(Debug, Clone)]
 pub struct Interval {
     pub requests: u64,
+    /// Requests by outcome (indexed by the outcome's discriminant), for the live metrics.
+    pub outcomes: [u64; Outcome::COUNT],
     pub hits: u64,
     pub stale: u64,
     pub errors: u64,
@@ -100,6 +102,7 @@ impl Interval {
     fn new() -> Self {
         Interval {
             requests: 0,
+            outcomes: [0; Outcome::COUNT],
             hits: 0,
             stale: 0,
             errors: 0,
@@ -110,6 +113,9 @@ impl Interval {
     }
     fn absorb(&mut self, o: &Interval) {
         self.requests += o.requests;
+        for (a, b) in self.outcomes.iter_mut().zip(o.outcomes) {
+            *a += b;
+        }
         self.hits += o.hits;
         self.stale += o.stale;
         self.errors += o.errors;
@@ -119,6 +125,7 @@ impl Interval {
     }
     fn clear(&mut self) {
         self.requests = 0;
+        self.outcomes = [0; Outcome::COUNT];
         self.hits = 0;
         self.stale = 0;
         self.errors = 0;
@@ -224,6 +231,7 @@ impl Recorder {
             .saturating_record(service_us.clamp(1, MAX_US));
         s.totals.by_outcome[i].saturating_record(lat);
         s.interval.requests += 1;
+        s.interval.outcomes[i] += 1;
         match outcome {
             Outcome::Hit => s.interval.hits += 1,
             Outcome::Stale => s.interval.stale += 1,

@@ -5,6 +5,8 @@
 
 pub mod check;
 pub mod diagnose;
+pub mod merge;
+pub mod shard;
 pub mod summary;
 
 use std::collections::BTreeMap;
@@ -93,6 +95,12 @@ pub struct RunResult {
     /// The app under test: how it ran and where its figures come from (`--target`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app: Option<AppFigures>,
+    /// This result's part of a sharded run (absent for a 1-process run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<shard::ShardFigures>,
+    /// The shards a merged result was made from (absent unless written by `stampede merge`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub merged: Option<shard::Merged>,
 }
 
 /// The cache against the database, exact because every write goes through the tool, which
@@ -474,6 +482,10 @@ pub struct Histograms {
     pub latency_us: String,
     /// Service time, µs.
     pub service_us: String,
+    /// Latency from the scheduled start per outcome, µs (sharded runs, so that a merge keeps
+    /// the per-outcome figures lossless).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_outcome_us: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -706,8 +718,7 @@ pub fn encode_histogram(h: &Histogram<u64>) -> String {
     }
 }
 
-#[cfg(test)]
-fn decode_histogram(s: &str) -> Result<Histogram<u64>> {
+pub fn decode_histogram(s: &str) -> Result<Histogram<u64>> {
     use hdrhistogram::serialization::Deserializer;
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(s)

@@ -1,0 +1,576 @@
+//! A sharded run (`run --shard I/N`, `--shards N`) and `stampede prepare`: one experiment split
+//! over processes that meet through Redis. Set up once (shard 0, or `prepare`, seeds the
+//! schema, warms the cache for the start instant and writes that instant under the run's
+//! `shard:start` key); the others wait for it, bounded, and attach to the schema; all start
+//! their traffic at that wall-clock instant; shard 0 alone executes the faults. At the end
+//! each shard joins the `shard:done` set; shard 0 waits for all of them, reads the server
+//! counters once for the whole window, then removes the run's keys and schema.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use tokio_util::sync::CancellationToken;
+
+use super::session::{
+    Env, Measured, Setup, Status, build, finish_faults, heavy_setup, start_faults,
+};
+use crate::cache::{self, Admin};
+use crate::cli::{OutputFlags, PrepareCmd, ShardFlags};
+use crate::driver::Driver;
+use crate::error::{EnvError, UsageError};
+use crate::fault::Server;
+use crate::instance::now_ms;
+use crate::live::Live;
+use crate::metrics::Outcome;
+use crate::origin::Db;
+use crate::results::shard::{LedgerFigures, ShardFigures, WholeRun};
+use crate::results::{self, FaultReport, RunResult, StartFigures};
+use crate::scenario::Scenario;
+use crate::shard::{INDEX_ENV, ShardSpec, sanitize_run_id};
+use crate::values::redact_url;
+
+/// The run's key holding the start instant (Unix ms): the start signal.
+const START_KEY: &str = "shard:start";
+/// The run's set of shards done (`index:statements`): the end barrier.
+const DONE_KEY: &str = "shard:done";
+
+/// How this process takes part in a sharded run.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub spec: ShardSpec,
+    pub run_id: String,
+    start_at: Option<u64>,
+    start_delay: Duration,
+    start_timeout: Duration,
+    end_timeout: Duration,
+}
+
+/// The plan of a sharded run from its flags, or None for a 1-process run. Refuses what a
+/// shard cannot do: managed servers (each process would start its own), too few instances.
+pub fn plan(sc: &Scenario, f: &ShardFlags) -> Result<Option<Plan>> {
+    let spec = match (f.shard, f.shards) {
+        (Some(s), _) => s,
+        (None, Some(n)) => ShardSpec::from_index_env(n, std::env::var(INDEX_ENV).ok().as_deref())
+            .map_err(UsageError)?,
+        (None, None) => {
+            if f.run_id.is_some() || f.start_at.is_some() {
+                return Err(UsageError::new(
+                    "--run-id and --start-at belong to a sharded run: give --shard I/N or --shards N",
+                )
+                .into());
+            }
+            return Ok(None);
+        }
+    };
+    check(sc, spec.count)?;
+    Ok(Some(Plan {
+        spec,
+        run_id: run_id(sc, f, spec.count)?,
+        start_at: f.start_at,
+        start_delay: f.start_delay.map_or(Duration::from_secs(5), |d| d.0),
+        start_timeout: f.start_timeout.map_or(Duration::from_secs(60), |d| d.0),
+        end_timeout: f.end_timeout.map_or(Duration::from_secs(60), |d| d.0),
+    }))
+}
+
+fn check(sc: &Scenario, count: u32) -> Result<()> {
+    if sc.redis_url.is_none() || sc.pg_url.is_none() {
+        return Err(UsageError::new(format!(
+            "a sharded run needs servers every shard reaches: give --redis-url and --pg-url (missing: {}). Servers the tool starts itself are private to one process, so shards cannot share them",
+            [
+                sc.redis_url.is_none().then_some("--redis-url"),
+                sc.pg_url.is_none().then_some("--pg-url"),
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(", ")
+        ))
+        .into());
+    }
+    if sc.instances < count {
+        return Err(UsageError::new(format!(
+            "{count} shards need at least {count} app instances (instance k runs on shard k mod {count}): raise --instances to {count} or more"
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// `--run-id`, or one derived from the scenario and the shard count, so that shards started
+/// with the same command line meet without agreeing on a name first.
+fn run_id(sc: &Scenario, f: &ShardFlags, count: u32) -> Result<String> {
+    if let Some(id) = &f.run_id {
+        return Ok(sanitize_run_id(id).map_err(UsageError)?);
+    }
+    let text = serde_json::to_string(sc).context("encoding the scenario")?;
+    let h = text
+        .bytes()
+        .chain(count.to_le_bytes())
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            crate::workload::fnv_step(h, u64::from(b))
+        });
+    Ok(format!("sh{:010x}", h & 0xff_ffff_ffff))
+}
+
+/// What the load cost is for XFetch entries written before any load.
+fn delta_us(sc: &Scenario, heavy_query_ms: Option<f64>) -> u32 {
+    match heavy_query_ms {
+        Some(ms) => (ms * 1000.0) as u32,
+        None => sc.db_cost.0.as_micros().min(u128::from(u32::MAX)) as u32,
+    }
+}
+
+/// Seed the run's schema (refused when one of this run id exists: an earlier run's leftovers
+/// or another run with the same id).
+async fn seed(sc: &Scenario, env: &Env, run_id: &str) -> Result<Db> {
+    Db::setup(
+        &env.pg_url,
+        run_id,
+        sc.keys,
+        sc.value_size,
+        Some(sc.instances * sc.db_pool),
+        sc.faults_on(Server::Postgres),
+        sc.db_cost.0,
+    )
+    .await
+    .with_context(|| {
+        format!(
+            "setting up run {run_id} (if its schema exists, an earlier run with this id left it: `stampede cleanup`, or give another --run-id)"
+        )
+    })
+}
+
+/// Warm the cache for the start instant and write the start signal.
+async fn publish_start(
+    sc: &Scenario,
+    driver: &Driver,
+    db: &Db,
+    admin: &Admin,
+    plan: &Plan,
+    heavy_query_ms: Option<f64>,
+    shutdown: &CancellationToken,
+) -> Result<(u64, StartFigures)> {
+    let at = plan
+        .start_at
+        .unwrap_or_else(|| now_ms() + plan.start_delay.as_millis() as u64);
+    let start = driver
+        .warm_for(db, admin, delta_us(sc, heavy_query_ms), shutdown, Some(at))
+        .await
+        .context("warming the cache")?;
+    if !admin.set_signal(START_KEY, &at.to_string()).await? {
+        return Err(EnvError(format!(
+            "run {} was already set up by another process (its start signal exists): give each run its own --run-id",
+            plan.run_id
+        ))
+        .into());
+    }
+    Ok((at, start))
+}
+
+/// Wait for the start signal, at most `--start-timeout`.
+async fn wait_for_start(admin: &Admin, plan: &Plan, shutdown: &CancellationToken) -> Result<u64> {
+    let deadline = Instant::now() + plan.start_timeout;
+    loop {
+        if let Some(v) = admin.get_signal(START_KEY).await? {
+            let at: u64 = v.parse().map_err(|_| {
+                EnvError(format!(
+                    "the start signal of run {} holds {v:?}, not a Unix ms",
+                    plan.run_id
+                ))
+            })?;
+            if let Some(mine) = plan.start_at
+                && mine != at
+            {
+                return Err(UsageError::new(format!(
+                    "--start-at says {mine} ms but the run was set up to start at {at} ms: give every shard the same --start-at"
+                ))
+                .into());
+            }
+            return Ok(at);
+        }
+        if Instant::now() >= deadline {
+            return Err(EnvError(format!(
+                "shard {} waited {} s for the start signal of run {} and it never came: shard 0 (or `stampede prepare`) writes it into Redis once it has set the run up. Is it running, with the same --run-id, --redis-url and --pg-url? (--start-timeout sets the wait)",
+                plan.spec,
+                plan.start_timeout.as_secs(),
+                plan.run_id
+            ))
+            .into());
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            _ = shutdown.cancelled() => {
+                return Err(EnvError("interrupted while waiting for the start signal".into()).into());
+            }
+        }
+    }
+}
+
+/// Refuse to start late: a shard that missed the agreed instant would measure another window.
+fn check_on_time(plan: &Plan, at: u64) -> Result<()> {
+    let now = now_ms();
+    if now > at {
+        return Err(EnvError(format!(
+            "shard {} of run {} was ready {} ms after the start instant: the shards would not measure the same window. Give a longer --start-delay (or a later --start-at)",
+            plan.spec,
+            plan.run_id,
+            now - at
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// `stampede prepare`: set a sharded run up and write its start signal, then exit.
+pub async fn prepare(cmd: PrepareCmd) -> Result<ExitCode> {
+    let sc = crate::scenario::resolve(cmd.scenario.as_ref(), cmd.flags())?;
+    let Some(count) = cmd.shard.shards.or(cmd.shard.shard.map(|s| s.count)) else {
+        return Err(UsageError::new(
+            "prepare needs --shards N: how many shards the run it sets up has",
+        )
+        .into());
+    };
+    check(&sc, count)?;
+    let plan = Plan {
+        spec: ShardSpec::new(0, count).map_err(UsageError)?,
+        run_id: run_id(&sc, &cmd.shard, count)?,
+        start_at: cmd.shard.start_at,
+        start_delay: cmd
+            .shard
+            .start_delay
+            .map_or(Duration::from_secs(5), |d| d.0),
+        start_timeout: Duration::ZERO,
+        end_timeout: Duration::ZERO,
+    };
+    let status = Status::new(false);
+    let env = Env::start(&sc, &status).await?;
+    let shutdown = super::session::shutdown_on_signals();
+    let prefix: Arc<str> = Arc::from(format!("stampede:{}:", plan.run_id));
+    let admin = Admin::open(&env.redis_url, prefix.clone()).await?;
+    let db = seed(&sc, &env, &plan.run_id).await?;
+    let done = async {
+        let heavy = heavy_setup(&sc, &db, &status).await?;
+        let driver = Driver::build_part(
+            &sc,
+            &env.redis_url,
+            &env.redis_tls,
+            prefix,
+            &db,
+            Some(plan.spec),
+        )
+        .await?;
+        publish_start(&sc, &driver, &db, &admin, &plan, heavy, &shutdown).await
+    }
+    .await;
+    match done {
+        Ok((at, start)) => {
+            println!(
+                "run {} prepared on {} and {}: {} keys cached; its {count} shards start at {} (Unix ms {at})",
+                plan.run_id,
+                redact_url(&env.redis_url),
+                redact_url(&env.pg_url),
+                start.keys_cached,
+                humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_millis(at)),
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            let _ = admin.remove_namespace().await;
+            let _ = db.teardown().await;
+            Err(e)
+        }
+    }
+}
+
+/// One shard's run: set up or wait, start at the agreed instant, meet at the end. Shard 0
+/// removes the run's keys and schema once every shard is done, whatever happened.
+pub async fn run_shard(
+    sc: &Scenario,
+    plan: &Plan,
+    env: &mut Env,
+    shutdown: CancellationToken,
+    out: &OutputFlags,
+    status: &Status,
+) -> Result<RunResult> {
+    let prefix: Arc<str> = Arc::from(format!("stampede:{}:", plan.run_id));
+    let admin = Admin::open(&env.redis_url, prefix.clone()).await?;
+    let prepared = admin.get_signal(START_KEY).await?.is_some();
+    let seed_start = Instant::now();
+    let sets_up = plan.spec.leads() && !prepared;
+    let db = if sets_up {
+        seed(sc, env, &plan.run_id).await?
+    } else {
+        // Shard 0 of a prepared run finds the signal at once.
+        let _ = wait_for_start(&admin, plan, &shutdown).await?;
+        Db::attach_run(&env.pg_url, &plan.run_id, sc.faults_on(Server::Postgres)).await?
+    };
+    let seed_ms = seed_start.elapsed().as_millis() as u64;
+    let result = shard_on(
+        sc, plan, env, &db, &admin, prefix, seed_ms, sets_up, shutdown, out, status,
+    )
+    .await;
+    if plan.spec.leads() {
+        if let Err(e) = admin.remove_namespace().await {
+            eprintln!(
+                "warning: could not remove run {}'s keys from {}: {e:#}",
+                plan.run_id,
+                redact_url(&env.redis_url)
+            );
+        }
+        if let Err(e) = db.teardown().await {
+            eprintln!("warning: {e:#}");
+        }
+    }
+    result
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn shard_on(
+    sc: &Scenario,
+    plan: &Plan,
+    env: &mut Env,
+    db: &Db,
+    admin: &Admin,
+    prefix: Arc<str>,
+    seed_ms: u64,
+    sets_up: bool,
+    shutdown: CancellationToken,
+    out: &OutputFlags,
+    status: &Status,
+) -> Result<RunResult> {
+    let spec = plan.spec;
+    let heavy_query_ms = if sets_up {
+        heavy_setup(sc, db, status).await?
+    } else {
+        None
+    };
+    let mut driver = Driver::build_part(
+        sc,
+        &env.redis_url,
+        &env.redis_tls,
+        prefix.clone(),
+        db,
+        Some(spec),
+    )
+    .await?;
+    let (at, start) = if sets_up {
+        publish_start(sc, &driver, db, admin, plan, heavy_query_ms, &shutdown).await?
+    } else {
+        let at = wait_for_start(admin, plan, &shutdown).await?;
+        let nothing = StartFigures {
+            mode: sc.start,
+            keys_cached: 0,
+            expiring_in_window: 0,
+            ms: 0,
+        };
+        (at, nothing)
+    };
+    check_on_time(plan, at)?;
+    status.line(&format!(
+        "shard {spec} of run {}: {} app instance(s), starting at {}",
+        plan.run_id,
+        spec.instances(sc.instances).len(),
+        humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_millis(at))
+    ));
+    driver.start_at(at);
+    if let Some(e) = &out.export {
+        driver.export(e.clone());
+    }
+    let redis_version = admin
+        .version()
+        .await
+        .map_err(|e| EnvError(format!("reading Redis INFO: {e:#}")))?;
+    let setup = Setup {
+        db,
+        admin,
+        prefix,
+        seed_ms,
+        heavy_query_ms,
+    };
+    let before = if spec.leads() {
+        admin.stats().await.ok()
+    } else {
+        None
+    };
+    let live = Live::new(sc.duration.0, out.quiet);
+    let bar = live.bar();
+    bar.set_prefix(format!("{} {spec}", sc.strategy));
+    // One shard executes the faults (through the restart commands: the servers are
+    // external); the others record the schedule.
+    let chaos = if spec.leads() {
+        start_faults(sc, env, &driver, &setup, &shutdown)
+    } else {
+        None
+    };
+    let beat = async {
+        loop {
+            let _ = admin.heartbeat().await;
+            let _ = db.heartbeat().await;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    };
+    let raw = tokio::select! {
+        biased;
+        () = beat => unreachable!("the heartbeat loop never ends"),
+        r = driver.run(shutdown.clone(), live) => r,
+    };
+    let faults = finish_faults(chaos, env).await;
+    let raw = raw?;
+    let faults = faults?;
+    bar.finish_and_clear();
+    let completed_statements = raw.db.calls.saturating_sub(raw.db.statement_errors);
+    admin
+        .join_set(DONE_KEY, &format!("{}:{completed_statements}", spec.index))
+        .await?;
+    let whole_run = if spec.leads() {
+        Some(end_barrier(sc, at, admin, db, plan, before, &shutdown).await)
+    } else {
+        None
+    };
+    let by_outcome = Outcome::ALL
+        .iter()
+        .filter(|o| !raw.totals.by_outcome[**o as usize].is_empty())
+        .map(|o| {
+            (
+                o.name().to_string(),
+                results::encode_histogram(&raw.totals.by_outcome[*o as usize]),
+            )
+        })
+        .collect();
+    let measured = Measured {
+        raw,
+        calls_server: None,
+        redis_stats: None,
+        redis_version,
+        faults,
+        first_redis_pid: None,
+        first_pg_pid: None,
+        start,
+        // Writes are refused with shards (see `run`).
+        divergence: None,
+        writes_server: None,
+    };
+    let mut r = build(sc, measured, &setup, env);
+    r.histograms.by_outcome_us = by_outcome;
+    r.db.calls_server_note = Some(
+        "the server counts the statements of all shards together: shard 0 reads that count once for the whole run (shard.whole_run.calls_server), and `stampede merge` sets it beside the merged calls".to_string(),
+    );
+    r.redis.note = Some(
+        "INFO counts the whole server: shard 0 reads it once for the whole run (shard.whole_run)"
+            .to_string(),
+    );
+    if !spec.leads() {
+        r.faults = planned_faults(sc);
+    }
+    r.shard = Some(ShardFigures {
+        index: spec.index,
+        count: spec.count,
+        run_id: plan.run_id.clone(),
+        start_at_ms: at,
+        set_up: sets_up,
+        executed_faults: spec.leads() && !sc.faults.is_empty(),
+        whole_run,
+    });
+    Ok(r)
+}
+
+/// The fault schedule as planned, for a shard that did not execute it.
+fn planned_faults(sc: &Scenario) -> Vec<FaultReport> {
+    sc.faults
+        .iter()
+        .map(|f| FaultReport {
+            kind: f.kind,
+            at_ms: f.at.0.as_millis() as u64,
+            down_ms: f.down_for.0.as_millis() as u64,
+            note: Some(
+                "executed by shard 0; times as planned (shard 0's result has what it cost)"
+                    .to_string(),
+            ),
+            ..FaultReport::default()
+        })
+        .collect()
+}
+
+/// Shard 0 at the end: wait for every shard (at most `--end-timeout`), then read the server
+/// counters of the whole window once.
+async fn end_barrier(
+    sc: &Scenario,
+    at: u64,
+    admin: &Admin,
+    db: &Db,
+    plan: &Plan,
+    before: Option<cache::RedisStats>,
+    shutdown: &CancellationToken,
+) -> WholeRun {
+    let deadline = Instant::now() + plan.end_timeout;
+    let mut done: Vec<(u32, u64)> = Vec::new();
+    loop {
+        if let Ok(members) = admin.set_members(DONE_KEY).await {
+            done = members
+                .iter()
+                .filter_map(|m| {
+                    let (i, n) = m.split_once(':')?;
+                    Some((i.parse().ok()?, n.parse().ok()?))
+                })
+                .collect();
+        }
+        if done.len() as u32 >= plan.spec.count || Instant::now() >= deadline {
+            break;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            _ = shutdown.cancelled() => break,
+        }
+    }
+    done.sort_unstable();
+    let statements: u64 = done.iter().map(|(_, n)| n).sum();
+    // pg_stat_statements records a statement as it ends; give the last ones a moment to land.
+    let mut calls_server = db.server_calls().await;
+    let wait_until = Instant::now() + Duration::from_secs(1);
+    while calls_server.is_some_and(|c| c < statements) && Instant::now() < wait_until {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        calls_server = db.server_calls().await;
+    }
+    let after = admin.stats().await.ok();
+    let ledger = ledger_figures(sc, db, at).await;
+    let missing = plan.spec.count as usize - done.len().min(plan.spec.count as usize);
+    let keyspace = before.zip(after);
+    WholeRun {
+        shards_done: done.iter().map(|(i, _)| *i).collect(),
+        calls_server,
+        calls_server_note: match (&db.stat_statements_missing, missing) {
+            (Some(n), _) => Some(n.clone()),
+            (None, 0) => None,
+            (None, m) => Some(format!(
+                "{m} shard(s) had not reached the end barrier within --end-timeout: the count may miss their last statements"
+            )),
+        },
+        keyspace_hits: keyspace.map(|(b, a)| a.keyspace_hits.saturating_sub(b.keyspace_hits)),
+        keyspace_misses: keyspace.map(|(b, a)| a.keyspace_misses.saturating_sub(b.keyspace_misses)),
+        ledger,
+    }
+}
+
+/// Herds over every shard's loads of the measured window, from the ledger: loads that started
+/// on the server's clock from the window's start (the agreed instant plus the warm-up, moved
+/// onto the server's clock by its offset from this machine's) until now. None under
+/// `--db-query heavy`, whose loads do not go through the ledger, or when it cannot be read.
+async fn ledger_figures(sc: &Scenario, db: &Db, start_at: u64) -> Option<LedgerFigures> {
+    if sc.db_query != crate::origin::DbQuery::Sleep {
+        return None;
+    }
+    let server_now = db.server_now_us().await.ok()?;
+    let local_now = now_ms() as i64 * 1000;
+    let from = (start_at + sc.warmup.0.as_millis() as u64) as i64 * 1000 + (server_now - local_now);
+    let loads = db.ledger_loads(from, server_now + 1).await.ok()?;
+    let h = crate::ledger::herds(&loads);
+    Some(LedgerFigures {
+        loads: h.loads,
+        keys: h.keys,
+        peak_herd: h.peak_herd,
+        redundant: h.redundant,
+    })
+}

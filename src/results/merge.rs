@@ -1,0 +1,403 @@
+//! Merging the results of a sharded run's shards into the one result of the experiment:
+//! counts summed, HdrHistograms merged losslessly (percentiles recomputed from the merged
+//! distribution, never averaged), timelines aligned on the wall clock, and the figures only
+//! the servers can give (their call count, INFO, herds across shards from the load ledger)
+//! taken from what shard 0 read once for the whole window. Pure: the caller reads the files.
+
+use std::collections::BTreeMap;
+
+use anyhow::{Result, anyhow};
+use hdrhistogram::Histogram;
+
+use super::shard::{Merged, ShardFigures};
+use super::{Bucket, Latency, RunResult, decode_histogram, encode_histogram};
+use crate::error::UsageError;
+
+/// Settings that may differ between shards of one run (every other one must be equal).
+const MAY_DIFFER: [&str; 1] = ["scenario_file"];
+
+fn refuse(msg: String) -> anyhow::Error {
+    UsageError::new(msg).into()
+}
+
+/// Check that `shards` (with `names` for the messages) are the shards of one experiment and
+/// say which are missing. Refuses results that are not shards, of different runs or
+/// scenarios, with different shard counts, or with an index twice.
+fn check(shards: &[(String, RunResult)]) -> Result<(u32, String, Vec<u32>)> {
+    let Some((first_name, first)) = shards.first() else {
+        return Err(refuse("nothing to merge: give the shards' results".into()));
+    };
+    let info = |name: &str, r: &RunResult| -> Result<ShardFigures> {
+        if r.merged.is_some() {
+            return Err(refuse(format!(
+                "{name} is already a merged result: merge the shards' own results"
+            )));
+        }
+        r.shard.clone().ok_or_else(|| {
+            refuse(format!(
+                "{name} is not a shard's result (it was not written by `run --shard I/N`)"
+            ))
+        })
+    };
+    let f = info(first_name, first)?;
+    let scenario = |r: &RunResult| {
+        let mut v = serde_json::to_value(&r.scenario).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            for k in MAY_DIFFER {
+                o.remove(k);
+            }
+        }
+        v
+    };
+    let base = scenario(first);
+    let mut seen: BTreeMap<u32, &str> = BTreeMap::new();
+    for (name, r) in shards {
+        let s = info(name, r)?;
+        if s.run_id != f.run_id || s.count != f.count {
+            return Err(refuse(format!(
+                "{name} is shard {}/{} of run {}, but {first_name} is of run {} with {} shards: these are different experiments",
+                s.index, s.count, s.run_id, f.run_id, f.count
+            )));
+        }
+        if scenario(r) != base || r.strategy != first.strategy {
+            let diff = first
+                .scenario
+                .differences(
+                    &r.scenario,
+                    &crate::scenario::WORKLOAD_SETTINGS
+                        .iter()
+                        .chain(crate::scenario::STRATEGY_SETTINGS.iter())
+                        .copied()
+                        .collect::<Vec<_>>(),
+                )
+                .into_iter()
+                .map(|(k, a, b)| format!("{k}: {a} vs {b}"))
+                .collect::<Vec<_>>();
+            return Err(refuse(format!(
+                "{name} and {first_name} ran different scenarios ({}): they are not shards of one experiment",
+                if diff.is_empty() {
+                    "other settings".to_string()
+                } else {
+                    diff.join(", ")
+                }
+            )));
+        }
+        if let Some(other) = seen.insert(s.index, name) {
+            return Err(refuse(format!(
+                "shard {}/{} appears twice ({other} and {name}): a shard's result may be merged once",
+                s.index, s.count
+            )));
+        }
+    }
+    let missing = (0..f.count).filter(|i| !seen.contains_key(i)).collect();
+    Ok((f.count, f.run_id, missing))
+}
+
+fn decode(s: &str, what: &str) -> Result<Histogram<u64>> {
+    decode_histogram(s).map_err(|e| anyhow!("{what}: {e:#}"))
+}
+
+/// Merge the shards' results. `allow_missing`: merge what there is and mark the result
+/// partial instead of refusing.
+pub fn merge(mut shards: Vec<(String, RunResult)>, allow_missing: bool) -> Result<RunResult> {
+    let (count, run_id, missing) = check(&shards)?;
+    if !missing.is_empty() && !allow_missing {
+        return Err(refuse(format!(
+            "shards {} of {count} are missing: merge all of them, or give --allow-missing to merge these and mark the result partial",
+            missing
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    shards.sort_by_key(|(_, r)| r.shard.as_ref().map_or(0, |s| s.index));
+    let mut notes = Vec::new();
+    let rs: Vec<&RunResult> = shards.iter().map(|(_, r)| r).collect();
+    let sum = |f: &dyn Fn(&RunResult) -> u64| rs.iter().map(|r| f(r)).sum::<u64>();
+    let mut m = rs[0].clone();
+    let lead = rs
+        .iter()
+        .find(|r| r.shard.as_ref().is_some_and(|s| s.whole_run.is_some()))
+        .copied();
+
+    // Histograms, losslessly.
+    let mut latency = decode(&rs[0].histograms.latency_us, "latency histogram")?;
+    let mut service = decode(&rs[0].histograms.service_us, "service histogram")?;
+    let mut by_outcome: BTreeMap<String, Histogram<u64>> = BTreeMap::new();
+    for (i, r) in rs.iter().enumerate() {
+        if i > 0 {
+            latency
+                .add(decode(&r.histograms.latency_us, "latency histogram")?)
+                .map_err(|e| anyhow!("merging latency histograms: {e:?}"))?;
+            service
+                .add(decode(&r.histograms.service_us, "service histogram")?)
+                .map_err(|e| anyhow!("merging service histograms: {e:?}"))?;
+        }
+        for (k, v) in &r.histograms.by_outcome_us {
+            let h = decode(v, "per-outcome histogram")?;
+            match by_outcome.get_mut(k) {
+                Some(acc) => acc
+                    .add(h)
+                    .map_err(|e| anyhow!("merging {k} histograms: {e:?}"))?,
+                None => {
+                    by_outcome.insert(k.clone(), h);
+                }
+            }
+        }
+    }
+    m.latency_ms = Latency::of(&latency);
+    m.service_ms = Latency::of(&service);
+    m.latency_by_outcome_ms = by_outcome
+        .iter()
+        .map(|(k, h)| (k.clone(), Latency::of(h)))
+        .collect();
+    m.histograms.latency_us = encode_histogram(&latency);
+    m.histograms.service_us = encode_histogram(&service);
+    m.histograms.by_outcome_us = by_outcome
+        .iter()
+        .map(|(k, h)| (k.clone(), encode_histogram(h)))
+        .collect();
+
+    // Counts.
+    m.started_at_ms = rs.iter().map(|r| r.started_at_ms).min().unwrap_or(0);
+    m.interrupted = rs.iter().any(|r| r.interrupted);
+    let q = &mut m.requests;
+    q.scheduled = sum(&|r| r.requests.scheduled);
+    q.completed = sum(&|r| r.requests.completed);
+    q.shed = sum(&|r| r.requests.shed);
+    q.unsent = sum(&|r| r.requests.unsent);
+    q.errors = sum(&|r| r.requests.errors);
+    q.abandoned = sum(&|r| r.requests.abandoned);
+    q.warmup = sum(&|r| r.requests.warmup);
+    let o = &mut m.outcomes;
+    o.hit = sum(&|r| r.outcomes.hit);
+    o.miss = sum(&|r| r.outcomes.miss);
+    o.stale = sum(&|r| r.outcomes.stale);
+    o.waited = sum(&|r| r.outcomes.waited);
+    o.fallback = sum(&|r| r.outcomes.fallback);
+    o.error = sum(&|r| r.outcomes.error);
+    o.rejected = sum(&|r| r.outcomes.rejected);
+    m.hit_rate = if m.requests.completed == 0 {
+        0.0
+    } else {
+        (m.outcomes.hit + m.outcomes.stale) as f64 / m.requests.completed as f64
+    };
+    let weighted = |v: &dyn Fn(&RunResult) -> Option<f64>, w: &dyn Fn(&RunResult) -> u64| {
+        let total = sum(w);
+        (total > 0).then(|| {
+            rs.iter()
+                .map(|r| v(r).unwrap_or(0.0) * w(r) as f64)
+                .sum::<f64>()
+                / total as f64
+        })
+    };
+    let d = &mut m.db;
+    d.calls = sum(&|r| r.db.calls);
+    d.statement_errors = sum(&|r| r.db.statement_errors);
+    d.statement_timeouts = sum(&|r| r.db.statement_timeouts);
+    d.pool_timeouts = sum(&|r| r.db.pool_timeouts);
+    d.connect_errors = sum(&|r| r.db.connect_errors);
+    d.limit_refusals = sum(&|r| r.db.limit_refusals);
+    d.breaker_refusals = sum(&|r| r.db.breaker_refusals);
+    d.warmup_calls = sum(&|r| r.db.warmup_calls);
+    d.background_refreshes = sum(&|r| r.db.background_refreshes);
+    d.refreshes_skipped = sum(&|r| r.db.refreshes_skipped);
+    d.early_recomputes = sum(&|r| r.db.early_recomputes);
+    d.statement_ms_mean = weighted(&|r| r.db.statement_ms_mean, &|r| r.db.calls);
+    d.pool_wait_ms_mean = weighted(&|r| r.db.pool_wait_ms_mean, &|r| r.db.calls);
+    d.early_lead_ms_mean = weighted(&|r| r.db.early_lead_ms_mean, &|r| r.db.early_recomputes);
+    d.pool_busy = weighted(&|r| Some(r.db.pool_busy), &|r| {
+        u64::from(r.generator.instances)
+    })
+    .unwrap_or(0.0);
+    // Peaks of different processes happen at different moments: their sum bounds the run's.
+    d.peak_concurrent = sum(&|r| r.db.peak_concurrent);
+    d.peak_in_flight = sum(&|r| r.db.peak_in_flight);
+    notes.push(
+        "db.peak_concurrent and db.peak_in_flight are the sums of the shards' peaks: an upper bound (the shards' peaks need not coincide)".to_string(),
+    );
+    let ledger = lead.and_then(|r| r.shard.as_ref()?.whole_run.as_ref()?.ledger);
+    match ledger {
+        Some(l) => {
+            d.peak_key_herd = l.peak_herd;
+            d.redundant_loads = l.redundant;
+            notes.push(format!(
+                "db.peak_key_herd and db.redundant_loads are computed over every shard's {} loads from the load ledger, on the server's clock (loads running in Postgres; loads queued for a connection are not in it)",
+                l.loads
+            ));
+        }
+        None => {
+            d.peak_key_herd = rs.iter().map(|r| r.db.peak_key_herd).max().unwrap_or(0);
+            d.redundant_loads = sum(&|r| r.db.redundant_loads);
+            notes.push(
+                "no load ledger was read: db.peak_key_herd is the largest shard's herd and db.redundant_loads the sum of the shards' (herds across shards are not counted)".to_string(),
+            );
+        }
+    }
+    match lead.and_then(|r| r.shard.as_ref()?.whole_run.as_ref()) {
+        Some(w) => {
+            d.calls_server = w.calls_server;
+            d.calls_server_note = w.calls_server_note.clone();
+            m.redis.keyspace_hits = w.keyspace_hits;
+            m.redis.keyspace_misses = w.keyspace_misses;
+            m.redis.note = Some(
+                "INFO read once by shard 0 from its start to the end barrier: every client of the server, all shards".to_string(),
+            );
+        }
+        None => {
+            d.calls_server = None;
+            d.calls_server_note = Some(
+                "shard 0, which reads the server's count for the whole run, is not among the merged results".to_string(),
+            );
+            m.redis.keyspace_hits = None;
+            m.redis.keyspace_misses = None;
+            m.redis.note = Some("shard 0, which reads INFO for the whole run, is missing".into());
+        }
+    }
+    d.calls_server_read = None;
+    let rd = &mut m.redis;
+    rd.errors = sum(&|r| r.redis.errors);
+    rd.timeouts = sum(&|r| r.redis.timeouts);
+    rd.cold_misses = sum(&|r| r.redis.cold_misses);
+    rd.negative_hits = sum(&|r| r.redis.negative_hits);
+    rd.expiries = sum(&|r| r.redis.expiries);
+    let l = &mut m.lock;
+    l.acquired = sum(&|r| r.lock.acquired);
+    l.contended = sum(&|r| r.lock.contended);
+    l.timeouts = sum(&|r| r.lock.timeouts);
+    l.lost = sum(&|r| r.lock.lost);
+    l.unavailable = sum(&|r| r.lock.unavailable);
+
+    m.timeline = timeline(
+        &rs,
+        m.started_at_ms,
+        m.scenario.interval.0.as_millis() as u64,
+    );
+    notes.push(
+        "timeline: buckets aligned on the wall clock and summed; a bucket's p99_ms is the highest shard's (an upper bound: buckets keep no histogram)".to_string(),
+    );
+    // Faults are executed by one shard; its reports are the run's.
+    if let Some(f) = rs
+        .iter()
+        .find(|r| r.shard.as_ref().is_some_and(|s| s.executed_faults))
+    {
+        m.faults = f.faults.clone();
+    }
+    m.breaker = rs.iter().flat_map(|r| r.breaker.iter().cloned()).collect();
+    m.breaker.sort_by_key(|e| e.at_ms);
+    if let Some(s) = rs.iter().find_map(|r| {
+        r.start
+            .clone()
+            .filter(|_| r.shard.as_ref().is_some_and(|s| s.set_up))
+    }) {
+        m.start = Some(s);
+    }
+
+    let g = &mut m.generator;
+    g.instances = rs.iter().map(|r| r.generator.instances).sum();
+    g.cpu_seconds = rs.iter().map(|r| r.generator.cpu_seconds).sum();
+    g.max_dispatch_lag_ms = rs
+        .iter()
+        .map(|r| r.generator.max_dispatch_lag_ms)
+        .fold(0.0, f64::max);
+    g.peak_rss_mib = rs
+        .iter()
+        .map(|r| r.generator.peak_rss_mib)
+        .fold(0.0, f64::max);
+    g.cores = rs.iter().map(|r| r.generator.cores).sum();
+    let requests = m.requests.scheduled + m.requests.warmup;
+    g.cpu_per_request_us = if requests == 0 {
+        0.0
+    } else {
+        g.cpu_seconds * 1e6 / requests as f64
+    };
+    g.cpu_utilization = rs
+        .iter()
+        .map(|r| r.generator.cpu_utilization * f64::from(r.generator.cores))
+        .sum::<f64>()
+        / f64::from(g.cores.max(1));
+    // Open loop: every shard draws the whole key stream, so their digests are the run's.
+    if rs.iter().any(|r| r.generator.key_digest != g.key_digest) {
+        g.key_digest = String::new();
+        g.key_digest_draws = 0;
+        notes.push("the shards' key digests differ (closed loop: each runs its own clients' streams), so the merged result has none".into());
+    }
+    notes.push(
+        "generator: cpu and cores summed over the shards' processes, max lag and peak RSS the largest".into(),
+    );
+
+    let indexes: Vec<u32> = rs
+        .iter()
+        .filter_map(|r| r.shard.as_ref().map(|s| s.index))
+        .collect();
+    m.shard = None;
+    m.merged = Some(Merged {
+        run_id,
+        count,
+        shards: indexes,
+        partial: !missing.is_empty(),
+        missing,
+        notes,
+    });
+    m.thresholds = m.judge(&m.scenario.thresholds);
+    m.diagnoses = super::diagnose::diagnose(&m);
+    Ok(m)
+}
+
+/// The shards' timelines on one wall clock: each bucket is placed by its end time since the
+/// earliest start, in `interval` steps; the drain buckets (past the window) go last.
+fn timeline(rs: &[&RunResult], start_ms: u64, interval: u64) -> Vec<Bucket> {
+    let interval = interval.max(1);
+    let window = rs
+        .first()
+        .map_or(0, |r| r.scenario.duration.0.as_millis() as u64);
+    let mut slots: BTreeMap<u64, (Bucket, u64)> = BTreeMap::new();
+    for r in rs {
+        let offset = r.started_at_ms.saturating_sub(start_ms);
+        for b in &r.timeline {
+            let at = b.t_ms + offset;
+            // The drain bucket ends past the window: all shards' drains share one slot.
+            let slot = if b.t_ms > window {
+                u64::MAX
+            } else {
+                at.div_ceil(interval)
+            };
+            let (acc, waited) = slots.entry(slot).or_insert_with(|| {
+                (
+                    Bucket {
+                        t_ms: if slot == u64::MAX { 0 } else { slot * interval },
+                        ..Bucket::default()
+                    },
+                    0,
+                )
+            });
+            acc.t_ms = acc.t_ms.max(if slot == u64::MAX { b.t_ms } else { 0 });
+            acc.requests += b.requests;
+            acc.db_calls += b.db_calls;
+            *waited += (b.pool_wait_ms * b.db_calls as f64 * 1000.0) as u64;
+            acc.hits += b.hits;
+            acc.stale += b.stale;
+            acc.errors += b.errors;
+            acc.rejected += b.rejected;
+            acc.p99_ms = acc.p99_ms.max(b.p99_ms);
+            acc.redis_up &= b.redis_up;
+            acc.postgres_up &= b.postgres_up;
+            acc.breaker_open |= b.breaker_open;
+        }
+    }
+    slots
+        .into_iter()
+        .map(|(slot, (mut b, waited_us))| {
+            if slot != u64::MAX {
+                b.t_ms = (slot * interval).min(window);
+            }
+            b.pool_wait_ms = if b.db_calls == 0 {
+                0.0
+            } else {
+                waited_us as f64 / 1000.0 / b.db_calls as f64
+            };
+            b
+        })
+        .collect()
+}

@@ -1,0 +1,488 @@
+//! Sharded runs as separate processes against one Redis and one Postgres (started here, on
+//! loopback): the union of the shards is the 1-process run (schedule and keys), the merge
+//! adds up exactly, the server counts every shard's statements once, the start signal is
+//! bounded, and what cannot be merged is refused.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+
+use common::*;
+use serde_json::Value;
+use stampede::servers::{ManagedPostgres, ManagedRedis, postgres::PgStartOptions};
+
+/// Shard processes, killed if the test fails before they end.
+struct Shards(Vec<Child>);
+
+impl Drop for Shards {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Shards {
+    /// Wait for every shard; their exit codes and stderr.
+    fn wait(mut self) -> Vec<(i32, String)> {
+        let children = std::mem::take(&mut self.0);
+        children
+            .into_iter()
+            .map(|c| {
+                let o = c.wait_with_output().expect("waiting for a shard");
+                (
+                    o.status.code().unwrap_or(-1),
+                    String::from_utf8_lossy(&o.stderr).into_owned(),
+                )
+            })
+            .collect()
+    }
+}
+
+fn spawn_shards(n: u32, common: &[&str], run_id: &str, dir: &Path) -> Shards {
+    let mut children = Vec::new();
+    for i in 0..n {
+        let c = stampede()
+            .arg("run")
+            .args(common)
+            .args(["--shard", &format!("{i}/{n}"), "--run-id", run_id])
+            .args(["--start-delay", "4s", "--quiet", "--out"])
+            .arg(dir.join(format!("shard-{i}.json")))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starting a shard");
+        children.push(c);
+    }
+    Shards(children)
+}
+
+fn strs(a: &[String]) -> Vec<&str> {
+    a.iter().map(String::as_str).collect()
+}
+
+fn merge(args: &[&str], inputs: &[PathBuf]) -> (i32, String, Option<Value>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("merged.json");
+    let o = stampede()
+        .arg("merge")
+        .args(inputs)
+        .args(args)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("running merge");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (o.status.code().unwrap_or(-1), text, read_json(&out), dir)
+}
+
+fn u(v: &Value, ptr: &str) -> u64 {
+    v.pointer(ptr)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("{ptr} missing in {v}"))
+}
+
+async fn redis_keys(url: &str, pattern: &str) -> Vec<String> {
+    let client = redis::Client::open(url).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    redis::cmd("KEYS")
+        .arg(pattern)
+        .query_async(&mut c)
+        .await
+        .unwrap()
+}
+
+async fn schemas(url: &str) -> Vec<String> {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    client
+        .query(
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'stampede%'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+const SCENARIO: [&str; 14] = [
+    "--rps",
+    "2000",
+    "--duration",
+    "3s",
+    "--keys",
+    "2000",
+    "--instances",
+    "4",
+    "--db-pool",
+    "8",
+    "--ttl",
+    "1s",
+    "--seed",
+    "7",
+];
+
+/// N shards as N processes, then the merge, beside the 1-process run of the same scenario.
+async fn shards_add_up_to_the_one_process_run(n: u32) {
+    let redis = ManagedRedis::start().await.expect("redis");
+    let pg = ManagedPostgres::start(PgStartOptions {
+        max_connections: 120,
+    })
+    .await
+    .expect("postgres");
+    let (ru, pu) = (redis.url(), pg.url());
+    let args: Vec<String> = SCENARIO
+        .iter()
+        .map(|s| s.to_string())
+        .chain([
+            "--redis-url".into(),
+            ru.clone(),
+            "--pg-url".into(),
+            pu.clone(),
+        ])
+        .collect();
+
+    let a = args.clone();
+    let single = tokio::task::spawn_blocking(move || run_ok(&strs(&a)))
+        .await
+        .unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let (d, a) = (dir.path().to_path_buf(), args.clone());
+    let ended = tokio::task::spawn_blocking(move || {
+        let _turn = CPU_HEAVY.lock().unwrap_or_else(|p| p.into_inner());
+        spawn_shards(n, &strs(&a), &format!("t{n}"), &d).wait()
+    })
+    .await
+    .unwrap();
+    for (i, (code, err)) in ended.iter().enumerate() {
+        assert_eq!(*code, 0, "shard {i}/{n} failed:\n{err}");
+    }
+    let files: Vec<PathBuf> = (0..n)
+        .map(|i| dir.path().join(format!("shard-{i}.json")))
+        .collect();
+    let shards: Vec<Value> = files.iter().map(|f| read_json(f).unwrap()).collect();
+    let (code, text, merged, _keep) = merge(&[], &[dir.path().to_path_buf()]);
+    assert_eq!(code, 0, "{text}");
+    let m = merged.unwrap();
+
+    // The union of the shards is the 1-process run: its schedule exactly, its keys.
+    assert_eq!(
+        u(&m, "/requests/scheduled"),
+        single.u("/requests/scheduled")
+    );
+    for s in &shards {
+        assert_eq!(
+            s["generator"]["key_digest"], single.json["generator"]["key_digest"],
+            "every shard draws the unsharded key stream"
+        );
+        assert_eq!(u(s, "/shard/count"), u64::from(n));
+    }
+    let sum = |ptr: &str| shards.iter().map(|s| u(s, ptr)).sum::<u64>();
+    // The merged histogram holds every shard's completed request, no more, no fewer.
+    assert_eq!(u(&m, "/latency_ms/count"), sum("/requests/completed"));
+    assert_eq!(u(&m, "/requests/completed"), sum("/requests/completed"));
+    assert_eq!(
+        u(&m, "/requests/completed") + u(&m, "/requests/shed") + u(&m, "/requests/unsent"),
+        u(&m, "/requests/scheduled")
+    );
+    // The server counted every shard's statements, read once for the whole window.
+    assert_eq!(u(&m, "/db/calls"), sum("/db/calls"));
+    assert_eq!(
+        u(&m, "/db/calls"),
+        u(&m, "/db/calls_server") + u(&m, "/db/statement_errors"),
+        "{m}"
+    );
+    assert_eq!(m["merged"]["partial"], Value::Bool(false));
+    assert_eq!(m["merged"]["shards"].as_array().unwrap().len(), n as usize);
+    let timeline: u64 = m["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| u(b, "/requests"))
+        .sum();
+    assert_eq!(timeline, u(&m, "/requests/completed"));
+    // Every shard started at the same instant.
+    let starts: Vec<u64> = shards.iter().map(|s| u(s, "/started_at_ms")).collect();
+    assert!(starts.iter().all(|&s| s == starts[0]), "{starts:?}");
+
+    // `report` and `check` read the merged file like any result.
+    let merged_file = _keep.path().join("merged.json");
+    let o = stampede().arg("report").arg(&merged_file).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("db"));
+    let single_file = single.dir.path().join("r.json");
+    let o = stampede()
+        .args(["check"])
+        .arg(&merged_file)
+        .arg("--baseline")
+        .arg(&single_file)
+        .args(["--tolerance", "db_calls=50%,p50=1000%,p95=1000%,p99=1000%"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.code() == Some(0) || o.status.code() == Some(1),
+        "check must judge the merged result: {said}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+
+    // Shard 0 removed the run's keys and schema once all were done.
+    assert!(
+        redis_keys(&ru, &format!("stampede:t{n}:*"))
+            .await
+            .is_empty()
+    );
+    assert!(
+        !schemas(&pu).await.contains(&format!("stampede_t{n}")),
+        "the run's schema must be dropped"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn two_shards_add_up_to_the_one_process_run() {
+    shards_add_up_to_the_one_process_run(2).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn four_shards_add_up_to_the_one_process_run() {
+    shards_add_up_to_the_one_process_run(4).await;
+}
+
+/// A shard whose start signal never comes gives up at --start-timeout with exit 3.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shard_without_its_start_signal_exits_3() {
+    let redis = ManagedRedis::start().await.expect("redis");
+    let pg = ManagedPostgres::start(PgStartOptions::default())
+        .await
+        .expect("postgres");
+    let (ru, pu) = (redis.url(), pg.url());
+    let o = tokio::task::spawn_blocking(move || {
+        stampede()
+            .args(["run", "--shard", "1/2", "--run-id", "nobody"])
+            .args(["--start-timeout", "2s", "--quiet"])
+            .args(["--redis-url", &ru, "--pg-url", &pu])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains("never came"), "{err}");
+    assert!(err.contains("shard 1/2"), "{err}");
+}
+
+/// Shards need servers every shard reaches; the index comes from JOB_COMPLETION_INDEX.
+#[test]
+fn shards_refuse_managed_servers_and_a_missing_index() {
+    let o = stampede()
+        .args(["run", "--shard", "0/2", "--quiet"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("--redis-url and --pg-url"), "{err}");
+    let o = stampede()
+        .args(["run", "--shards", "2", "--quiet"])
+        .env_remove("JOB_COMPLETION_INDEX")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("JOB_COMPLETION_INDEX"), "{err}");
+    let o = stampede()
+        .args(["run", "--shard", "2/2", "--quiet"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}
+
+/// A tampered copy of a shard's result.
+fn variant(src: &Path, dir: &Path, name: &str, edit: impl Fn(&mut Value)) -> PathBuf {
+    let mut v = read_json(src).unwrap();
+    edit(&mut v);
+    let p = dir.join(name);
+    std::fs::write(&p, serde_json::to_string(&v).unwrap()).unwrap();
+    p
+}
+
+/// What is not one experiment's complete set of shards is refused; --allow-missing marks the
+/// result partial.
+#[tokio::test(flavor = "multi_thread")]
+async fn merge_refuses_what_is_not_one_experiment() {
+    let redis = ManagedRedis::start().await.expect("redis");
+    let pg = ManagedPostgres::start(PgStartOptions {
+        max_connections: 60,
+    })
+    .await
+    .expect("postgres");
+    let (ru, pu) = (redis.url(), pg.url());
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_path_buf();
+    let ended = tokio::task::spawn_blocking(move || {
+        let _turn = CPU_HEAVY.lock().unwrap_or_else(|p| p.into_inner());
+        spawn_shards(
+            2,
+            &[
+                "--rps",
+                "500",
+                "--duration",
+                "1s",
+                "--keys",
+                "200",
+                "--redis-url",
+                &ru,
+                "--pg-url",
+                &pu,
+            ],
+            "refusals",
+            &d,
+        )
+        .wait()
+    })
+    .await
+    .unwrap();
+    for (code, err) in &ended {
+        assert_eq!(*code, 0, "{err}");
+    }
+    let s0 = dir.path().join("shard-0.json");
+    let s1 = dir.path().join("shard-1.json");
+    let (code, text, _, _k) = merge(&[], &[s0.clone(), s0.clone()]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("appears twice"), "{text}");
+    let (code, text, _, _k) = merge(&[], std::slice::from_ref(&s1));
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("missing") && text.contains("--allow-missing"),
+        "{text}"
+    );
+    let (code, text, m, _k) = merge(&["--allow-missing"], std::slice::from_ref(&s1));
+    assert_eq!(code, 0, "{text}");
+    let m = m.unwrap();
+    assert_eq!(m["merged"]["partial"], Value::Bool(true));
+    assert_eq!(m["merged"]["missing"], serde_json::json!([0]));
+    let other = variant(&s1, dir.path(), "other.json", |v| {
+        v["scenario"]["keys"] = Value::from(999)
+    });
+    let (code, text, _, _k) = merge(&[], &[s0.clone(), other]);
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("different scenarios") && text.contains("keys"),
+        "{text}"
+    );
+    let other = variant(&s1, dir.path(), "run.json", |v| {
+        v["shard"]["run_id"] = Value::from("elsewhere")
+    });
+    let (code, text, _, _k) = merge(&[], &[s0.clone(), other]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("different experiments"), "{text}");
+    let (code, text, _, _k) = merge(&[], &[s0, dir.path().join("nothing.json")]);
+    assert_ne!(code, 0, "{text}");
+}
+
+/// A directory without shard results is nothing to merge.
+#[test]
+fn merge_needs_inputs() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = stampede()
+        .arg("merge")
+        .arg(dir.path())
+        .arg("--out")
+        .arg(dir.path().join("m.json"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("no shard results"));
+}
+
+/// A hot key's stampede split over 2 shards: the load ledger, on the server's one clock, sees
+/// the herd both shards make together, larger than either shard's own.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stampede_split_over_two_shards_is_one_herd() {
+    let redis = ManagedRedis::start().await.expect("redis");
+    let pg = ManagedPostgres::start(PgStartOptions {
+        max_connections: 160,
+    })
+    .await
+    .expect("postgres");
+    let (ru, pu) = (redis.url(), pg.url());
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_path_buf();
+    let ended = tokio::task::spawn_blocking(move || {
+        let _turn = CPU_HEAVY.lock().unwrap_or_else(|p| p.into_inner());
+        spawn_shards(
+            2,
+            &[
+                "--keys",
+                "1",
+                "--rps",
+                "2000",
+                "--duration",
+                "3s",
+                "--ttl",
+                "500ms",
+                "--db-cost",
+                "40ms",
+                "--instances",
+                "2",
+                "--db-pool",
+                "64",
+                "--start",
+                "cold",
+                "--redis-url",
+                &ru,
+                "--pg-url",
+                &pu,
+            ],
+            "herd",
+            &d,
+        )
+        .wait()
+    })
+    .await
+    .unwrap();
+    for (code, err) in &ended {
+        assert_eq!(*code, 0, "{err}");
+    }
+    let shards: Vec<Value> = (0..2)
+        .map(|i| read_json(&dir.path().join(format!("shard-{i}.json"))).unwrap())
+        .collect();
+    let (code, text, m, _k) = merge(&[], &[dir.path().to_path_buf()]);
+    assert_eq!(code, 0, "{text}");
+    let m = m.unwrap();
+    let herd = u(&m, "/db/peak_key_herd");
+    let biggest = shards
+        .iter()
+        .map(|s| u(s, "/db/peak_key_herd"))
+        .max()
+        .unwrap();
+    assert!(
+        herd > biggest,
+        "the merged herd {herd} must exceed each shard's own (largest {biggest})"
+    );
+    // Every completed load of the window is in the ledger, once.
+    let whole = &shards[0]["shard"]["whole_run"];
+    assert_eq!(
+        u(whole, "/ledger/loads"),
+        u(whole, "/calls_server"),
+        "{whole}"
+    );
+    assert!(
+        m["merged"]["notes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|n| n.as_str().unwrap().contains("load ledger"))
+    );
+}
