@@ -133,7 +133,7 @@ impl Chaos {
                 .copied()
                 .collect()
         };
-        let redis_lane = Lane::new(Target::Redis(redis), shared.clone(), finish.clone());
+        let redis_lane = Lane::new(Target::Redis(Box::new(redis)), shared.clone(), finish.clone());
         let pg_lane =
             postgres.map(|p| Lane::new(Target::Postgres(Box::new(p)), shared, finish.clone()));
         let (redis_faults, pg_faults) = (of(Server::Redis), of(Server::Postgres));
@@ -188,7 +188,8 @@ impl Chaos {
 }
 
 enum Target {
-    Redis(RedisSide),
+    /// Boxed like the Postgres side: its TLS settings are large.
+    Redis(Box<RedisSide>),
     /// Boxed: a probe's connection config is large, and there is one lane per server.
     Postgres(Box<PgSide>),
 }
