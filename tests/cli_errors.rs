@@ -245,3 +245,51 @@ fn compare_help_lists_no_strategy_flag_it_would_refuse() {
         "run --help says why the defaults are what they are"
     );
 }
+
+/// Writes, an app under test, your own query and shards each need something the others take
+/// away: refused before any server starts, each with the reason.
+#[test]
+fn combinations_that_cannot_hold_are_refused_with_the_reason() {
+    let ext = [
+        "--redis-url",
+        "redis://127.0.0.1:1",
+        "--pg-url",
+        "postgres://u@127.0.0.1:1/db",
+    ];
+    let with_ext = |extra: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = vec!["run".into()];
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v.extend(ext.iter().map(|s| s.to_string()));
+        v
+    };
+    let check = |args: Vec<String>, needles: &[&str]| {
+        let a: Vec<&str> = args.iter().map(String::as_str).collect();
+        fails_with(&a, 2, needles);
+    };
+    check(
+        with_ext(&[
+            "--write-rps",
+            "10",
+            "--db-sql",
+            "SELECT 1 WHERE $1::int8 > 0",
+            "--keys-sql",
+            "SELECT 1",
+        ]),
+        &["--write-rps", "--db-sql"],
+    );
+    check(
+        with_ext(&[
+            "--write-rps",
+            "10",
+            "--target",
+            "http://127.0.0.1:1/items/{key}",
+            "--schema",
+            "theirs",
+        ]),
+        &["--write-rps", "--target"],
+    );
+    check(
+        with_ext(&["--write-rps", "10", "--shard", "0/2"]),
+        &["--write-rps", "shard"],
+    );
+}

@@ -133,7 +133,11 @@ impl Chaos {
                 .copied()
                 .collect()
         };
-        let redis_lane = Lane::new(Target::Redis(Box::new(redis)), shared.clone(), finish.clone());
+        let redis_lane = Lane::new(
+            Target::Redis(Box::new(redis)),
+            shared.clone(),
+            finish.clone(),
+        );
         let pg_lane =
             postgres.map(|p| Lane::new(Target::Postgres(Box::new(p)), shared, finish.clone()));
         let (redis_faults, pg_faults) = (of(Server::Redis), of(Server::Postgres));
