@@ -210,7 +210,7 @@ fn readers_racing_writers_diverge_under_cache_aside_but_not_lease_or_versioned()
             "--invalidate",
             "delete,versioned",
             "--repeat",
-            "2",
+            "3",
             "--rps",
             "2000",
             "--duration",
@@ -218,7 +218,7 @@ fn readers_racing_writers_diverge_under_cache_aside_but_not_lease_or_versioned()
             "--keys",
             "20",
             "--write-rps",
-            "100",
+            "150",
             "--db-cost",
             "50ms",
             "--ttl",
@@ -239,15 +239,18 @@ fn readers_racing_writers_diverge_under_cache_aside_but_not_lease_or_versioned()
         ]
     );
     for (label, trials) in &runs {
+        let mut divergent_in_all = 0;
         for r in trials {
             assert_writes_counted(r);
             let c = &r["consistency"];
             eprintln!("{label}: {c}");
             let divergent = n(c, "/divergent_keys");
+            divergent_in_all += divergent;
             match label.as_str() {
-                // A reader that read the old row stores it after the writer's delete.
+                // A reader that read the old row stores it after the writer's delete; whether
+                // a key is still wrong at the end depends on whether its last write was raced,
+                // so the keys left are counted over the trials (below), the race in every one.
                 "cache-aside@delete" => {
-                    assert!(divergent > 0, "{label}: {c}");
                     assert!(n(c, "/stale_reads") > 0, "{label}: {c}");
                     assert_eq!(n(c, "/stale_sets_refused"), 0, "{label}: {c}");
                 }
@@ -270,6 +273,16 @@ fn readers_racing_writers_diverge_under_cache_aside_but_not_lease_or_versioned()
                 in_timeline,
                 n(c, "/stale_reads"),
                 "{label}: timeline adds up"
+            );
+        }
+        eprintln!(
+            "{label}: {divergent_in_all} divergent keys over {} runs",
+            trials.len()
+        );
+        if label == "cache-aside@delete" {
+            assert!(
+                divergent_in_all > 0,
+                "{label}: no key left diverged in any run"
             );
         }
     }
