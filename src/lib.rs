@@ -1,6 +1,6 @@
 //! stampede as a library: the binary's modules. Only what the integration tests use is public,
 //! so the compiler sees what nothing uses. Modules import one way, leaves first (values, error,
-//! metric, metrics, stats, steady, workload, servers → fault, origin, thresholds → strategy,
+//! metric, metrics, ledger, stats, steady, workload, servers → fault, origin, thresholds → strategy,
 //! protect → cache, cli → scenario, instance → results → chaos, live, report → driver →
 //! commands); tests/layers.rs holds them to it.
 
@@ -12,6 +12,7 @@ mod driver;
 pub mod error;
 mod fault;
 mod instance;
+pub mod ledger;
 mod live;
 pub mod metric;
 pub mod metrics;

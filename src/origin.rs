@@ -16,6 +16,7 @@ use tokio_postgres::types::Type;
 use tokio_postgres::{NoTls, Row};
 
 use crate::error::{EnvError, UsageError};
+use crate::ledger::{self, LedgerLoad};
 use crate::metrics::{LoadGuard, Phase};
 use crate::values::redact_url;
 
@@ -272,6 +273,7 @@ impl Db {
         value_size: usize,
         connections: Option<u32>,
         logged: bool,
+        ledger_cost: Duration,
     ) -> Result<Db> {
         let (admin, config) = connect_admin(url).await?;
         let version: String = admin
@@ -323,6 +325,7 @@ impl Db {
             ))
             .await
             .context("indexing the seeded items")?;
+        ledger::install(&admin, &schema, ledger_cost, logged).await?;
         let stat_statements_missing = match admin
             .query_one("SELECT count(*) FROM pg_stat_statements", &[])
             .await
@@ -559,6 +562,18 @@ impl Db {
             .await
             .context("reading the written items' versions")?;
         Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
+    /// The server's clock now, µs since the epoch: the clock the load ledger is written by.
+    #[allow(dead_code)] // read by the app under test and by shards
+    pub async fn server_now_us(&self) -> Result<i64> {
+        ledger::server_now_us(&*self.admin().await?).await
+    }
+
+    /// The loads recorded in the run's ledger that started in `[from_us, to_us)`, server clock.
+    #[allow(dead_code)] // read by the app under test and by shards
+    pub async fn ledger_loads(&self, from_us: i64, to_us: i64) -> Result<Vec<LedgerLoad>> {
+        ledger::read(&*self.admin().await?, &self.schema, from_us, to_us).await
     }
 
     /// Say this run is alive (see [`dead_schemas`]).

@@ -157,6 +157,7 @@ pub async fn run_on(
         sc.value_size,
         sc.pg_url.is_some().then_some(sc.instances * sc.db_pool),
         logged,
+        sc.db_cost.0,
     )
     .await?;
     let heavy_query_ms = heavy_setup(sc, &db, status).await;
