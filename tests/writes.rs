@@ -148,6 +148,10 @@ fn writer_race(invalidations: &str, dir: &Path) -> Vec<(String, Vec<Value>)> {
             "60s",
             "--start",
             "synchronized",
+            // A busy machine can stall Redis past the default 100 ms: an invalidation that
+            // fails is a different property (counted, and its run left out below).
+            "--redis-timeout",
+            "1s",
         ],
         dir,
     )
@@ -162,7 +166,7 @@ fn racing_writers_diverge_with_set_and_not_with_delete() {
     let mut totals = Vec::new();
     for (label, trials) in &runs {
         assert_eq!(trials.len(), 6, "{label}");
-        let (mut divergent, mut written) = (0, 0);
+        let (mut divergent, mut written, mut clean) = (0, 0, 0);
         for r in trials {
             assert_writes_counted(r);
             assert_eq!(
@@ -170,18 +174,27 @@ fn racing_writers_diverge_with_set_and_not_with_delete() {
                 Some(label.replace('@', "/").as_str())
             );
             let c = &r["consistency"];
-            assert_eq!(n(c, "/invalidation_failures"), 0, "{label}: {c}");
             assert_eq!(
                 n(r, "/db/calls"),
                 n(r, "/requests/completed"),
                 "every read missed"
             );
             assert_eq!(n(c, "/stale_reads"), 0, "no read served a row: {c}");
+            if n(c, "/invalidation_failures") > 0 {
+                // A failed invalidation leaves the old value whatever the race: not this property.
+                eprintln!("{label}: a run with failed invalidations left out: {c}");
+                continue;
+            }
+            clean += 1;
             divergent += n(c, "/divergent_keys");
             written += n(c, "/keys_written");
         }
+        assert!(
+            clean >= 4,
+            "{label}: only {clean} runs without a failed invalidation"
+        );
         eprintln!(
-            "{label}: {divergent} divergent keys of {written} written over 6 runs ({:.1}%)",
+            "{label}: {divergent} divergent keys of {written} written over {clean} runs ({:.1}%)",
             100.0 * divergent as f64 / written.max(1) as f64
         );
         totals.push(divergent);
@@ -210,7 +223,7 @@ fn readers_racing_writers_diverge_under_cache_aside_but_not_lease_or_versioned()
             "--invalidate",
             "delete,versioned",
             "--repeat",
-            "2",
+            "3",
             "--rps",
             "2000",
             "--duration",
@@ -218,7 +231,7 @@ fn readers_racing_writers_diverge_under_cache_aside_but_not_lease_or_versioned()
             "--keys",
             "20",
             "--write-rps",
-            "100",
+            "150",
             "--db-cost",
             "50ms",
             "--ttl",
@@ -239,15 +252,18 @@ fn readers_racing_writers_diverge_under_cache_aside_but_not_lease_or_versioned()
         ]
     );
     for (label, trials) in &runs {
+        let mut divergent_in_all = 0;
         for r in trials {
             assert_writes_counted(r);
             let c = &r["consistency"];
             eprintln!("{label}: {c}");
             let divergent = n(c, "/divergent_keys");
+            divergent_in_all += divergent;
             match label.as_str() {
-                // A reader that read the old row stores it after the writer's delete.
+                // A reader that read the old row stores it after the writer's delete; whether
+                // a key is still wrong at the end depends on whether its last write was raced,
+                // so the keys left are counted over the trials (below), the race in every one.
                 "cache-aside@delete" => {
-                    assert!(divergent > 0, "{label}: {c}");
                     assert!(n(c, "/stale_reads") > 0, "{label}: {c}");
                     assert_eq!(n(c, "/stale_sets_refused"), 0, "{label}: {c}");
                 }
@@ -270,6 +286,16 @@ fn readers_racing_writers_diverge_under_cache_aside_but_not_lease_or_versioned()
                 in_timeline,
                 n(c, "/stale_reads"),
                 "{label}: timeline adds up"
+            );
+        }
+        eprintln!(
+            "{label}: {divergent_in_all} divergent keys over {} runs",
+            trials.len()
+        );
+        if label == "cache-aside@delete" {
+            assert!(
+                divergent_in_all > 0,
+                "{label}: no key left diverged in any run"
             );
         }
     }
