@@ -60,6 +60,35 @@ async fn a_wrong_ca_or_no_tls_is_refused_with_the_reason() {
     let right_ca = redis.certs().unwrap().ca.display().to_string();
     let (ru, pu) = (redis.url(), pgs.url());
 
+    // The right CA and a client certificate signed by it: the run goes through, over TLS.
+    let certs = redis.certs().unwrap().clone();
+    let (ru2, pu2) = (ru.clone(), pu.clone());
+    let r = tokio::task::spawn_blocking(move || {
+        let path = |p: &std::path::Path| p.display().to_string();
+        run(&[
+            "--redis-url",
+            &ru2,
+            "--redis-ca",
+            &path(&certs.ca),
+            "--redis-cert",
+            &path(&certs.client_cert),
+            "--redis-key",
+            &path(&certs.client_key),
+            "--pg-url",
+            &pu2,
+            "--duration",
+            "1s",
+            "--rps",
+            "300",
+            "--keys",
+            "100",
+        ])
+    })
+    .await
+    .unwrap();
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert_eq!(r.json["servers"]["tls"], true);
+
     let (ru2, pu2, w) = (ru.clone(), pu.clone(), wrong.clone());
     let r = tokio::task::spawn_blocking(move || {
         run(&[
