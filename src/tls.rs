@@ -560,9 +560,12 @@ pub fn generate_run_certs(dir: &Path) -> Result<RunCerts, std::io::Error> {
     let ca_key = KeyPair::generate().map_err(err)?;
     let mut ca_params = CertificateParams::new(Vec::new()).map_err(err)?;
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca_params
-        .distinguished_name
-        .push(DnType::CommonName, "stampede run CA");
+    // A name of its own: a client holding another run's CA is told the issuer is unknown,
+    // not that a signature is bad.
+    ca_params.distinguished_name.push(
+        DnType::CommonName,
+        format!("stampede run CA {:08x}", rand::random::<u32>()),
+    );
     ca_params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     let ca_cert = ca_params.self_signed(&ca_key).map_err(err)?;
     let issuer = rcgen::Issuer::new(ca_params, ca_key);

@@ -60,6 +60,35 @@ async fn a_wrong_ca_or_no_tls_is_refused_with_the_reason() {
     let right_ca = redis.certs().unwrap().ca.display().to_string();
     let (ru, pu) = (redis.url(), pgs.url());
 
+    // The right CA and a client certificate signed by it: the run goes through, over TLS.
+    let certs = redis.certs().unwrap().clone();
+    let (ru2, pu2) = (ru.clone(), pu.clone());
+    let r = tokio::task::spawn_blocking(move || {
+        let path = |p: &std::path::Path| p.display().to_string();
+        run(&[
+            "--redis-url",
+            &ru2,
+            "--redis-ca",
+            &path(&certs.ca),
+            "--redis-cert",
+            &path(&certs.client_cert),
+            "--redis-key",
+            &path(&certs.client_key),
+            "--pg-url",
+            &pu2,
+            "--duration",
+            "1s",
+            "--rps",
+            "300",
+            "--keys",
+            "100",
+        ])
+    })
+    .await
+    .unwrap();
+    assert_eq!(r.code(), 0, "{}", r.stderr());
+    assert_eq!(r.json["servers"]["tls"], true);
+
     let (ru2, pu2, w) = (ru.clone(), pu.clone(), wrong.clone());
     let r = tokio::task::spawn_blocking(move || {
         run(&[
@@ -78,7 +107,7 @@ async fn a_wrong_ca_or_no_tls_is_refused_with_the_reason() {
     assert_eq!(r.code(), 3, "{}", r.stderr());
     let e = r.stderr();
     assert!(e.contains("does not verify"), "{e}");
-    assert!(e.contains("UnknownIssuer"), "{e}");
+    assert!(e.contains("invalid peer certificate: UnknownIssuer"), "{e}");
     assert!(e.contains("for the name 127.0.0.1"), "{e}");
     assert!(e.contains(&wrong), "{e}");
 
@@ -294,4 +323,82 @@ async fn db_sql_with_a_read_only_role_creates_nothing() {
         "{}",
         r.stderr()
     );
+}
+
+/// A redis-server this test starts itself (cluster mode is not something the tool starts),
+/// killed and reaped when dropped, also when the test fails.
+struct OwnRedis {
+    child: std::process::Child,
+    /// Its working dir, removed with it.
+    _dir: tempfile::TempDir,
+    port: u16,
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn cluster_node() -> OwnRedis {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = std::process::Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args([
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--cluster-enabled",
+            "yes",
+        ])
+        .arg("--dir")
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("redis-server");
+    let node = OwnRedis {
+        child,
+        _dir: dir,
+        port,
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "cluster node did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    node
+}
+
+/// Redis Cluster is not supported: pointed at a cluster node, the run stops before traffic
+/// and says so.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cluster_node_is_refused_with_that_message() {
+    let node = cluster_node();
+    let pgs = ManagedPostgres::start(PgStartOptions::default())
+        .await
+        .expect("postgres");
+    let (ru, pu) = (format!("redis://127.0.0.1:{}/", node.port), pgs.url());
+    let r = tokio::task::spawn_blocking(move || {
+        run(&["--redis-url", &ru, "--pg-url", &pu, "--duration", "1s"])
+    })
+    .await
+    .unwrap();
+    assert_eq!(r.code(), 3, "{}", r.stderr());
+    assert!(
+        r.stderr().contains("Redis Cluster is not supported yet"),
+        "{}",
+        r.stderr()
+    );
+    drop(node);
 }

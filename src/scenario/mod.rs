@@ -242,9 +242,10 @@ impl Scenario {
                 format!("{} keys (zipf {})", self.keys, self.zipf)
             },
             format!("ttl {}", self.ttl),
-            match self.db_query {
-                DbQuery::Heavy => "db-query heavy".to_string(),
-                DbQuery::Sleep => format!("db-cost {}", self.db_cost),
+            match (self.own_load.is_some(), self.db_query) {
+                (true, _) => "your query (--db-sql)".to_string(),
+                (false, DbQuery::Heavy) => "db-query heavy".to_string(),
+                (false, DbQuery::Sleep) => format!("db-cost {}", self.db_cost),
             },
             format!("db-pool {}", self.db_pool),
             plural(u64::from(self.instances), "instance"),

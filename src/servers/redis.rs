@@ -45,7 +45,7 @@ pub struct ManagedRedis {
     /// it is dismissed only once the dir is gone.
     watchdog: Watchdog,
     /// With `--tls`: the certificates made for this server (in `dir`); it then speaks TLS only.
-    tls: Option<crate::tls::RunCerts>,
+    tls: Option<Box<crate::tls::RunCerts>>,
 }
 
 impl ManagedRedis {
@@ -75,10 +75,10 @@ impl ManagedRedis {
             tls: None,
         };
         if tls {
-            redis.tls = Some(
+            redis.tls = Some(Box::new(
                 crate::tls::generate_run_certs(redis.dir.path())
                     .map_err(|e| ServerError::setup("writing certificates for redis-server", e))?,
-            );
+            ));
         }
         let mut attempt = 1;
         loop {
@@ -104,7 +104,7 @@ impl ManagedRedis {
 
     /// The certificates of a server started with TLS.
     pub fn certs(&self) -> Option<&crate::tls::RunCerts> {
-        self.tls.as_ref()
+        self.tls.as_deref()
     }
 
     /// The TCP port, stable across restarts.
