@@ -467,7 +467,12 @@ pub struct TargetFlags {
 
     /// The statuses that count as success (comma-separated or repeated; default any 2xx).
     /// Other statuses are errors, counted by class in http.status.
-    #[arg(long, value_name = "CODE", value_delimiter = ',', help_heading = "App under test")]
+    #[arg(
+        long,
+        value_name = "CODE",
+        value_delimiter = ',',
+        help_heading = "App under test"
+    )]
     pub expect_status: Vec<u16>,
 
     /// A regular expression the response body must match for the request to count as

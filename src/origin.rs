@@ -263,7 +263,16 @@ impl Db {
         ledger_cost: Duration,
     ) -> Result<Db> {
         let schema = format!("stampede_{run_id}");
-        Db::setup_in(url, &schema, keys, value_size, connections, logged, ledger_cost).await
+        Db::setup_in(
+            url,
+            &schema,
+            keys,
+            value_size,
+            connections,
+            logged,
+            ledger_cost,
+        )
+        .await
     }
 
     /// [`Db::setup`] in a schema of the caller's naming (`--schema`: an app under test that

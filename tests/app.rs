@@ -78,7 +78,16 @@ fn variants_herd_only_under_cache_aside_and_db_calls_match_the_ledger() {
         .args(["--variant", "cache-aside=APP_STRATEGY=cache-aside"])
         .args(["--variant", "single-flight=APP_STRATEGY=single-flight"])
         .args(["--variant", "lock=APP_STRATEGY=lock"])
-        .args(["--rps", "800", "--duration", "4s", "--keys", "50", "--zipf", "1.2"])
+        .args([
+            "--rps",
+            "800",
+            "--duration",
+            "4s",
+            "--keys",
+            "50",
+            "--zipf",
+            "1.2",
+        ])
         .args(["--ttl", "1s", "--db-cost", "20ms", "--quiet", "--out"])
         .arg(dir.path())
         .output()
@@ -101,9 +110,17 @@ fn variants_herd_only_under_cache_aside_and_db_calls_match_the_ledger() {
             "{name}: pg_stat_statements and the ledger disagree: {}",
             v["app"]
         );
-        assert_eq!(u(&v, "/http/status/2xx"), u(&v, "/requests/completed"), "{name}");
+        assert_eq!(
+            u(&v, "/http/status/2xx"),
+            u(&v, "/requests/completed"),
+            "{name}"
+        );
         assert_eq!(u(&v, "/http/errors") + u(&v, "/http/timeouts"), 0, "{name}");
-        assert_eq!(u(&v, "/outcomes/ok"), u(&v, "/requests/completed"), "{name}");
+        assert_eq!(
+            u(&v, "/outcomes/ok"),
+            u(&v, "/requests/completed"),
+            "{name}"
+        );
         let pid = u(&v, "/app/pid") as u32;
         assert!(!alive(pid), "{name}: the app (pid {pid}) outlived its run");
     }
@@ -134,8 +151,24 @@ fn killing_redis_shows_in_the_apps_db_calls_and_latency() {
     // the database.
     let out = stampede()
         .args(["run", "--target", TARGET, "--app-cmd", app])
-        .args(["--rps", "400", "--duration", "6s", "--keys", "100", "--ttl", "60s"])
-        .args(["--kill-redis-at", "3s", "--redis-down-for", "1500ms", "--quiet", "--out"])
+        .args([
+            "--rps",
+            "400",
+            "--duration",
+            "6s",
+            "--keys",
+            "100",
+            "--ttl",
+            "60s",
+        ])
+        .args([
+            "--kill-redis-at",
+            "3s",
+            "--redis-down-for",
+            "1500ms",
+            "--quiet",
+            "--out",
+        ])
         .arg(&json)
         .output()
         .expect("running stampede");
@@ -151,7 +184,8 @@ fn killing_redis_shows_in_the_apps_db_calls_and_latency() {
     let before: Vec<&Value> = in_range(2000, 3000).collect();
     let during: Vec<&Value> = in_range(3200, 4500).collect();
     assert!(!before.is_empty() && !during.is_empty(), "{buckets:?}");
-    let calls = |bs: &[&Value]| bs.iter().map(|b| u(b, "/db_calls")).sum::<u64>() as f64 / bs.len() as f64;
+    let calls =
+        |bs: &[&Value]| bs.iter().map(|b| u(b, "/db_calls")).sum::<u64>() as f64 / bs.len() as f64;
     let p99 = |bs: &[&Value]| bs.iter().map(|b| f(b, "/p99_ms")).fold(0.0, f64::max);
     assert!(
         calls(&during) > 5.0 * calls(&before) + 5.0,
@@ -204,7 +238,14 @@ fn an_app_that_is_never_ready_fails_the_run_and_is_stopped() {
     let out = stampede()
         .args(["run", "--target", TARGET, "--app-cmd", app])
         .args(["--app-ready", "http://127.0.0.1:{port}/no-such-page"])
-        .args(["--app-ready-timeout", "1s", "--rps", "100", "--duration", "2s"])
+        .args([
+            "--app-ready-timeout",
+            "1s",
+            "--rps",
+            "100",
+            "--duration",
+            "2s",
+        ])
         .output()
         .expect("running stampede");
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -222,7 +263,15 @@ fn ctrl_c_stops_the_app_and_keeps_the_figures() {
     let json = dir.path().join("r.json");
     let mut child = Command::new(BIN)
         .args(["run", "--target", TARGET, "--app-cmd", app])
-        .args(["--rps", "200", "--duration", "60s", "--keys", "100", "--out"])
+        .args([
+            "--rps",
+            "200",
+            "--duration",
+            "60s",
+            "--keys",
+            "100",
+            "--out",
+        ])
         .arg(&json)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

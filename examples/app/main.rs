@@ -44,8 +44,7 @@ const LOCK_POLL: Duration = Duration::from_millis(20);
 const LOCK_WAIT: Duration = Duration::from_secs(2);
 
 /// Deletes the lock only if it still holds our token (a lease that ran out is someone else's).
-const UNLOCK_LUA: &str =
-    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
+const UNLOCK_LUA: &str = "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Strategy {
@@ -103,7 +102,10 @@ impl App {
     async fn store(&self, id: i64, payload: &str) {
         let mut c = self.redis.clone();
         let mut cmd = redis::cmd("SET");
-        cmd.arg(self.key(id)).arg(payload).arg("PX").arg(self.ttl_ms);
+        cmd.arg(self.key(id))
+            .arg(payload)
+            .arg("PX")
+            .arg(self.ttl_ms);
         // A failed write-back still serves the request.
         let _ = tokio::time::timeout(REDIS_DEADLINE, cmd.query_async::<()>(&mut c)).await;
     }
@@ -111,7 +113,10 @@ impl App {
     /// One load from Postgres, written back to the cache.
     async fn load(&self, id: i64) -> Loaded {
         let client = self.db.get().await.map_err(|_| ())?;
-        let stmt = client.prepare_cached(&self.load_sql).await.map_err(|_| ())?;
+        let stmt = client
+            .prepare_cached(&self.load_sql)
+            .await
+            .map_err(|_| ())?;
         let row = client.query_opt(&stmt, &[&id]).await.map_err(|_| ())?;
         let payload: Option<Arc<str>> = row
             .and_then(|r| r.get::<_, Option<String>>(0))
@@ -179,7 +184,8 @@ impl App {
             .arg("NX")
             .arg("PX")
             .arg(LOCK_TTL_MS);
-        match tokio::time::timeout(REDIS_DEADLINE, take.query_async::<Option<String>>(&mut c)).await {
+        match tokio::time::timeout(REDIS_DEADLINE, take.query_async::<Option<String>>(&mut c)).await
+        {
             Ok(Ok(Some(_))) => {
                 // Holding the lock: someone may have filled the key between our miss and now.
                 let r = match self.cached(id).await {
@@ -233,7 +239,10 @@ async fn main() -> Result<()> {
     };
     let port: u16 = env("PORT")?.parse().context("PORT is not a port number")?;
     let schema = env("DB_SCHEMA")?;
-    if !schema.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+    if !schema
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
         bail!("DB_SCHEMA={schema} is not a plain identifier");
     }
     let load_sql = match env_or("APP_LOADER", "ledger".to_string())?.as_str() {

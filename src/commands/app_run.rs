@@ -60,7 +60,10 @@ pub async fn run_on(
     .with_context(|| format!("seeding schema {schema} for the app"))?;
     // On a managed Postgres the app gets a role of its own: its statements are then told
     // from stampede's by the server itself.
-    let app_role = sc.pg_url.is_none().then(|| format!("stampede_app_{run_id}"));
+    let app_role = sc
+        .pg_url
+        .is_none()
+        .then(|| format!("stampede_app_{run_id}"));
     let result = async {
         if let Some(r) = &app_role {
             role::create(&env.pg_url, r, &schema).await?;
@@ -182,7 +185,10 @@ async fn start_app(
         None => std::env::temp_dir().join(format!(
             "stampede-app-{}-{}.log",
             t.name(),
-            setup.prefix.trim_start_matches("stampede:").trim_end_matches(':')
+            setup
+                .prefix
+                .trim_start_matches("stampede:")
+                .trim_end_matches(':')
         )),
     };
     let started = Instant::now();
@@ -300,7 +306,9 @@ async fn measure(
         },
     };
     let mut r = build(sc, measured, setup, env);
-    shape(&mut r, t, &http, &which, &sampled, ledger, notes, pid, log, ready_ms);
+    shape(
+        &mut r, t, &http, &which, &sampled, ledger, notes, pid, log, ready_ms,
+    );
     for f in r.faults.iter().filter_map(|f| f.note.as_deref()) {
         eprintln!("warning: fault: {f}");
     }

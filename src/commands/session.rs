@@ -277,7 +277,10 @@ pub(super) fn start_faults(
 }
 
 /// End the fault schedule and give the managed servers back to `env` (to be stopped with it).
-pub(super) async fn finish_faults(chaos: Option<Chaos>, env: &mut Env) -> Result<Option<chaos::Done>> {
+pub(super) async fn finish_faults(
+    chaos: Option<Chaos>,
+    env: &mut Env,
+) -> Result<Option<chaos::Done>> {
     let Some(c) = chaos else { return Ok(None) };
     let mut done = c.finish().await?;
     if let Some(r) = done.redis.take() {

@@ -360,34 +360,34 @@ fn shared(sc: &Scenario) -> Arc<Shared> {
     let counters = Arc::new(Counters::default());
     let ms = |d: Duration| d.as_millis() as u64;
     Arc::new(Shared {
-            freshness: freshness::Policy {
-                kind: sc.strategy.freshness,
-                ttl_ms: ms(sc.ttl.0),
-                stale_ms: ms(sc.stale.0),
-                beta: sc.beta,
-                jitter: sc.jitter.0,
-                negative_ttl_ms: sc.negative_ttl.map(|d| ms(d.0).max(1)),
-                // Kept as long as a lock can be held: a waiter that gives up while a refresh
-                // is still running finds the old value.
-                grace_ms: if sc.lock_timeout_policy == LockTimeoutPolicy::Stale {
-                    ms(sc.lock_ttl.0).max(ms(sc.lock_wait.0))
-                } else {
-                    0
-                },
+        freshness: freshness::Policy {
+            kind: sc.strategy.freshness,
+            ttl_ms: ms(sc.ttl.0),
+            stale_ms: ms(sc.stale.0),
+            beta: sc.beta,
+            jitter: sc.jitter.0,
+            negative_ttl_ms: sc.negative_ttl.map(|d| ms(d.0).max(1)),
+            // Kept as long as a lock can be held: a waiter that gives up while a refresh
+            // is still running finds the old value.
+            grace_ms: if sc.lock_timeout_policy == LockTimeoutPolicy::Stale {
+                ms(sc.lock_ttl.0).max(ms(sc.lock_wait.0))
+            } else {
+                0
             },
-            coordination: sc.strategy.coordination,
-            lock: lock::Settings {
-                ttl_ms: ms(sc.lock_ttl.0).max(1),
-                poll: sc.lock_poll.0,
-                wait: sc.lock_wait.0,
-                on_timeout: sc.lock_timeout_policy,
-            },
-            counters: counters.clone(),
-            loads: Arc::new(LoadTracker::default()),
-            refreshes_in_flight: AtomicU64::new(0),
-            window_end_ms: AtomicU64::new(0),
-            abort: CancellationToken::new(),
-            protect: protect::Board::default(),
+        },
+        coordination: sc.strategy.coordination,
+        lock: lock::Settings {
+            ttl_ms: ms(sc.lock_ttl.0).max(1),
+            poll: sc.lock_poll.0,
+            wait: sc.lock_wait.0,
+            on_timeout: sc.lock_timeout_policy,
+        },
+        counters: counters.clone(),
+        loads: Arc::new(LoadTracker::default()),
+        refreshes_in_flight: AtomicU64::new(0),
+        window_end_ms: AtomicU64::new(0),
+        abort: CancellationToken::new(),
+        protect: protect::Board::default(),
     })
 }
 

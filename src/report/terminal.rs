@@ -319,7 +319,11 @@ fn app_lines(r: &RunResult, h: &crate::target::http::HttpFigures) -> String {
     let mut o = format!(
         "  http      ok {}  {}  errors {} (connect {})  timeouts {}  unexpected status {}  unexpected body {}\n",
         r.outcomes.ok,
-        if status.is_empty() { "no response".to_string() } else { status.join("  ") },
+        if status.is_empty() {
+            "no response".to_string()
+        } else {
+            status.join("  ")
+        },
         h.errors,
         h.connect_errors,
         h.timeouts,
@@ -330,9 +334,12 @@ fn app_lines(r: &RunResult, h: &crate::target::http::HttpFigures) -> String {
         o.push_str(&format!(
             "  app       {}{}  ledger loads {}  keys {}\n",
             a.target,
-            a.pid.map_or_else(String::new, |p| format!(" (pid {p}, stopped)")),
-            a.ledger_loads.map_or_else(|| "n/a".to_string(), |n| n.to_string()),
-            a.ledger_keys.map_or_else(|| "n/a".to_string(), |n| n.to_string()),
+            a.pid
+                .map_or_else(String::new, |p| format!(" (pid {p}, stopped)")),
+            a.ledger_loads
+                .map_or_else(|| "n/a".to_string(), |n| n.to_string()),
+            a.ledger_keys
+                .map_or_else(|| "n/a".to_string(), |n| n.to_string()),
         ));
         o.push_str(&format!("  note      db.calls: {}\n", a.db_calls_counted));
         for n in &a.notes {

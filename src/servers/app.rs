@@ -55,10 +55,12 @@ impl ManagedApp {
             .create(true)
             .append(true)
             .open(log)
-            .map_err(|e| ServerError::setup(format!("opening the app's log {}", log.display()), e))?;
-        let err = out
-            .try_clone()
-            .map_err(|e| ServerError::setup(format!("opening the app's log {}", log.display()), e))?;
+            .map_err(|e| {
+                ServerError::setup(format!("opening the app's log {}", log.display()), e)
+            })?;
+        let err = out.try_clone().map_err(|e| {
+            ServerError::setup(format!("opening the app's log {}", log.display()), e)
+        })?;
         let child = Command::new("/bin/sh")
             .arg("-c")
             .arg(cmd)
@@ -131,11 +133,9 @@ impl ManagedApp {
                 .into());
             }
             let up = match (ready, &client) {
-                (Ready::Url(u), Some(c)) => c
-                    .get(u)
-                    .send()
-                    .await
-                    .is_ok_and(|r| r.status().is_success()),
+                (Ready::Url(u), Some(c)) => {
+                    c.get(u).send().await.is_ok_and(|r| r.status().is_success())
+                }
                 (Ready::Tcp(addr), _) => tokio::time::timeout(
                     Duration::from_secs(1),
                     tokio::net::TcpStream::connect(addr.as_str()),

@@ -101,8 +101,9 @@ fn headers(spec: &TargetSpec) -> Result<HeaderMap, UsageError> {
         let (name, value) = h
             .split_once(':')
             .ok_or_else(|| UsageError::new(format!("--header {h}: write it as 'Name: value'")))?;
-        let name = HeaderName::from_bytes(name.trim().as_bytes())
-            .map_err(|_| UsageError::new(format!("--header: '{}' is not a header name", name.trim())))?;
+        let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
+            UsageError::new(format!("--header: '{}' is not a header name", name.trim()))
+        })?;
         let mut value = HeaderValue::from_str(value.trim())
             .map_err(|_| UsageError::new(format!("--header {name}: the value is not valid")))?;
         // Kept out of debug output, as credentials usually are.

@@ -181,7 +181,9 @@ pub fn resolve(
     if let Some(s) = &flags.schema
         && (s.is_empty()
             || s.len() > 60
-            || !s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            || !s
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
             || s.starts_with(|c: char| c.is_ascii_digit()))
     {
         return Err(UsageError::new(format!(
@@ -189,20 +191,24 @@ pub fn resolve(
         )));
     }
     if let Some(b) = &flags.expect_body {
-        regex::Regex::new(b)
-            .map_err(|e| UsageError::new(format!("--expect-body {b}: {e}")))?;
+        regex::Regex::new(b).map_err(|e| UsageError::new(format!("--expect-body {b}: {e}")))?;
     }
     for h in &flags.header {
-        let (name, value) = h.split_once(':').ok_or_else(|| {
-            UsageError::new(format!("--header {h}: write it as 'Name: value'"))
+        let (name, value) = h
+            .split_once(':')
+            .ok_or_else(|| UsageError::new(format!("--header {h}: write it as 'Name: value'")))?;
+        reqwest::header::HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
+            UsageError::new(format!("--header: '{}' is not a header name", name.trim()))
         })?;
-        reqwest::header::HeaderName::from_bytes(name.trim().as_bytes())
-            .map_err(|_| UsageError::new(format!("--header: '{}' is not a header name", name.trim())))?;
         reqwest::header::HeaderValue::from_str(value.trim()).map_err(|_| {
             UsageError::new(format!("--header {}: the value is not valid", name.trim()))
         })?;
     }
-    if let Some(s) = flags.expect_status.iter().find(|s| !(100..=599).contains(*s)) {
+    if let Some(s) = flags
+        .expect_status
+        .iter()
+        .find(|s| !(100..=599).contains(*s))
+    {
         return Err(UsageError::new(format!(
             "--expect-status {s}: an HTTP status is between 100 and 599"
         )));

@@ -11,10 +11,16 @@ use crate::error::EnvError;
 use crate::values::redact_url;
 
 async fn connect(url: &str) -> Result<tokio_postgres::Client> {
-    let (client, conn) = tokio::time::timeout(Duration::from_secs(6), tokio_postgres::connect(url, NoTls))
-        .await
-        .map_err(|_| EnvError(format!("connecting to Postgres at {}: no answer", redact_url(url))))?
-        .with_context(|| format!("connecting to Postgres at {}", redact_url(url)))?;
+    let (client, conn) =
+        tokio::time::timeout(Duration::from_secs(6), tokio_postgres::connect(url, NoTls))
+            .await
+            .map_err(|_| {
+                EnvError(format!(
+                    "connecting to Postgres at {}: no answer",
+                    redact_url(url)
+                ))
+            })?
+            .with_context(|| format!("connecting to Postgres at {}", redact_url(url)))?;
     tokio::spawn(async move {
         let _ = conn.await;
     });

@@ -38,7 +38,10 @@ impl AppStatements {
         let (role, text) = if activity {
             ("a.usename = $1", "a.query")
         } else {
-            ("s.userid = (SELECT oid FROM pg_roles WHERE rolname = $1)", "s.query")
+            (
+                "s.userid = (SELECT oid FROM pg_roles WHERE rolname = $1)",
+                "s.query",
+            )
         };
         match self {
             AppStatements::Role(_) => role.to_string(),
@@ -66,7 +69,10 @@ impl AppStatements {
     pub fn describe(&self) -> String {
         match self {
             AppStatements::Role(r) => format!("every statement of the app's role {r}"),
-            AppStatements::Matching { regex, role: Some(r) } => {
+            AppStatements::Matching {
+                regex,
+                role: Some(r),
+            } => {
                 format!("statements of the app's role {r} matching --db-match {regex}")
             }
             AppStatements::Matching { regex, role: None } => {
@@ -119,10 +125,16 @@ struct Pg {
 
 impl Pg {
     async fn connect(url: &str, which: &AppStatements) -> Result<Pg> {
-        let (client, conn) = tokio::time::timeout(Duration::from_secs(6), tokio_postgres::connect(url, NoTls))
-            .await
-            .map_err(|_| EnvError(format!("connecting to Postgres at {}: no answer", redact_url(url))))?
-            .with_context(|| format!("connecting to Postgres at {}", redact_url(url)))?;
+        let (client, conn) =
+            tokio::time::timeout(Duration::from_secs(6), tokio_postgres::connect(url, NoTls))
+                .await
+                .map_err(|_| {
+                    EnvError(format!(
+                        "connecting to Postgres at {}: no answer",
+                        redact_url(url)
+                    ))
+                })?
+                .with_context(|| format!("connecting to Postgres at {}", redact_url(url)))?;
         tokio::spawn(async move {
             let _ = conn.await;
         });
