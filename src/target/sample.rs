@@ -247,8 +247,11 @@ impl Sampler {
             let mut bucket = |calls: Option<u64>, redis: Option<(u64, u64)>, out: &mut Sampled| {
                 let db = calls.zip(last_calls).map(|(c, l)| c.saturating_sub(l));
                 // For the live line and the timeline's ticker, which count the built-in app's
-                // statements there (the result's buckets are set from these readings exactly).
+                // statements there (the result's figures are set from these readings exactly).
                 live.interval_calls
+                    .fetch_add(db.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
+                // And for the fault schedule's "DB calls during the outage", at this granularity.
+                live.calls
                     .fetch_add(db.unwrap_or(0), std::sync::atomic::Ordering::Relaxed);
                 // A restarted Redis counts from zero again: that bucket has no figure.
                 let r = redis
