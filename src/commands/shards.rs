@@ -446,6 +446,8 @@ async fn shard_on(
     if !spec.leads() {
         r.faults = planned_faults(sc);
     }
+    // Thresholds bound the experiment, not a share of it: `stampede merge` judges them.
+    r.thresholds.clear();
     r.shard = Some(ShardFigures {
         index: spec.index,
         count: spec.count,
