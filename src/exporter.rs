@@ -175,21 +175,23 @@ impl Collector for Export {
             &[(base.clone(), s.redis_errors)],
         )?;
         let h = &s.latency;
+        // The encoder takes each bucket's own count and writes the cumulative `le` series.
+        let mut below = 0u64;
         let mut buckets: Vec<(f64, u64)> = BUCKETS_S
             .iter()
             .map(|&b| {
                 let us = (b * 1e6) as u64;
-                (
-                    b,
-                    if h.is_empty() {
-                        0
-                    } else {
-                        h.count_between(0, us)
-                    },
-                )
+                let upto = if h.is_empty() {
+                    0
+                } else {
+                    h.count_between(0, us)
+                };
+                let own = upto.saturating_sub(below);
+                below = upto.max(below);
+                (b, own)
             })
             .collect();
-        buckets.push((f64::INFINITY, h.len()));
+        buckets.push((f64::INFINITY, h.len().saturating_sub(below)));
         let sum = if h.is_empty() {
             0.0
         } else {
@@ -274,7 +276,10 @@ mod tests {
         );
         assert!(text.contains(r#"stampede_db_calls_total{strategy="mutex",shard="1/2"} 1"#));
         assert!(text.contains(
-            r#"stampede_request_duration_seconds_bucket{strategy="mutex",shard="1/2",le="0.001"} 2"#
+            r#"stampede_request_duration_seconds_bucket{le="0.001",strategy="mutex",shard="1/2"} 2"#
+        ), "{text}");
+        assert!(text.contains(
+            r#"stampede_request_duration_seconds_bucket{le="+Inf",strategy="mutex",shard="1/2"} 3"#
         ));
         assert!(text.contains(
             r#"stampede_request_duration_seconds_count{strategy="mutex",shard="1/2"} 3"#

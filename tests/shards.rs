@@ -486,3 +486,69 @@ async fn a_stampede_split_over_two_shards_is_one_herd() {
             .any(|n| n.as_str().unwrap().contains("load ledger"))
     );
 }
+
+/// `stampede prepare` sets the run up once; then no shard sets up, shard 0 still ends it.
+#[tokio::test(flavor = "multi_thread")]
+async fn prepare_sets_up_once_for_the_shards() {
+    let redis = ManagedRedis::start().await.expect("redis");
+    let pg = ManagedPostgres::start(PgStartOptions {
+        max_connections: 60,
+    })
+    .await
+    .expect("postgres");
+    let (ru, pu) = (redis.url(), pg.url());
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_path_buf();
+    let (r2, p2) = (ru.clone(), pu.clone());
+    let (prepared, ended) = tokio::task::spawn_blocking(move || {
+        let _turn = CPU_HEAVY.lock().unwrap_or_else(|p| p.into_inner());
+        let scenario = [
+            "--rps",
+            "500",
+            "--duration",
+            "1s",
+            "--keys",
+            "300",
+            "--redis-url",
+            &r2,
+            "--pg-url",
+            &p2,
+        ];
+        let o = stampede()
+            .arg("prepare")
+            .args(scenario)
+            .args(["--shards", "2", "--run-id", "prep", "--start-delay", "4s"])
+            .output()
+            .unwrap();
+        let ended = spawn_shards(2, &scenario, "prep", &d).wait();
+        (o, ended)
+    })
+    .await
+    .unwrap();
+    assert!(
+        prepared.status.success(),
+        "{}",
+        String::from_utf8_lossy(&prepared.stderr)
+    );
+    assert!(String::from_utf8_lossy(&prepared.stdout).contains("run prep prepared"));
+    for (code, err) in &ended {
+        assert_eq!(*code, 0, "{err}");
+    }
+    for i in 0..2 {
+        let s = read_json(&dir.path().join(format!("shard-{i}.json"))).unwrap();
+        assert_eq!(
+            s["shard"]["set_up"],
+            Value::Bool(false),
+            "prepare set the run up"
+        );
+    }
+    let (code, text, m, _k) = merge(&[], &[dir.path().to_path_buf()]);
+    assert_eq!(code, 0, "{text}");
+    let m = m.unwrap();
+    assert_eq!(
+        u(&m, "/db/calls"),
+        u(&m, "/db/calls_server") + u(&m, "/db/statement_errors")
+    );
+    assert!(redis_keys(&ru, "stampede:prep:*").await.is_empty());
+    assert!(!schemas(&pu).await.contains(&"stampede_prep".to_string()));
+}

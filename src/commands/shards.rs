@@ -455,6 +455,11 @@ async fn shard_on(
     };
     let mut r = build(sc, measured, &setup, env);
     r.histograms.by_outcome_us = by_outcome;
+    // A shard runs its own instances, not the experiment's: its generator and its pools' busy
+    // share are of those (`merge` weighs the shares by them).
+    let own = spec.instances(sc.instances).len() as u32;
+    r.generator.instances = own;
+    r.db.pool_busy *= f64::from(sc.instances) / f64::from(own.max(1));
     r.db.calls_server_note = Some(
         "the server counts the statements of all shards together: shard 0 reads that count once for the whole run (shard.whole_run.calls_server), and `stampede merge` sets it beside the merged calls".to_string(),
     );
@@ -465,6 +470,8 @@ async fn shard_on(
     if !spec.leads() {
         r.faults = planned_faults(sc);
     }
+    // Thresholds bound the experiment, not a share of it: `stampede merge` judges them.
+    r.thresholds.clear();
     r.shard = Some(ShardFigures {
         index: spec.index,
         count: spec.count,
