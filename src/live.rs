@@ -33,11 +33,20 @@ pub struct Live {
     /// Buckets of the last `SPARK_WINDOW_MS`, oldest first.
     recent: VecDeque<Bucket>,
     last_line_ms: u64,
+    /// An app under test: its hits are not seen request by request, so the line shows the
+    /// share of requests answered without an error instead of a hit rate.
+    app: bool,
 }
 
 impl Live {
     /// The view for a run of this length: a bar on a terminal, plain lines elsewhere, nothing
     /// with `quiet`.
+    /// The live view of a run that drives an app under test (`--target`).
+    pub fn for_app(mut self) -> Live {
+        self.app = true;
+        self
+    }
+
     pub fn new(duration: Duration, quiet: bool) -> Live {
         let mode = if quiet {
             Mode::Off
@@ -67,6 +76,7 @@ impl Live {
             bar,
             recent: VecDeque::new(),
             last_line_ms: 0,
+            app: false,
         }
     }
 
@@ -127,15 +137,20 @@ impl Live {
             errors += b.errors;
         }
         let secs = (last.t_ms.saturating_sub(start)).max(1) as f64 / 1000.0;
-        let hit = if req == 0 {
+        let (label, good) = if self.app {
+            ("ok ", req.saturating_sub(errors))
+        } else {
+            ("hit", served)
+        };
+        let share = if req == 0 {
             0.0
         } else {
-            served as f64 * 100.0 / req as f64
+            good as f64 * 100.0 / req as f64
         };
         let mut s = format!(
-            "{:>7.0} req/s  hit {:>5.1}%  db {:>6.0}/s  p99 {:>7.2} ms",
+            "{:>7.0} req/s  {label} {:>5.1}%  db {:>6.0}/s  p99 {:>7.2} ms",
             req as f64 / secs,
-            hit,
+            share,
             db as f64 / secs,
             last.p99_ms
         );

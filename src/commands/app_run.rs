@@ -259,7 +259,7 @@ async fn measure(
     )
     .await?;
     let before = setup.admin.stats().await.ok();
-    let live = Live::new(sc.duration.0, out.quiet);
+    let live = Live::new(sc.duration.0, out.quiet).for_app();
     let bar = live.bar();
     bar.set_prefix(t.name().to_string());
     let (first_redis_pid, first_pg_pid) = env.pids();

@@ -73,7 +73,7 @@ fn secs(ms: u64) -> String {
 }
 
 /// The outage window, what it cost, and the recovery after the restart.
-fn faults(o: &mut String, f: &FaultReport) {
+fn faults(o: &mut String, f: &FaultReport, app: bool) {
     if f.down_ms == 0 && f.note.is_some() {
         let _ = writeln!(
             o,
@@ -85,6 +85,31 @@ fn faults(o: &mut String, f: &FaultReport) {
         return;
     }
     let s = &f.served_during;
+    if app {
+        // Inside an app the tool sees neither its Redis commands nor how each request was
+        // served: what it can tell is the servers' DB calls and the answers it got.
+        let _ = writeln!(
+            o,
+            "  fault     {} at {}, {} {} (outage {} to {}): db calls during it {} (pg_stat_statements, sampled); requests completed during it {}, of them errors {}",
+            f.kind,
+            secs(f.at_ms),
+            if f.kind == FaultKind::PauseRedis {
+                "paused"
+            } else {
+                "down"
+            },
+            secs(f.down_ms),
+            secs(f.at_ms),
+            secs(f.at_ms + f.down_ms),
+            f.db_calls_during,
+            s.requests,
+            s.errors
+        );
+        if let Some(n) = &f.note {
+            let _ = writeln!(o, "            note: {n}");
+        }
+        return;
+    }
     let _ = writeln!(
         o,
         "  fault     {} at {}, {} {} (outage {} to {}): db calls during it {}, redis errors {}, db errors {}; served hit {} stale {} error {} of {}",
@@ -207,7 +232,16 @@ pub fn summary(r: &RunResult) -> String {
         describe(r),
         if r.interrupted { "  [INTERRUPTED]" } else { "" }
     );
-    if let Some(st) = &r.start {
+    let app = r.http.is_some();
+    if let Some(st) = &r.start
+        && app
+    {
+        let _ = writeln!(
+            o,
+            "  start     {}: the app's cache is its own (stampede neither fills nor counts its entries)",
+            st.mode.name()
+        );
+    } else if let Some(st) = &r.start {
         let _ = writeln!(
             o,
             "  start     {}: {} keys cached in {} ms, {} of them expiring in the window; entries expired in the window {}",
@@ -231,23 +265,27 @@ pub fn summary(r: &RunResult) -> String {
             String::new()
         }
     );
-    let _ = writeln!(
-        o,
-        "  outcomes  hit {} ({:.1}%)  miss {}  stale {}  waited {}  fallback {}  error {}{}   hit rate {:.1}%",
-        oc.hit,
-        pct(oc.hit),
-        oc.miss,
-        oc.stale,
-        oc.waited,
-        oc.fallback,
-        oc.error,
-        if oc.rejected > 0 || r.scenario.db_limit.is_some() || r.scenario.breaker.is_some() {
-            format!("  rejected {} ({:.1}%)", oc.rejected, pct(oc.rejected))
-        } else {
-            String::new()
-        },
-        r.hit_rate * 100.0
-    );
+    // An app under test's answers are in its http line; hit, miss and the rest are the
+    // built-in app's outcomes and would all read 0.
+    if !app {
+        let _ = writeln!(
+            o,
+            "  outcomes  hit {} ({:.1}%)  miss {}  stale {}  waited {}  fallback {}  error {}{}   hit rate {:.1}%",
+            oc.hit,
+            pct(oc.hit),
+            oc.miss,
+            oc.stale,
+            oc.waited,
+            oc.fallback,
+            oc.error,
+            if oc.rejected > 0 || r.scenario.db_limit.is_some() || r.scenario.breaker.is_some() {
+                format!("  rejected {} ({:.1}%)", oc.rejected, pct(oc.rejected))
+            } else {
+                String::new()
+            },
+            r.hit_rate * 100.0
+        );
+    }
     if let Some(h) = &r.http {
         o.push_str(&app_lines(r, h));
     }
@@ -267,7 +305,12 @@ pub fn summary(r: &RunResult) -> String {
         "  db        calls {} ({server})  peak concurrent {}  peak in flight {}  peak herd {}  redundant {}",
         d.calls, d.peak_concurrent, d.peak_in_flight, d.peak_key_herd, d.redundant_loads
     );
-    let mut extra = vec![format!("pool busy {:.0}%", d.pool_busy * 100.0)];
+    // The pools are the built-in app's; an app under test's are its own.
+    let mut extra = if app {
+        Vec::new()
+    } else {
+        vec![format!("pool busy {:.0}%", d.pool_busy * 100.0)]
+    };
     if let (Some(st), Some(pw)) = (d.statement_ms_mean, d.pool_wait_ms_mean) {
         extra.push(format!(
             "statement {st:.1} ms mean  pool wait {pw:.1} ms mean"
@@ -325,7 +368,7 @@ pub fn summary(r: &RunResult) -> String {
     writes(&mut o, r);
     protect(&mut o, r);
     for f in &r.faults {
-        faults(&mut o, f);
+        faults(&mut o, f, app);
     }
     let _ = writeln!(o, "  latency   {}", lat(&r.latency_ms));
     let _ = writeln!(o, "  service   {}", lat(&r.service_ms));

@@ -247,9 +247,12 @@ impl Scenario {
                 (false, DbQuery::Heavy) => "db-query heavy".to_string(),
                 (false, DbQuery::Sleep) => format!("db-cost {}", self.db_cost),
             },
-            format!("db-pool {}", self.db_pool),
-            plural(u64::from(self.instances), "instance"),
         ];
+        // An app under test has its own pools and processes: the built-in app's are not used.
+        if self.target.is_none() {
+            parts.push(format!("db-pool {}", self.db_pool));
+            parts.push(plural(u64::from(self.instances), "instance"));
+        }
         if self.warm > 0 {
             parts.push(format!("{} keys warmed", self.warm));
         }
