@@ -394,9 +394,21 @@ impl Db {
             .await
             .context("indexing the seeded items")?;
         ledger::install(&admin, &schema, ledger_cost, logged).await?;
+        Ok(Db::on_run_schema(admin, target, url, schema, version, logged).await)
+    }
+
+    /// The `Db` of a run schema that exists (made by this process or another).
+    async fn on_run_schema(
+        admin: tokio_postgres::Client,
+        target: crate::tls::PgTarget,
+        url: &str,
+        schema: String,
+        version: String,
+        logged: bool,
+    ) -> Db {
         let stat_statements_missing = stat_statements_missing(&admin).await;
         let ssl = ssl_in_use(&admin).await;
-        Ok(Db {
+        Db {
             admin: Mutex::new(Arc::new(admin)),
             config: target.config,
             tls: target.tls,
@@ -407,7 +419,7 @@ impl Db {
             stat_statements_missing,
             own: None,
             ssl,
-        })
+        }
     }
 
     /// The schema of run `run_id` that another process (a sharded run's shard 0, or `stampede
@@ -435,20 +447,7 @@ impl Db {
             ))
             .into());
         }
-        let stat_statements_missing = stat_statements_missing(&admin).await;
-        let ssl = ssl_in_use(&admin).await;
-        Ok(Db {
-            admin: Mutex::new(Arc::new(admin)),
-            config: target.config,
-            tls: target.tls,
-            url: url.to_string(),
-            schema,
-            version,
-            logged,
-            stat_statements_missing,
-            own: None,
-            ssl,
-        })
+        Ok(Db::on_run_schema(admin, target, url, schema, version, logged).await)
     }
 
     /// The admin connection, opened again if a crash of the server closed it.

@@ -85,34 +85,8 @@ fn faults(o: &mut String, f: &FaultReport, app: bool) {
         return;
     }
     let s = &f.served_during;
-    if app {
-        // Inside an app the tool sees neither its Redis commands nor how each request was
-        // served: what it can tell is the servers' DB calls and the answers it got.
-        let _ = writeln!(
-            o,
-            "  fault     {} at {}, {} {} (outage {} to {}): db calls during it {} (pg_stat_statements, sampled); requests completed during it {}, of them errors {}",
-            f.kind,
-            secs(f.at_ms),
-            if f.kind == FaultKind::PauseRedis {
-                "paused"
-            } else {
-                "down"
-            },
-            secs(f.down_ms),
-            secs(f.at_ms),
-            secs(f.at_ms + f.down_ms),
-            f.db_calls_during,
-            s.requests,
-            s.errors
-        );
-        if let Some(n) = &f.note {
-            let _ = writeln!(o, "            note: {n}");
-        }
-        return;
-    }
-    let _ = writeln!(
-        o,
-        "  fault     {} at {}, {} {} (outage {} to {}): db calls during it {}, redis errors {}, db errors {}; served hit {} stale {} error {} of {}",
+    let outage = format!(
+        "  fault     {} at {}, {} {} (outage {} to {}): db calls during it {}",
         f.kind,
         secs(f.at_ms),
         if f.kind == FaultKind::PauseRedis {
@@ -124,12 +98,24 @@ fn faults(o: &mut String, f: &FaultReport, app: bool) {
         secs(f.at_ms),
         secs(f.at_ms + f.down_ms),
         f.db_calls_during,
-        f.redis_errors_during,
-        f.db_errors_during,
-        s.hits,
-        s.stale,
-        s.errors,
-        s.requests
+    );
+    if app {
+        // Inside an app the tool sees neither its Redis commands nor how each request was
+        // served: what it can tell is the servers' DB calls and the answers it got.
+        let _ = writeln!(
+            o,
+            "{outage} (pg_stat_statements, sampled); requests completed during it {}, of them errors {}",
+            s.requests, s.errors
+        );
+        if let Some(n) = &f.note {
+            let _ = writeln!(o, "            note: {n}");
+        }
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "{outage}, redis errors {}, db errors {}; served hit {} stale {} error {} of {}",
+        f.redis_errors_during, f.db_errors_during, s.hits, s.stale, s.errors, s.requests
     );
     let ms = |v: Option<u64>| v.map_or_else(|| "never".to_string(), |v| format!("{v} ms"));
     let hit_rate = match f.hit_rate_before {

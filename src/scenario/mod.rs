@@ -316,6 +316,7 @@ pub const MAX_DB_CONNECTIONS: u32 = 2000;
 
 mod app;
 mod resolve;
+mod servers;
 
 pub use app::with_target;
 

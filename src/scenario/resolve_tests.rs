@@ -1,0 +1,355 @@
+//! Tests of [`super`]: flags and files resolved into one Scenario, and every refusal.
+
+use super::*;
+
+#[test]
+fn flags_win_over_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("s.toml");
+    std::fs::write(&p, "rps = 500\nttl = \"2s\"\nkeys = 7\n").unwrap();
+    let flags = RunFlags {
+        keys: Some(9),
+        ..Default::default()
+    };
+    let s = resolve(Some(&p), flags).unwrap();
+    assert_eq!(s.keys, 9);
+    assert_eq!(s.ttl.0, Duration::from_secs(2));
+    assert_eq!(
+        s.load,
+        LoadShape::Open {
+            rps: 500.0,
+            arrival: Arrival::Constant
+        }
+    );
+    let flags = RunFlags {
+        clients: Some(3),
+        ..Default::default()
+    };
+    assert_eq!(
+        resolve(Some(&p), flags).unwrap().load,
+        LoadShape::Closed { clients: 3 }
+    );
+}
+
+#[test]
+fn file_errors_name_file_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bad.toml");
+    for (text, needle) in [
+        ("rpz = 5\n", "rpz"),
+        ("rps = 0\n", "`rps` in"),
+        ("zipf = -1\n", "`zipf` in"),
+        ("duration = \"soon\"\n", "duration"),
+        ("strategy = \"magic\"\n", "cache-aside"),
+        ("rps = [\n", "line"),
+    ] {
+        std::fs::write(&p, text).unwrap();
+        let e = resolve(Some(&p), RunFlags::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("bad.toml"), "{text}: {e}");
+        assert!(e.contains(needle), "{text}: {e}");
+    }
+}
+
+fn dur(s: &str) -> Dur {
+    s.parse().unwrap()
+}
+
+#[test]
+fn bad_faults_are_usage_errors_that_say_why() {
+    let case = |at: &[&str], down: &[&str], extra: RunFlags| {
+        let flags = RunFlags {
+            kill_redis_at: at.iter().map(|s| dur(s)).collect(),
+            redis_down_for: down.iter().map(|s| dur(s)).collect(),
+            ..extra
+        };
+        resolve(None, flags).unwrap_err().to_string()
+    };
+    let none = RunFlags::default;
+    assert!(case(&["1s"], &[], none()).contains("needs --redis-down-for"));
+    assert!(case(&[], &["1s"], none()).contains("needs --kill-redis-at"));
+    assert!(case(&["1s", "5s"], &["1s"], none()).contains("paired in order"));
+    assert!(case(&["9s"], &["2s"], none()).contains("still be down when the run ends"));
+    assert!(case(&["1s", "2s"], &["3s", "1s"], none()).contains("must not overlap"));
+    assert!(case(&["1s"], &["0s"], none()).contains("longer than 0"));
+    let external = RunFlags {
+        redis_url: Some("redis://127.0.0.1:1/".into()),
+        ..Default::default()
+    };
+    assert!(case(&["1s"], &["1s"], external).contains("needs --redis-restart-cmd"));
+    let managed_cmd = RunFlags {
+        redis_restart_cmd: Some("redis-server".into()),
+        ..Default::default()
+    };
+    assert!(case(&[], &[], managed_cmd).contains("only to an external Redis"));
+    let heavy_with_cost = RunFlags {
+        db_query: Some(DbQuery::Heavy),
+        db_cost: Some(dur("5ms")),
+        ..Default::default()
+    };
+    assert!(case(&[], &[], heavy_with_cost).contains("drop --db-cost"));
+}
+
+#[test]
+fn more_fault_kinds_their_checks_and_the_default_db_deadline() {
+    let err = |flags: RunFlags| resolve(None, flags).unwrap_err().to_string();
+    let pg = |at: &str, down: &str| RunFlags {
+        kill_postgres_at: vec![dur(at)],
+        postgres_down_for: vec![dur(down)],
+        ..Default::default()
+    };
+    // A Postgres fault without --db-timeout gets the default deadline; the user's wins.
+    let s = resolve(None, pg("1s", "2s")).unwrap();
+    assert_eq!(s.faults[0].kind, FaultKind::KillPostgres);
+    assert_eq!(s.db_timeout, Some(PG_FAULT_DB_TIMEOUT));
+    let s = resolve(
+        None,
+        RunFlags {
+            db_timeout: Some(dur("200ms")),
+            ..pg("1s", "2s")
+        },
+    )
+    .unwrap();
+    assert_eq!(s.db_timeout, Some(dur("200ms")));
+    assert_eq!(resolve(None, RunFlags::default()).unwrap().db_timeout, None);
+
+    // Different servers may be down at once; one server may not be down twice.
+    let mixed = RunFlags {
+        pause_redis_at: vec![dur("2s")],
+        pause_for: vec![dur("1s")],
+        kill_redis_at: vec![dur("5s")],
+        redis_down_for: vec![dur("1s")],
+        ..pg("1s", "3s")
+    };
+    let s = resolve(None, mixed.clone()).unwrap();
+    let kinds: Vec<FaultKind> = s.faults.iter().map(|f| f.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            FaultKind::KillPostgres,
+            FaultKind::PauseRedis,
+            FaultKind::KillRedis
+        ]
+    );
+    let e = err(RunFlags {
+        pause_redis_at: vec![dur("5s")],
+        ..mixed
+    });
+    assert!(e.contains("--pause-redis-at 5s --pause-for 1s"), "{e}");
+    assert!(e.contains("must not overlap"), "{e}");
+    assert!(err(pg("1s", "0s")).contains("longer than 0"));
+
+    // External servers: a pause needs consent, a Postgres crash needs the user's commands.
+    let pause_ext = RunFlags {
+        redis_url: Some("redis://127.0.0.1:1/".into()),
+        pause_redis_at: vec![dur("1s")],
+        pause_for: vec![dur("1s")],
+        ..Default::default()
+    };
+    assert!(err(pause_ext.clone()).contains("--allow-pause-external"));
+    resolve(
+        None,
+        RunFlags {
+            allow_pause_external: true,
+            ..pause_ext
+        },
+    )
+    .unwrap();
+    let pg_ext = RunFlags {
+        pg_url: Some("postgres://u@127.0.0.1:1/db".into()),
+        ..pg("1s", "1s")
+    };
+    let e = err(pg_ext.clone());
+    assert!(
+        e.contains("needs --pg-kill-cmd and --pg-restart-cmd"),
+        "{e}"
+    );
+    assert!(e.contains("pg_terminate_backend"), "{e}");
+    let e = err(RunFlags {
+        pg_kill_cmd: Some("pg_ctl stop -m immediate".into()),
+        ..pg_ext.clone()
+    });
+    assert!(e.contains("needs --pg-restart-cmd"), "{e}");
+    resolve(
+        None,
+        RunFlags {
+            pg_kill_cmd: Some("k".into()),
+            pg_restart_cmd: Some("r".into()),
+            ..pg_ext
+        },
+    )
+    .unwrap();
+    let e = err(RunFlags {
+        pg_restart_cmd: Some("r".into()),
+        ..Default::default()
+    });
+    assert!(e.contains("only to an external Postgres"), "{e}");
+    let e = err(RunFlags {
+        pg_kill_cmd: Some(" ".into()),
+        ..Default::default()
+    });
+    assert!(e.contains("--pg-kill-cmd is empty"), "{e}");
+}
+
+#[test]
+fn the_fault_scenarios_resolve() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    for (file, kind) in [
+        ("redis-outage.toml", FaultKind::KillRedis),
+        ("redis-pause.toml", FaultKind::PauseRedis),
+        ("postgres-crash.toml", FaultKind::KillPostgres),
+    ] {
+        let s = resolve(Some(&dir.join(file)), RunFlags::default())
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert_eq!(s.faults.len(), 1, "{file}");
+        assert_eq!(s.faults[0].kind, kind, "{file}");
+    }
+}
+
+#[test]
+fn file_faults_of_every_kind_and_their_errors_name_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("mixed.toml");
+    std::fs::write(
+        &p,
+        "[[fault]]\nkind = \"kill-postgres\"\nat = \"1s\"\ndown_for = \"2s\"\n\
+         [[fault]]\nkind = \"pause-redis\"\nat = \"2s\"\ndown_for = \"1s\"\n",
+    )
+    .unwrap();
+    let s = resolve(Some(&p), RunFlags::default()).unwrap();
+    assert_eq!(s.faults.len(), 2);
+    assert_eq!(s.db_timeout, Some(PG_FAULT_DB_TIMEOUT));
+    std::fs::write(
+        &p,
+        "[[fault]]\nkind = \"kill-redis\"\nat = \"1s\"\ndown_for = \"2s\"\n\
+         [[fault]]\nkind = \"pause-redis\"\nat = \"2s\"\ndown_for = \"1s\"\n",
+    )
+    .unwrap();
+    let e = resolve(Some(&p), RunFlags::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("[[fault]] #2 (kind = \"pause-redis\") in"),
+        "{e}"
+    );
+    assert!(e.contains("mixed.toml"), "{e}");
+    assert!(e.contains("must not overlap"), "{e}");
+    std::fs::write(&p, "allow_pause_external = true\npg_kill_cmd = \"\"\n").unwrap();
+    let e = resolve(Some(&p), RunFlags::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("`pg_kill_cmd` in"), "{e}");
+}
+
+#[test]
+fn file_faults_are_tables_and_flags_replace_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("outage.toml");
+    std::fs::write(
+        &p,
+        "duration = \"10s\"\n[[fault]]\nkind = \"kill-redis\"\nat = \"4s\"\ndown_for = \"3s\"\n",
+    )
+    .unwrap();
+    let s = resolve(Some(&p), RunFlags::default()).unwrap();
+    assert_eq!(s.faults.len(), 1);
+    assert_eq!(
+        (s.faults[0].at, s.faults[0].down_for),
+        (dur("4s"), dur("3s"))
+    );
+    let flags = RunFlags {
+        kill_redis_at: vec![dur("1s")],
+        redis_down_for: vec![dur("1s")],
+        ..Default::default()
+    };
+    let s = resolve(Some(&p), flags).unwrap();
+    assert_eq!(s.faults[0].at, dur("1s"), "flags replace the file's faults");
+
+    for (text, needle) in [
+        (
+            "[[fault]]\nkind = \"kill-memcached\"\nat = \"1s\"\ndown_for = \"1s\"\n",
+            "kill-postgres",
+        ),
+        (
+            "[[fault]]\nkind = \"kill-redis\"\nat = \"1s\"\n",
+            "down_for",
+        ),
+        (
+            "[[fault]]\nkind = \"kill-redis\"\nat = \"1s\"\ndown_for = \"1s\"\nwhen = 1\n",
+            "when",
+        ),
+        ("kill_redis_at = \"1s\"\n", "kill_redis_at"),
+        (
+            "[[fault]]\nkind = \"kill-redis\"\nat = \"9s\"\ndown_for = \"5s\"\n",
+            "[[fault]] #1",
+        ),
+    ] {
+        std::fs::write(&p, text).unwrap();
+        let e = resolve(Some(&p), RunFlags::default())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("outage.toml"), "{text}: {e}");
+        assert!(e.contains(needle), "{text}: {e}");
+    }
+}
+
+#[test]
+fn the_breaker_takes_its_defaults_and_its_settings_need_it() {
+    let s = resolve(
+        None,
+        RunFlags {
+            breaker: Some(true),
+            breaker_latency: Some(dur("200ms")),
+            db_limit: Some(4),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let b = s.breaker.expect("on");
+    assert_eq!(b.latency, dur("200ms"));
+    assert_eq!(
+        (b.error_rate, b.window, b.cooldown, b.probes, b.min_loads),
+        (crate::values::Percent(0.5), dur("1s"), dur("2s"), 3, 20)
+    );
+    assert_eq!(s.db_limit, Some(4));
+    let text = serde_json::to_string(&s).unwrap();
+    let back: super::super::Scenario = serde_json::from_str(&text).unwrap();
+    assert_eq!(back.breaker, Some(b));
+
+    let e = resolve(
+        None,
+        RunFlags {
+            breaker_probes: Some(5),
+            ..Default::default()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("--breaker-probes") && e.contains("add --breaker"),
+        "{e}"
+    );
+    let off = resolve(
+        None,
+        RunFlags {
+            breaker: Some(false),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(off.breaker.is_none() && off.db_limit.is_none());
+
+    // In a file: `breaker = true` and its keys; flags on top.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("b.toml");
+    std::fs::write(
+        &p,
+        "breaker = true\nbreaker_cooldown = \"500ms\"\ndb_limit = 2\n",
+    )
+    .unwrap();
+    let s = resolve(Some(&p), RunFlags::default()).unwrap();
+    assert_eq!(s.breaker.map(|b| b.cooldown), Some(dur("500ms")));
+    assert_eq!(s.db_limit, Some(2));
+    std::fs::write(&p, "breaker_window = \"2s\"\n").unwrap();
+    assert!(resolve(Some(&p), RunFlags::default()).is_err());
+}

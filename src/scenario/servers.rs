@@ -1,0 +1,85 @@
+//! How a run reaches the servers and what it loads there: the TLS settings for an external
+//! Redis, and the user's own query and keys (`--db-sql`), resolved from the flags.
+
+use crate::cli::RunFlags;
+use crate::error::UsageError;
+use crate::origin::OwnLoad;
+use crate::tls::RedisTls;
+
+/// `--tls` and the Redis TLS flags, checked against where the servers are.
+pub(super) fn tls_settings(m: &RunFlags) -> Result<(bool, RedisTls), UsageError> {
+    let tls = m.tls.unwrap_or(false);
+    if tls && m.redis_url.is_some() && m.pg_url.is_some() {
+        return Err(UsageError::new(
+            "--tls starts the managed servers with TLS, and both servers are given by URL: drop --tls (use rediss:// and sslmode= in the URLs)",
+        ));
+    }
+    let redis_tls = RedisTls {
+        ca: m.redis_ca.clone(),
+        cert: m.redis_cert.clone(),
+        key: m.redis_key.clone(),
+        insecure: m.redis_insecure.unwrap_or(false),
+    };
+    if !redis_tls.is_empty() && m.redis_url.is_none() {
+        return Err(UsageError::new(
+            "--redis-ca, --redis-cert, --redis-key and --redis-insecure are for a Redis given with --redis-url (rediss://…); the managed one uses its own certificates under --tls",
+        ));
+    }
+    redis_tls.check(m.redis_url.as_deref())?;
+    Ok((tls, redis_tls))
+}
+
+/// `--db-sql` and its keys, checked against what cannot go with them.
+pub(super) fn own_load(m: &RunFlags) -> Result<Option<OwnLoad>, UsageError> {
+    let Some(sql) = &m.db_sql else {
+        if m.keys_sql.is_some() || m.keys_file.is_some() {
+            return Err(UsageError::new(
+                "--keys-sql and --keys-file give the keys of --db-sql: add --db-sql",
+            ));
+        }
+        return Ok(None);
+    };
+    if sql.trim().is_empty() {
+        return Err(UsageError::new(
+            "--db-sql is empty: give the query, with $1 for the key",
+        ));
+    }
+    if m.pg_url.is_none() {
+        return Err(UsageError::new(
+            "--db-sql runs your query on your database: give it with --pg-url",
+        ));
+    }
+    if m.keys_sql.is_none() && m.keys_file.is_none() {
+        return Err(UsageError::new(
+            "--db-sql needs its keys: --keys-sql 'SELECT id FROM …' (most popular first) or --keys-file FILE",
+        ));
+    }
+    if m.keys_sql.is_some() && m.keys_file.is_some() {
+        return Err(UsageError::new("give --keys-sql or --keys-file, not both"));
+    }
+    for (given, flag) in [
+        (m.db_query.is_some(), "--db-query"),
+        (m.db_cost.is_some(), "--db-cost"),
+        (m.value_size.is_some(), "--value-size"),
+        (
+            m.missing_ratio.is_some_and(|p| p.0 > 0.0),
+            "--missing-ratio",
+        ),
+    ] {
+        if given {
+            return Err(UsageError::new(format!(
+                "{flag} shapes stampede's own load; with --db-sql a load is your query on your keys: drop {flag}"
+            )));
+        }
+    }
+    if !m.fault.is_empty() {
+        return Err(UsageError::new(
+            "faults are not supported with --db-sql yet: run your query without faults",
+        ));
+    }
+    Ok(Some(OwnLoad {
+        sql: sql.clone(),
+        keys_sql: m.keys_sql.clone(),
+        keys_file: m.keys_file.clone(),
+    }))
+}
