@@ -1,9 +1,10 @@
 //! stampede as a library: the binary's modules. Only what the integration tests use is public,
-//! so the compiler sees what nothing uses. Modules import one way, leaves first (values, error,
-//! metric, metrics, ledger, stats, steady, workload, servers → fault, origin, thresholds → strategy,
-//! protect → cache, cli → scenario, instance → results → chaos, live, report → driver →
-//! commands); tests/layers.rs holds them to it.
+//! so the compiler sees what nothing uses. Modules import one way, down the layers declared in
+//! tests/layers.rs (leaves → clients and servers → the run's description → results → the
+//! traffic → the orchestration in `session` → `commands`), which holds them to it; the app
+//! under test (`app`) is one room whose parts sit in the layers where they are used.
 
+mod app;
 pub mod cache;
 mod chaos;
 pub mod cli;
@@ -24,11 +25,11 @@ mod report;
 mod results;
 mod scenario;
 pub mod servers;
+mod session;
 pub mod shard;
 mod stats;
 mod steady;
 pub mod strategy;
-mod target;
 mod thresholds;
 pub mod tls;
 mod values;

@@ -1,13 +1,80 @@
-//! The code's structure: the top-level modules of src/ import one another one way, leaves
-//! first, with no circle. Read from the `crate::` paths in the source, so a new import that
-//! closes a circle fails here with the circle named. `cargo test --test layers -- --nocapture`
-//! prints the order.
+//! The code's structure, declared and held: every module of src/ sits in one layer of
+//! [`LAYERS`], and an import from one top-level module into another goes to the same layer or
+//! a lower one, with no circle. A feature's room may hold modules of several layers (the app
+//! under test: its HTTP path next to the clients, its run next to the orchestration), so the
+//! table names such submodules apart. Imports are read from the `crate::` paths in the source;
+//! `cargo test --test layers -- --nocapture` prints the table with what each module imports.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+/// The layers, lowest first: (name, the modules in it). A submodule listed here is placed on
+/// its own; any other file belongs where its nearest listed parent is.
+const LAYERS: &[(&str, &[&str])] = &[
+    (
+        "leaves: values, counters, statistics, the workload",
+        &[
+            "values", "error", "metric", "metrics", "ledger", "stats", "steady", "workload",
+            "pacer", "shard",
+        ],
+    ),
+    (
+        "servers and clients: the managed servers, Redis, Postgres, TLS, the policies, the app's HTTP path",
+        &[
+            "fault",
+            "protect",
+            "thresholds",
+            "tls",
+            "exporter",
+            "origin",
+            "servers",
+            "strategy",
+            "cache",
+            "instance",
+            "app::http",
+            "app::role",
+            "app::ledger",
+            "app::process",
+            "app::sample",
+        ],
+    ),
+    (
+        "the description of a run: flags, scenario files, the app under test's settings",
+        &["cli", "scenario", "app", "app::scenario"],
+    ),
+    (
+        "results and what renders them",
+        &["results", "report", "live", "chaos"],
+    ),
+    ("the run's traffic", &["driver"]),
+    (
+        "orchestration: sessions, runs, trials, shards, an app under test's run",
+        &[
+            "session",
+            "session::env",
+            "session::build",
+            "session::builtin",
+            "session::faults",
+            "session::shards",
+            "session::trials",
+            "session::comparison",
+            "session::single",
+            "session::cleanup",
+            "app::run",
+        ],
+    ),
+    ("commands", &["commands"]),
+];
+
+/// What `commands/` may import: the CLI, the orchestration, results and report (and the exit
+/// codes of `error`).
+const COMMANDS_MAY_IMPORT: &[&str] = &["cli", "session", "results", "report", "error"];
+
+/// No file of `commands/` past this many lines: a command reads, calls and ends.
+const COMMAND_FILE_MAX_LINES: usize = 300;
 
 /// Every `.rs` file under `dir`.
-fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+fn files(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap().flatten() {
         let p = e.path();
         if p.is_dir() {
@@ -18,44 +85,60 @@ fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
-/// The top-level module a file of src/ belongs to (`driver` for src/driver/open_loop.rs).
+/// The module path of a file of src/ (`app::run` for src/app/run.rs, `app` for src/app/mod.rs).
 fn module_of(src: &Path, file: &Path) -> String {
-    let rel = file.strip_prefix(src).unwrap();
-    let first = rel
+    let rel = file.strip_prefix(src).unwrap().with_extension("");
+    let mut parts: Vec<String> = rel
         .components()
-        .next()
-        .unwrap()
-        .as_os_str()
-        .to_string_lossy();
-    first.trim_end_matches(".rs").to_string()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    parts.join("::")
 }
 
-/// The top-level modules a file names with `crate::` (code only: comments are skipped).
+/// The module paths a file names with `crate::` (code only: comments are skipped), as long as
+/// they are written (`session::build` for `crate::session::build::{Measured, build}`).
 fn imports(text: &str) -> BTreeSet<String> {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let path_at = |s: &str| -> String {
+        let mut out = String::new();
+        let mut rest = s;
+        loop {
+            let seg: String = rest.chars().take_while(|c| ident(*c)).collect();
+            if seg.is_empty() {
+                break;
+            }
+            if !out.is_empty() {
+                out.push_str("::");
+            }
+            out.push_str(&seg);
+            rest = &rest[seg.len()..];
+            match rest.strip_prefix("::") {
+                Some(r) if r.starts_with(ident) => rest = r,
+                _ => break,
+            }
+        }
+        out
+    };
     let mut out = BTreeSet::new();
     for line in text.lines() {
         let code = line.split("//").next().unwrap_or("");
         let mut rest = code;
         while let Some(i) = rest.find("crate::") {
             rest = &rest[i + "crate::".len()..];
-            let name: String = rest
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            if !name.is_empty() {
-                out.insert(name);
+            let p = path_at(rest);
+            if !p.is_empty() {
+                out.insert(p);
             }
         }
-        // `use crate::{a, b}` names several.
+        // `use crate::{a, b::c}` names several.
         if let Some(i) = code.find("crate::{") {
             for part in code[i + "crate::{".len()..].split([',', '}']) {
-                let name: String = part
-                    .trim()
-                    .chars()
-                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                    .collect();
-                if !name.is_empty() {
-                    out.insert(name);
+                let p = path_at(part.trim());
+                if !p.is_empty() {
+                    out.insert(p);
                 }
             }
         }
@@ -63,35 +146,121 @@ fn imports(text: &str) -> BTreeSet<String> {
     out
 }
 
-#[test]
-fn modules_import_one_way_with_no_circle() {
+struct Table {
+    layer: BTreeMap<String, usize>,
+}
+
+impl Table {
+    fn new() -> Table {
+        let mut layer = BTreeMap::new();
+        for (i, (_, mods)) in LAYERS.iter().enumerate() {
+            for m in *mods {
+                assert!(
+                    layer.insert(m.to_string(), i).is_none(),
+                    "{m} is in the layer table twice"
+                );
+            }
+        }
+        Table { layer }
+    }
+
+    /// The nearest listed module of `path` (itself, or its nearest listed parent).
+    fn entry(&self, path: &str) -> Option<String> {
+        let segs: Vec<&str> = path.split("::").collect();
+        (1..=segs.len())
+            .rev()
+            .map(|n| segs[..n].join("::"))
+            .find(|c| self.layer.contains_key(c))
+    }
+}
+
+fn top(m: &str) -> &str {
+    m.split("::").next().unwrap()
+}
+
+/// Every module of src/ (but main and lib) with its text.
+fn sources() -> BTreeMap<String, String> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut all = Vec::new();
     files(&src, &mut all);
-    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for f in &all {
-        let m = module_of(&src, f);
-        if m == "main" || m == "lib" {
-            continue;
+    all.iter()
+        .map(|f| (module_of(&src, f), std::fs::read_to_string(f).unwrap()))
+        .filter(|(m, _)| m != "main" && m != "lib")
+        .collect()
+}
+
+/// The import graph between the table's entries, across top-level modules only (the files
+/// of one room talk freely).
+fn graph(table: &Table, src: &BTreeMap<String, String>) -> BTreeMap<String, BTreeSet<String>> {
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (m, text) in src {
+        let from = table.entry(m).unwrap();
+        let deps = g.entry(from.clone()).or_default();
+        for imp in imports(text) {
+            if let Some(to) = table.entry(&imp)
+                && top(&to) != top(&from)
+            {
+                deps.insert(to);
+            }
         }
-        let text = std::fs::read_to_string(f).unwrap();
-        let deps = graph.entry(m.clone()).or_default();
-        deps.extend(imports(&text).into_iter().filter(|d| *d != m));
     }
-    let known: BTreeSet<String> = graph.keys().cloned().collect();
-    for deps in graph.values_mut() {
-        deps.retain(|d| known.contains(d));
+    g
+}
+
+#[test]
+fn every_module_is_in_the_table_and_the_table_names_real_modules() {
+    let table = Table::new();
+    let src = sources();
+    let tops: BTreeSet<&str> = src.keys().map(|m| top(m)).collect();
+    let missing: Vec<&&str> = tops
+        .iter()
+        .filter(|t| !table.layer.contains_key(**t))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "modules of src/ missing from the layer table in tests/layers.rs: {missing:?}"
+    );
+    let stale: Vec<&String> = table
+        .layer
+        .keys()
+        .filter(|m| !src.contains_key(*m))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "the layer table names modules that src/ does not have: {stale:?}"
+    );
+}
+
+#[test]
+fn imports_go_down_the_layers_with_no_circle() {
+    let table = Table::new();
+    let src = sources();
+    let g = graph(&table, &src);
+    let mut upward = Vec::new();
+    for (from, deps) in &g {
+        for to in deps {
+            if table.layer[to] > table.layer[from] {
+                upward.push(format!(
+                    "{from} (layer {}) imports {to} (layer {})",
+                    table.layer[from], table.layer[to]
+                ));
+            }
+        }
     }
-    // Peel off leaves until none is left; what cannot be peeled is in a circle.
-    let mut order: Vec<Vec<String>> = Vec::new();
-    let mut left = graph.clone();
+    assert!(
+        upward.is_empty(),
+        "imports that go up the layers:\n  {}",
+        upward.join("\n  ")
+    );
+    // Peel off modules that import nothing left; what cannot be peeled is in a circle.
+    let mut left = g.clone();
     while !left.is_empty() {
-        let layer: Vec<String> = left
+        let free: Vec<String> = left
             .iter()
             .filter(|(_, deps)| deps.iter().all(|d| !left.contains_key(d)))
             .map(|(m, _)| m.clone())
             .collect();
-        if layer.is_empty() {
+        if free.is_empty() {
             let stuck: Vec<String> = left
                 .iter()
                 .map(|(m, d)| {
@@ -104,19 +273,38 @@ fn modules_import_one_way_with_no_circle() {
                 stuck.join("\n  ")
             );
         }
-        for m in &layer {
+        for m in &free {
             left.remove(m);
         }
-        order.push(layer);
     }
-    for (i, layer) in order.iter().enumerate() {
-        println!("layer {i}: {}", layer.join(", "));
+    for (i, (name, _)) in LAYERS.iter().enumerate() {
+        println!("layer {i}: {name}");
+        for (m, deps) in g.iter().filter(|(m, _)| table.layer[*m] == i) {
+            let d: Vec<&str> = deps.iter().map(String::as_str).collect();
+            println!("  {m} -> {}", d.join(", "));
+        }
     }
-    // The commands sit on top; the value types at the bottom.
-    let layer_of = |m: &str| order.iter().position(|l| l.iter().any(|x| x == m)).unwrap();
-    assert_eq!(layer_of("commands"), order.len() - 1);
-    assert_eq!(layer_of("values"), 0);
-    assert!(layer_of("report") > layer_of("results"));
-    assert!(layer_of("driver") > layer_of("instance"));
-    assert!(layer_of("results") > layer_of("scenario"));
+}
+
+#[test]
+fn commands_only_read_arguments_call_the_orchestration_and_end() {
+    let table = Table::new();
+    let src = sources();
+    let g = graph(&table, &src);
+    let wrong: Vec<&String> = g["commands"]
+        .iter()
+        .filter(|d| !COMMANDS_MAY_IMPORT.contains(&top(d)))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "commands/ imports {wrong:?}: a command reads its arguments ({}), calls the orchestration and says how the process ends; move the work into session/",
+        COMMANDS_MAY_IMPORT.join(", ")
+    );
+    for (m, text) in src.iter().filter(|(m, _)| top(m) == "commands") {
+        let n = text.lines().count();
+        assert!(
+            n <= COMMAND_FILE_MAX_LINES,
+            "{m} has {n} lines (at most {COMMAND_FILE_MAX_LINES} for a command): the work belongs in session/ or results/"
+        );
+    }
 }

@@ -1,123 +1,32 @@
-//! `stampede run`: one strategy, one session, the summary and the files it asked for.
+//! `stampede run`: one strategy's run (or its trials, or one shard of a run), its result
+//! written where `--out` and `--html` ask and its summary printed.
 
 use std::process::ExitCode;
 
 use anyhow::Result;
 
-use super::session::{Env, Status, run_on, shutdown_on_signals};
-use std::time::Duration;
-
-use tokio_util::sync::CancellationToken;
-
 use crate::cli::RunCmd;
-use crate::exporter::{self, Export};
 use crate::report;
 use crate::results;
-use crate::scenario;
-use crate::values::Dur;
+use crate::session::Status;
+use crate::session::single::{self, Done};
 
 pub async fn run(cmd: RunCmd) -> Result<ExitCode> {
-    let sc = scenario::with_target(
-        scenario::resolve(cmd.scenario.as_ref(), cmd.flags())?,
-        &cmd.flags,
-        &cmd.target,
-    )?;
-    let plan = super::shards::plan(&sc, &cmd.shard)?;
-    if plan.is_some() {
-        // What a shard cannot do yet, said before anything starts.
-        let refused = if sc.writes.is_some() {
-            Some(
-                "--write-rps: the consistency figures are exact only when one process sees every commit; a sharded run cannot have writes yet (run the writes in one process)",
-            )
-        } else if sc.target.is_some() {
-            Some(
-                "--target: a sharded run drives the built-in app's instances; an app under test is driven from one process (its DB figures come from the servers either way)",
-            )
-        } else if sc.own_load.is_some() {
-            Some(
-                "--db-sql: shards count their loads in the load ledger that stampede installs in its own schema, and with --db-sql it creates nothing in your database: run --db-sql in one process",
-            )
-        } else {
-            None
-        };
-        if let Some(why) = refused {
-            return Err(crate::error::UsageError::new(why).into());
-        }
-    }
-    if plan.is_some() && cmd.trials.repeat > 1 {
-        return Err(crate::error::UsageError::new(
-            "--repeat runs trials one after another in one process; a sharded run is one trial: run the shards again for another",
-        )
-        .into());
-    }
-    if cmd.trials.repeat > 1 && cmd.metrics.metrics_listen.is_some() {
-        return Err(crate::error::UsageError::new(
-            "--metrics-listen exports one run's figures: it cannot be combined with --repeat",
-        )
-        .into());
-    }
-    if cmd.trials.repeat > 1 {
-        if let Some(p) = &cmd.output.out
-            && p.extension().is_some_and(|x| x == "json")
-        {
-            return Err(crate::error::UsageError::new(format!(
-                "--out {} looks like a file, but with --repeat it is a directory that gets <strategy>/trial-N.json and summary.json: give a directory",
-                p.display()
-            ))
-            .into());
-        }
-        // The same shape as compare writes, for one strategy.
-        let out = super::compare::Output {
-            dir: cmd.output.out.clone(),
-            html: cmd.output.html.clone(),
-            quiet: cmd.output.quiet,
-        };
-        return super::compare::run_trials(std::slice::from_ref(&sc), cmd.trials, &out).await;
-    }
-    let shutdown = shutdown_on_signals();
     let status = Status::new(cmd.output.quiet);
-    let mut output = cmd.output.clone();
-    let metrics = match cmd.metrics.metrics_listen {
-        Some(addr) => {
-            let label = plan.as_ref().map_or(String::new(), |p| p.spec.to_string());
-            let export = Export::new(&sc.strategy.to_string(), &label);
-            output.export = Some(export.clone());
-            let stop = CancellationToken::new();
-            let server = exporter::serve(addr, export, stop.clone()).await?;
-            status.line(&format!("metrics at http://{addr}/metrics"));
-            Some((stop, server))
-        }
-        None => None,
-    };
-    let mut env = Env::start(&sc, &status).await?;
-    let outcome = match &plan {
-        Some(p) => {
-            super::shards::run_shard(&sc, p, &mut env, shutdown.clone(), &output, &status).await
-        }
-        None => run_on(&sc, &mut env, shutdown.clone(), &output, &status).await,
-    };
-    env.stop();
-    let linger = cmd.metrics.metrics_linger.map_or(Duration::ZERO, |d| d.0);
-    let written = outcome.and_then(|r| write_and_show(&cmd, &r, &status).map(|()| r));
-    if let Some((stop, server)) = metrics {
-        // The final values stay up for the last scrape, unless the user asked to stop.
-        if written.is_ok() && !linger.is_zero() {
-            status.line(&format!("serving the final metrics for {}", Dur(linger)));
-            tokio::select! {
-                _ = tokio::time::sleep(linger) => {}
-                _ = shutdown.cancelled() => {}
-            }
-        }
-        stop.cancel();
-        let _ = server.await;
+    match single::run(&cmd, |r| write_and_show(&cmd, r, &status)).await? {
+        Done::One(result) => Ok(super::ending(
+            result.interrupted,
+            &result.broken_thresholds(),
+            &status,
+            "the figures cover the part of the run that took place",
+        )),
+        Done::Trials(ended) => Ok(super::ending(
+            ended.interrupted,
+            &ended.broken,
+            &status,
+            "the files cover the trials that ran (the last one in part)",
+        )),
     }
-    let result = written?;
-    Ok(super::ending(
-        result.interrupted,
-        &result.broken_thresholds(),
-        &status,
-        "the figures cover the part of the run that took place",
-    ))
 }
 
 /// Write the result where `--out` and `--html` ask, and print its summary.

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use tokio_util::sync::CancellationToken;
 
+use crate::app::http::HttpTarget;
 use crate::cache::Cache;
 use crate::exporter::Export;
 use crate::instance::{self, Instance, Served, Shared};
@@ -31,7 +32,6 @@ use crate::shard::ShardSpec;
 use crate::strategy::freshness;
 use crate::strategy::invalidate::Invalidate;
 use crate::strategy::lock::{self, LockTimeoutPolicy};
-use crate::target::http::HttpTarget;
 
 /// What the traffic produced, before it is shaped into a result.
 pub struct Raw {

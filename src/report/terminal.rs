@@ -386,7 +386,7 @@ pub fn summary(r: &RunResult) -> String {
 }
 
 /// The app under test's lines: what it answered over HTTP, and where its figures come from.
-fn app_lines(r: &RunResult, h: &crate::target::http::HttpFigures) -> String {
+fn app_lines(r: &RunResult, h: &crate::app::http::HttpFigures) -> String {
     let status: Vec<String> = h.status.iter().map(|(c, n)| format!("{c} {n}")).collect();
     let mut o = format!(
         "  http      ok {}  {}  errors {} (connect {})  timeouts {}  unexpected status {}  unexpected body {}\n",

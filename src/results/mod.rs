@@ -91,7 +91,7 @@ pub struct RunResult {
     pub consistency: Consistency,
     /// What the app under test answered (`--target`); null for the built-in app.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub http: Option<crate::target::http::HttpFigures>,
+    pub http: Option<crate::app::http::HttpFigures>,
     /// The app under test: how it ran and where its figures come from (`--target`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app: Option<AppFigures>,

@@ -109,7 +109,7 @@ pub struct Scenario {
     pub lease_ttl: Option<Dur>,
     /// The app under test (`--target`); null: the built-in app.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target: Option<crate::target::TargetSpec>,
+    pub target: Option<crate::app::TargetSpec>,
 }
 
 /// The writes of a run: an open loop of UPDATEs beside the reads.
@@ -314,11 +314,8 @@ fn ser_redacted<S: serde::Serializer>(url: &Option<String>, s: S) -> Result<S::O
 /// backend process of several MB, and a managed server is given exactly this many.
 pub const MAX_DB_CONNECTIONS: u32 = 2000;
 
-mod app;
 mod resolve;
 mod servers;
-
-pub use app::with_target;
 
 pub use resolve::{invalidation, resolve};
 

@@ -39,7 +39,6 @@
 //! died, all before the watchdog acted (the group kill would then miss or hit a stranger;
 //! it needs the pid counter to wrap within milliseconds).
 
-pub mod app;
 pub mod postgres;
 pub mod reaper;
 pub mod redis;

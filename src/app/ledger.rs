@@ -2,9 +2,9 @@
 //! `stampede_load(id)` in the measured window (on the server's clock, as the sampler bounded
 //! it), their herds, or why there are none.
 
+use super::sample::Sampled;
 use crate::ledger::{self, LedgerHerds};
 use crate::origin::Db;
-use crate::target::sample::Sampled;
 
 /// What the ledger says about a run.
 pub struct Ledger {

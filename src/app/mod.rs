@@ -5,8 +5,12 @@
 //! language or framework the app is written in.
 
 pub mod http;
+pub mod ledger;
+pub mod process;
 pub mod role;
+pub mod run;
 pub mod sample;
+pub mod scenario;
 
 use std::time::Duration;
 

@@ -10,7 +10,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
 
-use super::session::{Env, Measured, Setup, Status, build, finish_faults, start_faults};
+use super::http::HttpTarget;
+use super::process::{ManagedApp, Ready};
+use super::sample::{ACTIVITY_EVERY, AppStatements, Sampled, Sampler};
+use super::{self as target, TargetSpec, role};
 use crate::cache;
 use crate::cli::OutputFlags;
 use crate::driver::Driver;
@@ -20,10 +23,10 @@ use crate::live::Live;
 use crate::origin::Db;
 use crate::results::{AppFigures, RunResult, StartFigures};
 use crate::scenario::Scenario;
-use crate::servers::app::{ManagedApp, Ready};
-use crate::target::http::HttpTarget;
-use crate::target::sample::{ACTIVITY_EVERY, AppStatements, Sampled, Sampler};
-use crate::target::{self, TargetSpec, role};
+use crate::session::build::{Measured, build};
+use crate::session::builtin::Setup;
+use crate::session::env::{Env, Status};
+use crate::session::faults::{finish_faults, start_faults};
 use crate::values::redact_url;
 use crate::workload::Start;
 
@@ -287,7 +290,7 @@ async fn measure(
         }
         None => (None, None, None),
     };
-    let ledger = crate::commands::app_ledger::read(setup.db, &sampled).await;
+    let ledger = super::ledger::read(setup.db, &sampled).await;
     // Stopped before the result is built, so nothing of the app outlives its figures.
     drop(started);
     let measured = Measured {
@@ -327,7 +330,7 @@ fn shape(
     http: &HttpTarget,
     which: &AppStatements,
     sampled: &Sampled,
-    ledger: super::app_ledger::Ledger,
+    ledger: super::ledger::Ledger,
     mut notes: Vec<String>,
     pid: Option<u32>,
     log: Option<String>,

@@ -12,9 +12,9 @@ use std::os::unix::process::CommandExt;
 
 use tempfile::TempDir;
 
-use super::watchdog::Watchdog;
-use super::{ServerError, log_tail, server_dir, stop_child, try_reap};
 use crate::error::EnvError;
+use crate::servers::watchdog::Watchdog;
+use crate::servers::{ServerError, log_tail, server_dir, stop_child, try_reap};
 
 /// Prefix of the app's scratch dir (the watchdog's), in the temp dir.
 const APP_DIR_PREFIX: &str = "stampede-app-";
@@ -113,7 +113,7 @@ impl ManagedApp {
     /// lines of its log.
     pub async fn wait_ready(&mut self, ready: &Ready, limit: Duration) -> anyhow::Result<()> {
         let deadline = Instant::now() + limit;
-        crate::target::http::install_crypto_provider();
+        super::http::install_crypto_provider();
         let client = match ready {
             Ready::Url(_) => Some(
                 reqwest::Client::builder()

@@ -1,9 +1,9 @@
 //! A scenario pointed at an app under test (`--target`): the target's flags checked and
 //! joined to the workload, and what a target changes about the run (a cold start).
 
-use super::Scenario;
 use crate::cli::{RunFlags, TargetFlags};
 use crate::error::UsageError;
+use crate::scenario::Scenario;
 use crate::workload::Start;
 
 /// `sc` with the app under test of `target` (unchanged without `--target`). `flags` are the
@@ -14,7 +14,7 @@ pub fn with_target(
     target: &TargetFlags,
 ) -> Result<Scenario, UsageError> {
     let managed = sc.redis_url.is_none() || sc.pg_url.is_none();
-    let Some(spec) = crate::target::resolve(target, managed)? else {
+    let Some(spec) = super::resolve(target, managed)? else {
         return Ok(sc);
     };
     // stampede writes only its own cache entries: an app's cache it cannot fill.

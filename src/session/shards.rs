@@ -6,16 +6,16 @@
 //! each shard joins the `shard:done` set; shard 0 waits for all of them, reads the server
 //! counters once for the whole window, then removes the run's keys and schema.
 
-use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
 
-use super::session::{
-    Env, Measured, Setup, Status, build, finish_faults, heavy_setup, start_faults,
-};
+use super::build::{Measured, build};
+use super::builtin::{Setup, heavy_setup};
+use super::env::{Env, Status};
+use super::faults::{finish_faults, start_faults};
 use crate::cache::{self, Admin};
 use crate::cli::{OutputFlags, PrepareCmd, ShardFlags};
 use crate::driver::Driver;
@@ -225,7 +225,7 @@ fn check_on_time(plan: &Plan, at: u64) -> Result<()> {
 }
 
 /// `stampede prepare`: set a sharded run up and write its start signal, then exit.
-pub async fn prepare(cmd: PrepareCmd) -> Result<ExitCode> {
+pub async fn prepare(cmd: &PrepareCmd) -> Result<()> {
     let sc = crate::scenario::resolve(cmd.scenario.as_ref(), cmd.flags())?;
     let Some(count) = cmd.shard.shards.or(cmd.shard.shard.map(|s| s.count)) else {
         return Err(UsageError::new(
@@ -247,7 +247,7 @@ pub async fn prepare(cmd: PrepareCmd) -> Result<ExitCode> {
     };
     let status = Status::new(false);
     let env = Env::start(&sc, &status).await?;
-    let shutdown = super::session::shutdown_on_signals();
+    let shutdown = super::shutdown_on_signals();
     let prefix: Arc<str> = Arc::from(format!("stampede:{}:", plan.run_id));
     let admin = Admin::open(&env.redis_url, prefix.clone()).await?;
     let db = seed(&sc, &env, &plan.run_id).await?;
@@ -275,7 +275,7 @@ pub async fn prepare(cmd: PrepareCmd) -> Result<ExitCode> {
                 start.keys_cached,
                 humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_millis(at)),
             );
-            Ok(ExitCode::SUCCESS)
+            Ok(())
         }
         Err(e) => {
             let _ = admin.remove_namespace().await;

@@ -1,0 +1,315 @@
+//! The result of a run, built once from everything measured: the tool's counts beside the
+//! servers' own, the faults' reports, the consistency and generator figures, the verdicts.
+
+use std::time::Duration;
+
+use super::builtin::Setup;
+use super::env::Env;
+use crate::cache;
+use crate::chaos;
+use crate::driver::{Divergence, Raw};
+use crate::fault::FaultKind;
+use crate::metrics::Outcome;
+use crate::results::{self, RunResult, StartFigures};
+use crate::scenario::Scenario;
+use crate::values::redact_url;
+
+/// Everything a result is built from, gathered before it is built once.
+pub(crate) struct Measured {
+    pub(crate) raw: Raw,
+    pub(crate) calls_server: Option<u64>,
+    pub(crate) redis_stats: Option<(cache::RedisStats, cache::RedisStats)>,
+    pub(crate) redis_version: String,
+    pub(crate) faults: Option<chaos::Done>,
+    pub(crate) first_redis_pid: Option<u32>,
+    pub(crate) first_pg_pid: Option<u32>,
+    pub(crate) start: StartFigures,
+    /// With writes: the written keys after the run (or why they could not be read), and the
+    /// server's count of the write statement.
+    pub(crate) divergence: Option<Result<Divergence, String>>,
+    pub(crate) writes_server: Option<u64>,
+}
+
+/// The result of a run, built once from everything measured.
+pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) -> RunResult {
+    let Measured {
+        raw,
+        calls_server,
+        redis_stats: redis,
+        redis_version,
+        faults,
+        first_redis_pid,
+        first_pg_pid,
+        start,
+        divergence,
+        writes_server,
+    } = m;
+    let db = setup.db;
+    let generator = generator_figures(sc, &raw);
+    let t = &raw.totals;
+    let o = |x: Outcome| t.outcomes[x as usize];
+    // Abandoned requests are recorded as errors at the moment they were given up.
+    let errors = o(Outcome::Error);
+    let completed = t.completed();
+    let c = &raw.counters;
+    let d = &raw.db;
+    let mut by_outcome = std::collections::BTreeMap::new();
+    for x in Outcome::ALL {
+        let h = &t.by_outcome[x as usize];
+        if !h.is_empty() {
+            by_outcome.insert(x.name().to_string(), results::Latency::of(h));
+        }
+    }
+    let fault_reports = faults
+        .as_ref()
+        .map(|d| chaos::reports(&d.records, &raw.timeline))
+        .unwrap_or_default();
+    // INFO's counters start again at zero with every restart of Redis.
+    let redis_restarted = fault_reports
+        .iter()
+        .any(|f| f.kind == FaultKind::KillRedis && f.down_ms > 0);
+    let redis_paused = fault_reports
+        .iter()
+        .any(|f| f.kind == FaultKind::PauseRedis && f.down_ms > 0);
+    let mut redis_pids: Vec<u32> = first_redis_pid.into_iter().collect();
+    let mut postgres_pids: Vec<u32> = first_pg_pid.into_iter().collect();
+    if let Some(d) = &faults {
+        redis_pids.extend(&d.restarted_pids);
+        postgres_pids.extend(&d.pg_restarted_pids);
+    }
+    let calls_server_read = faults
+        .as_ref()
+        .map(|d| &d.server_calls)
+        .filter(|c| !c.readings.is_empty())
+        .map(|c| {
+            let sum = match (c.unreadable, c.lost) {
+                (true, _) => String::new(),
+                (false, 0) => ", which kept its counts across the restart".to_string(),
+                (false, lost) => format!(" plus the {lost} a crash erased"),
+            };
+            format!(
+                "pg_stat_statements read at the end of the run{sum}; {}",
+                c.readings.join("; ")
+            )
+        });
+    let mut r = RunResult {
+        schema: results::SCHEMA,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        strategy: sc.label(),
+        started_at_ms: raw.started_at_ms,
+        interrupted: raw.interrupted,
+        scenario: sc.clone(),
+        start: Some(start.clone()),
+        requests: results::Requests {
+            scheduled: raw.scheduled,
+            completed,
+            shed: raw.shed,
+            unsent: raw.unsent,
+            errors,
+            abandoned: raw.abandoned,
+            warmup: raw.warmup_requests,
+        },
+        outcomes: results::Outcomes {
+            hit: o(Outcome::Hit),
+            miss: o(Outcome::Miss),
+            stale: o(Outcome::Stale),
+            waited: o(Outcome::Waited),
+            fallback: o(Outcome::Fallback),
+            error: errors,
+            rejected: o(Outcome::Rejected),
+            ok: o(Outcome::Ok),
+        },
+        hit_rate: if completed == 0 {
+            0.0
+        } else {
+            (o(Outcome::Hit) + o(Outcome::Stale)) as f64 / completed as f64
+        },
+        db: results::DbFigures {
+            calls: d.calls,
+            calls_server,
+            calls_server_note: match (&db.stat_statements_missing, &faults) {
+                (Some(n), _) => Some(n.clone()),
+                (None, Some(d)) if d.server_calls.unreadable => Some(
+                    "a Postgres crash erased pg_stat_statements' counts and they could not be read just before it: the server's total is unknown".to_string(),
+                ),
+                _ => None,
+            },
+            calls_server_read,
+            statement_errors: d.statement_errors,
+            statement_timeouts: d.statement_timeouts,
+            pool_timeouts: d.pool_timeouts,
+            connect_errors: d.connect_errors,
+            limit_refusals: c.limit_refusals,
+            breaker_refusals: c.breaker_refusals,
+            warmup_calls: d.warmup_calls,
+            peak_concurrent: d.peak_concurrent,
+            peak_in_flight: d.peak_in_flight,
+            peak_key_herd: d.peak_herd,
+            redundant_loads: d.redundant,
+            statement_ms_mean: (d.calls > 0)
+                .then(|| d.statement_us as f64 / 1000.0 / d.calls as f64),
+            pool_wait_ms_mean: (d.calls > 0)
+                .then(|| d.pool_wait_us as f64 / 1000.0 / d.calls as f64),
+            pool_busy: d.statement_us as f64
+                / (f64::from(sc.instances) * f64::from(sc.db_pool) * raw.window.as_micros() as f64)
+                    .max(1.0),
+            background_refreshes: c.background_refreshes,
+            refreshes_skipped: c.refreshes_skipped,
+            early_recomputes: c.early_recomputes,
+            early_lead_ms_mean: (c.early_recomputes > 0)
+                .then(|| c.early_lead_us as f64 / 1000.0 / c.early_recomputes as f64),
+            heavy_query_ms: setup.heavy_query_ms,
+            writes: raw.writes.as_ref().map_or(0, |w| w.committed),
+            writes_server,
+            write_errors: raw.writes.as_ref().map_or(0, |w| w.errors),
+            write_latency_ms: raw
+                .writes
+                .as_ref()
+                .map(|w| results::Latency::of(&w.latency)),
+        },
+        redis: results::RedisFigures {
+            keyspace_hits: redis
+                .filter(|_| !redis_restarted)
+                .map(|(b, a)| a.keyspace_hits.saturating_sub(b.keyspace_hits)),
+            keyspace_misses: redis
+                .filter(|_| !redis_restarted)
+                .map(|(b, a)| a.keyspace_misses.saturating_sub(b.keyspace_misses)),
+            note: match (redis, sc.redis_url.is_some()) {
+                _ if redis_restarted => Some(
+                    "Redis restarted during the run and its INFO counters with it: the run's keyspace totals cannot be read back".to_string(),
+                ),
+                (None, _) => Some("INFO could not be read".to_string()),
+                _ if redis_paused => Some(
+                    "Redis was paused during the run: commands that timed out in the app still ran when the pause ended, and INFO counts them".to_string(),
+                ),
+                (Some(_), true) => Some(
+                    "INFO counts the whole server: other clients' reads are included".to_string(),
+                ),
+                (Some(_), false) if sc.warmup.0 > Duration::ZERO => {
+                    Some("INFO has no windows: the warm-up's reads are included".to_string())
+                }
+                _ => None,
+            },
+            errors: c.redis_errors,
+            timeouts: c.redis_timeouts,
+            cold_misses: c.cold_misses,
+            negative_hits: c.negative_hits,
+            expiries: c.expiring_writes + start.expiring_in_window,
+        },
+        lock: results::LockFigures {
+            acquired: c.lock_acquired,
+            contended: c.lock_contended,
+            timeouts: c.lock_timeouts,
+            lost: c.lock_lost,
+            unavailable: c.lock_unavailable,
+        },
+        latency_ms: results::Latency::of(&t.latency),
+        service_ms: results::Latency::of(&t.service),
+        latency_by_outcome_ms: by_outcome,
+        histograms: results::Histograms {
+            encoding: "hdrhistogram-v2-deflate-base64".to_string(),
+            latency_us: results::encode_histogram(&t.latency),
+            service_us: results::encode_histogram(&t.service),
+            by_outcome_us: Default::default(),
+        },
+        timeline: raw.timeline,
+        faults: fault_reports,
+        breaker: raw.breaker,
+        servers: results::Servers {
+            redis_version,
+            postgres_version: db.version.clone(),
+            managed: env.managed(),
+            redis_url: redact_url(&env.redis_url),
+            pg_url: redact_url(&env.pg_url),
+            redis_pid: env.redis.as_ref().and_then(|r| r.pid()),
+            postgres_pid: env.pg.as_ref().and_then(|p| p.pid()),
+            redis_dir: env.redis.as_ref().map(|r| r.dir().display().to_string()),
+            postgres_dir: env.pg.as_ref().map(|p| p.dir().display().to_string()),
+            redis_pids,
+            postgres_pids,
+            redis_startup_ms: env.redis_startup.map(|d| d.as_millis() as u64),
+            postgres_startup_ms: env.pg.as_ref().map(|p| p.startup().0.as_millis() as u64),
+            postgres_template_reused: env.pg.as_ref().map(|p| p.startup().1),
+            seed_ms: setup.seed_ms,
+            tls: env.redis_url.starts_with("rediss://") && db.ssl,
+        },
+        generator,
+        thresholds: Vec::new(),
+        diagnoses: Vec::new(),
+        consistency: consistency(t, completed, c, divergence),
+        http: None,
+        app: None,
+        shard: None,
+        merged: None,
+    };
+    r.thresholds = r.judge(&sc.thresholds);
+    r.diagnoses = results::diagnose::diagnose(&r);
+    r
+}
+
+/// The consistency figures, from the stale reads recorded, the rare-event counters and the
+/// written keys read back after the run.
+fn consistency(
+    t: &crate::metrics::Totals,
+    completed: u64,
+    c: &crate::metrics::CountersSnapshot,
+    divergence: Option<Result<Divergence, String>>,
+) -> results::Consistency {
+    let s = &t.staleness;
+    let stale_reads = s.len();
+    let (keys_written, divergent_keys, note) = match divergence {
+        None => (0, 0, None),
+        Some(Ok(d)) => (d.keys_written, d.divergent_keys, None),
+        Some(Err(e)) => (
+            0,
+            0,
+            Some(format!(
+                "the written keys could not be read back after the run ({e}): divergent_keys is unknown"
+            )),
+        ),
+    };
+    results::Consistency {
+        stale_reads,
+        stale_read_ratio: if completed == 0 {
+            0.0
+        } else {
+            stale_reads as f64 / completed as f64
+        },
+        staleness_ms: results::Staleness {
+            p50: crate::metrics::pct_ms(s, 0.50),
+            p99: crate::metrics::pct_ms(s, 0.99),
+            max: if s.is_empty() {
+                0.0
+            } else {
+                s.max() as f64 / 1000.0
+            },
+        },
+        keys_written,
+        divergent_keys,
+        stale_sets_refused: c.stale_sets_refused,
+        invalidation_failures: c.invalidation_failures,
+        note,
+    }
+}
+
+/// What the generator itself cost, and whether that casts doubt on the figures.
+fn generator_figures(sc: &Scenario, raw: &Raw) -> results::Generator {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    let cpu = raw.cpu.as_secs_f64();
+    let requests = raw.scheduled + raw.warmup_requests;
+    results::Generator {
+        max_dispatch_lag_ms: raw.max_lag.as_secs_f64() * 1000.0,
+        instances: sc.instances,
+        cpu_seconds: cpu,
+        cpu_per_request_us: if requests == 0 {
+            0.0
+        } else {
+            cpu * 1e6 / requests as f64
+        },
+        cpu_utilization: cpu / (raw.wall.as_secs_f64() * f64::from(cores)).max(1e-9),
+        cores,
+        peak_rss_mib: raw.peak_rss as f64 / (1024.0 * 1024.0),
+        key_digest: format!("{:016x}", raw.key_digest.0),
+        key_digest_draws: raw.key_digest.1,
+    }
+}

@@ -1,0 +1,284 @@
+//! One strategy's run of the built-in app on servers that are already up: a fresh schema and
+//! cache namespace, the heartbeat that tells `cleanup` the run is alive, the warm start, the
+//! traffic and the faults, the servers' own counts read back, and both removed afterwards.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use tokio_util::sync::CancellationToken;
+
+use super::build::{Measured, build};
+use super::env::{Env, Status};
+use super::faults::{finish_faults, start_faults};
+use crate::cache;
+use crate::cli::OutputFlags;
+use crate::driver::Driver;
+use crate::error::EnvError;
+use crate::fault::Server;
+use crate::live::Live;
+use crate::origin::Db;
+use crate::origin::DbQuery;
+use crate::results::RunResult;
+use crate::scenario::Scenario;
+use crate::values::redact_url;
+
+/// One strategy's run on servers that are already up: its own schema (fresh DB counters) and
+/// its own Redis namespace (a fresh cache), both removed afterwards. Shared by `run` and
+/// `compare`.
+pub(super) async fn run_on(
+    sc: &Scenario,
+    env: &mut Env,
+    shutdown: CancellationToken,
+    out: &OutputFlags,
+    status: &Status,
+) -> Result<RunResult> {
+    let run_id = format!("{:08x}", rand::random::<u32>());
+    let prefix: Arc<str> = Arc::from(format!("stampede:{run_id}:"));
+    let seed_start = Instant::now();
+    let connections = sc.pg_url.is_some().then_some(sc.instances * sc.db_pool);
+    // Under --db-sql the keys are the user's: the scenario takes their number from here on.
+    let own_sc;
+    let (db, sc) = match &sc.own_load {
+        Some(own) => {
+            let (db, n) = Db::attach(&env.pg_url, own, sc.keys, connections).await?;
+            own_sc = Scenario {
+                keys: n,
+                warm: sc.warm.min(n),
+                ..sc.clone()
+            };
+            status.line(&own_load_line(&own_sc, &env.pg_url));
+            (db, &own_sc)
+        }
+        None => {
+            // A Postgres crash empties unlogged tables: with a Postgres fault the items are logged.
+            let logged = sc.faults_on(Server::Postgres);
+            let db = Db::setup(
+                &env.pg_url,
+                &run_id,
+                sc.keys,
+                sc.value_size,
+                connections,
+                logged,
+                sc.db_cost.0,
+            )
+            .await?;
+            (db, sc)
+        }
+    };
+    let heavy_query_ms = heavy_setup(sc, &db, status).await;
+    let seed_ms = seed_start.elapsed().as_millis() as u64;
+    let admin = match cache::Admin::open_with(&env.redis_url, &env.redis_tls, prefix.clone()).await
+    {
+        Ok(a) => a,
+        Err(e) => {
+            let _ = db.teardown().await;
+            return Err(e);
+        }
+    };
+    let heavy_query_ms = match heavy_query_ms {
+        Ok(h) => admin
+            .check_access(
+                &env.redis_url,
+                sc.strategy.coordination.mutex(),
+                &sc.strategy.to_string(),
+            )
+            .await
+            .map(|()| h),
+        Err(e) => Err(e),
+    };
+    // From here on the run's schema and keys exist: remove them whatever happens next.
+    let result = match heavy_query_ms {
+        Ok(heavy_query_ms) => {
+            let setup = Setup {
+                db: &db,
+                admin: &admin,
+                prefix,
+                seed_ms,
+                heavy_query_ms,
+            };
+            // While the run goes it says it is alive, in Redis and in its schema, so that
+            // `stampede cleanup` can tell a dead run's leftovers from a live run's.
+            let beat = async {
+                loop {
+                    let _ = admin.heartbeat().await;
+                    let _ = db.heartbeat().await;
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            };
+            tokio::select! {
+                biased;
+                () = beat => unreachable!("the heartbeat loop never ends"),
+                r = measure(sc, env, setup, shutdown, out, status) => r,
+            }
+        }
+        Err(e) => Err(e),
+    };
+    if sc.redis_url.is_some()
+        && let Err(e) = admin.remove_namespace().await
+    {
+        eprintln!(
+            "warning: could not remove this run's keys from {}: {e:#}",
+            redact_url(&env.redis_url)
+        );
+    }
+    if let Err(e) = db.teardown().await {
+        eprintln!("warning: {e:#}");
+    }
+    result
+}
+
+/// What the run's setup made, for the measurement.
+pub(crate) struct Setup<'a> {
+    pub(crate) db: &'a Db,
+    pub(crate) admin: &'a cache::Admin,
+    pub(crate) prefix: Arc<str>,
+    pub(crate) seed_ms: u64,
+    pub(crate) heavy_query_ms: Option<f64>,
+}
+
+/// What a run on the user's own query will do to their server, said before it starts.
+fn own_load_line(sc: &Scenario, pg_url: &str) -> String {
+    let mut s = format!(
+        "--db-sql: {} keys; nothing is created in {}",
+        sc.keys,
+        redact_url(pg_url)
+    );
+    let warming = match sc.start {
+        crate::workload::Start::Cold => sc.warm,
+        _ => sc.keys,
+    };
+    if warming > 0 {
+        s.push_str(&format!(
+            "; warming the cache ({} start{}) runs your query once per key it caches: up to {warming} queries before traffic starts",
+            sc.start.name(),
+            if sc.warm > 0 {
+                format!(", --warm {}", sc.warm)
+            } else {
+                String::new()
+            }
+        ));
+    } else {
+        s.push_str("; cold start: the cache is empty when traffic starts");
+    }
+    s
+}
+
+/// Under `--db-query heavy`, seed the reviews table and measure one heavy query.
+pub(super) async fn heavy_setup(sc: &Scenario, db: &Db, status: &Status) -> Result<Option<f64>> {
+    if sc.db_query != DbQuery::Heavy {
+        return Ok(None);
+    }
+    let ms = db.seed_reviews(sc.keys).await?;
+    status.line(&format!(
+        "heavy DB query: one aggregate over {} reviews takes {ms:.1} ms on the idle server (median of 5, one core: no parallel workers)",
+        crate::origin::REVIEW_ROWS
+    ));
+    Ok(Some(ms))
+}
+
+async fn measure(
+    sc: &Scenario,
+    env: &mut Env,
+    setup: Setup<'_>,
+    shutdown: CancellationToken,
+    out: &OutputFlags,
+    status: &Status,
+) -> Result<RunResult> {
+    let redis_version = setup
+        .admin
+        .version()
+        .await
+        .map_err(|e| EnvError(format!("reading Redis INFO: {e:#}")))?;
+    let mut driver = Driver::build(
+        sc,
+        &env.redis_url,
+        &env.redis_tls,
+        setup.prefix.clone(),
+        setup.db,
+    )
+    .await?;
+    if let Some(e) = &out.export {
+        driver.export(e.clone());
+    }
+    let delta_us = match setup.heavy_query_ms {
+        Some(ms) => (ms * 1000.0) as u32,
+        None => sc.db_cost.0.as_micros().min(u128::from(u32::MAX)) as u32,
+    };
+    let start = driver
+        .warm(setup.db, setup.admin, delta_us, &shutdown)
+        .await
+        .context("warming the cache")?;
+    status.line(&format!(
+        "start {}: {} keys cached in {} ms",
+        start.mode.name(),
+        start.keys_cached,
+        start.ms
+    ));
+    let before = setup.admin.stats().await.ok();
+    let live = Live::new(sc.duration.0, out.quiet);
+    let bar = live.bar();
+    // Names the bar: `compare` shows one per strategy.
+    bar.set_prefix(sc.label());
+    let first_redis_pid = env.redis.as_ref().and_then(|r| r.pid());
+    let first_pg_pid = env.pg.as_ref().and_then(|p| p.pid());
+    let chaos = start_faults(sc, env, &driver, &setup, &shutdown);
+    let raw = driver.run(shutdown, live).await;
+    let faults = finish_faults(chaos, env).await;
+    let raw = raw?;
+    let faults = faults?;
+    bar.finish_and_clear();
+    let after = setup.admin.stats().await.ok();
+    // Read after INFO: reading the written keys back counts in the keyspace figures.
+    let divergence = driver
+        .divergence(setup.db, setup.admin)
+        .await
+        .map_err(|e| format!("{e:#}"))
+        .transpose();
+    let mut writes_server = None;
+    if let Some(w) = &raw.writes {
+        // As for the loads: give the last counts a moment to land.
+        let wait_until = Instant::now() + Duration::from_secs(1);
+        writes_server = setup.db.server_writes().await;
+        while writes_server.is_some_and(|n| n < w.committed) && Instant::now() < wait_until {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            writes_server = setup.db.server_writes().await;
+        }
+    }
+    // The server counts a statement when it completes without error.
+    let tool_total = raw.db.calls.saturating_sub(raw.db.statement_errors);
+    // A Postgres crash empties pg_stat_statements: what it had counted before each kill is
+    // added to the last reading (none when a reading failed: the sum would be short).
+    let erased = faults.as_ref().map(|d| &d.server_calls);
+    let read = || async {
+        match erased {
+            Some(e) if e.unreadable => None,
+            Some(e) => Some(setup.db.server_calls().await? + e.lost),
+            None => setup.db.server_calls().await,
+        }
+    };
+    // pg_stat_statements records a statement as it ends; give the last ones a moment to land.
+    let mut calls_server = read().await;
+    let wait_until = Instant::now() + Duration::from_secs(1);
+    while calls_server.is_some_and(|c| c < tool_total) && Instant::now() < wait_until {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        calls_server = read().await;
+    }
+    let measured = Measured {
+        raw,
+        calls_server,
+        redis_stats: before.zip(after),
+        redis_version,
+        faults,
+        first_redis_pid,
+        first_pg_pid,
+        start,
+        divergence,
+        writes_server,
+    };
+    let result = build(sc, measured, &setup, env);
+    for f in result.faults.iter().filter_map(|f| f.note.as_deref()) {
+        eprintln!("warning: fault: {f}");
+    }
+    Ok(result)
+}

@@ -1,0 +1,153 @@
+//! The scenarios of a comparison: one per strategy (and per invalidation with `--invalidate
+//! a,b`), or one per `--variant` of an app under test, each validated before any server
+//! starts.
+
+use crate::cli::CompareCmd;
+use crate::error::UsageError;
+use crate::scenario::{self, Scenario};
+use crate::strategy::{PRESETS, StrategySpec};
+
+/// The strategies named by `--strategies`: `all` for the presets, else a comma-separated list;
+/// each parsed, duplicates (by canonical name) refused.
+pub fn parse_list(list: &str) -> Result<Vec<String>, UsageError> {
+    let names: Vec<&str> = if list.trim() == "all" {
+        PRESETS.to_vec()
+    } else {
+        list.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect()
+    };
+    if names.is_empty() {
+        return Err(UsageError::new(
+            "--strategies is empty: give a comma-separated list such as cache-aside,mutex, or all",
+        ));
+    }
+    let mut canonical: Vec<String> = Vec::with_capacity(names.len());
+    for n in names {
+        let spec =
+            StrategySpec::parse(n).map_err(|e| UsageError::new(format!("--strategies: {e}")))?;
+        let c = spec.to_string();
+        if canonical.contains(&c) {
+            return Err(UsageError::new(format!(
+                "--strategies names {c} twice: each strategy runs once"
+            )));
+        }
+        canonical.push(c);
+    }
+    Ok(canonical)
+}
+
+/// The invalidations of `--invalidate` (a comma-separated list: a comparison axis), each
+/// once; None when the flag is not given (the scenario file's, or the default, applies).
+pub fn parse_invalidations(list: Option<&str>) -> Result<Option<Vec<String>>, UsageError> {
+    let Some(list) = list else { return Ok(None) };
+    let mut names: Vec<String> = Vec::new();
+    for n in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let i =
+            scenario::invalidation(n).map_err(|e| UsageError::new(format!("--invalidate: {e}")))?;
+        if names.iter().any(|x| x == i.name()) {
+            return Err(UsageError::new(format!(
+                "--invalidate names {i} twice: each invalidation runs once"
+            )));
+        }
+        names.push(i.name().to_string());
+    }
+    if names.is_empty() {
+        return Err(UsageError::new(
+            "--invalidate is empty: give a comma-separated list such as delete,versioned",
+        ));
+    }
+    Ok(Some(names))
+}
+
+/// One scenario per strategy (and per invalidation, with `--invalidate a,b`: every pair,
+/// strategy first): the file and flags with the strategy replaced, each validated before any
+/// server starts (a strategy's defaults, such as the jitter preset's ±10%, apply).
+pub fn scenarios(cmd: &CompareCmd) -> Result<Vec<Scenario>, UsageError> {
+    if !cmd.variant.is_empty() {
+        return variants(cmd);
+    }
+    if cmd.target.target.is_some() {
+        return Err(UsageError::new(
+            "--strategies are the built-in app's: compare an app under test's own implementations with --variant NAME=ENV=VALUE (repeated)",
+        ));
+    }
+    let invalidations = parse_invalidations(cmd.flags.invalidate.as_deref())?;
+    let mut out = Vec::new();
+    for name in parse_list(cmd.strategies.as_deref().unwrap_or_default())? {
+        let axis: Vec<Option<String>> = match &invalidations {
+            Some(v) => v.iter().cloned().map(Some).collect(),
+            None => vec![None],
+        };
+        for inv in axis {
+            let mut flags = cmd.flags.clone();
+            flags.strategy = Some(name.clone());
+            if inv.is_some() {
+                flags.invalidate = inv;
+            }
+            out.push(scenario::resolve(cmd.scenario.as_ref(), flags)?);
+        }
+    }
+    Ok(out)
+}
+
+/// One scenario per `--variant`: the app under test started with that variant's environment.
+fn variants(cmd: &CompareCmd) -> Result<Vec<Scenario>, UsageError> {
+    if cmd.target.target.is_none() || cmd.target.app_cmd.is_none() {
+        return Err(UsageError::new(
+            "--variant starts the app under test once per variant: give --target URL and --app-cmd CMD too",
+        ));
+    }
+    let base = crate::app::scenario::with_target(
+        scenario::resolve(cmd.scenario.as_ref(), cmd.flags.clone())?,
+        &cmd.flags,
+        &cmd.target,
+    )?;
+    let mut out: Vec<Scenario> = Vec::with_capacity(cmd.variant.len());
+    for v in &cmd.variant {
+        let (name, env) = crate::app::parse_variant(v)?;
+        if out.iter().any(|s| s.label() == name) {
+            return Err(UsageError::new(format!(
+                "--variant names {name} twice: each variant runs once"
+            )));
+        }
+        let mut sc = base.clone();
+        if let Some(t) = sc.target.as_mut() {
+            t.variant = Some(name);
+            t.app_env = env;
+        }
+        out.push(sc);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists() {
+        assert_eq!(parse_list("all").unwrap().len(), PRESETS.len());
+        assert_eq!(
+            parse_list("mutex, swr+mutex").unwrap(),
+            vec!["mutex".to_string(), "swr+mutex".to_string()]
+        );
+        assert!(parse_list("mutex,mutex").is_err());
+        assert!(parse_list("cache-aside,expire").is_err());
+        assert!(parse_list("magic").is_err());
+        assert!(parse_list(" , ").is_err());
+    }
+
+    #[test]
+    fn invalidation_lists() {
+        assert_eq!(parse_invalidations(None).unwrap(), None);
+        assert_eq!(
+            parse_invalidations(Some("delete, versioned")).unwrap(),
+            Some(vec!["delete".to_string(), "versioned".to_string()])
+        );
+        assert!(parse_invalidations(Some("delete,delete")).is_err());
+        assert!(parse_invalidations(Some("purge")).is_err());
+        assert!(parse_invalidations(Some(",")).is_err());
+    }
+}

@@ -1,0 +1,40 @@
+//! The orchestration of a run, apart from the commands that ask for it: the servers of a
+//! session ([`env`]), one strategy's run of the built-in app on them ([`builtin`]) or of an app
+//! under test (`crate::app::run`), repeated trials and comparisons ([`trials`],
+//! [`comparison`]), sharded runs ([`shards`]) and the removal of dead runs' leftovers
+//! ([`cleanup`]). A command reads its arguments, calls one function here and says how the
+//! process ends.
+
+pub mod build;
+pub mod builtin;
+pub mod cleanup;
+pub mod comparison;
+pub mod env;
+pub mod faults;
+pub mod shards;
+pub mod single;
+pub mod trials;
+
+use anyhow::Result;
+use tokio_util::sync::CancellationToken;
+
+pub use env::{Env, Status, shutdown_on_signals};
+
+use crate::cli::OutputFlags;
+use crate::results::RunResult;
+use crate::scenario::Scenario;
+
+/// One strategy's run on servers that are already up: the app under test's when the scenario
+/// has a `--target`, else the built-in app's. Shared by `run`, `compare` and their trials.
+pub async fn run_on(
+    sc: &Scenario,
+    env: &mut Env,
+    shutdown: CancellationToken,
+    out: &OutputFlags,
+    status: &Status,
+) -> Result<RunResult> {
+    if sc.target.is_some() {
+        return crate::app::run::run_on(sc, env, shutdown, out, status).await;
+    }
+    builtin::run_on(sc, env, shutdown, out, status).await
+}

@@ -1,0 +1,204 @@
+//! Repeated trials of one or more scenarios on one set of servers, interleaved so drift in the
+//! machine falls on every strategy alike. Every trial is written as soon as it ends and the
+//! summary after each, so a later failure or a Ctrl-C loses nothing that ran.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use super::{Env, Status, run_on, shutdown_on_signals};
+use crate::cli::{OutputFlags, TrialFlags};
+use crate::report::{self, markdown, tables};
+use crate::results::summary::CompareSummary;
+use crate::results::{self, RunResult};
+use crate::scenario::Scenario;
+use crate::stats;
+
+fn write_text(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
+}
+
+fn write_summary(dir: &Path, s: &CompareSummary) -> Result<()> {
+    let json = serde_json::to_string_pretty(s).context("encoding the summary")?;
+    write_text(&dir.join("summary.json"), &(json + "\n"))?;
+    write_text(&dir.join("summary.md"), &markdown::compare(s))
+}
+
+/// Where a comparison's results go.
+pub struct Output {
+    pub dir: Option<PathBuf>,
+    pub html: Option<PathBuf>,
+    pub quiet: bool,
+}
+
+/// How a session of runs ended, for the command to turn into an exit code.
+pub struct Ended {
+    /// Ctrl-C (or SIGTERM) cut it short: the figures cover what took place.
+    pub interrupted: bool,
+    /// The broken thresholds, one line each (empty when none broke).
+    pub broken: String,
+}
+
+/// Where trial `t` (from 0) of `strategy` is written: `<strategy>.json` for a single trial
+/// (what `check` and the CI baseline read), `<strategy>/trial-N.json` for several.
+fn trial_path(dir: &Path, strategy: &str, t: u32, repeat: u32) -> PathBuf {
+    // A label `strategy/invalidation` names one file, not a directory.
+    let strategy = strategy.replace('/', "@");
+    let strategy = strategy.as_str();
+    if repeat == 1 {
+        dir.join(format!("{strategy}.json"))
+    } else {
+        dir.join(strategy).join(format!("trial-{}.json", t + 1))
+    }
+}
+
+/// Run `repeat` trials of every scenario, interleaved, on one set of servers; write each trial
+/// as soon as it ends, and the summary after each; print the ranking and the trade-offs.
+pub async fn run_trials(scenarios: &[Scenario], trials: TrialFlags, out: &Output) -> Result<Ended> {
+    if let Some(dir) = &out.dir {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating the output directory {}", dir.display()))?;
+    }
+    let shutdown = shutdown_on_signals();
+    let status = Status::new(out.quiet);
+    let mut env = Env::start(&scenarios[0], &status).await?;
+    let quiet = OutputFlags {
+        out: None,
+        html: None,
+        quiet: out.quiet,
+        export: None,
+    };
+    let repeat = trials.repeat.max(1);
+    let order = stats::interleaved_order(scenarios.len(), repeat as usize);
+    let total = order.len();
+    let mut done: Vec<Vec<RunResult>> = vec![Vec::new(); scenarios.len()];
+    let mut failure = None;
+    let mut summary = CompareSummary::build(String::new(), &[], Vec::new(), false);
+    for (k, &(t, si)) in order.iter().enumerate() {
+        if shutdown.is_cancelled() {
+            break;
+        }
+        let mut sc = scenarios[si].clone();
+        if !trials.same_seed {
+            sc.seed = sc.seed.wrapping_add(t as u64);
+        }
+        let label = if repeat > 1 {
+            format!(
+                "{} (trial {}/{repeat}, seed {})",
+                sc.label(),
+                t + 1,
+                sc.seed
+            )
+        } else {
+            sc.label()
+        };
+        status.line(&format!("[{}/{total}] {label}", k + 1));
+        let r = match run_on(&sc, &mut env, shutdown.clone(), &quiet, &status).await {
+            Ok(r) => r,
+            Err(e) => {
+                failure = Some(e.context(format!("running strategy {}", sc.label())));
+                break;
+            }
+        };
+        if let Some(why) = results::check::unreliable(&r) {
+            eprintln!("warning ({label}): {why}");
+        }
+        status.line(&format!(
+            "[{}/{total}] {label}: {} DB calls, peak herd {}, hit rate {:.1}%, p99 {:.2} ms{}{}",
+            k + 1,
+            r.db.calls,
+            r.db.peak_key_herd,
+            r.hit_rate * 100.0,
+            r.latency_ms.p99,
+            if r.scenario.writes.is_some() {
+                format!(
+                    ", {} writes, {} stale reads, {} divergent keys",
+                    r.db.writes, r.consistency.stale_reads, r.consistency.divergent_keys
+                )
+            } else {
+                String::new()
+            },
+            if r.interrupted { " [INTERRUPTED]" } else { "" }
+        ));
+        let interrupted = r.interrupted;
+        if let Some(dir) = &out.dir
+            && let Err(e) = results::write_json(&trial_path(dir, &r.strategy, t as u32, repeat), &r)
+        {
+            failure = Some(e);
+            break;
+        }
+        done[si].push(r);
+        summary = summarize(scenarios, &done, interrupted || shutdown.is_cancelled());
+        if let Some(dir) = &out.dir
+            && let Err(e) = write_summary(dir, &summary)
+        {
+            failure = Some(e);
+            break;
+        }
+        if interrupted {
+            break;
+        }
+    }
+    env.stop();
+    let ran = done.iter().any(|t| !t.is_empty());
+    if failure.is_some() || shutdown.is_cancelled() {
+        summary = summarize(scenarios, &done, true);
+        if let Some(dir) = &out.dir
+            && ran
+            && let Err(e) = write_summary(dir, &summary)
+        {
+            eprintln!("warning: {e:#}");
+        }
+    }
+    if !out.quiet && ran {
+        print!("{}", tables::compare(&summary));
+    }
+    if let Some(dir) = &out.dir
+        && ran
+    {
+        status.line(&format!(
+            "results written to {}/ ({} strategies × {repeat} trial(s), summary.json, summary.md)",
+            dir.display(),
+            done.iter().filter(|t| !t.is_empty()).count(),
+        ));
+    }
+    if let Some(p) = &out.html
+        && ran
+    {
+        // One line per strategy: its first trial (the scenario's own seed, the same keys for
+        // every strategy) stands for it; the ranking has the medians.
+        let shown: Vec<RunResult> = done.iter().filter_map(|t| t.first().cloned()).collect();
+        match report::html::write(&shown, p) {
+            Ok(()) => status.line(&format!("HTML report written to {}", p.display())),
+            Err(e) => eprintln!("warning: {e:#}"),
+        }
+    }
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let broken: String = done
+        .iter()
+        .flatten()
+        .map(RunResult::broken_thresholds)
+        .collect();
+    Ok(Ended {
+        interrupted: summary.interrupted,
+        broken,
+    })
+}
+
+fn summarize(scenarios: &[Scenario], done: &[Vec<RunResult>], interrupted: bool) -> CompareSummary {
+    let not_run = scenarios
+        .iter()
+        .zip(done)
+        .filter(|(_, t)| t.is_empty())
+        .map(|(s, _)| s.label())
+        .collect();
+    let workload = done
+        .iter()
+        .flatten()
+        .next()
+        .map(|r| r.scenario.describe().join(", "))
+        .unwrap_or_default();
+    CompareSummary::build(workload, done, not_run, interrupted)
+}
