@@ -270,7 +270,7 @@ fn each_diagnosis_appears_when_its_cause_is_there() {
 fn repeated_trials_give_intervals_ties_and_a_pareto_front() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cmp");
-    let _turn = CPU_HEAVY.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = cpu_turn();
     let o = stampede()
         .args([
             "compare",

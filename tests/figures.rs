@@ -223,7 +223,7 @@ fn an_interrupted_run_counts_every_request_once_and_abandons_with_a_latency() {
     // (abandoned), each counted once, as an error with the time it was given up.
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("r.json");
-    let _turn = CPU_HEAVY.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = cpu_turn();
     let mut child = stampede()
         .args([
             "run",

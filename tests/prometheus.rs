@@ -97,7 +97,7 @@ async fn prometheus_scrapes_two_shards_and_sums_their_db_calls() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_path_buf();
     let merged = tokio::task::spawn_blocking(move || {
-        let _turn = CPU_HEAVY.lock().unwrap_or_else(|p| p.into_inner());
+        let _turn = cpu_turn();
         let metrics = [free_port(), free_port()];
         let prom_port = free_port();
         let mut procs = Killed(vec![prometheus(&d, prom_port, &metrics)]);

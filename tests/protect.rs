@@ -194,7 +194,7 @@ async fn db_limit_holds_the_server_side_concurrency_at_the_limit_and_rejects_the
 /// its items table for `hold`: every load blocks on it until `--db-timeout` cancels it.
 async fn block_loads_for(url: &str, hold: Duration) -> Result<(), String> {
     let mut admin = pg(url).await;
-    // Generous: the run may wait for another test's run to finish first (CPU_HEAVY).
+    // Generous: the run may wait for another test's run to finish first (cpu_turn).
     let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
     let schema = loop {
         let row = admin

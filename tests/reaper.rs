@@ -261,7 +261,7 @@ fn private_tmp() -> tempfile::TempDir {
 
 #[test]
 fn sigkill_mid_run_leaves_no_server_and_no_temp_dir() {
-    let _turn = common::CPU_HEAVY.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = common::cpu_turn();
     let started = Instant::now();
     // Redis is killed and restarted early on: the restarted process must be covered too.
     let mut run = RunGuard::spawn(
@@ -349,7 +349,7 @@ fn sigkill_mid_run_leaves_no_server_and_no_temp_dir() {
 
 #[test]
 fn the_next_run_reaps_what_a_run_killed_with_its_watchdogs_left() {
-    let _turn = common::CPU_HEAVY.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = common::cpu_turn();
     let started = Instant::now();
     let mut run = RunGuard::spawn(
         private_tmp(),

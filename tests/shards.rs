@@ -160,7 +160,7 @@ async fn shards_add_up_to_the_one_process_run(n: u32) {
     let dir = tempfile::tempdir().unwrap();
     let (d, a) = (dir.path().to_path_buf(), args.clone());
     let ended = tokio::task::spawn_blocking(move || {
-        let _turn = CPU_HEAVY.lock().unwrap_or_else(|p| p.into_inner());
+        let _turn = cpu_turn();
         spawn_shards(n, &strs(&a), &format!("t{n}"), &d).wait()
     })
     .await
@@ -331,7 +331,7 @@ async fn merge_refuses_what_is_not_one_experiment() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_path_buf();
     let ended = tokio::task::spawn_blocking(move || {
-        let _turn = CPU_HEAVY.lock().unwrap_or_else(|p| p.into_inner());
+        let _turn = cpu_turn();
         spawn_shards(
             2,
             &[
@@ -420,7 +420,7 @@ async fn a_stampede_split_over_two_shards_is_one_herd() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_path_buf();
     let ended = tokio::task::spawn_blocking(move || {
-        let _turn = CPU_HEAVY.lock().unwrap_or_else(|p| p.into_inner());
+        let _turn = cpu_turn();
         spawn_shards(
             2,
             &[
@@ -501,7 +501,7 @@ async fn prepare_sets_up_once_for_the_shards() {
     let d = dir.path().to_path_buf();
     let (r2, p2) = (ru.clone(), pu.clone());
     let (prepared, ended) = tokio::task::spawn_blocking(move || {
-        let _turn = CPU_HEAVY.lock().unwrap_or_else(|p| p.into_inner());
+        let _turn = cpu_turn();
         let scenario = [
             "--rps",
             "500",

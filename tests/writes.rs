@@ -13,7 +13,7 @@ use serde_json::Value;
 /// `stampede compare ARGS --out <dir> --quiet` (exit 0 asserted); the trials of each label,
 /// as written (`<strategy>@<invalidation>/trial-N.json` with `--repeat`).
 fn compare(args: &[&str], dir: &Path) -> Vec<(String, Vec<Value>)> {
-    let _turn = CPU_HEAVY.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = cpu_turn();
     let out = stampede()
         .arg("compare")
         .args(args)

@@ -78,12 +78,42 @@ pub fn run_ok(args: &[&str]) -> Run {
 
 /// Held while a CPU-bound run is going: a closed loop on a hot key keeps both cores busy, and
 /// two such runs side by side starve each other's database round trips (loads of 50 ms
-/// measured at 1-2 s), which changes what the strategies do. Runs in one test binary take turns.
-pub static CPU_HEAVY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// measured at 1-2 s), which changes what the strategies do. A lock on a file in the temp dir
+/// (flock), so runs take turns across threads, test binaries and whole test suites run side
+/// by side on the machine; the kernel releases it when the holder exits, however it ends.
+pub struct CpuTurn {
+    _file: std::fs::File,
+}
+
+/// Wait for this test's turn at the CPU-heavy work; the turn lasts as long as the guard.
+pub fn cpu_turn() -> CpuTurn {
+    use std::os::fd::AsRawFd;
+    let path = std::env::temp_dir().join("stampede-tests-cpu-heavy.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("opening {}: {e}", path.display()));
+    loop {
+        // SAFETY: flock on a descriptor this function owns for the guard's lifetime.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+        if rc == 0 {
+            break;
+        }
+        let e = std::io::Error::last_os_error();
+        assert_eq!(
+            e.kind(),
+            std::io::ErrorKind::Interrupted,
+            "flock {}: {e}",
+            path.display()
+        );
+    }
+    CpuTurn { _file: file }
+}
 
 /// `stampede run ARGS --out <tmp>/r.json --quiet`, whatever the exit code.
 pub fn run(args: &[&str]) -> Run {
-    let _turn = CPU_HEAVY.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = cpu_turn();
     let dir = tempfile::tempdir().expect("temp dir");
     let out = dir.path().join("r.json");
     let output = stampede()
