@@ -5,32 +5,11 @@
 mod common;
 
 use common::*;
-use stampede::servers::{ManagedPostgres, ManagedRedis, postgres::PgStartOptions};
-
-async fn redis_keys(url: &str) -> Vec<String> {
-    let client = redis::Client::open(url).unwrap();
-    let mut c = client.get_multiplexed_async_connection().await.unwrap();
-    redis::cmd("KEYS")
-        .arg("*")
-        .query_async(&mut c)
-        .await
-        .unwrap()
-}
-
-async fn pg(url: &str) -> tokio_postgres::Client {
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    client
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn external_servers_keep_their_own_data() {
-    let redis = ManagedRedis::start().await.expect("redis");
-    let pgs = ManagedPostgres::start(PgStartOptions::default())
-        .await
-        .expect("postgres");
+    let servers = Servers::start(None).await;
+    let (redis, pgs) = (&servers.redis, &servers.pg);
     let client = redis::Client::open(redis.url()).unwrap();
     let mut c = client.get_multiplexed_async_connection().await.unwrap();
     let _: () = redis::cmd("SET")
@@ -71,7 +50,7 @@ async fn external_servers_keep_their_own_data() {
 
     // Only the other client's key is left: the run removed its own namespace, flushed nothing.
     assert_eq!(
-        redis_keys(&redis.url()).await,
+        redis_keys(&redis.url(), "*").await,
         vec!["someone-elses-key".to_string()]
     );
     let schemas: Vec<String> = admin
@@ -98,10 +77,8 @@ async fn external_servers_keep_their_own_data() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn without_pg_stat_statements_the_server_count_is_null_and_explained() {
-    let redis = ManagedRedis::start().await.expect("redis");
-    let pgs = ManagedPostgres::start(PgStartOptions::default())
-        .await
-        .expect("postgres");
+    let servers = Servers::start(None).await;
+    let (redis, pgs) = (&servers.redis, &servers.pg);
     // A fresh database where the extension was never created.
     pg(&pgs.url())
         .await
@@ -137,12 +114,8 @@ async fn without_pg_stat_statements_the_server_count_is_null_and_explained() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pools_larger_than_the_server_allows_are_refused_before_anything_is_created() {
-    let redis = ManagedRedis::start().await.expect("redis");
-    let pgs = ManagedPostgres::start(PgStartOptions {
-        max_connections: 20,
-    })
-    .await
-    .expect("postgres");
+    let servers = Servers::start(Some(20)).await;
+    let (redis, pgs) = (&servers.redis, &servers.pg);
     let (ru, pu) = (redis.url(), pgs.url());
     let r = tokio::task::spawn_blocking(move || {
         run(&[
@@ -183,10 +156,8 @@ async fn pools_larger_than_the_server_allows_are_refused_before_anything_is_crea
 /// cleanup` removes those once the run's heartbeat is gone, and never a live run's.
 #[tokio::test(flavor = "multi_thread")]
 async fn cleanup_removes_a_killed_runs_leftovers_and_nothing_of_a_live_run() {
-    let redis = ManagedRedis::start().await.expect("redis");
-    let pgs = ManagedPostgres::start(PgStartOptions::default())
-        .await
-        .expect("postgres");
+    let servers = Servers::start(None).await;
+    let (redis, pgs) = (&servers.redis, &servers.pg);
     let (ru, pu) = (redis.url(), pgs.url());
     let spawn = |secs: &str| {
         stampede()
@@ -242,7 +213,7 @@ async fn cleanup_removes_a_killed_runs_leftovers_and_nothing_of_a_live_run() {
     };
     assert_eq!(schemas(pu.clone()).await.len(), 2, "both runs' schemas");
     assert_eq!(
-        namespaces(redis_keys(&ru).await).len(),
+        namespaces(redis_keys(&ru, "*").await).len(),
         2,
         "both runs' keys"
     );
@@ -272,7 +243,7 @@ async fn cleanup_removes_a_killed_runs_leftovers_and_nothing_of_a_live_run() {
         "only the live run's schema is left"
     );
     assert_eq!(
-        namespaces(redis_keys(&ru).await).len(),
+        namespaces(redis_keys(&ru, "*").await).len(),
         1,
         "only the live run's keys"
     );

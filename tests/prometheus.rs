@@ -5,46 +5,12 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::Value;
-use stampede::servers::{ManagedPostgres, ManagedRedis, postgres::PgStartOptions};
-
-/// Processes this test started, killed however it ends.
-struct Killed(Vec<Child>);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// GET http://127.0.0.1:port/path; the body, or None when nothing answers.
-fn get(port: u16, path: &str) -> Option<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
-    let mut text = String::new();
-    s.read_to_string(&mut text).ok()?;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.").then(|| body.to_string())
-}
 
 /// One instant PromQL query's scalar value (the first sample), None when it has none yet.
 fn promql(port: u16, query: &str) -> Option<f64> {
@@ -55,7 +21,7 @@ fn promql(port: u16, query: &str) -> Option<f64> {
             _ => format!("%{b:02X}"),
         })
         .collect();
-    let body = get(port, &format!("/api/v1/query?query={enc}"))?;
+    let body = http_get(port, &format!("/api/v1/query?query={enc}"))?;
     let v: Value = serde_json::from_str(&body).ok()?;
     v.pointer("/data/result/0/value/1")?.as_str()?.parse().ok()
 }
@@ -87,12 +53,8 @@ fn prometheus(dir: &Path, port: u16, targets: &[u16]) -> Child {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn prometheus_scrapes_two_shards_and_sums_their_db_calls() {
-    let redis = ManagedRedis::start().await.expect("redis");
-    let pg = ManagedPostgres::start(PgStartOptions {
-        max_connections: 60,
-    })
-    .await
-    .expect("postgres");
+    let servers = Servers::start(Some(60)).await;
+    let (redis, pg) = (&servers.redis, &servers.pg);
     let (ru, pu) = (redis.url(), pg.url());
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_path_buf();
@@ -100,9 +62,9 @@ async fn prometheus_scrapes_two_shards_and_sums_their_db_calls() {
         let _turn = cpu_turn();
         let metrics = [free_port(), free_port()];
         let prom_port = free_port();
-        let mut procs = Killed(vec![prometheus(&d, prom_port, &metrics)]);
+        let mut procs = Children(vec![prometheus(&d, prom_port, &metrics)]);
         let t = Instant::now();
-        while get(prom_port, "/-/ready").is_none() {
+        while http_get(prom_port, "/-/ready").is_none() {
             assert!(
                 t.elapsed() < Duration::from_secs(30),
                 "prometheus never got ready"

@@ -6,42 +6,13 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 
 use common::*;
 use serde_json::Value;
-use stampede::servers::{ManagedPostgres, ManagedRedis, postgres::PgStartOptions};
 
-/// Shard processes, killed if the test fails before they end.
-struct Shards(Vec<Child>);
-
-impl Drop for Shards {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Shards {
-    /// Wait for every shard; their exit codes and stderr.
-    fn wait(mut self) -> Vec<(i32, String)> {
-        let children = std::mem::take(&mut self.0);
-        children
-            .into_iter()
-            .map(|c| {
-                let o = c.wait_with_output().expect("waiting for a shard");
-                (
-                    o.status.code().unwrap_or(-1),
-                    String::from_utf8_lossy(&o.stderr).into_owned(),
-                )
-            })
-            .collect()
-    }
-}
-
-fn spawn_shards(n: u32, common: &[&str], run_id: &str, dir: &Path) -> Shards {
+/// N shard processes, killed if the test fails before they end.
+fn spawn_shards(n: u32, common: &[&str], run_id: &str, dir: &Path) -> Children {
     let mut children = Vec::new();
     for i in 0..n {
         let c = stampede()
@@ -56,7 +27,7 @@ fn spawn_shards(n: u32, common: &[&str], run_id: &str, dir: &Path) -> Shards {
             .expect("starting a shard");
         children.push(c);
     }
-    Shards(children)
+    Children(children)
 }
 
 fn strs(a: &[String]) -> Vec<&str> {
@@ -88,33 +59,6 @@ fn u(v: &Value, ptr: &str) -> u64 {
         .unwrap_or_else(|| panic!("{ptr} missing in {v}"))
 }
 
-async fn redis_keys(url: &str, pattern: &str) -> Vec<String> {
-    let client = redis::Client::open(url).unwrap();
-    let mut c = client.get_multiplexed_async_connection().await.unwrap();
-    redis::cmd("KEYS")
-        .arg(pattern)
-        .query_async(&mut c)
-        .await
-        .unwrap()
-}
-
-async fn schemas(url: &str) -> Vec<String> {
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    client
-        .query(
-            "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'stampede%'",
-            &[],
-        )
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.get(0))
-        .collect()
-}
-
 const SCENARIO: [&str; 14] = [
     "--rps",
     "2000",
@@ -134,12 +78,8 @@ const SCENARIO: [&str; 14] = [
 
 /// N shards as N processes, then the merge, beside the 1-process run of the same scenario.
 async fn shards_add_up_to_the_one_process_run(n: u32) {
-    let redis = ManagedRedis::start().await.expect("redis");
-    let pg = ManagedPostgres::start(PgStartOptions {
-        max_connections: 120,
-    })
-    .await
-    .expect("postgres");
+    let servers = Servers::start(Some(120)).await;
+    let (redis, pg) = (&servers.redis, &servers.pg);
     let (ru, pu) = (redis.url(), pg.url());
     let args: Vec<String> = SCENARIO
         .iter()
@@ -262,10 +202,8 @@ async fn four_shards_add_up_to_the_one_process_run() {
 /// A shard whose start signal never comes gives up at --start-timeout with exit 3.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_shard_without_its_start_signal_exits_3() {
-    let redis = ManagedRedis::start().await.expect("redis");
-    let pg = ManagedPostgres::start(PgStartOptions::default())
-        .await
-        .expect("postgres");
+    let servers = Servers::start(None).await;
+    let (redis, pg) = (&servers.redis, &servers.pg);
     let (ru, pu) = (redis.url(), pg.url());
     let o = tokio::task::spawn_blocking(move || {
         stampede()
@@ -321,12 +259,8 @@ fn variant(src: &Path, dir: &Path, name: &str, edit: impl Fn(&mut Value)) -> Pat
 /// result partial.
 #[tokio::test(flavor = "multi_thread")]
 async fn merge_refuses_what_is_not_one_experiment() {
-    let redis = ManagedRedis::start().await.expect("redis");
-    let pg = ManagedPostgres::start(PgStartOptions {
-        max_connections: 60,
-    })
-    .await
-    .expect("postgres");
+    let servers = Servers::start(Some(60)).await;
+    let (redis, pg) = (&servers.redis, &servers.pg);
     let (ru, pu) = (redis.url(), pg.url());
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_path_buf();
@@ -410,12 +344,8 @@ fn merge_needs_inputs() {
 /// the herd both shards make together, larger than either shard's own.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_stampede_split_over_two_shards_is_one_herd() {
-    let redis = ManagedRedis::start().await.expect("redis");
-    let pg = ManagedPostgres::start(PgStartOptions {
-        max_connections: 160,
-    })
-    .await
-    .expect("postgres");
+    let servers = Servers::start(Some(160)).await;
+    let (redis, pg) = (&servers.redis, &servers.pg);
     let (ru, pu) = (redis.url(), pg.url());
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_path_buf();
@@ -490,12 +420,8 @@ async fn a_stampede_split_over_two_shards_is_one_herd() {
 /// `stampede prepare` sets the run up once; then no shard sets up, shard 0 still ends it.
 #[tokio::test(flavor = "multi_thread")]
 async fn prepare_sets_up_once_for_the_shards() {
-    let redis = ManagedRedis::start().await.expect("redis");
-    let pg = ManagedPostgres::start(PgStartOptions {
-        max_connections: 60,
-    })
-    .await
-    .expect("postgres");
+    let servers = Servers::start(Some(60)).await;
+    let (redis, pg) = (&servers.redis, &servers.pg);
     let (ru, pu) = (redis.url(), pg.url());
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_path_buf();

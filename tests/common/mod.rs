@@ -8,6 +8,10 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
+mod servers;
+#[allow(unused_imports)]
+pub use servers::*;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_stampede");
 
 /// A `stampede` command with output captured and no progress bar.

@@ -1,0 +1,140 @@
+//! Set-up the server tests share: a Redis and a Postgres started on free loopback ports (the
+//! tool's own managed servers, stopped when dropped), clients for them, processes killed
+//! however a test ends, free ports and waiting for something to answer.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use stampede::servers::{ManagedPostgres, ManagedRedis, postgres::PgStartOptions};
+
+/// A Redis and a Postgres for a test that drives the tool against "external" servers; both
+/// stopped when this is dropped, pass or fail.
+pub struct Servers {
+    pub redis: ManagedRedis,
+    pub pg: ManagedPostgres,
+}
+
+impl Servers {
+    /// Both servers, Postgres accepting `max_connections` (None: its default).
+    pub async fn start(max_connections: Option<u32>) -> Servers {
+        let redis = ManagedRedis::start().await.expect("starting redis-server");
+        let opts = match max_connections {
+            Some(max_connections) => PgStartOptions { max_connections },
+            None => PgStartOptions::default(),
+        };
+        let pg = ManagedPostgres::start(opts)
+            .await
+            .expect("starting postgres");
+        Servers { redis, pg }
+    }
+
+    /// (redis URL, postgres URL)
+    pub fn urls(&self) -> (String, String) {
+        (self.redis.url(), self.pg.url())
+    }
+}
+
+/// Processes a test started, killed and reaped however it ends.
+pub struct Children(pub Vec<Child>);
+
+impl Drop for Children {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Children {
+    /// Wait for every process; their exit codes and stderr.
+    pub fn wait(mut self) -> Vec<(i32, String)> {
+        std::mem::take(&mut self.0)
+            .into_iter()
+            .map(|c| {
+                let o = c.wait_with_output().expect("waiting for a process");
+                (
+                    o.status.code().unwrap_or(-1),
+                    String::from_utf8_lossy(&o.stderr).into_owned(),
+                )
+            })
+            .collect()
+    }
+}
+
+/// A loopback port nothing listens on right now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("binding a free port")
+        .local_addr()
+        .expect("the bound address")
+        .port()
+}
+
+/// GET http://127.0.0.1:port/path; the body, or None when nothing answers.
+pub fn http_get(port: u16, path: &str) -> Option<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut text = String::new();
+    s.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.").then(|| body.to_string())
+}
+
+/// Poll `probe` every 100 ms until it returns Some; panics naming `what` after `timeout`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
+    let t = Instant::now();
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(t.elapsed() < timeout, "{what}: not within {timeout:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A connection to the Redis at `url`.
+pub async fn redis_conn(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .expect("a redis URL")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connecting to redis")
+}
+
+/// The keys of the Redis at `url` that match `pattern` (KEYS: test servers only).
+pub async fn redis_keys(url: &str, pattern: &str) -> Vec<String> {
+    let mut c = redis_conn(url).await;
+    redis::cmd("KEYS")
+        .arg(pattern)
+        .query_async(&mut c)
+        .await
+        .expect("KEYS")
+}
+
+/// A plaintext client of the Postgres at `url`, its connection driven by a task.
+pub async fn pg(url: &str) -> tokio_postgres::Client {
+    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
+        .await
+        .expect("connecting to postgres");
+    tokio::spawn(conn);
+    client
+}
+
+/// The schemas the tool made (`stampede…`) in the Postgres at `url`.
+pub async fn schemas(url: &str) -> Vec<String> {
+    pg(url)
+        .await
+        .query(
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE 'stampede%'",
+            &[],
+        )
+        .await
+        .expect("listing schemas")
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
