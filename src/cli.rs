@@ -251,6 +251,14 @@ pub struct CheckCmd {
     /// Output format
     #[arg(long, value_enum, default_value = "text")]
     pub format: CheckFormat,
+
+    /// Exit 2 when a metric is not comparable (unknown on either side).
+    ///
+    /// A figure a run could not measure (null in its JSON, with the reason beside it) is never
+    /// judged as 0: its row says `not comparable`. Without --strict that is reported and the
+    /// exit code is decided by the regressions alone; with it, any such row exits 2.
+    #[arg(long, help_heading = "Judging")]
+    pub strict: bool,
 }
 
 #[derive(Debug, Args)]

@@ -43,6 +43,10 @@ pub enum Unit {
 impl Unit {
     /// A value in this unit, for people.
     pub fn show(self, v: f64) -> String {
+        // NaN is how an unknown figure travels through tables and rankings.
+        if v.is_nan() {
+            return "—".to_string();
+        }
         match self {
             Unit::Count => format!("{v:.0}"),
             Unit::Ms => format!("{v:.2} ms"),

@@ -8,15 +8,13 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{BIN, alive, read_json, stampede};
+use common::{BIN, alive, cpu_turn, read_json, stampede};
 use serde_json::Value;
 
 /// One run at a time: each drives an app, two servers and the load generator on 2 cores.
-static TURN: Mutex<()> = Mutex::new(());
-
 const TARGET: &str = "http://127.0.0.1:{port}/items/{key}";
 
 /// The example app, built once for this test binary (cargo does not build examples for
@@ -70,7 +68,7 @@ fn gone(pid: u32) -> bool {
 #[test]
 fn variants_herd_only_under_cache_aside_and_db_calls_match_the_ledger() {
     let app = app();
-    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = cpu_turn();
     let dir = tempfile::tempdir().expect("temp dir");
     // A hot key (Zipf 1.2 over 50 keys) whose entry expires every second.
     let out = stampede()
@@ -141,10 +139,60 @@ fn variants_herd_only_under_cache_aside_and_db_calls_match_the_ledger() {
     }
 }
 
+/// An app that loads with its own query (not through the ledger's `stampede_load`): its herds
+/// are unknown, never 0, a limit on them fails saying so, and the figures only the servers
+/// can see carry their own names.
+#[test]
+fn an_app_that_bypasses_the_ledger_leaves_its_herds_unknown_and_a_limit_on_them_fails() {
+    let app = format!("APP_LOADER=query {}", app());
+    let _turn = cpu_turn();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let json = dir.path().join("r.json");
+    let out = stampede()
+        .args(["run", "--target", TARGET, "--app-cmd", &app])
+        .args(["--rps", "300", "--duration", "2s", "--keys", "50"])
+        .args(["--threshold", "peak_key_herd_max=5", "--out"])
+        .arg(&json)
+        .output()
+        .expect("running stampede");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("peak_key_herd is unknown") && stderr.contains("stampede_load"),
+        "{stderr}"
+    );
+    let v = read_json(&json).expect("results");
+    let db = &v["db"];
+    assert!(db["peak_key_herd"].is_null(), "{db}");
+    assert!(db["redundant_loads"].is_null(), "{db}");
+    assert!(
+        db["peak_key_herd_unknown"]
+            .as_str()
+            .is_some_and(|w| w.contains("stampede_load")),
+        "{db}"
+    );
+    assert!(db["peak_in_flight"].is_null(), "{db}");
+    assert!(db["peak_active_sampled"].as_u64().is_some(), "{db}");
+    assert!(u(&v, "/db/calls") > 0, "{db}");
+    assert!(v["hit_rate"].is_null(), "{v}");
+    assert!(v["hit_rate_unknown"].as_str().is_some(), "{v}");
+    assert!(
+        v.pointer("/redis/keyspace_hit_rate")
+            .and_then(Value::as_f64)
+            .is_some(),
+        "{}",
+        v["redis"]
+    );
+    assert_eq!(v["thresholds"][0]["passed"], false);
+    assert!(v["thresholds"][0]["measured"].is_null());
+    assert!(stdout.contains("peak herd unknown ("), "{stdout}");
+}
+
 #[test]
 fn killing_redis_shows_in_the_apps_db_calls_and_latency() {
     let app = app();
-    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = cpu_turn();
     let dir = tempfile::tempdir().expect("temp dir");
     let json = dir.path().join("r.json");
     // A TTL longer than the run: once the keys are cached, only the outage sends reads to
@@ -208,7 +256,7 @@ fn killing_redis_shows_in_the_apps_db_calls_and_latency() {
 #[test]
 fn a_target_that_refuses_connections_ends_the_run_with_exit_3_and_the_app_stopped() {
     let app = app();
-    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = cpu_turn();
     // The app is ready on its own port; the target is a port nothing listens on.
     let refused = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -234,7 +282,7 @@ fn a_target_that_refuses_connections_ends_the_run_with_exit_3_and_the_app_stoppe
 #[test]
 fn an_app_that_is_never_ready_fails_the_run_and_is_stopped() {
     let app = app();
-    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = cpu_turn();
     let out = stampede()
         .args(["run", "--target", TARGET, "--app-cmd", app])
         .args(["--app-ready", "http://127.0.0.1:{port}/no-such-page"])
@@ -258,7 +306,7 @@ fn an_app_that_is_never_ready_fails_the_run_and_is_stopped() {
 #[test]
 fn ctrl_c_stops_the_app_and_keeps_the_figures() {
     let app = app();
-    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = cpu_turn();
     let dir = tempfile::tempdir().expect("temp dir");
     let json = dir.path().join("r.json");
     let mut child = Command::new(BIN)

@@ -293,3 +293,31 @@ fn combinations_that_cannot_hold_are_refused_with_the_reason() {
         &["--write-rps", "shard"],
     );
 }
+
+/// A limit on a figure the mode can never know is refused before anything starts, naming the
+/// figure and why (a limit on an unknown figure would otherwise pass on nothing measured).
+#[test]
+fn thresholds_on_figures_a_mode_can_never_know_are_refused() {
+    let ext = [
+        "--redis-url",
+        "redis://127.0.0.1:1",
+        "--pg-url",
+        "postgres://u@127.0.0.1:1/db",
+    ];
+    let mut app = vec![
+        "run",
+        "--target",
+        "http://127.0.0.1:1/items/{key}",
+        "--schema",
+        "theirs",
+        "--threshold",
+        "hit_rate_min=90%",
+    ];
+    app.extend(ext);
+    fails_with(&app, 2, &["hit_rate_min", "--target", "keyspace_hit_rate"]);
+    for t in ["peak_key_herd_max=3", "redundant_loads_max=10"] {
+        let mut shard = vec!["run", "--shard", "0/2", "--threshold", t];
+        shard.extend(ext);
+        fails_with(&shard, 2, &[t.split('=').next().unwrap(), "sharded run"]);
+    }
+}

@@ -19,7 +19,7 @@ pub async fn read(db: &Db, sampled: &Sampled) -> Ledger {
         return Ledger {
             herds: None,
             note: Some(
-                "the server's clock could not be read at the window's ends (Postgres down?): the ledger was not read, db.peak_key_herd and db.redundant_loads are 0 and unknown".to_string(),
+                "the server's clock could not be read at the window's ends (Postgres down?): the ledger was not read, so db.peak_key_herd and db.redundant_loads are unknown".to_string(),
             ),
         };
     };
@@ -28,7 +28,7 @@ pub async fn read(db: &Db, sampled: &Sampled) -> Ledger {
         Ok(loads) if loads.is_empty() => Ledger {
             herds: None,
             note: Some(format!(
-                "the app made no load through {}.{}(id) in the window: per-key herds and redundant loads are unknown (db.peak_key_herd and db.redundant_loads are 0, app.ledger_loads is null); load through that function to have them",
+                "the app made no load through {}.{}(id) in the window: per-key herds and redundant loads are unknown (db.peak_key_herd, db.redundant_loads and app.ledger_loads are null); load through that function to have them",
                 db.schema,
                 ledger::LOAD_FUNCTION
             )),
@@ -49,7 +49,7 @@ pub async fn read(db: &Db, sampled: &Sampled) -> Ledger {
         Err(e) => Ledger {
             herds: None,
             note: Some(format!(
-                "the load ledger could not be read ({e:#}): db.peak_key_herd and db.redundant_loads are 0 and unknown"
+                "the load ledger could not be read ({e:#}): db.peak_key_herd and db.redundant_loads are unknown"
             )),
         },
     }

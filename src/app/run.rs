@@ -341,7 +341,10 @@ fn shape(
     let d = &mut r.db;
     // What the built-in app's own bookkeeping would have said is not there: the app's loads
     // are seen only from the servers.
-    d.calls = sampled.db_calls.unwrap_or(0);
+    d.calls = sampled.db_calls;
+    d.calls_unknown = sampled.db_calls.is_none().then(|| {
+        "pg_stat_statements could not be read at the window's start or end (a Postgres crash empties it, or the read missed its deadline)".to_string()
+    });
     d.calls_server = sampled.db_calls;
     d.calls_server_note = match sampled.db_calls {
         Some(_) => Some(format!(
@@ -353,26 +356,45 @@ fn shape(
     d.statement_errors = 0;
     d.warmup_calls = 0;
     d.peak_concurrent = sampled.peak_active;
-    d.peak_in_flight = sampled.peak_active;
+    // The app's loads in flight (queued for its pool included) are its own: the servers
+    // show only the statements active, sampled.
+    d.peak_in_flight = None;
+    d.peak_in_flight_unknown = Some(
+        "an app under test's loads queued in its own pool are invisible from the servers: see db.peak_active_sampled".to_string(),
+    );
+    d.peak_active_sampled = Some(sampled.peak_active);
     d.statement_ms_mean = None;
     d.pool_wait_ms_mean = None;
     d.pool_busy = 0.0;
-    d.peak_key_herd = ledger.herds.as_ref().map_or(0, |h| h.peak_herd);
-    d.redundant_loads = ledger.herds.as_ref().map_or(0, |h| h.redundant);
+    // The herds are known only from the load ledger: an app that does not load through
+    // `stampede_load(id)` leaves them unknown, never 0.
+    let herd_unknown = ledger.herds.is_none().then(|| {
+        ledger
+            .note
+            .clone()
+            .unwrap_or_else(|| "the app does not load through stampede_load".to_string())
+    });
+    d.peak_key_herd = ledger.herds.as_ref().map(|h| h.peak_herd);
+    d.peak_key_herd_unknown = herd_unknown.clone();
+    d.redundant_loads = ledger.herds.as_ref().map(|h| h.redundant);
+    d.redundant_loads_unknown = herd_unknown;
     if let Some(n) = &ledger.note {
         notes.push(n.clone());
     }
-    if sampled.db_calls.is_none() {
-        notes.push("db.calls is 0 because pg_stat_statements could not be read".to_string());
-    }
-    r.hit_rate = match (sampled.redis_hits, sampled.redis_misses) {
-        (Some(h), Some(m)) if h + m > 0 => h as f64 / (h + m) as f64,
+    // The built-in hit rate counts the tool's own outcomes, which an app's HTTP answers do
+    // not carry; Redis's server-wide ratio is named for what it is.
+    r.hit_rate = None;
+    r.hit_rate_unknown = Some(
+        "an app under test's answers do not say whether they came from its cache: see redis.keyspace_hit_rate".to_string(),
+    );
+    r.redis.keyspace_hit_rate = match (sampled.redis_hits, sampled.redis_misses) {
+        (Some(h), Some(m)) if h + m > 0 => Some(h as f64 / (h + m) as f64),
         _ => {
-            notes.push("hit_rate is 0: Redis INFO could not be read at both ends of the window (or Redis restarted)".to_string());
-            0.0
+            notes.push("redis.keyspace_hit_rate is unknown: Redis INFO could not be read at both ends of the window (or Redis restarted)".to_string());
+            None
         }
     };
-    notes.push("hit_rate is Redis's keyspace_hits / (hits + misses) over the window, and a timeline bucket's hits its keyspace hits: every GET the app sent, lock reads included".to_string());
+    notes.push("redis.keyspace_hit_rate is Redis's keyspace_hits / (hits + misses) over the window, and a timeline bucket's hits its keyspace hits: every GET the server answered, the app's lock reads and other clients' included".to_string());
     for (b, s) in r.timeline.iter_mut().zip(&sampled.buckets) {
         b.db_calls = s.db_calls.unwrap_or(0);
         b.pool_wait_ms = 0.0;

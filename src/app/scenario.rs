@@ -3,6 +3,7 @@
 
 use crate::cli::{RunFlags, TargetFlags};
 use crate::error::UsageError;
+use crate::metric::Metric;
 use crate::scenario::Scenario;
 use crate::workload::Start;
 
@@ -38,6 +39,20 @@ pub fn with_target(
         return Err(UsageError::new(
             "--write-rps sends the built-in app's writes, and an app under test writes through its own code, which stampede cannot see commit: drop --write-rps with --target (writes and their consistency figures are measured on the built-in strategies)",
         ));
+    }
+    // What an app under test can never tell the tool, refused before anything starts: its
+    // answers do not say whether they came from its cache.
+    for (m, _) in sc.thresholds.iter() {
+        if matches!(
+            m,
+            Metric::HitRate | Metric::Stale | Metric::StaleRatio | Metric::Waited
+        ) {
+            return Err(UsageError::new(format!(
+                "{}: with --target, {} is never known (an app under test's HTTP answers do not say whether they were served from its cache); the run reports Redis's own redis.keyspace_hit_rate instead: drop the threshold",
+                m.threshold_name().unwrap_or_default(),
+                m.name()
+            )));
+        }
     }
     sc.target = Some(spec);
     Ok(sc)

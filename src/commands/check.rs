@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 use crate::cli::{CheckCmd, CheckFormat};
-use crate::error::{EXIT_FAILED_CHECK, EnvError, UsageError};
+use crate::error::{EXIT_FAILED_CHECK, EXIT_USAGE, EnvError, UsageError};
 use crate::report;
 use crate::results::check::{Comparison, judge_trials, mismatches, tolerances, unreliable};
 use crate::results::{self, RunResult};
@@ -187,8 +187,18 @@ pub fn run(cmd: CheckCmd) -> Result<ExitCode> {
         CheckFormat::Markdown => report::markdown::check(&comparisons, &notes),
     };
     print!("{text}");
+    let not_comparable: usize = comparisons.iter().map(Comparison::not_comparable).sum();
+    if not_comparable > 0 {
+        eprintln!(
+            "note: {not_comparable} metric(s) not comparable: a figure is unknown on one side or both (see the rows marked `not comparable`){}",
+            if cmd.strict { "; --strict: exit 2" } else { "" }
+        );
+    }
     if comparisons.iter().any(|c| c.regressions() > 0) {
         return Ok(ExitCode::from(EXIT_FAILED_CHECK));
+    }
+    if cmd.strict && not_comparable > 0 {
+        return Ok(ExitCode::from(EXIT_USAGE));
     }
     Ok(ExitCode::SUCCESS)
 }

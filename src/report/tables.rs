@@ -46,7 +46,10 @@ pub fn thresholds(ts: &[ThresholdResult]) -> String {
             "  threshold {} {}: measured {}  {}",
             t.name,
             u.show(t.limit),
-            u.show(t.measured),
+            match (t.measured, &t.unknown) {
+                (Some(v), _) => u.show(v),
+                (None, why) => format!("unknown ({})", why.as_deref().unwrap_or("not measured")),
+            },
             if t.passed { "ok" } else { "BROKEN" }
         );
     }

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::fault::FaultKind;
+use crate::metric::Metric;
 use crate::protect::breaker::State;
 use crate::results::{FaultReport, Latency, RunResult};
 
@@ -46,7 +47,7 @@ fn writes(o: &mut String, r: &RunResult) {
         c.staleness_ms.p50,
         c.staleness_ms.p99,
         c.staleness_ms.max,
-        c.divergent_keys,
+        r.shown(Metric::DivergentKeys),
         c.keys_written,
         c.stale_sets_refused,
         c.invalidation_failures
@@ -256,7 +257,7 @@ pub fn summary(r: &RunResult) -> String {
     if !app {
         let _ = writeln!(
             o,
-            "  outcomes  hit {} ({:.1}%)  miss {}  stale {}  waited {}  fallback {}  error {}{}   hit rate {:.1}%",
+            "  outcomes  hit {} ({:.1}%)  miss {}  stale {}  waited {}  fallback {}  error {}{}   hit rate {}",
             oc.hit,
             pct(oc.hit),
             oc.miss,
@@ -269,7 +270,7 @@ pub fn summary(r: &RunResult) -> String {
             } else {
                 String::new()
             },
-            r.hit_rate * 100.0
+            r.shown(Metric::HitRate)
         );
     }
     if let Some(h) = &r.http {
@@ -288,8 +289,19 @@ pub fn summary(r: &RunResult) -> String {
     };
     let _ = writeln!(
         o,
-        "  db        calls {} ({server})  peak concurrent {}  peak in flight {}  peak herd {}  redundant {}",
-        d.calls, d.peak_concurrent, d.peak_in_flight, d.peak_key_herd, d.redundant_loads
+        "  db        calls {} ({server})  peak concurrent {}  {}  peak herd {}  redundant {}",
+        r.shown(Metric::DbCalls),
+        d.peak_concurrent,
+        match d.peak_active_sampled {
+            Some(a) => format!("peak active (sampled) {a}"),
+            None => format!(
+                "peak in flight {}",
+                d.peak_in_flight
+                    .map_or_else(|| "unknown".to_string(), |n| n.to_string())
+            ),
+        },
+        r.shown(Metric::PeakKeyHerd),
+        r.shown(Metric::RedundantLoads)
     );
     // The pools are the built-in app's; an app under test's are its own.
     let mut extra = if app {

@@ -95,6 +95,9 @@ pub enum Verdict {
     /// Worse by more than the tolerance (with trials: the whole interval of the change): a
     /// regression.
     Worse,
+    /// The figure is unknown on one side or both (a trial could not measure it): nothing is
+    /// said about it, and it is never judged as 0.
+    NotComparable,
 }
 
 /// One metric judged.
@@ -119,6 +122,9 @@ impl Row {
     /// The change from baseline to current: relative for counts and latencies, in points for rates.
     pub fn change(&self) -> String {
         let d = self.current - self.baseline;
+        if d.is_nan() {
+            return "—".to_string();
+        }
         match self.metric.def().unit {
             Unit::Share => format!("{:+.2} pp", d * 100.0),
             _ if self.baseline == 0.0 && d == 0.0 => "0%".to_string(),
@@ -138,6 +144,7 @@ impl Row {
             Verdict::NoChange => "no change",
             Verdict::WithinNoise => "within noise",
             Verdict::Worse => "REGRESSION",
+            Verdict::NotComparable => "not comparable",
         }
     }
 
@@ -169,6 +176,14 @@ impl Comparison {
             .filter(|r| r.verdict == Verdict::Worse)
             .count()
     }
+
+    /// Metrics unknown on one side or both.
+    pub fn not_comparable(&self) -> usize {
+        self.rows
+            .iter()
+            .filter(|r| r.verdict == Verdict::NotComparable)
+            .count()
+    }
 }
 
 /// Judge trials against trials. With at least [`stats::MIN_TRIALS`] on both sides, the way
@@ -186,6 +201,17 @@ pub fn judge_trials(
         .map(|(i, &(m, t))| {
             let bs: Vec<f64> = baseline.iter().map(|r| r.figure(m)).collect();
             let cs: Vec<f64> = current.iter().map(|r| r.figure(m)).collect();
+            // An unknown figure (NaN) in any trial: not comparable, never a 0.
+            if bs.iter().chain(&cs).any(|v| v.is_nan()) {
+                return Row {
+                    metric: m,
+                    baseline: stats::median(&bs).unwrap_or(f64::NAN),
+                    current: stats::median(&cs).unwrap_or(f64::NAN),
+                    tolerance: t,
+                    verdict: Verdict::NotComparable,
+                    interval: None,
+                };
+            }
             let (b, c) = (
                 stats::median(&bs).unwrap_or(0.0),
                 stats::median(&cs).unwrap_or(0.0),
@@ -246,7 +272,7 @@ pub fn mismatches(baseline: &RunResult, current: &RunResult) -> Vec<String> {
     for (k, b, c) in baseline.scenario.differences(&current.scenario, &keys) {
         v.push(format!("{k}: baseline {b}, current {c}"));
     }
-    if baseline.schema != current.schema {
+    if !super::schemas_comparable(baseline.schema, current.schema) {
         v.push(format!(
             "results schema: baseline {}, current {}",
             baseline.schema, current.schema
@@ -314,6 +340,31 @@ mod tests {
         assert!(tolerances(&["hit_rate=0.5".into()]).is_err());
         assert!(tolerances(&["db_calls=-1%".into()]).is_err());
         assert!(tolerances(&["db_calls".into()]).is_err());
+    }
+
+    #[test]
+    fn an_unknown_figure_on_either_side_is_not_comparable() {
+        let p = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/results/baseline-ci/mutex.json"
+        );
+        let base: RunResult = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        let mut cur = base.clone();
+        cur.db.peak_key_herd = None;
+        cur.db.peak_key_herd_unknown = Some("no ledger".into());
+        let tols = tolerances(&[]).unwrap();
+        for (b, c) in [(&base, &cur), (&cur, &base)] {
+            let rows = judge_trials(std::slice::from_ref(b), std::slice::from_ref(c), &tols);
+            let herd = rows
+                .iter()
+                .find(|r| r.metric == Metric::PeakKeyHerd)
+                .unwrap();
+            assert_eq!(herd.verdict, Verdict::NotComparable);
+            assert_eq!(herd.verdict(), "not comparable");
+            assert_eq!(herd.change(), "—");
+            let calls = rows.iter().find(|r| r.metric == Metric::DbCalls).unwrap();
+            assert_eq!(calls.verdict, Verdict::Same);
+        }
     }
 
     #[test]

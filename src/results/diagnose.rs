@@ -172,7 +172,7 @@ fn shed_message(r: &RunResult, secs: f64) -> String {
             r.generator.max_dispatch_lag_ms
         );
     }
-    let loads_per_s = (r.db.calls + r.db.pool_timeouts) as f64 / secs;
+    let loads_per_s = (r.db.calls.unwrap_or(0) + r.db.pool_timeouts) as f64 / secs;
     let conns = u64::from(sc.instances) * u64::from(sc.db_pool);
     let stmt_ms =
         r.db.statement_ms_mean

@@ -178,11 +178,9 @@ pub fn merge(mut shards: Vec<(String, RunResult)>, allow_missing: bool) -> Resul
     o.fallback = sum(&|r| r.outcomes.fallback);
     o.error = sum(&|r| r.outcomes.error);
     o.rejected = sum(&|r| r.outcomes.rejected);
-    m.hit_rate = if m.requests.completed == 0 {
-        0.0
-    } else {
-        (m.outcomes.hit + m.outcomes.stale) as f64 / m.requests.completed as f64
-    };
+    m.hit_rate = (m.requests.completed > 0)
+        .then(|| (m.outcomes.hit + m.outcomes.stale) as f64 / m.requests.completed as f64);
+    m.hit_rate_unknown = (m.requests.completed == 0).then(|| "no request completed".to_string());
     let weighted = |v: &dyn Fn(&RunResult) -> Option<f64>, w: &dyn Fn(&RunResult) -> u64| {
         let total = sum(w);
         (total > 0).then(|| {
@@ -193,7 +191,13 @@ pub fn merge(mut shards: Vec<(String, RunResult)>, allow_missing: bool) -> Resul
         })
     };
     let d = &mut m.db;
-    d.calls = sum(&|r| r.db.calls);
+    // A shard whose DB calls are unknown leaves the sum unknown.
+    d.calls = rs.iter().map(|r| r.db.calls).sum::<Option<u64>>();
+    d.calls_unknown = d
+        .calls
+        .is_none()
+        .then(|| "a shard's DB calls are unknown".to_string());
+    let calls = |r: &RunResult| r.db.calls.unwrap_or(0);
     d.statement_errors = sum(&|r| r.db.statement_errors);
     d.statement_timeouts = sum(&|r| r.db.statement_timeouts);
     d.pool_timeouts = sum(&|r| r.db.pool_timeouts);
@@ -204,8 +208,8 @@ pub fn merge(mut shards: Vec<(String, RunResult)>, allow_missing: bool) -> Resul
     d.background_refreshes = sum(&|r| r.db.background_refreshes);
     d.refreshes_skipped = sum(&|r| r.db.refreshes_skipped);
     d.early_recomputes = sum(&|r| r.db.early_recomputes);
-    d.statement_ms_mean = weighted(&|r| r.db.statement_ms_mean, &|r| r.db.calls);
-    d.pool_wait_ms_mean = weighted(&|r| r.db.pool_wait_ms_mean, &|r| r.db.calls);
+    d.statement_ms_mean = weighted(&|r| r.db.statement_ms_mean, &calls);
+    d.pool_wait_ms_mean = weighted(&|r| r.db.pool_wait_ms_mean, &calls);
     d.early_lead_ms_mean = weighted(&|r| r.db.early_lead_ms_mean, &|r| r.db.early_recomputes);
     d.pool_busy = weighted(&|r| Some(r.db.pool_busy), &|r| {
         u64::from(r.generator.instances)
@@ -213,25 +217,31 @@ pub fn merge(mut shards: Vec<(String, RunResult)>, allow_missing: bool) -> Resul
     .unwrap_or(0.0);
     // Peaks of different processes happen at different moments: their sum bounds the run's.
     d.peak_concurrent = sum(&|r| r.db.peak_concurrent);
-    d.peak_in_flight = sum(&|r| r.db.peak_in_flight);
+    d.peak_in_flight = rs.iter().map(|r| r.db.peak_in_flight).sum::<Option<u64>>();
     notes.push(
         "db.peak_concurrent and db.peak_in_flight are the sums of the shards' peaks: an upper bound (the shards' peaks need not coincide)".to_string(),
     );
     let ledger = lead.and_then(|r| r.shard.as_ref()?.whole_run.as_ref()?.ledger);
+    // A herd spans processes: no shard's own count sees another shard's loads, so the
+    // client-side figures of a 1-process run are unknown here; the ledger's (statements
+    // running in Postgres) have names of their own, as they count something else.
+    let why = "a sharded run's loads are counted per process, and a herd spans processes: see db.ledger_peak_key_herd and db.ledger_redundant_loads (statements running in Postgres, from the load ledger)";
+    d.peak_key_herd = None;
+    d.peak_key_herd_unknown = Some(why.to_string());
+    d.redundant_loads = None;
+    d.redundant_loads_unknown = Some(why.to_string());
     match ledger {
         Some(l) => {
-            d.peak_key_herd = l.peak_herd;
-            d.redundant_loads = l.redundant;
+            d.ledger_peak_key_herd = Some(l.peak_herd);
+            d.ledger_redundant_loads = Some(l.redundant);
             notes.push(format!(
-                "db.peak_key_herd and db.redundant_loads are computed over every shard's {} loads from the load ledger, on the server's clock (loads running in Postgres; loads queued for a connection are not in it)",
+                "db.ledger_peak_key_herd and db.ledger_redundant_loads are computed over every shard's {} loads from the load ledger, on the server's clock (loads running in Postgres; loads queued for a connection are not in it)",
                 l.loads
             ));
         }
         None => {
-            d.peak_key_herd = rs.iter().map(|r| r.db.peak_key_herd).max().unwrap_or(0);
-            d.redundant_loads = sum(&|r| r.db.redundant_loads);
             notes.push(
-                "no load ledger was read: db.peak_key_herd is the largest shard's herd and db.redundant_loads the sum of the shards' (herds across shards are not counted)".to_string(),
+                "no load ledger was read: the run's herds across shards are unknown".to_string(),
             );
         }
     }

@@ -32,7 +32,21 @@ use crate::workload::Start;
 /// `db.peak_in_flight`), `db.errors`/`db.timeouts` became `statement_errors`,
 /// `statement_timeouts` and `pool_timeouts`. `check` reads schema 1 too, and refuses to judge
 /// one against the other without `--force`.
-pub const SCHEMA: u32 = 2;
+/// 3: a figure the tool could not obtain is null with a `<name>_unknown` reason beside it
+/// (`hit_rate`, `db.calls`, `db.peak_in_flight`, `db.peak_key_herd`, `db.redundant_loads`,
+/// `consistency.divergent_keys`), never 0; an app under test's server-side figures have their
+/// own names (`redis.keyspace_hit_rate`, `db.peak_active_sampled`), and so do a merged run's
+/// ledger herds (`db.ledger_peak_key_herd`, `db.ledger_redundant_loads`); a threshold records
+/// `measured: null` and `unknown` when its figure is unknown. No figure of a built-in
+/// 1-process run changed meaning, so `check` judges schema 2 against schema 3.
+pub const SCHEMA: u32 = 3;
+
+/// Whether results of these two schema versions count the same things under the same names
+/// for the figures `check` judges: schema 1 counted DB calls and peaks differently; 2 and 3
+/// differ only where 3 says unknown, which `check` reports as not comparable.
+pub fn schemas_comparable(a: u32, b: u32) -> bool {
+    a == b || (a >= 2 && b >= 2)
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunResult {
@@ -53,8 +67,13 @@ pub struct RunResult {
     pub start: Option<StartFigures>,
     pub requests: Requests,
     pub outcomes: Outcomes,
-    /// Share of completed requests served from the cache without a load: (hit + stale) / completed.
-    pub hit_rate: f64,
+    /// Share of completed requests served from the cache without a load: (hit + stale) /
+    /// completed. Null when the tool cannot see the outcomes (an app under test: see
+    /// `redis.keyspace_hit_rate`) or no request completed.
+    pub hit_rate: Option<f64>,
+    /// Why `hit_rate` is null, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hit_rate_unknown: Option<String>,
     pub db: DbFigures,
     pub redis: RedisFigures,
     pub lock: LockFigures,
@@ -103,9 +122,13 @@ pub struct RunResult {
     pub merged: Option<shard::Merged>,
 }
 
+fn some_zero() -> Option<u64> {
+    Some(0)
+}
+
 /// The cache against the database, exact because every write goes through the tool, which
 /// records each committed version and when its commit was acknowledged.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Consistency {
     /// Completed requests that served a version older than one whose commit was acknowledged
     /// before the request started. A value served past its soft expiry (swr) with no newer
@@ -119,8 +142,14 @@ pub struct Consistency {
     /// Keys written at least once in the window.
     pub keys_written: u64,
     /// Of those, keys whose cached entry held another version than the database's row once
-    /// writes had stopped and in-flight work had ended: wrong until their TTL runs out.
-    pub divergent_keys: u64,
+    /// writes had stopped and in-flight work had ended: wrong until their TTL runs out. Null
+    /// when the written keys could not be read back (`divergent_keys_unknown` says why).
+    /// Absent (files written before writes existed): no writes, so 0.
+    #[serde(default = "some_zero")]
+    pub divergent_keys: Option<u64>,
+    /// Why `divergent_keys` is null, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub divergent_keys_unknown: Option<String>,
     /// Cache SETs refused: by the versioned SET (an older version than the cache or the
     /// writers' marker held), or under a lease (the token deleted by a write, or run out).
     pub stale_sets_refused: u64,
@@ -130,6 +159,24 @@ pub struct Consistency {
     /// Why `divergent_keys` could not be measured, when it could not.
     #[serde(default)]
     pub note: Option<String>,
+}
+
+/// Without writes nothing can diverge: every figure 0 (as in results written before writes
+/// existed).
+impl Default for Consistency {
+    fn default() -> Self {
+        Consistency {
+            stale_reads: 0,
+            stale_read_ratio: 0.0,
+            staleness_ms: Staleness::default(),
+            keys_written: 0,
+            divergent_keys: Some(0),
+            divergent_keys_unknown: None,
+            stale_sets_refused: 0,
+            invalidation_failures: 0,
+            note: None,
+        }
+    }
 }
 
 /// Percentiles of the staleness of stale reads, ms (all 0 without any).
@@ -180,31 +227,73 @@ pub struct AppFigures {
 impl RunResult {
     /// The value of one metric of the list in [`crate::metric`].
     pub fn figure(&self, m: Metric) -> f64 {
+        self.measured(m).unwrap_or(f64::NAN)
+    }
+
+    /// The value of one metric, or why it was not measured: a figure the tool could not
+    /// obtain is unknown, never 0 (`figure` gives NaN for it, which every comparison treats
+    /// as not comparable and every renderer prints as `—`).
+    pub fn measured(&self, m: Metric) -> Result<f64, String> {
+        fn known<T: Into<f64>>(v: Option<T>, why: &Option<String>) -> Result<f64, String> {
+            v.map(Into::into)
+                .ok_or_else(|| why.clone().unwrap_or_else(|| "not measured".to_string()))
+        }
+        let n = |v: u64| Ok(v as f64);
+        let none_completed = || {
+            if self.requests.completed == 0 {
+                Err("no request completed".to_string())
+            } else {
+                Ok(())
+            }
+        };
+        let app = self.app.is_some();
+        let app_outcomes = || {
+            if app {
+                Err("an app under test's outcomes are HTTP's: the tool cannot see whether it served from its cache".to_string())
+            } else {
+                Ok(())
+            }
+        };
+        let d = &self.db;
+        let c = &self.consistency;
+        let u = |v: Option<u64>| v.map(|x| x as f64);
         match m {
-            Metric::DbCalls => self.db.calls as f64,
-            Metric::RedundantLoads => self.db.redundant_loads as f64,
-            Metric::PeakKeyHerd => self.db.peak_key_herd as f64,
-            Metric::PeakConcurrent => self.db.peak_concurrent as f64,
-            Metric::HitRate => self.hit_rate,
-            Metric::Stale => self.outcomes.stale as f64,
-            Metric::StaleRatio => share(self.outcomes.stale, self.requests.completed),
-            Metric::Waited => self.outcomes.waited as f64,
-            Metric::Errors => self.requests.errors as f64,
-            Metric::ErrorRate => share(
+            Metric::DbCalls => known(u(d.calls), &d.calls_unknown),
+            Metric::RedundantLoads => known(u(d.redundant_loads), &d.redundant_loads_unknown),
+            Metric::PeakKeyHerd => known(u(d.peak_key_herd), &d.peak_key_herd_unknown),
+            Metric::PeakConcurrent => n(d.peak_concurrent),
+            Metric::HitRate => known(self.hit_rate, &self.hit_rate_unknown),
+            Metric::Stale => app_outcomes().and(n(self.outcomes.stale)),
+            Metric::StaleRatio => app_outcomes()
+                .and(none_completed())
+                .map(|()| share(self.outcomes.stale, self.requests.completed)),
+            Metric::Waited => app_outcomes().and(n(self.outcomes.waited)),
+            Metric::Errors => n(self.requests.errors),
+            Metric::ErrorRate => Ok(share(
                 self.requests.errors + self.requests.shed + self.requests.unsent,
                 self.requests.scheduled,
-            ),
-            Metric::Rejected => self.outcomes.rejected as f64,
-            Metric::RejectedRate => share(self.outcomes.rejected, self.requests.completed),
-            Metric::P50 => self.latency_ms.p50,
-            Metric::P95 => self.latency_ms.p95,
-            Metric::P99 => self.latency_ms.p99,
-            Metric::StaleReads => self.consistency.stale_reads as f64,
-            Metric::StaleReadRatio => self.consistency.stale_read_ratio,
-            Metric::StalenessP99 => self.consistency.staleness_ms.p99,
-            Metric::DivergentKeys => self.consistency.divergent_keys as f64,
-            Metric::StaleSetsRefused => self.consistency.stale_sets_refused as f64,
-            Metric::InvalidationFailures => self.consistency.invalidation_failures as f64,
+            )),
+            Metric::Rejected => n(self.outcomes.rejected),
+            Metric::RejectedRate => {
+                none_completed().map(|()| share(self.outcomes.rejected, self.requests.completed))
+            }
+            Metric::P50 => none_completed().map(|()| self.latency_ms.p50),
+            Metric::P95 => none_completed().map(|()| self.latency_ms.p95),
+            Metric::P99 => none_completed().map(|()| self.latency_ms.p99),
+            Metric::StaleReads => n(c.stale_reads),
+            Metric::StaleReadRatio => Ok(c.stale_read_ratio),
+            Metric::StalenessP99 => Ok(c.staleness_ms.p99),
+            Metric::DivergentKeys => known(u(c.divergent_keys), &c.divergent_keys_unknown),
+            Metric::StaleSetsRefused => n(c.stale_sets_refused),
+            Metric::InvalidationFailures => n(c.invalidation_failures),
+        }
+    }
+
+    /// One metric for a summary line: its value in its unit, or `unknown (why)`.
+    pub fn shown(&self, m: Metric) -> String {
+        match self.measured(m) {
+            Ok(v) => m.def().unit.show(v),
+            Err(why) => format!("unknown ({why})"),
         }
     }
 
@@ -212,12 +301,23 @@ impl RunResult {
     pub fn judge(&self, t: &Thresholds) -> Vec<ThresholdResult> {
         t.iter()
             .map(|(m, limit)| {
-                let measured = self.figure(m);
-                ThresholdResult {
-                    name: m.threshold_name().unwrap_or_default(),
-                    limit,
-                    measured,
-                    passed: passes(m, limit, measured),
+                let name = m.threshold_name().unwrap_or_default();
+                match self.measured(m) {
+                    Ok(measured) => ThresholdResult {
+                        name,
+                        limit,
+                        measured: Some(measured),
+                        unknown: None,
+                        passed: passes(m, limit, measured),
+                    },
+                    // A limit on a figure nobody measured holds nothing: it fails.
+                    Err(why) => ThresholdResult {
+                        name,
+                        limit,
+                        measured: None,
+                        unknown: Some(why),
+                        passed: false,
+                    },
                 }
             })
             .collect()
@@ -231,14 +331,24 @@ impl RunResult {
                 continue;
             };
             let d = m.def();
-            o.push_str(&format!(
-                "threshold broken ({}): {} = {} but measured {} ({})\n",
-                self.strategy,
-                t.name,
-                d.unit.show(t.limit),
-                d.unit.show(t.measured),
-                d.what
-            ));
+            match (t.measured, &t.unknown) {
+                (Some(v), _) => o.push_str(&format!(
+                    "threshold broken ({}): {} = {} but measured {} ({})\n",
+                    self.strategy,
+                    t.name,
+                    d.unit.show(t.limit),
+                    d.unit.show(v),
+                    d.what
+                )),
+                (None, why) => o.push_str(&format!(
+                    "threshold broken ({}): {} = {} but {} is unknown: {} (a limit on a figure that was not measured fails)\n",
+                    self.strategy,
+                    t.name,
+                    d.unit.show(t.limit),
+                    d.name,
+                    why.as_deref().unwrap_or("not measured")
+                )),
+            }
         }
         o
     }
@@ -270,8 +380,12 @@ pub struct ThresholdResult {
     pub name: String,
     /// The limit, in the metric's unit (calls, ms, or a share between 0 and 1).
     pub limit: f64,
-    /// What the run measured, same unit.
-    pub measured: f64,
+    /// What the run measured, same unit; null when the figure is unknown (then the
+    /// threshold fails).
+    pub measured: Option<f64>,
+    /// Why the figure is unknown, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unknown: Option<String>,
     /// Whether the measured value is within the limit.
     pub passed: bool,
 }
@@ -320,7 +434,11 @@ pub struct Outcomes {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct DbFigures {
     /// Statements sent to Postgres in the measured window (one per load that got a connection).
-    pub calls: u64,
+    /// An app under test's are the server's count; null when it could not be read.
+    pub calls: Option<u64>,
+    /// Why `calls` is null, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub calls_unknown: Option<String>,
     /// Executions of the measured window's loader statement that Postgres completed
     /// (pg_stat_statements counts a statement when it ends without error):
     /// `calls == calls_server + statement_errors`. Null when unavailable (see the note).
@@ -360,13 +478,38 @@ pub struct DbFigures {
     pub warmup_calls: u64,
     /// Most statements running in Postgres at once (at most instances × db-pool).
     pub peak_concurrent: u64,
-    /// Most loads in flight at once, those waiting for a pooled connection included.
+    /// Most loads in flight at once, those waiting for a pooled connection included (null for
+    /// an app under test, whose loads the tool cannot see: see `peak_active_sampled`).
     #[serde(default)]
-    pub peak_in_flight: u64,
-    /// Most loads of one key in flight at once (the herd), queued ones included.
-    pub peak_key_herd: u64,
-    /// Loads started while another load of the same key was in flight (queued ones included).
-    pub redundant_loads: u64,
+    pub peak_in_flight: Option<u64>,
+    /// Why `peak_in_flight` is null, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_in_flight_unknown: Option<String>,
+    /// An app under test's most statements active at once in pg_stat_activity, sampled (a
+    /// shorter peak between two samples is not seen); absent for the built-in app.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_active_sampled: Option<u64>,
+    /// Most loads of one key in flight at once (the herd), queued ones included; null when
+    /// it could not be measured (`peak_key_herd_unknown` says why).
+    pub peak_key_herd: Option<u64>,
+    /// Why `peak_key_herd` is null, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peak_key_herd_unknown: Option<String>,
+    /// Loads started while another load of the same key was in flight (queued ones
+    /// included); null when it could not be measured.
+    pub redundant_loads: Option<u64>,
+    /// Why `redundant_loads` is null, when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redundant_loads_unknown: Option<String>,
+    /// A sharded run's herd, from the load ledger on the server's clock: most loads of one
+    /// key running in Postgres at once (loads queued for a connection are not in it), over
+    /// every shard. A different quantity from `peak_key_herd`, hence its own name; absent
+    /// for a 1-process run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger_peak_key_herd: Option<u64>,
+    /// A sharded run's redundant loads from the load ledger (as `ledger_peak_key_herd`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger_redundant_loads: Option<u64>,
     /// Mean time a statement ran, ms (null without statements).
     #[serde(default)]
     pub statement_ms_mean: Option<f64>,
@@ -412,6 +555,11 @@ pub struct RedisFigures {
     pub keyspace_hits: Option<u64>,
     /// keyspace_misses from INFO, same window as `keyspace_hits`.
     pub keyspace_misses: Option<u64>,
+    /// keyspace_hits / (keyspace_hits + keyspace_misses) over the window: every GET the server
+    /// answered, lock polls and other clients' reads included (null when INFO could not be
+    /// read at both ends, or Redis restarted).
+    #[serde(default)]
+    pub keyspace_hit_rate: Option<f64>,
     /// Why the keyspace figures may include other clients' traffic or are null.
     pub note: Option<String>,
     /// Redis commands that failed (connection down, error reply).
@@ -749,6 +897,95 @@ pub fn read_json(path: &Path) -> Result<RunResult> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The committed CI baseline's mutex result: a real schema-2 document.
+    fn baseline() -> RunResult {
+        let p = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/results/baseline-ci/mutex.json"
+        );
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_schema_2_file_reads_with_every_figure_known() {
+        let r = baseline();
+        assert_eq!(r.schema, 2);
+        for d in crate::metric::DEFS.iter() {
+            assert!(
+                r.measured(d.metric).is_ok(),
+                "{} unknown in a schema-2 baseline",
+                d.name
+            );
+        }
+        assert!(schemas_comparable(2, SCHEMA));
+        assert!(!schemas_comparable(1, SCHEMA));
+    }
+
+    #[test]
+    fn a_threshold_on_an_unknown_figure_fails_with_the_reason() {
+        let mut r = baseline();
+        r.db.peak_key_herd = None;
+        r.db.peak_key_herd_unknown = Some("the app does not load through stampede_load".into());
+        r.db.calls = None;
+        r.db.calls_unknown = Some("pg_stat_statements could not be read".into());
+        let t: Thresholds =
+            toml::from_str("peak_key_herd_max = 5\ndb_calls_max = 1000000").unwrap();
+        let judged = r.judge(&t);
+        assert_eq!(judged.len(), 2);
+        for j in &judged {
+            assert!(!j.passed, "{} passed on an unknown figure", j.name);
+            assert_eq!(j.measured, None);
+            assert!(j.unknown.is_some());
+        }
+        r.thresholds = judged;
+        let broken = r.broken_thresholds();
+        assert!(
+            broken
+                .contains("peak_key_herd is unknown: the app does not load through stampede_load"),
+            "{broken}"
+        );
+        assert!(
+            broken.contains("db_calls is unknown: pg_stat_statements could not be read"),
+            "{broken}"
+        );
+        assert!(r.figure(Metric::DbCalls).is_nan());
+        assert_eq!(
+            r.shown(Metric::DbCalls),
+            "unknown (pg_stat_statements could not be read)"
+        );
+    }
+
+    #[test]
+    fn with_no_request_completed_the_latency_and_rates_are_unknown() {
+        let mut r = baseline();
+        r.requests.completed = 0;
+        for m in [Metric::P50, Metric::P95, Metric::P99, Metric::RejectedRate] {
+            assert_eq!(
+                r.measured(m),
+                Err("no request completed".to_string()),
+                "{m:?}"
+            );
+        }
+        let t: Thresholds = toml::from_str("p99_ms_max = 250").unwrap();
+        assert!(!r.judge(&t)[0].passed);
+    }
+
+    #[test]
+    fn an_unknown_figure_is_null_in_the_json_with_its_reason() {
+        let mut r = baseline();
+        r.consistency.divergent_keys = None;
+        r.consistency.divergent_keys_unknown = Some("read-back failed".into());
+        let v = serde_json::to_value(&r).unwrap();
+        assert!(v.pointer("/consistency/divergent_keys").unwrap().is_null());
+        assert_eq!(
+            v.pointer("/consistency/divergent_keys_unknown")
+                .and_then(|x| x.as_str()),
+            Some("read-back failed")
+        );
+        let back: RunResult = serde_json::from_value(v).unwrap();
+        assert!(back.measured(Metric::DivergentKeys).is_err());
+    }
 
     #[test]
     fn histograms_round_trip() {

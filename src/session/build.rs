@@ -119,13 +119,12 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
             rejected: o(Outcome::Rejected),
             ok: o(Outcome::Ok),
         },
-        hit_rate: if completed == 0 {
-            0.0
-        } else {
-            (o(Outcome::Hit) + o(Outcome::Stale)) as f64 / completed as f64
-        },
+        hit_rate: (completed > 0)
+            .then(|| (o(Outcome::Hit) + o(Outcome::Stale)) as f64 / completed as f64),
+        hit_rate_unknown: (completed == 0).then(|| "no request completed".to_string()),
         db: results::DbFigures {
-            calls: d.calls,
+            calls: Some(d.calls),
+            calls_unknown: None,
             calls_server,
             calls_server_note: match (&db.stat_statements_missing, &faults) {
                 (Some(n), _) => Some(n.clone()),
@@ -143,9 +142,15 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
             breaker_refusals: c.breaker_refusals,
             warmup_calls: d.warmup_calls,
             peak_concurrent: d.peak_concurrent,
-            peak_in_flight: d.peak_in_flight,
-            peak_key_herd: d.peak_herd,
-            redundant_loads: d.redundant,
+            peak_in_flight: Some(d.peak_in_flight),
+            peak_in_flight_unknown: None,
+            peak_active_sampled: None,
+            peak_key_herd: Some(d.peak_herd),
+            peak_key_herd_unknown: None,
+            redundant_loads: Some(d.redundant),
+            redundant_loads_unknown: None,
+            ledger_peak_key_herd: None,
+            ledger_redundant_loads: None,
             statement_ms_mean: (d.calls > 0)
                 .then(|| d.statement_us as f64 / 1000.0 / d.calls as f64),
             pool_wait_ms_mean: (d.calls > 0)
@@ -168,6 +173,16 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
                 .map(|w| results::Latency::of(&w.latency)),
         },
         redis: results::RedisFigures {
+            keyspace_hit_rate: redis
+                .filter(|_| !redis_restarted)
+                .map(|(b, a)| {
+                    (
+                        a.keyspace_hits.saturating_sub(b.keyspace_hits),
+                        a.keyspace_misses.saturating_sub(b.keyspace_misses),
+                    )
+                })
+                .filter(|(h, m)| h + m > 0)
+                .map(|(h, m)| h as f64 / (h + m) as f64),
             keyspace_hits: redis
                 .filter(|_| !redis_restarted)
                 .map(|(b, a)| a.keyspace_hits.saturating_sub(b.keyspace_hits)),
@@ -257,14 +272,15 @@ fn consistency(
 ) -> results::Consistency {
     let s = &t.staleness;
     let stale_reads = s.len();
-    let (keys_written, divergent_keys, note) = match divergence {
-        None => (0, 0, None),
-        Some(Ok(d)) => (d.keys_written, d.divergent_keys, None),
+    // Without writes the database never changes, so no key can differ from it: 0 is measured.
+    let (keys_written, divergent_keys, unknown) = match divergence {
+        None => (0, Some(0), None),
+        Some(Ok(d)) => (d.keys_written, Some(d.divergent_keys), None),
         Some(Err(e)) => (
             0,
-            0,
+            None,
             Some(format!(
-                "the written keys could not be read back after the run ({e}): divergent_keys is unknown"
+                "the written keys could not be read back after the run ({e})"
             )),
         ),
     };
@@ -286,9 +302,10 @@ fn consistency(
         },
         keys_written,
         divergent_keys,
+        divergent_keys_unknown: unknown,
         stale_sets_refused: c.stale_sets_refused,
         invalidation_failures: c.invalidation_failures,
-        note,
+        note: None,
     }
 }
 

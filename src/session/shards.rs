@@ -23,6 +23,7 @@ use crate::error::{EnvError, UsageError};
 use crate::fault::Server;
 use crate::instance::now_ms;
 use crate::live::Live;
+use crate::metric::Metric;
 use crate::metrics::Outcome;
 use crate::origin::Db;
 use crate::results::shard::{LedgerFigures, ShardFigures, WholeRun};
@@ -95,6 +96,19 @@ fn check(sc: &Scenario, count: u32) -> Result<()> {
             "{count} shards need at least {count} app instances (instance k runs on shard k mod {count}): raise --instances to {count} or more"
         ))
         .into());
+    }
+    // A herd spans processes, and each shard counts only its own loads: the merged result's
+    // client-side herd figures are unknown by construction, so a limit on them could never
+    // hold.
+    for (m, _) in sc.thresholds.iter() {
+        if matches!(m, Metric::PeakKeyHerd | Metric::RedundantLoads) {
+            return Err(UsageError::new(format!(
+                "{}: a sharded run cannot know {} (each shard counts only its own loads, and a herd spans shards); its merged result has db.ledger_peak_key_herd and db.ledger_redundant_loads from the load ledger instead: drop the threshold, or run in one process",
+                m.threshold_name().unwrap_or_default(),
+                m.name()
+            ))
+            .into());
+        }
     }
     Ok(())
 }

@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 
 use super::{Env, Status, run_on, shutdown_on_signals};
 use crate::cli::{OutputFlags, TrialFlags};
+use crate::metric::Metric;
 use crate::report::{self, markdown, tables};
 use crate::results::summary::CompareSummary;
 use crate::results::{self, RunResult};
@@ -104,16 +105,18 @@ pub async fn run_trials(scenarios: &[Scenario], trials: TrialFlags, out: &Output
             eprintln!("warning ({label}): {why}");
         }
         status.line(&format!(
-            "[{}/{total}] {label}: {} DB calls, peak herd {}, hit rate {:.1}%, p99 {:.2} ms{}{}",
+            "[{}/{total}] {label}: {} DB calls, peak herd {}, hit rate {}, p99 {}{}{}",
             k + 1,
-            r.db.calls,
-            r.db.peak_key_herd,
-            r.hit_rate * 100.0,
-            r.latency_ms.p99,
+            r.shown(Metric::DbCalls),
+            r.shown(Metric::PeakKeyHerd),
+            r.shown(Metric::HitRate),
+            r.shown(Metric::P99),
             if r.scenario.writes.is_some() {
                 format!(
                     ", {} writes, {} stale reads, {} divergent keys",
-                    r.db.writes, r.consistency.stale_reads, r.consistency.divergent_keys
+                    r.db.writes,
+                    r.consistency.stale_reads,
+                    r.shown(Metric::DivergentKeys)
                 )
             } else {
                 String::new()
