@@ -27,6 +27,7 @@ pub enum Metric {
     DivergentKeys,
     StaleSetsRefused,
     InvalidationFailures,
+    WritesLeftWrongRatio,
 }
 
 /// The unit of a metric, which decides how it is written and what a limit or tolerance may be.
@@ -118,7 +119,7 @@ const fn tol(rel: f64, abs: f64) -> Option<Tolerance> {
 /// the run-to-run spread of `scenarios/ci.toml` on a shared 2-core machine (docs/ci.md): two to
 /// three times the widest range seen for any strategy over 10 runs, narrower than the gap
 /// between a strategy and cache-aside, which is what it degrades to when its protection breaks.
-pub const DEFS: [Def; 21] = [
+pub const DEFS: [Def; 22] = [
     Def {
         metric: Metric::DbCalls,
         name: "db_calls",
@@ -351,6 +352,17 @@ pub const DEFS: [Def; 21] = [
         threshold: true,
         ranked: true,
     },
+    Def {
+        metric: Metric::WritesLeftWrongRatio,
+        name: "writes_left_wrong_ratio",
+        header: "writes left wrong",
+        unit: Unit::Share,
+        better: Better::Lower,
+        what: "writes whose read-back, once their key settled, found an older version cached than the last committed one / writes probed",
+        tolerance: tol(0.0, 0.02),
+        threshold: true,
+        ranked: true,
+    },
 ];
 
 impl Metric {
@@ -420,6 +432,7 @@ impl Metric {
                 | Metric::DivergentKeys
                 | Metric::StaleSetsRefused
                 | Metric::InvalidationFailures
+                | Metric::WritesLeftWrongRatio
         )
     }
 

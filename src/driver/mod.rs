@@ -71,6 +71,12 @@ pub struct Raw {
 pub struct WritesRaw {
     pub committed: u64,
     pub errors: u64,
+    /// Writes read back once their key settled, those found left wrong, those never
+    /// probed, and the key-ms the probes saw wrong (see `metrics::Probes`).
+    pub probed: u64,
+    pub left_wrong: u64,
+    pub unprobed: u64,
+    pub divergent_ms: u64,
     /// From each write's scheduled start to the end of its invalidation, µs.
     pub latency: hdrhistogram::Histogram<u64>,
 }
@@ -472,6 +478,10 @@ impl Driver {
             writes: self.shared.writes.as_ref().map(|w| WritesRaw {
                 committed: w.committed.load(Relaxed),
                 errors: w.errors.load(Relaxed),
+                probed: w.probes.probed.load(Relaxed),
+                left_wrong: w.probes.left_wrong.load(Relaxed),
+                unprobed: w.probes.unprobed.load(Relaxed) + w.probes.pending.load(Relaxed),
+                divergent_ms: w.probes.divergent_ms(&w.versions, Instant::now()),
                 latency: w.latency(),
             }),
         })

@@ -78,10 +78,12 @@ pub(super) fn spawn(
     })))
 }
 
-/// Wait until no write is in flight, at most `limit`.
+/// Wait until no write and no write's probe is in flight, at most `limit`.
 pub(super) async fn drain(writes: &Writes, limit: Duration) {
     let deadline = Instant::now() + limit;
-    while writes.in_flight.load(Relaxed) > 0 && Instant::now() < deadline {
+    while (writes.in_flight.load(Relaxed) > 0 || writes.probes.pending.load(Relaxed) > 0)
+        && Instant::now() < deadline
+    {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }

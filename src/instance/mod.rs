@@ -26,6 +26,10 @@ mod coordinate;
 
 use coordinate::{Claim, Coordinator, Miss};
 
+/// Longest a write's probe waits for its key to settle (the fills in flight at its commit
+/// written back, no other write of the key in flight) before the write is counted unprobed.
+const PROBE_SETTLE_LIMIT: Duration = Duration::from_secs(5);
+
 /// What every instance shares: the policy and the run-wide counters.
 pub struct Shared {
     pub freshness: freshness::Policy,
@@ -404,6 +408,10 @@ impl Instance {
             }
         })?;
         let started = Instant::now();
+        // With writes, the fill (this load and its write-back) is in flight for the write
+        // probes: one that read the row before a commit may write it back after the
+        // invalidation, and a probe waits for it.
+        let _fill = sh.writes.as_ref().map(|w| w.probes.in_flight.fill(id));
         let loaded = {
             let load = sh.loads.begin(id);
             self.origin.load(id, &load).await
@@ -465,12 +473,27 @@ impl Instance {
     /// in the run's commit log as soon as it is acknowledged, then the invalidation. A failed
     /// UPDATE is a write error; a failed or late invalidation is counted apart (the cache may
     /// keep the old version until its TTL).
-    pub async fn write(&self, id: u64, due: Instant) {
+    pub async fn write(self: &Arc<Self>, id: u64, due: Instant) {
         let sh = &self.shared;
         let Some(w) = sh.writes.as_ref() else {
             return;
         };
         let started = Instant::now();
+        let probes = &w.probes;
+        probes.in_flight.write(id, true);
+        // Taken off however the write ends (its task may be cancelled at the end of a run).
+        struct Writing<'a>(&'a crate::metrics::Probes, u64);
+        impl Drop for Writing<'_> {
+            fn drop(&mut self) {
+                self.0.in_flight.write(self.1, false);
+            }
+        }
+        let writing = Writing(probes, id);
+        let deleted_first = if sh.invalidate == Invalidate::DeleteFirst {
+            Some(self.cache.delete(id).await)
+        } else {
+            None
+        };
         let Some(row) = self.origin.write(id).await else {
             w.errors.fetch_add(1, Relaxed);
             w.record_latency(due.elapsed().as_micros() as u64);
@@ -478,9 +501,12 @@ impl Instance {
         };
         let version = row.version();
         w.versions.commit(id, version, Instant::now());
+        // The fills that may have read the row before this commit: the probe waits for them.
+        let fills_at_commit = probes.in_flight.fills_of(id);
         w.note_committed();
         let invalidated = match sh.invalidate {
             Invalidate::Delete => self.cache.delete(id).await,
+            Invalidate::DeleteFirst => deleted_first.unwrap_or(Ok(())),
             Invalidate::Set | Invalidate::Versioned => {
                 let delta_us = started.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
                 let (meta, px) =
@@ -512,6 +538,54 @@ impl Instance {
             bump(&sh.counters.invalidation_failures);
         }
         w.record_latency(due.elapsed().as_micros() as u64);
+        drop(writing);
+        self.probe(id, fills_at_commit);
+    }
+
+    /// Read `id` back once it has settled after a write: every fill in flight at the
+    /// commit has written back and no other write of the key is in flight. One GET, apart
+    /// from the traffic (in no outcome or hit figure of the tool; Redis's INFO counts it). A
+    /// fixed delay would miss the UPDATE-then-DEL race, whose stale write-back lands up to a
+    /// load time after the DEL. Its own task, so the write's latency does not include it.
+    fn probe(self: &Arc<Self>, id: u64, fills: Vec<u64>) {
+        let Some(w) = self.shared.writes.clone() else {
+            return;
+        };
+        let me = Arc::clone(self);
+        let abort = self.shared.abort.clone();
+        w.probes.pending.fetch_add(1, Relaxed);
+        tokio::spawn(async move {
+            struct Pending<'a>(&'a AtomicU64);
+            impl Drop for Pending<'_> {
+                fn drop(&mut self) {
+                    self.0.fetch_sub(1, Relaxed);
+                }
+            }
+            let _pending = Pending(&w.probes.pending);
+            let p = &w.probes;
+            // A key never settles under continuous overlapping writes: bounded, and such a
+            // write is counted unprobed rather than guessed.
+            let deadline = Instant::now() + PROBE_SETTLE_LIMIT;
+            while !p.in_flight.settled(id, &fills, 0) {
+                if Instant::now() >= deadline || abort.is_cancelled() {
+                    p.unprobed.fetch_add(1, Relaxed);
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            let at = Instant::now();
+            match me.cache.get(id).await {
+                Ok(bytes) => {
+                    let meta = bytes.as_deref().and_then(Meta::decode);
+                    let cached = meta.filter(|m| !m.negative).map(|m| m.version);
+                    let left_ms = meta.map_or(0, |m| m.hard_expiry_ms.saturating_sub(now_ms()));
+                    p.record(&w.versions, id, cached, left_ms, at);
+                }
+                Err(_) => {
+                    p.unprobed.fetch_add(1, Relaxed);
+                }
+            }
+        });
     }
 }
 

@@ -82,6 +82,14 @@ impl Versions {
             .map(|&t| began - t)
     }
 
+    /// The newest version of `id` whose commit was acknowledged (1, the seed, when none).
+    pub fn last_committed(&self, id: u64) -> u64 {
+        let s = self.shard(id).lock().unwrap_or_else(|p| p.into_inner());
+        s.get(&id)
+            .and_then(|v| v.iter().rposition(|&t| t != 0))
+            .map_or(1, |i| i as u64 + 2)
+    }
+
     /// Every key written so far.
     pub fn written(&self) -> Vec<u64> {
         let mut keys: Vec<u64> = self
@@ -100,6 +108,189 @@ impl Versions {
     }
 }
 
+/// Per key, what is in flight that a write's probe must wait for: the fills (a load and its
+/// write-back; a fill that read the row before a commit may write the old version back after
+/// the invalidation) by token, and the writes. Touched only by misses and writes of a run
+/// with writes, never by a hit.
+#[derive(Default)]
+struct InFlightKey {
+    fills: Vec<u64>,
+    writes: u32,
+}
+
+/// The in-flight fills and writes of every key, sharded like the commit log.
+pub struct InFlight {
+    next_token: AtomicU64,
+    shards: Box<[Mutex<HashMap<u64, InFlightKey>>]>,
+}
+
+impl Default for InFlight {
+    fn default() -> Self {
+        InFlight {
+            next_token: AtomicU64::new(1),
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+        }
+    }
+}
+
+/// A fill of one key in flight; dropping it (however the fill ends) takes it off.
+pub struct FillGuard<'a> {
+    log: &'a InFlight,
+    id: u64,
+    token: u64,
+}
+
+impl Drop for FillGuard<'_> {
+    fn drop(&mut self) {
+        self.log
+            .with(self.id, |k| k.fills.retain(|&t| t != self.token));
+    }
+}
+
+impl InFlight {
+    fn with<R>(&self, id: u64, f: impl FnOnce(&mut InFlightKey) -> R) -> R {
+        let mut s = self.shards[(id as usize) % SHARDS]
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let k = s.entry(id).or_default();
+        let r = f(k);
+        if k.fills.is_empty() && k.writes == 0 {
+            s.remove(&id);
+        }
+        r
+    }
+
+    /// A fill of `id` begins: its load may read the row before a commit of it.
+    pub fn fill(&self, id: u64) -> FillGuard<'_> {
+        let token = self.next_token.fetch_add(1, Relaxed);
+        self.with(id, |k| k.fills.push(token));
+        FillGuard {
+            log: self,
+            id,
+            token,
+        }
+    }
+
+    /// A write of `id` begins (`true`) or ends (`false`).
+    pub fn write(&self, id: u64, begins: bool) {
+        self.with(id, |k| {
+            if begins {
+                k.writes += 1;
+            } else {
+                k.writes = k.writes.saturating_sub(1);
+            }
+        });
+    }
+
+    /// The fills of `id` in flight now.
+    pub fn fills_of(&self, id: u64) -> Vec<u64> {
+        self.with(id, |k| k.fills.clone())
+    }
+
+    /// Whether none of `fills` is still in flight and no write of `id` but the caller's
+    /// (`own_writes`) is.
+    pub fn settled(&self, id: u64, fills: &[u64], own_writes: u32) -> bool {
+        self.with(id, |k| {
+            k.writes <= own_writes && !k.fills.iter().any(|t| fills.contains(t))
+        })
+    }
+}
+
+/// A write its probe found left wrong: when, and until when the entry would live.
+struct Wrong {
+    id: u64,
+    /// The version the probe found cached.
+    cached: u64,
+    /// Stamp of the probe (as the commit log's).
+    at: u64,
+    /// Stamp at which Redis drops the entry.
+    expires: u64,
+}
+
+/// The per-write race figures: each write is probed once its own invalidation is done, every
+/// fill of its key that was in flight at its commit has written back, and no other write of
+/// the key is in flight; a probe that finds an older version cached than the last committed
+/// one counts the write as left wrong.
+#[derive(Default)]
+pub struct Probes {
+    pub in_flight: InFlight,
+    /// Writes probed.
+    pub probed: AtomicU64,
+    /// Of those, writes whose probe found the cache holding an older version.
+    pub left_wrong: AtomicU64,
+    /// Writes not probed: their key never settled within the probe's bound, or the probe's
+    /// GET failed.
+    pub unprobed: AtomicU64,
+    /// Probes started and not finished (the driver waits for them).
+    pub pending: AtomicU64,
+    wrong: Mutex<Vec<Wrong>>,
+}
+
+impl Probes {
+    /// Record a probe's reading of `id`: `cached` the version found (None: no entry, a
+    /// negative entry or another writer's bytes), `committed` the last acknowledged one,
+    /// `expires_in_ms` the entry's remaining life.
+    pub fn record(
+        &self,
+        versions: &Versions,
+        id: u64,
+        cached: Option<u64>,
+        expires_in_ms: u64,
+        at: Instant,
+    ) {
+        self.probed.fetch_add(1, Relaxed);
+        let committed = versions.last_committed(id);
+        let Some(v) = cached.filter(|&v| v < committed) else {
+            return;
+        };
+        self.left_wrong.fetch_add(1, Relaxed);
+        let at = versions.stamp(at);
+        self.wrong
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Wrong {
+                id,
+                cached: v,
+                at,
+                expires: at + expires_in_ms * 1000,
+            });
+    }
+
+    /// Key-milliseconds the probes saw wrong: from each wrong probe until the key's next
+    /// commit after the version found, its entry's expiry, or `end`, whichever came first.
+    pub fn divergent_ms(&self, versions: &Versions, end: Instant) -> u64 {
+        let end = versions.stamp(end);
+        let wrong = self.wrong.lock().unwrap_or_else(|p| p.into_inner());
+        wrong
+            .iter()
+            .map(|w| {
+                // The next commit after the probe: a newer version than the one found that
+                // was acknowledged after the probe (one acknowledged before it is what made
+                // the probe call the write wrong).
+                let next = versions
+                    .next_commit_after_stamp(w.id, w.cached, w.at)
+                    .unwrap_or(u64::MAX);
+                next.min(w.expires).min(end).saturating_sub(w.at) / 1000
+            })
+            .sum()
+    }
+}
+
+impl Versions {
+    /// The first acknowledgement of a version of `id` newer than `version` stamped after
+    /// `after`.
+    fn next_commit_after_stamp(&self, id: u64, version: u64, after: u64) -> Option<u64> {
+        let s = self.shard(id).lock().unwrap_or_else(|p| p.into_inner());
+        let v = s.get(&id)?;
+        let from = (version.max(1) - 1) as usize;
+        v.get(from..)?
+            .iter()
+            .copied()
+            .filter(|&t| t != 0 && t > after)
+            .min()
+    }
+}
+
 /// The writers' own figures: the run-wide counts, the latency of every write, and the
 /// commit log reads are judged against.
 pub struct Writes {
@@ -115,6 +306,8 @@ pub struct Writes {
     pub interval_committed: AtomicU64,
     /// From a write's scheduled start to the end of its invalidation, µs.
     latency: Mutex<Histogram<u64>>,
+    /// Each write read back once its key settled.
+    pub probes: Probes,
 }
 
 impl Default for Writes {
@@ -126,6 +319,7 @@ impl Default for Writes {
             in_flight: AtomicU64::new(0),
             interval_committed: AtomicU64::new(0),
             latency: Mutex::new(super::histogram(3)),
+            probes: Probes::default(),
         }
     }
 }
@@ -174,5 +368,57 @@ mod tests {
         assert_eq!(v.staleness(8, 1, ms(30)), None, "a key never written");
         assert_eq!(v.staleness(7, 0, ms(30)), None, "no version served");
         assert_eq!(v.written(), vec![7]);
+    }
+
+    #[test]
+    fn a_probe_counts_a_write_wrong_only_for_an_older_cached_version() {
+        let v = Versions::default();
+        let p = Probes::default();
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        v.commit(3, 2, ms(10));
+        assert_eq!(v.last_committed(3), 2);
+        assert_eq!(v.last_committed(4), 1, "never written: the seed");
+        p.record(&v, 3, Some(2), 1000, ms(12));
+        p.record(&v, 3, None, 0, ms(12));
+        assert_eq!(p.left_wrong.load(Relaxed), 0);
+        p.record(&v, 3, Some(1), 1000, ms(20));
+        assert_eq!(p.probed.load(Relaxed), 3);
+        assert_eq!(p.left_wrong.load(Relaxed), 1);
+        // Wrong from 20 ms until version 3 is committed at 70 ms: 50 key-ms.
+        v.commit(3, 3, ms(70));
+        assert_eq!(p.divergent_ms(&v, ms(1000)), 50);
+        // Or until the entry expires, or the window ends.
+        let q = Probes::default();
+        q.record(&v, 3, Some(1), 30, ms(20));
+        assert_eq!(q.divergent_ms(&v, ms(1000)), 30);
+        assert_eq!(q.divergent_ms(&v, ms(35)), 15);
+    }
+
+    #[test]
+    fn a_key_settles_once_the_fills_in_flight_at_the_commit_end() {
+        let f = InFlight::default();
+        let before = f.fill(9);
+        let at_commit = f.fills_of(9);
+        f.write(9, true);
+        let after = f.fill(9);
+        assert!(
+            !f.settled(9, &at_commit, 1),
+            "a fill from before the commit"
+        );
+        drop(before);
+        assert!(
+            f.settled(9, &at_commit, 1),
+            "a later fill reads the new row"
+        );
+        f.write(9, true);
+        assert!(!f.settled(9, &at_commit, 1), "another write of the key");
+        f.write(9, false);
+        f.write(9, false);
+        drop(after);
+        assert!(
+            f.shards.iter().all(|s| s.lock().unwrap().is_empty()),
+            "nothing left"
+        );
     }
 }

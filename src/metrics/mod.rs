@@ -13,7 +13,7 @@ mod consistency;
 mod counters;
 mod loads;
 
-pub use consistency::{Versions, Writes};
+pub use consistency::{Probes, Versions, Writes};
 pub use counters::{Counters, CountersSnapshot, ServerHealth, bump};
 pub use loads::{LoadGuard, LoadTracker, Phase, StatementGuard};
 

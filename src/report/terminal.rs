@@ -52,6 +52,21 @@ fn writes(o: &mut String, r: &RunResult) {
         c.stale_sets_refused,
         c.invalidation_failures
     );
+    if c.writes_probed + c.writes_unprobed > 0 {
+        let _ = writeln!(
+            o,
+            "            writes left wrong {} of {} probed ({:.1}%, read back once each key settled){}  divergent {} key-ms",
+            c.writes_left_wrong,
+            c.writes_probed,
+            c.writes_left_wrong_ratio * 100.0,
+            if c.writes_unprobed > 0 {
+                format!(", {} not probed", c.writes_unprobed)
+            } else {
+                String::new()
+            },
+            c.divergent_ms
+        );
+    }
     if let Some(n) = &c.note {
         let _ = writeln!(o, "            {n}");
     }

@@ -150,6 +150,27 @@ pub struct Consistency {
     /// Why `divergent_keys` is null, when it is.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub divergent_keys_unknown: Option<String>,
+    /// Writes read back (one GET each, apart from the traffic) once their own invalidation
+    /// was done, every fill of the key in flight at the commit had written back, and no
+    /// other write of the key was in flight.
+    #[serde(default)]
+    pub writes_probed: u64,
+    /// Of those, writes whose read-back found an older version cached than the last
+    /// committed one: the invalidation race, counted per write (healed later or not).
+    #[serde(default)]
+    pub writes_left_wrong: u64,
+    /// `writes_left_wrong / writes_probed` (0 without probes).
+    #[serde(default)]
+    pub writes_left_wrong_ratio: f64,
+    /// Writes never probed: their key did not settle within 5 s (overlapping writes), the
+    /// GET failed, or the run ended first.
+    #[serde(default)]
+    pub writes_unprobed: u64,
+    /// Key-milliseconds the probes saw the cache hold an older version than the committed
+    /// one: from each such probe to the key's next commit, its entry's expiry or the end of
+    /// the window, whichever came first.
+    #[serde(default)]
+    pub divergent_ms: u64,
     /// Cache SETs refused: by the versioned SET (an older version than the cache or the
     /// writers' marker held), or under a lease (the token deleted by a write, or run out).
     pub stale_sets_refused: u64,
@@ -172,6 +193,11 @@ impl Default for Consistency {
             keys_written: 0,
             divergent_keys: Some(0),
             divergent_keys_unknown: None,
+            writes_probed: 0,
+            writes_left_wrong: 0,
+            writes_left_wrong_ratio: 0.0,
+            writes_unprobed: 0,
+            divergent_ms: 0,
             stale_sets_refused: 0,
             invalidation_failures: 0,
             note: None,
@@ -284,6 +310,7 @@ impl RunResult {
             Metric::StaleReadRatio => Ok(c.stale_read_ratio),
             Metric::StalenessP99 => Ok(c.staleness_ms.p99),
             Metric::DivergentKeys => known(u(c.divergent_keys), &c.divergent_keys_unknown),
+            Metric::WritesLeftWrongRatio => Ok(c.writes_left_wrong_ratio),
             Metric::StaleSetsRefused => n(c.stale_sets_refused),
             Metric::InvalidationFailures => n(c.invalidation_failures),
         }

@@ -416,7 +416,7 @@ pub fn invalidation(name: &str) -> Result<Invalidate, String> {
         ));
     }
     Invalidate::parse(name).ok_or_else(|| {
-        format!("unknown invalidation '{name}' (valid: delete, set, versioned, none)")
+        format!("unknown invalidation '{name}' (valid: delete, set, versioned, none, delete-first)")
     })
 }
 

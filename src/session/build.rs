@@ -251,7 +251,7 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
         generator,
         thresholds: Vec::new(),
         diagnoses: Vec::new(),
-        consistency: consistency(t, completed, c, divergence),
+        consistency: consistency(t, completed, c, divergence, raw.writes.as_ref()),
         http: None,
         app: None,
         shard: None,
@@ -269,6 +269,7 @@ fn consistency(
     completed: u64,
     c: &crate::metrics::CountersSnapshot,
     divergence: Option<Result<Divergence, String>>,
+    writes: Option<&crate::driver::WritesRaw>,
 ) -> results::Consistency {
     let s = &t.staleness;
     let stale_reads = s.len();
@@ -303,6 +304,13 @@ fn consistency(
         keys_written,
         divergent_keys,
         divergent_keys_unknown: unknown,
+        writes_probed: writes.map_or(0, |w| w.probed),
+        writes_left_wrong: writes.map_or(0, |w| w.left_wrong),
+        writes_left_wrong_ratio: writes
+            .filter(|w| w.probed > 0)
+            .map_or(0.0, |w| w.left_wrong as f64 / w.probed as f64),
+        writes_unprobed: writes.map_or(0, |w| w.unprobed),
+        divergent_ms: writes.map_or(0, |w| w.divergent_ms),
         stale_sets_refused: c.stale_sets_refused,
         invalidation_failures: c.invalidation_failures,
         note: None,

@@ -113,8 +113,9 @@ pub async fn run_trials(scenarios: &[Scenario], trials: TrialFlags, out: &Output
             r.shown(Metric::P99),
             if r.scenario.writes.is_some() {
                 format!(
-                    ", {} writes, {} stale reads, {} divergent keys",
+                    ", {} writes, {} left wrong, {} stale reads, {} divergent keys",
                     r.db.writes,
+                    r.shown(Metric::WritesLeftWrongRatio),
                     r.consistency.stale_reads,
                     r.shown(Metric::DivergentKeys)
                 )

@@ -21,6 +21,9 @@ pub enum Invalidate {
     Versioned,
     /// Leave the cache alone: a changed row shows once the entry's TTL runs out.
     None,
+    /// Delete the key *before* the UPDATE (the wrong order, for comparison): a reader that
+    /// misses between the DEL and the commit loads the old row and caches it.
+    DeleteFirst,
 }
 
 impl Invalidate {
@@ -30,15 +33,17 @@ impl Invalidate {
             Invalidate::Set => "set",
             Invalidate::Versioned => "versioned",
             Invalidate::None => "none",
+            Invalidate::DeleteFirst => "delete-first",
         }
     }
 
     /// Every invalidation, in `--help` order.
-    pub const ALL: [Invalidate; 4] = [
+    pub const ALL: [Invalidate; 5] = [
         Invalidate::Delete,
         Invalidate::Set,
         Invalidate::Versioned,
         Invalidate::None,
+        Invalidate::DeleteFirst,
     ];
 
     pub fn parse(s: &str) -> Option<Invalidate> {
