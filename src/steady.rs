@@ -44,6 +44,12 @@ pub struct SteadyParams {
     /// The most popular keys, ranks 1..=warm_top, are taken as just written (full TTL): a warm
     /// up that requests them right before the run leaves them so.
     pub warm_top: u64,
+    /// Stale-while-revalidate's window, ms (0 for the other freshness policies): an entry
+    /// past its soft expiry (`ttl_ms`) lives this much longer, and the first request in that
+    /// window refreshes it. A hot key therefore spends about 1/λ stale, not the whole
+    /// window: drawing its age over the whole life would start most keys stale at once, and
+    /// their refreshes together (a transient that is the tool's, not swr's).
+    pub stale_ms: u64,
 }
 
 /// Sum of k^-s over k = 1..=keys, added smallest first so the long tail of tiny terms is not
@@ -120,6 +126,12 @@ pub fn draw(params: &SteadyParams, rng_seed: u64) -> Vec<KeyState> {
         );
         let ttl = jittered_ttl(p.ttl_ms, jitter, u_ttl);
         let rate = p.rps * (rank as f64).powf(-p.zipf) / norm;
+        if p.stale_ms > 0 {
+            if let Some(k) = swr_state(rank, ttl, p.stale_ms, rate, u_present, u_left) {
+                present.push(k);
+            }
+            continue;
+        }
         if u_present >= expected_fraction(rate, ttl) {
             continue;
         }
@@ -133,6 +145,56 @@ pub fn draw(params: &SteadyParams, rng_seed: u64) -> Vec<KeyState> {
         });
     }
     present
+}
+
+/// One key under swr at a random instant of its renewal cycle: written (age 0), fresh for `ttl`
+/// ms, then stale until the first request X ~ Exp(rate) after the soft expiry refreshes it
+/// (a new cycle), or dropped at `ttl + stale` when none comes, and absent until the next
+/// request. The mean cycle is ttl + 1/rate and the mean present part ttl + (1 − e^{−rate·stale})/rate,
+/// so the key is present with their ratio; given present, its age is uniform over the fresh
+/// part, or ttl plus an exponential truncated to the stale window, in proportion to their
+/// means. None when absent. `u_present` and `u_age` are uniform draws in [0, 1).
+fn swr_state(
+    rank: u64,
+    ttl: u64,
+    stale: u64,
+    rate: f64,
+    u_present: f64,
+    u_age: f64,
+) -> Option<KeyState> {
+    let life = ttl + stale;
+    let (t, s) = (ttl as f64, stale as f64 / 1000.0);
+    let t_s = t / 1000.0;
+    // rate is per second; times below in seconds.
+    let stale_part = if rate > 0.0 {
+        (1.0 - (-rate * s).exp()) / rate
+    } else {
+        s
+    };
+    let cycle = if rate > 0.0 {
+        t_s + 1.0 / rate
+    } else {
+        f64::INFINITY
+    };
+    if u_present >= (t_s + stale_part) / cycle {
+        return None;
+    }
+    // One draw picks the part and the place in it.
+    let fresh_share = t_s / (t_s + stale_part);
+    let age_ms = if u_age < fresh_share {
+        (u_age / fresh_share) * t
+    } else {
+        // Inverse CDF of Exp(rate) truncated to (0, s).
+        let v = (u_age - fresh_share) / (1.0 - fresh_share);
+        let x = -(1.0 - v * (1.0 - (-rate * s).exp())).ln() / rate.max(1e-12);
+        t + x.min(s) * 1000.0
+    };
+    let elapsed = (age_ms as u64).min(life - 1);
+    Some(KeyState {
+        rank,
+        ttl_ms: life,
+        remaining_ms: life - elapsed,
+    })
 }
 
 /// Every key present with its whole TTL left, as if all were written at the same instant (the
@@ -157,6 +219,7 @@ mod tests {
 
     fn params() -> SteadyParams {
         SteadyParams {
+            stale_ms: 0,
             keys: 1000,
             zipf: 1.0,
             rps: 500.0,
@@ -248,6 +311,7 @@ mod tests {
     #[test]
     fn remaining_uniform_within_ttl() {
         let p = SteadyParams {
+            stale_ms: 0,
             keys: 20_000,
             rps: 100_000.0,
             ..params()
@@ -316,6 +380,7 @@ mod tests {
     #[test]
     fn jitter_bounds_respected() {
         let p = SteadyParams {
+            stale_ms: 0,
             keys: 20_000,
             rps: 100_000.0,
             jitter: 0.1,
@@ -369,6 +434,7 @@ mod tests {
         assert!(
             draw(
                 &SteadyParams {
+                    stale_ms: 0,
                     keys: 0,
                     ..params()
                 },
@@ -386,6 +452,50 @@ mod tests {
                 1
             )
             .is_empty()
+        );
+    }
+
+    /// Under swr a requested key is refreshed by the first request after its soft expiry, so
+    /// at a random instant few keys are stale — about 1/λ of a cycle of T + 1/λ — not the
+    /// share of the stale window in the whole life, which started swr's runs with a burst
+    /// of refreshes.
+    #[test]
+    fn under_swr_few_keys_start_stale() {
+        let p = SteadyParams {
+            stale_ms: 3000,
+            keys: 1000,
+            zipf: 1.0,
+            rps: 10_000.0,
+            ttl_ms: 3000,
+            jitter: 0.0,
+            warm_top: 0,
+        };
+        let ks = draw(&p, 7);
+        let stale = ks.iter().filter(|k| k.remaining_ms <= 3000).count();
+        let share = stale as f64 / ks.len() as f64;
+        // Expected: Σ_k P(present)·P(stale | present) over keys, computed exactly.
+        let norm = zipf_norm(p.keys, p.zipf);
+        let (mut want_stale, mut want_present) = (0.0, 0.0);
+        for k in 1..=p.keys {
+            let l = p.rps * (k as f64).powf(-p.zipf) / norm;
+            let st = (1.0 - (-l * 3.0f64).exp()) / l;
+            want_present += (3.0 + st) / (3.0 + 1.0 / l);
+            want_stale += st / (3.0 + 1.0 / l);
+        }
+        let want = want_stale / want_present;
+        assert!(
+            (share - want).abs() < 0.03,
+            "stale share {share:.3}, expected {want:.3}"
+        );
+        assert!(share < 0.35, "{share}: the whole-life draw gave about 0.5");
+        assert!(
+            (ks.len() as f64 - want_present).abs() < 4.0 * want_present.sqrt(),
+            "{} present, expected {want_present:.0}",
+            ks.len()
+        );
+        assert!(
+            ks.iter()
+                .all(|k| k.ttl_ms == 6000 && (1..=6000).contains(&k.remaining_ms))
         );
     }
 }

@@ -73,7 +73,12 @@ pub fn spawn(
                 _ = tokio::time::sleep_until(due.into()) => {}
                 _ = stop.cancelled() => {}
             }
-            let b = take(&shared, &recorder, &mut iv, Instant::now().min(w.end), w);
+            let mut b = take(&shared, &recorder, &mut iv, Instant::now().min(w.end), w);
+            // Stopped before the bucket's end (Ctrl-C), or a window that is not a whole
+            // number of intervals: a partial bucket.
+            b.partial = Instant::now() + Duration::from_millis(1) < due
+                || due.saturating_duration_since(tick - interval) + Duration::from_millis(1)
+                    < interval;
             if let Some(f) = &feed {
                 let errors = shared.counters.redis_errors.load(Relaxed);
                 f.export.add_interval(
@@ -123,12 +128,14 @@ fn take(shared: &Shared, recorder: &Recorder, iv: &mut Interval, at: Instant, w:
         redis_up: shared.counters.redis_health.take_bucket_up(),
         postgres_up: shared.counters.pg_health.take_bucket_up(),
         breaker_open: shared.protect.take_bucket_open(),
+        partial: false,
     }
 }
 
 /// What finished during the drain, as one last bucket (None when nothing did).
 pub fn drain_bucket(shared: &Shared, recorder: &Recorder, w: Window) -> Option<Bucket> {
     let mut iv = Recorder::new_interval();
-    let b = take(shared, recorder, &mut iv, Instant::now(), w);
+    let mut b = take(shared, recorder, &mut iv, Instant::now(), w);
+    b.partial = true;
     (b.requests > 0 || b.db_calls > 0 || b.writes > 0).then_some(b)
 }

@@ -65,10 +65,12 @@ impl Driver {
                         keys: sc.keys,
                         zipf: sc.zipf,
                         rps,
-                        // Under swr an entry lives its stale window too.
-                        ttl_ms: policy.life_ms(),
+                        // Under swr the soft TTL, and the stale window apart (see
+                        // SteadyParams::stale_ms).
+                        ttl_ms: policy.ttl_ms,
                         jitter: sc.jitter.0,
                         warm_top: sc.warm,
+                        stale_ms: policy.life_ms() - policy.ttl_ms,
                     },
                     derive_seed(sc.seed, Purpose::Steady, 0),
                 )

@@ -574,12 +574,13 @@ impl Instance {
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
             let at = Instant::now();
+            let committed = w.versions.last_committed(id);
             match me.cache.get(id).await {
                 Ok(bytes) => {
                     let meta = bytes.as_deref().and_then(Meta::decode);
                     let cached = meta.filter(|m| !m.negative).map(|m| m.version);
                     let left_ms = meta.map_or(0, |m| m.hard_expiry_ms.saturating_sub(now_ms()));
-                    p.record(&w.versions, id, cached, left_ms, at);
+                    p.record(&w.versions, id, committed, cached, left_ms, at);
                 }
                 Err(_) => {
                     p.unprobed.fetch_add(1, Relaxed);

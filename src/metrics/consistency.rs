@@ -228,18 +228,20 @@ pub struct Probes {
 
 impl Probes {
     /// Record a probe's reading of `id`: `cached` the version found (None: no entry, a
-    /// negative entry or another writer's bytes), `committed` the last acknowledged one,
-    /// `expires_in_ms` the entry's remaining life.
+    /// negative entry or another writer's bytes), `committed` the last version acknowledged
+    /// when the key settled, read *before* the GET (a write that commits while the GET is on
+    /// its way has not had its invalidation yet, and is probed itself), `expires_in_ms` the
+    /// entry's remaining life.
     pub fn record(
         &self,
         versions: &Versions,
         id: u64,
+        committed: u64,
         cached: Option<u64>,
         expires_in_ms: u64,
         at: Instant,
     ) {
         self.probed.fetch_add(1, Relaxed);
-        let committed = versions.last_committed(id);
         let Some(v) = cached.filter(|&v| v < committed) else {
             return;
         };
@@ -379,10 +381,10 @@ mod tests {
         v.commit(3, 2, ms(10));
         assert_eq!(v.last_committed(3), 2);
         assert_eq!(v.last_committed(4), 1, "never written: the seed");
-        p.record(&v, 3, Some(2), 1000, ms(12));
-        p.record(&v, 3, None, 0, ms(12));
+        p.record(&v, 3, 2, Some(2), 1000, ms(12));
+        p.record(&v, 3, 2, None, 0, ms(12));
         assert_eq!(p.left_wrong.load(Relaxed), 0);
-        p.record(&v, 3, Some(1), 1000, ms(20));
+        p.record(&v, 3, 2, Some(1), 1000, ms(20));
         assert_eq!(p.probed.load(Relaxed), 3);
         assert_eq!(p.left_wrong.load(Relaxed), 1);
         // Wrong from 20 ms until version 3 is committed at 70 ms: 50 key-ms.
@@ -390,7 +392,7 @@ mod tests {
         assert_eq!(p.divergent_ms(&v, ms(1000)), 50);
         // Or until the entry expires, or the window ends.
         let q = Probes::default();
-        q.record(&v, 3, Some(1), 30, ms(20));
+        q.record(&v, 3, 3, Some(1), 30, ms(20));
         assert_eq!(q.divergent_ms(&v, ms(1000)), 30);
         assert_eq!(q.divergent_ms(&v, ms(35)), 15);
     }

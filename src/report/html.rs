@@ -115,7 +115,7 @@ fn windows(r: &RunResult) -> Vec<Window> {
             })
             .collect();
     }
-    down_runs(&r.timeline)
+    down_runs(crate::results::whole(&r.timeline))
         .into_iter()
         .map(|(from, to)| Window {
             strategy: r.strategy.clone(),
@@ -195,13 +195,13 @@ pub fn render(results: &[RunResult]) -> Result<String> {
         .map(|(i, (r, label))| Series {
             label,
             look: chart::look(i),
-            timeline: &r.timeline,
-            bursts: chart::bursts(&r.timeline),
+            timeline: crate::results::whole(&r.timeline),
+            bursts: chart::bursts(crate::results::whole(&r.timeline)),
         })
         .collect();
     let x_max = results
         .iter()
-        .filter_map(|r| r.timeline.last().map(|b| b.t_ms))
+        .filter_map(|r| crate::results::whole(&r.timeline).last().map(|b| b.t_ms))
         .max()
         .unwrap_or(0) as f64
         / 1000.0;

@@ -703,6 +703,22 @@ pub struct Bucket {
     /// Writes committed in the bucket.
     #[serde(default)]
     pub writes: u64,
+    /// A bucket shorter than `interval`: what finished in the drain after the window, or the
+    /// last bucket of an interrupted run. Its counts are real, but as a rate it would read as
+    /// a collapse, so charts and every verdict built on the timeline leave it out. Absent
+    /// (false) for a whole bucket.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub partial: bool,
+}
+
+/// The timeline without its trailing partial buckets (the drain, an interrupted last
+/// bucket): what charts and every verdict built on the timeline read.
+pub fn whole(timeline: &[Bucket]) -> &[Bucket] {
+    let n = timeline
+        .iter()
+        .rposition(|b| !b.partial)
+        .map_or(0, |i| i + 1);
+    &timeline[..n]
 }
 
 /// An empty bucket, both servers up.
@@ -718,6 +734,7 @@ impl Default for Bucket {
             errors: 0,
             rejected: 0,
             p99_ms: 0.0,
+            partial: false,
             redis_up: true,
             postgres_up: true,
             breaker_open: false,
@@ -1012,6 +1029,23 @@ mod tests {
         );
         let back: RunResult = serde_json::from_value(v).unwrap();
         assert!(back.measured(Metric::DivergentKeys).is_err());
+    }
+
+    #[test]
+    fn whole_leaves_out_the_trailing_partial_buckets() {
+        let b = |t, partial| Bucket {
+            t_ms: t,
+            partial,
+            ..Bucket::default()
+        };
+        let tl = vec![b(100, false), b(200, false), b(230, true), b(260, true)];
+        assert_eq!(whole(&tl).len(), 2);
+        assert!(whole(&[b(10, true)]).is_empty());
+        let json = serde_json::to_value(b(100, false)).unwrap();
+        assert!(
+            json.get("partial").is_none(),
+            "a whole bucket writes no flag"
+        );
     }
 
     #[test]

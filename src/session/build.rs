@@ -62,7 +62,7 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
     }
     let fault_reports = faults
         .as_ref()
-        .map(|d| chaos::reports(&d.records, &raw.timeline))
+        .map(|d| chaos::reports(&d.records, results::whole(&raw.timeline)))
         .unwrap_or_default();
     // INFO's counters start again at zero with every restart of Redis.
     let redis_restarted = fault_reports
