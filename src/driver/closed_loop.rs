@@ -78,10 +78,11 @@ pub(super) async fn run(
                 };
                 let (outcome, version) = path.handle(id, measured).await;
                 if let Some(p) = pending {
+                    // Latency first: the staleness lookup is bookkeeping.
+                    p.finish(outcome);
                     if let Some(st) = path.staleness(id, version, began) {
                         recorder.record_stale_read(st);
                     }
-                    p.finish(outcome);
                 }
             }
         });

@@ -539,6 +539,7 @@ fn shared(sc: &Scenario) -> Arc<Shared> {
         writes: sc.writes.map(|_| Arc::new(Writes::default())),
         invalidate: sc.invalidate.unwrap_or(Invalidate::Delete),
         // Outlives any entry a reader could still store (its hard expiry, the grace) by far.
+        staleness_off: std::env::var_os("STAMPEDE_BENCH_NO_STALENESS").is_some(),
         marker_px_ms: 2
             * (ms(sc.ttl.0) + ms(sc.stale.0) + ms(sc.lock_ttl.0).max(ms(sc.lock_wait.0)))
             + 10_000,

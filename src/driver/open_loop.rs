@@ -59,10 +59,12 @@ impl Lane {
         let pending = measured.then(|| Pending::new(&self.recorder, &self.tally, scheduled, began));
         let (outcome, version) = self.path.handle(id, measured).await;
         if let Some(p) = pending {
+            // Latency first: the staleness lookup (a commit-log shard lock, with writes) is
+            // bookkeeping, not part of the request.
+            p.finish(outcome);
             if let Some(st) = self.path.staleness(id, version, began) {
                 self.recorder.record_stale_read(st);
             }
-            p.finish(outcome);
         }
     }
 }

@@ -56,6 +56,10 @@ pub struct Shared {
     pub invalidate: Invalidate,
     /// How long a writer's version marker lives, ms (longer than any entry it guards).
     pub marker_px_ms: u64,
+    /// Benchmarks only (`STAMPEDE_BENCH_NO_STALENESS`, read once per run): skip the stale-read
+    /// lookup, so `scripts/bench` can measure what the bookkeeping costs a run with writes.
+    /// The consistency figures are then wrong; never set it for a measurement.
+    pub staleness_off: bool,
 }
 
 impl Shared {
@@ -182,6 +186,9 @@ impl Instance {
     /// began at `began` served it; None when the read was not stale (always without writes).
     #[inline]
     pub fn staleness(&self, id: u64, served: u64, began: Instant) -> Option<u64> {
+        if self.shared.staleness_off {
+            return None;
+        }
         self.shared
             .writes
             .as_ref()?
