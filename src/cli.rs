@@ -1,5 +1,8 @@
 //! The command-line parser: clap derive types only. Every run flag also lives in
 //! [`RunFlags`], which doubles as the schema of a scenario file, so the two can never drift.
+//!
+//! Every flag has a help heading, and its doc comment a first paragraph that fits on one line
+//! of `-h` (the summary) before the paragraphs `--help` adds (tests/help.rs holds both).
 
 use std::path::PathBuf;
 
@@ -20,6 +23,7 @@ use crate::values::{Dur, Percent, Rate};
     version,
     about = "Reproduce cache stampedes on a real Redis in front of a real Postgres and measure how each protection strategy holds",
     long_about = None,
+    max_term_width = 100,
     after_help = "Exit codes: 0 success, 1 a threshold or regression check failed, 2 bad usage or bad scenario, 3 a server could not start or be reached, 130 interrupted (results still written)."
 )]
 pub struct Cli {
@@ -35,46 +39,62 @@ pub enum Command {
     Run(RunCmd),
     /// Render results already written (by `run --out` or `compare`) as a report.
     Report(ReportCmd),
-    /// Run several strategies on the same seeded workload, each on a fresh cache and fresh DB
-    /// counters, and rank them by DB calls.
+    /// Run several strategies on the same seeded workload and rank them by DB calls.
+    ///
+    /// Each strategy runs on a fresh cache and fresh DB counters.
     Compare(CompareCmd),
     /// Compare a result (or a `compare --out` directory) with a baseline; exit 1 on a regression.
     Check(CheckCmd),
-    /// Remove what runs killed outright left on servers you run: the keys of run namespaces with no live heartbeat (5 s) and the schemas whose heartbeat is older than --older-than. Never anything else.
+    /// Remove what runs killed outright left on servers you run.
+    ///
+    /// That is the keys of run namespaces with no live heartbeat (5 s) and the schemas whose
+    /// heartbeat is older than --older-than. Never anything else.
     Cleanup(CleanupCmd),
-    /// Merge the results of a sharded run's shards (`run --shard I/N --out …`) into one result: counts summed, histograms merged losslessly, timelines aligned on the wall clock, server counters and herds read once for the whole run; `report` and `check` read the merged file like any result.
+    /// Merge the results of a sharded run's shards into one result.
+    ///
+    /// The shards' results are those of `run --shard I/N --out …`. Counts are summed,
+    /// histograms merged losslessly, timelines aligned on the wall clock, server counters and
+    /// herds read once for the whole run; `report` and `check` read the merged file like any
+    /// result.
     Merge(MergeCmd),
-    /// Set up a sharded run once, before its shards start (e.g. in an init container): seed the database, warm the cache and write the start instant into Redis. Shard 0 then only runs its share.
+    /// Set up a sharded run once, before its shards start (e.g. in an init container).
+    ///
+    /// It seeds the database, warms the cache and writes the start instant into Redis. Shard 0
+    /// then only runs its share.
     Prepare(PrepareCmd),
 }
 
 #[derive(Debug, Args)]
 pub struct MergeCmd {
-    /// The shards' results files, or directories holding them (every *.json in them that is a shard's result)
-    #[arg(required = true, value_name = "DIR|FILE")]
+    /// The shards' results files, or directories holding them.
+    ///
+    /// Every *.json in a directory that is a shard's result is read.
+    #[arg(required = true, value_name = "DIR|FILE", help_heading = "Arguments")]
     pub inputs: Vec<PathBuf>,
 
     /// Where to write the merged result (JSON, the same schema as `run --out`)
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub out: PathBuf,
 
-    /// Merge even when shards are missing: the merged result is marked partial and names them (by default a missing shard is refused)
-    #[arg(long)]
+    /// Merge even when shards are missing: the merged result is marked partial.
+    ///
+    /// The merged result names the missing shards. By default a missing shard is refused.
+    #[arg(long, help_heading = "Merging")]
     pub allow_missing: bool,
 
     /// No summary; errors and broken thresholds are still printed.
-    #[arg(long, short)]
+    #[arg(long, short, help_heading = "Output")]
     pub quiet: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct PrepareCmd {
     /// Strategy, as for `run`
-    #[arg(long, short = 's', value_name = "NAME")]
+    #[arg(long, short = 's', value_name = "NAME", help_heading = "Strategy")]
     pub strategy: Option<String>,
 
     /// Scenario file (TOML), as for `run`
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Scenario file")]
     pub scenario: Option<PathBuf>,
 
     #[command(flatten)]
@@ -97,32 +117,69 @@ impl PrepareCmd {
 /// Splitting one experiment over several processes or machines (docs/shards.md).
 #[derive(Debug, Args, Clone, Default)]
 pub struct ShardFlags {
-    /// Run shard I of N of this experiment (I counts from 0): open-loop request j of the one unsharded schedule is shard j mod N's, with the key the unsharded key stream gives it; closed-loop client c and app instance k are shard c mod N's and k mod N's. Needs --redis-url and --pg-url (servers every shard reaches). Shard 0 seeds, warms and writes the start instant into Redis (unless `stampede prepare` did), the others wait for it; all start at that instant
-    #[arg(long, value_name = "I/N", value_parser = crate::shard::ShardSpec::parse, conflicts_with = "shards")]
+    /// Run shard I of N of this experiment (I counts from 0).
+    ///
+    /// Open-loop request j of the one unsharded schedule is shard j mod N's, with the key the
+    /// unsharded key stream gives it; closed-loop client c and app instance k are shard c mod
+    /// N's and k mod N's. Needs --redis-url and --pg-url (servers every shard reaches). Shard 0
+    /// seeds, warms and writes the start instant into Redis (unless `stampede prepare` did),
+    /// the others wait for it; all start at that instant.
+    #[arg(long, value_name = "I/N", value_parser = crate::shard::ShardSpec::parse, conflicts_with = "shards", help_heading = "Shards and live metrics")]
     pub shard: Option<crate::shard::ShardSpec>,
 
-    /// Run shard ($JOB_COMPLETION_INDEX) of N, as a Kubernetes Indexed Job sets it; otherwise as --shard
-    #[arg(long, value_name = "N")]
+    /// Run shard $JOB_COMPLETION_INDEX of N (a Kubernetes Indexed Job).
+    ///
+    /// The shard index is read from $JOB_COMPLETION_INDEX, as a Kubernetes Indexed Job sets it;
+    /// otherwise as --shard.
+    #[arg(long, value_name = "N", help_heading = "Shards and live metrics")]
     pub shards: Option<u32>,
 
-    /// Names the run every shard of it joins (its Redis keys and Postgres schema); every shard of one run gives the same, two runs at once on the same servers differ [default: derived from the scenario and the shard count]
-    #[arg(long, value_name = "ID")]
+    /// The run's name, the same in all its shards [default: derived]
+    ///
+    /// Names the run every shard of it joins (its Redis keys and Postgres schema); every shard
+    /// of one run gives the same, two runs at once on the same servers differ [default: derived
+    /// from the scenario and the shard count]
+    #[arg(long, value_name = "ID", help_heading = "Shards and live metrics")]
     pub run_id: Option<String>,
 
-    /// When every shard starts its traffic (warm-up, then the measured window), as RFC 3339 (2026-12-01T03:00:00Z) or Unix seconds; by default shard 0 (or `prepare`) fixes it at --start-delay after its setup
-    #[arg(long, value_name = "TIME", value_parser = parse_start_at)]
+    /// When all shards start [default: --start-delay after the setup]
+    ///
+    /// When every shard starts its traffic (warm-up, then the measured window), as RFC 3339
+    /// (2026-12-01T03:00:00Z) or Unix seconds; by default shard 0 (or `prepare`) fixes it at
+    /// --start-delay after its setup.
+    #[arg(long, value_name = "TIME", value_parser = parse_start_at, help_heading = "Shards and live metrics")]
     pub start_at: Option<u64>,
 
-    /// Time from the end of the setup to the start instant it writes: every shard must have connected by then (a shard that is not ready in time exits 3) [default: 5s]
-    #[arg(long, value_name = "DURATION")]
+    /// From the end of the setup to the start instant [default: 5s]
+    ///
+    /// Time from the end of the setup to the start instant it writes: every shard must have
+    /// connected by then (a shard that is not ready in time exits 3).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        help_heading = "Shards and live metrics"
+    )]
     pub start_delay: Option<crate::values::Dur>,
 
-    /// How long a shard waits for the start signal before it gives up with exit 3 [default: 60s]
-    #[arg(long, value_name = "DURATION")]
+    /// How long a shard waits for the start signal [default: 60s]
+    ///
+    /// A shard that has waited this long for the start signal gives up with exit 3.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        help_heading = "Shards and live metrics"
+    )]
     pub start_timeout: Option<crate::values::Dur>,
 
-    /// How long shard 0 waits at the end for the other shards to finish before it reads the server counters and removes the run's schema and keys [default: 60s]
-    #[arg(long, value_name = "DURATION")]
+    /// How long shard 0 waits at the end for the others [default: 60s]
+    ///
+    /// How long shard 0 waits at the end for the other shards to finish before it reads the
+    /// server counters and removes the run's schema and keys.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        help_heading = "Shards and live metrics"
+    )]
     pub end_timeout: Option<crate::values::Dur>,
 }
 
@@ -145,24 +202,45 @@ fn parse_start_at(s: &str) -> Result<u64, String> {
 /// Live metrics for Prometheus (docs/shards.md#live-metrics).
 #[derive(Debug, Args, Clone, Default)]
 pub struct MetricsFlags {
-    /// Serve Prometheus/OpenMetrics text at http://ADDR/metrics while the run goes (e.g. 0.0.0.0:9464): stampede_requests_total{outcome}, stampede_db_calls_total, stampede_shed_total, stampede_redis_errors_total and the histogram stampede_request_duration_seconds, labelled with strategy and shard, counting the measured window only
-    #[arg(long, value_name = "ADDR")]
+    /// Serve Prometheus/OpenMetrics text at http://ADDR/metrics.
+    ///
+    /// Served while the run goes; ADDR is e.g. 0.0.0.0:9464. Served: stampede_requests_total{outcome},
+    /// stampede_db_calls_total, stampede_shed_total, stampede_redis_errors_total and the
+    /// histogram stampede_request_duration_seconds, labelled with strategy and shard, counting
+    /// the measured window only.
+    #[arg(long, value_name = "ADDR", help_heading = "Shards and live metrics")]
     pub metrics_listen: Option<std::net::SocketAddr>,
 
-    /// Keep serving the final values this long after the run, so the last scrape sees them [default: 0s]
-    #[arg(long, value_name = "DURATION")]
+    /// Serve the final values this long after the run [default: 0s]
+    ///
+    /// Keep serving the final values this long after the run, so the last scrape sees them.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        help_heading = "Shards and live metrics"
+    )]
     pub metrics_linger: Option<crate::values::Dur>,
 }
 
 #[derive(Debug, Args)]
-#[command(after_help = DEFAULTS_WHY)]
+#[command(after_long_help = DEFAULTS_WHY)]
 pub struct CompareCmd {
-    /// Strategies to run, comma-separated (e.g. cache-aside,mutex,swr+mutex,lease), or `all` for the six presets (lease is named explicitly)
-    #[arg(long, value_name = "LIST", required_unless_present = "variant")]
+    /// Strategies to run, comma-separated, or all (the six presets).
+    ///
+    /// E.g. cache-aside,mutex,swr+mutex,lease; `all` is the six presets (lease is named
+    /// explicitly).
+    #[arg(
+        long,
+        value_name = "LIST",
+        required_unless_present = "variant",
+        help_heading = "Strategy"
+    )]
     pub strategies: Option<String>,
 
-    /// Scenario file (TOML), as for `run`; its `strategy` is replaced by each of --strategies.
-    #[arg(long, value_name = "FILE")]
+    /// Scenario file (TOML), as for `run`.
+    ///
+    /// Its `strategy` is replaced by each of --strategies.
+    #[arg(long, value_name = "FILE", help_heading = "Scenario file")]
     pub scenario: Option<PathBuf>,
 
     #[command(flatten)]
@@ -171,23 +249,34 @@ pub struct CompareCmd {
     #[command(flatten)]
     pub target: TargetFlags,
 
-    /// Compare variants of the app under test instead of strategies (with --target and
-    /// --app-cmd): NAME=ENV=VALUE[,ENV=VALUE…], repeated, e.g.
+    /// Compare app variants instead of strategies (repeatable).
+    ///
+    /// With --target and --app-cmd: NAME=ENV=VALUE[,ENV=VALUE…], repeated, e.g.
     /// --variant lock=APP_STRATEGY=lock. The app is started once per variant with that
     /// environment added; results are named by the variant.
-    #[arg(long, value_name = "NAME=ENV=VALUE,…", conflicts_with = "strategies")]
+    #[arg(
+        long,
+        value_name = "NAME=ENV=VALUE,…",
+        conflicts_with = "strategies",
+        help_heading = "App under test"
+    )]
     pub variant: Vec<String>,
 
-    /// Write DIR/<strategy>.json (one results file per strategy; DIR/<strategy>/trial-N.json with --repeat), DIR/summary.json and DIR/summary.md.
-    #[arg(long, value_name = "DIR")]
+    /// Write one results file per strategy and a summary to DIR.
+    ///
+    /// Writes DIR/<strategy>.json (one results file per strategy; DIR/<strategy>/trial-N.json
+    /// with --repeat), DIR/summary.json and DIR/summary.md.
+    #[arg(long, value_name = "DIR", help_heading = "Output")]
     pub out: Option<PathBuf>,
 
     /// Write a self-contained HTML report overlaying every strategy to FILE.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub html: Option<PathBuf>,
 
-    /// No progress bars and no table; errors and broken thresholds are still printed.
-    #[arg(long, short)]
+    /// No progress bars and no table.
+    ///
+    /// Errors and broken thresholds are still printed.
+    #[arg(long, short, help_heading = "Output")]
     pub quiet: bool,
 
     #[command(flatten)]
@@ -197,27 +286,41 @@ pub struct CompareCmd {
 /// Repeated trials: medians with intervals instead of one draw of the noise.
 #[derive(Debug, Args, Clone, Copy)]
 pub struct TrialFlags {
-    /// Run every strategy N times, interleaved (A B C, C B A, …) so the machine's drift hits them alike, each trial on a fresh cache and fresh counters; from 5 trials figures get 95% intervals and ties are tested [default: 1]
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    /// Run every strategy N times, interleaved, each on a fresh cache.
+    ///
+    /// Trials are interleaved (A B C, C B A, …) so the machine's drift hits them alike, each
+    /// trial on a fresh cache and fresh counters; from 5 trials figures get 95% intervals and
+    /// ties are tested.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100), help_heading = "Trials")]
     pub repeat: u32,
 
-    /// Give every trial the same seed (by default trial k, counted from 1, uses seed + k - 1, so each draws other keys)
-    #[arg(long)]
+    /// Give every trial the same seed.
+    ///
+    /// By default trial k, counted from 1, uses seed + k - 1, so each draws other keys.
+    #[arg(long, help_heading = "Trials")]
     pub same_seed: bool,
 }
 
 #[derive(Debug, Args)]
 pub struct CleanupCmd {
     /// The Redis to clean (redis://[:password@]host:port[/db])
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", help_heading = "Servers")]
     pub redis_url: Option<String>,
 
     /// The Postgres to clean (postgres://user[:password]@host:port/db)
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", help_heading = "Servers")]
     pub pg_url: Option<String>,
 
-    /// A schema whose heartbeat is older than this belongs to a dead run (a live run renews it every second, but seeding a large run takes a while before its first renewal)
-    #[arg(long, value_name = "DURATION", default_value = "60s")]
+    /// Heartbeat age past which a schema's run is dead.
+    ///
+    /// A schema whose heartbeat is older than this belongs to a dead run (a live run renews it
+    /// every second, but seeding a large run takes a while before its first renewal).
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "60s",
+        help_heading = "Dead runs"
+    )]
     pub older_than: crate::values::Dur,
 }
 
@@ -232,24 +335,38 @@ pub enum CheckFormat {
 
 #[derive(Debug, Args)]
 pub struct CheckCmd {
-    /// The results to judge: a results file from `run --out`, or a directory from `compare --out`
-    #[arg(value_name = "CURRENT")]
+    /// The results to judge: a `run --out` file or a `compare --out` directory.
+    ///
+    /// A results file from `run --out`, or a directory from `compare --out`.
+    #[arg(value_name = "CURRENT", help_heading = "Arguments")]
     pub current: PathBuf,
 
-    /// What CURRENT is judged against: a results file, or a `compare --out` directory when CURRENT is one
-    #[arg(long, value_name = "BASE")]
+    /// The results CURRENT is judged against.
+    ///
+    /// A results file, or a `compare --out` directory when CURRENT is one.
+    #[arg(long, value_name = "BASE", help_heading = "Comparison")]
     pub baseline: PathBuf,
 
-    /// Allowed worsening per metric, e.g. db_calls=10%,p99=25% (repeatable). N% is relative to the baseline, a bare number is absolute (calls, ms); rates (hit_rate, error_rate, stale_ratio) take percentage points
-    #[arg(long, value_name = "METRIC=TOL", value_delimiter = ',')]
+    /// Allowed worsening per metric, e.g. db_calls=10%,p99=25%.
+    ///
+    /// Repeatable. N% is relative to the baseline, a bare number is absolute (calls, ms); rates
+    /// (hit_rate, error_rate, stale_ratio) take percentage points.
+    #[arg(
+        long,
+        value_name = "METRIC=TOL",
+        value_delimiter = ',',
+        help_heading = "Comparison"
+    )]
     pub tolerance: Vec<String>,
 
-    /// Compare even when the two scenarios differ in what matters (strategy, load, keys, zipf, ttl, db cost, duration, …)
-    #[arg(long)]
+    /// Compare even when the two scenarios differ in what matters.
+    ///
+    /// What matters: strategy, load, keys, zipf, ttl, db cost, duration, …
+    #[arg(long, help_heading = "Comparison")]
     pub force: bool,
 
     /// Output format
-    #[arg(long, value_enum, default_value = "text")]
+    #[arg(long, value_enum, default_value = "text", help_heading = "Output")]
     pub format: CheckFormat,
 
     /// Exit 2 when a metric is not comparable (unknown on either side).
@@ -263,12 +380,21 @@ pub struct CheckCmd {
 
 #[derive(Debug, Args)]
 pub struct ReportCmd {
-    /// Results files, or directories holding one results file per strategy (summary.json is skipped); several results are overlaid and compared
-    #[arg(required = true, value_name = "RESULT.json|DIR")]
+    /// Results files, or directories of them (one results file per strategy).
+    ///
+    /// In a directory, summary.json is skipped; several results are overlaid and compared.
+    #[arg(
+        required = true,
+        value_name = "RESULT.json|DIR",
+        help_heading = "Arguments"
+    )]
     pub inputs: Vec<PathBuf>,
 
-    /// Write a self-contained HTML report (inline SVG and CSS; opens offline) to FILE; without it, print each result's summary
-    #[arg(long, value_name = "FILE")]
+    /// Write a self-contained HTML report to FILE (else print the summaries).
+    ///
+    /// The report has inline SVG and CSS and opens offline; without it, each result's summary is
+    /// printed.
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub html: Option<PathBuf>,
 }
 
@@ -276,14 +402,21 @@ pub struct ReportCmd {
 pub const DEFAULTS_WHY: &str = "Defaults: 10k req/s for 10 s over 10000 keys (Zipf 1.0) on 2 app instances, TTL 3 s, loads of 10 ms on 16 connections per instance, starting from the steady state. Chosen so that every strategy shows its mechanism: the 10 hottest keys expire at least twice in the window (cache-aside herds of ~10 on the hottest), the pools stay under ~50% busy (nothing queues or is shed), XFetch recomputes early, mutex waiters contend, single-flight followers wait and SWR serves stale. A TTL longer than the run, or a cold start into a small pool, measures something else: the run says so (diagnoses).";
 
 #[derive(Debug, Args)]
-#[command(after_help = DEFAULTS_WHY)]
+#[command(after_long_help = DEFAULTS_WHY)]
 pub struct RunCmd {
-    /// Strategy: a preset (cache-aside, mutex, single-flight, xfetch, swr, jitter), lease, or a combination with `+` of at most one of cache-aside|xfetch|swr (expire is another name for cache-aside) with mutex, single-flight and/or jitter, or with lease (and jitter), such as swr+mutex or swr+lease [default: cache-aside]
-    #[arg(long, short = 's', value_name = "NAME")]
+    /// The strategy, e.g. mutex or swr+lease [default: cache-aside]
+    ///
+    /// A preset (cache-aside, mutex, single-flight, xfetch, swr, jitter), lease, or a
+    /// combination with `+` of at most one of cache-aside|xfetch|swr (expire is another name
+    /// for cache-aside) with mutex, single-flight and/or jitter, or with lease (and jitter),
+    /// such as swr+mutex or swr+lease.
+    #[arg(long, short = 's', value_name = "NAME", help_heading = "Strategy")]
     pub strategy: Option<String>,
 
-    /// Scenario file (TOML) whose keys are the run flags with `_` for `-`; flags given here win.
-    #[arg(long, value_name = "FILE")]
+    /// Scenario file (TOML) setting any run flag; flags given here win.
+    ///
+    /// Its keys are the run flags with `_` for `-`.
+    #[arg(long, value_name = "FILE", help_heading = "Scenario file")]
     pub scenario: Option<PathBuf>,
 
     #[command(flatten)]
@@ -317,16 +450,21 @@ impl RunCmd {
 
 #[derive(Debug, Args, Clone, Default)]
 pub struct OutputFlags {
-    /// Write the full results (JSON, versioned schema) to FILE; with --repeat, FILE is a directory that gets <strategy>/trial-N.json and summary.json, as compare writes
-    #[arg(long, value_name = "FILE")]
+    /// Write the full results (JSON, versioned schema) to FILE.
+    ///
+    /// With --repeat, FILE is a directory that gets <strategy>/trial-N.json and summary.json,
+    /// as compare writes.
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub out: Option<PathBuf>,
 
-    /// Write a self-contained HTML report (timelines, inline SVG; opens offline) to FILE at the end.
-    #[arg(long, value_name = "FILE")]
+    /// Write a self-contained HTML report to FILE at the end.
+    ///
+    /// The report holds the timelines as inline SVG and opens offline.
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub html: Option<PathBuf>,
 
     /// No progress bar and no summary table; errors are still printed.
-    #[arg(long, short)]
+    #[arg(long, short, help_heading = "Output")]
     pub quiet: bool,
 
     /// The live metrics the run feeds (set from `--metrics-listen`, not a flag of its own).
@@ -344,197 +482,352 @@ pub struct RunFlags {
     #[arg(skip)]
     pub strategy: Option<String>,
 
-    /// Open loop: start this many requests per second whether or not earlier ones finished (accepts 10k) [default: 10000 unless --clients]
-    #[arg(long, value_name = "RATE", conflicts_with = "clients")]
+    /// Open loop: requests per second [default: 10000 unless --clients]
+    ///
+    /// Open loop: start this many requests per second whether or not earlier ones finished
+    /// (accepts 10k).
+    #[arg(
+        long,
+        value_name = "RATE",
+        conflicts_with = "clients",
+        help_heading = "Load"
+    )]
     pub rps: Option<Rate>,
 
-    /// Closed loop: this many workers, each sending its next request when the last returns, spread over the instances
-    #[arg(long, value_name = "N")]
+    /// Closed loop: this many workers, spread over the instances.
+    ///
+    /// Each worker sends its next request when its last returns.
+    #[arg(long, value_name = "N", help_heading = "Load")]
     pub clients: Option<u32>,
 
-    /// Open-loop spacing of requests [default: constant]
-    #[arg(long, value_enum)]
+    /// Open-loop spacing of requests: constant or poisson [default: constant]
+    ///
+    /// constant: evenly spaced, one request every 1/rps seconds.
+    ///
+    /// poisson: exponential gaps with mean 1/rps (a Poisson process), seeded.
+    #[arg(long, value_enum, hide_possible_values = true, help_heading = "Load")]
     pub arrival: Option<Arrival>,
 
     /// How long the measured part of the run lasts [default: 10s]
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", help_heading = "Load")]
     pub duration: Option<Dur>,
 
-    /// Traffic sent before the measured part and excluded from every figure [default: 0s]
-    #[arg(long, value_name = "DURATION")]
+    /// Unmeasured traffic sent before the measured part [default: 0s]
+    ///
+    /// Traffic sent before the measured part and excluded from every figure.
+    #[arg(long, value_name = "DURATION", help_heading = "Load")]
     pub warmup: Option<Dur>,
 
-    /// Number of distinct item ids in the database and in the key space [default: 10000]
-    #[arg(long, value_name = "N")]
+    /// Distinct item ids (database rows and keys) [default: 10000]
+    ///
+    /// Number of distinct item ids in the database and in the key space.
+    #[arg(long, value_name = "N", help_heading = "Keys and values")]
     pub keys: Option<u64>,
 
-    /// Zipf exponent of key popularity (> 0; larger = more skewed) [default: 1.0]
-    #[arg(long, value_name = "S")]
+    /// Zipf exponent of key popularity, > 0 [default: 1.0]
+    ///
+    /// Larger = more skewed.
+    #[arg(long, value_name = "S", help_heading = "Keys and values")]
     pub zipf: Option<f64>,
 
-    /// Seed of the key sequence: the same seed gives the same keys for every strategy [default: 42]
-    #[arg(long, value_name = "N")]
+    /// Seed of the key sequence [default: 42]
+    ///
+    /// The same seed gives the same keys for every strategy.
+    #[arg(long, value_name = "N", help_heading = "Keys and values")]
     pub seed: Option<u64>,
 
     /// Bytes of payload per item [default: 1024]
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", help_heading = "Keys and values")]
     pub value_size: Option<usize>,
 
-    /// Time to live of a cache entry (the soft expiry under swr) [default: 3s]
-    #[arg(long, value_name = "DURATION")]
+    /// TTL of a cache entry (the soft expiry under swr) [default: 3s]
+    ///
+    /// Time to live of a cache entry; under swr, its soft expiry.
+    #[arg(long, value_name = "DURATION", help_heading = "Keys and values")]
     pub ttl: Option<Dur>,
 
-    /// Time each load spends inside Postgres, holding a real connection [default: 10ms]
-    #[arg(long, value_name = "DURATION")]
+    /// Time a load spends inside Postgres [default: 10ms]
+    ///
+    /// Time each load spends inside Postgres, holding a real connection.
+    #[arg(long, value_name = "DURATION", help_heading = "Database")]
     pub db_cost: Option<Dur>,
 
-    /// Database connections per app instance. A load waits for one, then sends its statement (one DB call): peak concurrent counts statements (at most instances × pool); peak in flight, the per-key herd and redundant loads count loads, those queued for a connection included [default: 16]
-    #[arg(long, value_name = "N")]
+    /// Database connections per app instance [default: 16]
+    ///
+    /// A load waits for one, then sends its statement (one DB call): peak concurrent counts
+    /// statements (at most instances × pool); peak in flight, the per-key herd and redundant
+    /// loads count loads, those queued for a connection included.
+    #[arg(long, value_name = "N", help_heading = "Database")]
     pub db_pool: Option<u32>,
 
-    /// Statement timeout of a load and bound on the wait for a pooled connection (and, with a Postgres fault, on opening a new one); exceeded = error outcome [default: none; 1s when a kill-postgres fault is scheduled]
-    #[arg(long, value_name = "DURATION")]
+    /// Deadline of a load [default: none; 1s with a kill-postgres fault]
+    ///
+    /// Statement timeout of a load and bound on the wait for a pooled connection (and, with a
+    /// Postgres fault, on opening a new one); exceeded = error outcome. None by default; 1s when
+    /// a kill-postgres fault is scheduled.
+    #[arg(long, value_name = "DURATION", help_heading = "Database")]
     pub db_timeout: Option<Dur>,
 
-    /// Simulated app instances, each with its own Redis connections, DB pool and in-process state [default: 2]
-    #[arg(long, value_name = "N")]
+    /// Simulated app instances [default: 2]
+    ///
+    /// Each has its own Redis connections, DB pool and in-process state.
+    #[arg(long, value_name = "N", help_heading = "Load")]
     pub instances: Option<u32>,
 
-    /// Redis connections per app instance, each multiplexed: the requests that start together share one write [default: 1]
-    #[arg(long, value_name = "N")]
+    /// Redis connections per app instance, each multiplexed [default: 1]
+    ///
+    /// The requests that start together share one write.
+    #[arg(long, value_name = "N", help_heading = "Servers and TLS")]
     pub redis_conns: Option<u32>,
 
-    /// Open loop: requests handled at once per instance; more are queued up to --backlog, then shed (counted, never silently dropped) [default: 2048]
-    #[arg(long, value_name = "N")]
+    /// Open loop: requests handled at once per instance [default: 2048]
+    ///
+    /// More are queued up to --backlog, then shed (counted, never silently dropped).
+    #[arg(long, value_name = "N", help_heading = "Load")]
     pub max_inflight: Option<u32>,
 
-    /// Open loop: requests per instance that may queue once --max-inflight are being handled; beyond it requests are shed [default: 0]
-    #[arg(long, value_name = "N")]
+    /// Open loop: queued requests allowed per instance [default: 0]
+    ///
+    /// Requests per instance that may queue once --max-inflight are being handled; beyond it
+    /// requests are shed.
+    #[arg(long, value_name = "N", help_heading = "Load")]
     pub backlog: Option<u32>,
 
-    /// What the cache holds when traffic starts: steady (what a long-running service would hold: each key present with the probability its rate and TTL imply, remaining TTL spread), cold (empty), synchronized (every key written at once) [default: steady; with --clients, whose rate is not known in advance, every key counts as requested often enough to stay cached]
-    #[arg(long, value_enum)]
+    /// Cache at the start: steady, cold or synchronized [default: steady]
+    ///
+    /// What the cache holds when traffic starts.
+    ///
+    /// steady: what a long-running service would hold under this workload: each key present
+    /// with the probability its request rate and TTL imply, its remaining TTL spread
+    /// (docs/design.md). With --clients, whose rate is not known in advance, every key counts
+    /// as requested often enough to stay cached.
+    ///
+    /// cold: empty; every key's first request misses (a cold start).
+    ///
+    /// synchronized: every key present, all written at the same instant (the mass expiry TTL
+    /// jitter is for).
+    #[arg(
+        long,
+        value_enum,
+        hide_possible_values = true,
+        help_heading = "Keys and values"
+    )]
     pub start: Option<Start>,
 
-    /// The K most popular keys are in the cache with their full TTL when traffic starts; --start applies to the rest [default: 0]
-    #[arg(long, value_name = "K")]
+    /// The K hottest keys start cached with their full TTL [default: 0]
+    ///
+    /// The K most popular keys are in the cache with their full TTL when traffic starts;
+    /// --start applies to the rest.
+    #[arg(long, value_name = "K", help_heading = "Keys and values")]
     pub warm: Option<u64>,
 
-    /// Use this Redis instead of starting one (redis://[:password@]host:port[/db]); only the run's own keys are touched
-    #[arg(long, value_name = "URL")]
+    /// Use this Redis instead of starting one.
+    ///
+    /// redis://[:password@]host:port[/db]; only the run's own keys are touched.
+    #[arg(long, value_name = "URL", help_heading = "Servers and TLS")]
     pub redis_url: Option<String>,
 
-    /// Use this Postgres instead of starting one (postgres://user[:password]@host:port/db); the run's schema is dropped afterwards
-    #[arg(long, value_name = "URL")]
+    /// Use this Postgres instead of starting one.
+    ///
+    /// postgres://user[:password]@host:port/db; the run's schema is dropped afterwards.
+    #[arg(long, value_name = "URL", help_heading = "Servers and TLS")]
     pub pg_url: Option<String>,
 
-    /// Deadline of every Redis command; a late or failed command counts as a miss [default: 100ms]
-    #[arg(long, value_name = "DURATION")]
+    /// Deadline of every Redis command [default: 100ms]
+    ///
+    /// A late or failed command counts as a miss.
+    #[arg(long, value_name = "DURATION", help_heading = "Servers and TLS")]
     pub redis_timeout: Option<Dur>,
 
-    /// Width of a timeline bucket [default: 100ms]
-    #[arg(long, value_name = "DURATION")]
-    pub interval: Option<Dur>,
-
-    /// XFetch: how eagerly to recompute before expiry (0 disables early recompute) [default: 1.0]
-    #[arg(long, value_name = "BETA")]
+    /// XFetch: how eagerly to recompute early [default: 1.0]
+    ///
+    /// How eagerly to recompute before expiry (0 disables early recompute).
+    #[arg(long, value_name = "BETA", help_heading = "Strategy")]
     pub beta: Option<f64>,
 
-    /// SWR: how long past its soft expiry an entry may still be served while it is refreshed [default: 10s]
-    #[arg(long, value_name = "DURATION")]
+    /// SWR: how long a stale entry may be served [default: 10s]
+    ///
+    /// How long past its soft expiry an entry may still be served while it is refreshed.
+    #[arg(long, value_name = "DURATION", help_heading = "Strategy")]
     pub stale: Option<Dur>,
 
     /// Mutex: lease of the Redis lock (PX) [default: 2s]
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", help_heading = "Strategy")]
     pub lock_ttl: Option<Dur>,
 
-    /// Mutex: how often a waiter polls the cache, with ±50% jitter [default: 50ms]
-    #[arg(long, value_name = "DURATION")]
+    /// Mutex: how often a waiter polls the cache [default: 50ms]
+    ///
+    /// With ±50% jitter.
+    #[arg(long, value_name = "DURATION", help_heading = "Strategy")]
     pub lock_poll: Option<Dur>,
 
-    /// Mutex: how long a waiter waits before applying --lock-timeout-policy [default: 2s]
-    #[arg(long, value_name = "DURATION")]
+    /// Mutex: longest wait of a waiter [default: 2s]
+    ///
+    /// How long a waiter waits before applying --lock-timeout-policy.
+    #[arg(long, value_name = "DURATION", help_heading = "Strategy")]
     pub lock_wait: Option<Dur>,
 
-    /// Mutex: what a waiter does when --lock-wait runs out [default: load]
-    #[arg(long, value_enum)]
+    /// Mutex: past --lock-wait: load, error or stale [default: load]
+    ///
+    /// What a waiter does when --lock-wait runs out.
+    ///
+    /// load: load from the database anyway (outcome `fallback`).
+    ///
+    /// error: give up (outcome `error`).
+    ///
+    /// stale: serve the stale value if there is one (needs the swr freshness), else load.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "POLICY",
+        hide_possible_values = true,
+        help_heading = "Strategy"
+    )]
     pub lock_timeout_policy: Option<LockTimeoutPolicy>,
 
-    /// Spread every TTL written uniformly within ±P (e.g. 10%) [default: 0%, 10% for --strategy jitter]
-    #[arg(long, value_name = "P")]
+    /// Spread TTLs within ±P [default: 0%; 10% under jitter]
+    ///
+    /// Spread every TTL written uniformly within ±P (e.g. 10%); 0% by default, 10% for
+    /// --strategy jitter.
+    #[arg(long, value_name = "P", help_heading = "Strategy")]
     pub jitter: Option<Percent>,
 
-    /// Share of requests for ids that do not exist in the database (e.g. 5%) [default: 0%]
-    #[arg(long, value_name = "P")]
+    /// Share of requests for ids absent from the database [default: 0%]
+    ///
+    /// Share of requests for ids that do not exist in the database (e.g. 5%).
+    #[arg(long, value_name = "P", help_heading = "Keys and values")]
     pub missing_ratio: Option<Percent>,
 
-    /// Cache a not-found sentinel for this long (negative caching) [default: off]
-    #[arg(long, value_name = "DURATION")]
+    /// How long a not-found sentinel is cached [default: off]
+    ///
+    /// Cache a not-found sentinel for this long (negative caching).
+    #[arg(long, value_name = "DURATION", help_heading = "Keys and values")]
     pub negative_ttl: Option<Dur>,
 
-    /// What a load costs the DB: sleep (pg_sleep of --db-cost, holds a connection) or heavy (a CPU-bound aggregate over a seeded reviews table) [default: sleep]
-    #[arg(long, value_enum)]
+    /// What a load costs the DB: sleep or heavy [default: sleep]
+    ///
+    /// sleep: pg_sleep(--db-cost) inside Postgres: a fixed cost that holds a real connection
+    /// but no CPU, so only the pool saturates.
+    ///
+    /// heavy: a CPU-bound aggregate over a seeded `reviews` table: the server's CPU saturates
+    /// for real.
+    #[arg(
+        long,
+        value_enum,
+        hide_possible_values = true,
+        help_heading = "Database"
+    )]
     pub db_query: Option<DbQuery>,
 
-    /// Most loads in flight at once per instance (a bulkhead): a load over the limit is not queued, it is refused without reaching Postgres, and its request is served the value it holds, if any (an xfetch early recompute keeps the current one; under swr, an entry kept past its window), or else fails fast with outcome `rejected` (not an error) [default: off]
-    #[arg(long, value_name = "N")]
+    /// Bulkhead: most loads in flight per instance [default: off]
+    ///
+    /// Most loads in flight at once per instance (a bulkhead): a load over the limit is not
+    /// queued, it is refused without reaching Postgres, and its request is served the value it
+    /// holds, if any (an xfetch early recompute keeps the current one; under swr, an entry kept
+    /// past its window), or else fails fast with outcome `rejected` (not an error).
+    #[arg(long, value_name = "N", help_heading = "Protection")]
     pub db_limit: Option<u32>,
 
-    /// A circuit breaker on each instance's loads: it opens when, over --breaker-window (and at least --breaker-min-loads loads), the share of failed loads reaches --breaker-error-rate or their mean latency reaches --breaker-latency; while open, loads are refused (stale if held, else `rejected`); after --breaker-cooldown it lets --breaker-probes loads through and closes if all succeed in time, else opens again [default: off]
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    /// A circuit breaker on each instance's loads [default: off]
+    ///
+    /// It opens when, over --breaker-window (and at least --breaker-min-loads loads), the share
+    /// of failed loads reaches --breaker-error-rate or their mean latency reaches
+    /// --breaker-latency; while open, loads are refused (stale if held, else `rejected`); after
+    /// --breaker-cooldown it lets --breaker-probes loads through and closes if all succeed in
+    /// time, else opens again.
+    ///
+    /// --breaker alone is --breaker=true; --breaker=false turns it off.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", hide_possible_values = true, help_heading = "Protection")]
     pub breaker: Option<bool>,
 
-    /// Breaker: share of failed loads (errors and timeouts) over the window that opens it [default: 50%]
-    #[arg(long, value_name = "P")]
+    /// Breaker: share of failed loads that opens it [default: 50%]
+    ///
+    /// The share of failed loads (errors and timeouts) over the window that opens it.
+    #[arg(long, value_name = "P", help_heading = "Protection")]
     pub breaker_error_rate: Option<Percent>,
 
-    /// Breaker: mean load latency over the window (pool wait included) that opens it; a probe this slow fails [default: 1s]
-    #[arg(long, value_name = "DURATION")]
+    /// Breaker: mean load latency that opens it [default: 1s]
+    ///
+    /// The mean load latency over the window (pool wait included) that opens it; a probe this
+    /// slow fails.
+    #[arg(long, value_name = "DURATION", help_heading = "Protection")]
     pub breaker_latency: Option<Dur>,
 
-    /// Breaker: how far back the failed loads and latencies that open it are counted [default: 1s]
-    #[arg(long, value_name = "DURATION")]
+    /// Breaker: how far back loads are counted [default: 1s]
+    ///
+    /// How far back the failed loads and latencies that open it are counted.
+    #[arg(long, value_name = "DURATION", help_heading = "Protection")]
     pub breaker_window: Option<Dur>,
 
-    /// Breaker: how long it stays open, refusing every load, before probing [default: 2s]
-    #[arg(long, value_name = "DURATION")]
+    /// Breaker: how long it stays open before probing [default: 2s]
+    ///
+    /// While open it refuses every load.
+    #[arg(long, value_name = "DURATION", help_heading = "Protection")]
     pub breaker_cooldown: Option<Dur>,
 
-    /// Breaker: loads let through after the cooldown (half-open); it closes when all succeed within --breaker-latency, else opens again [default: 3]
-    #[arg(long, value_name = "N")]
+    /// Breaker: loads let through when half-open [default: 3]
+    ///
+    /// Loads let through after the cooldown (half-open); it closes when all succeed within
+    /// --breaker-latency, else opens again.
+    #[arg(long, value_name = "N", help_heading = "Protection")]
     pub breaker_probes: Option<u32>,
 
-    /// Breaker: fewest loads in the window before it may open, so a handful of failures does not trip it [default: 20]
-    #[arg(long, value_name = "N")]
+    /// Breaker: fewest loads in the window to open it [default: 20]
+    ///
+    /// The fewest loads in the window before it may open, so a handful of failures does not
+    /// trip it.
+    #[arg(long, value_name = "N", help_heading = "Protection")]
     pub breaker_min_loads: Option<u32>,
 
-    /// Crash Redis (SIGKILL) this long after the measured window starts; repeatable, paired in order with --redis-down-for (scenario file: [[fault]] with kind = "kill-redis", at, down_for)
-    #[arg(long, value_name = "T")]
+    /// Crash Redis (SIGKILL) at T into the measured window.
+    ///
+    /// Crash Redis (SIGKILL) this long after the measured window starts; repeatable, paired in
+    /// order with --redis-down-for (scenario file: [[fault]] with kind = "kill-redis", at,
+    /// down_for).
+    #[arg(long, value_name = "T", help_heading = "Faults")]
     #[serde(skip)]
     pub kill_redis_at: Vec<Dur>,
 
-    /// How long Redis stays down after the matching --kill-redis-at before a new, empty one starts on the same port
-    #[arg(long, value_name = "DURATION")]
+    /// How long Redis stays down after --kill-redis-at.
+    ///
+    /// How long Redis stays down after the matching --kill-redis-at before a new, empty one
+    /// starts on the same port.
+    #[arg(long, value_name = "DURATION", help_heading = "Faults")]
     #[serde(skip)]
     pub redis_down_for: Vec<Dur>,
 
-    /// Crash Postgres this long after the measured window starts: SIGKILL of the managed server's whole process group, then a restart on the same port and data dir (crash recovery runs); repeatable, paired in order with --postgres-down-for (scenario file: [[fault]] with kind = "kill-postgres"). Loads fail fast meanwhile: without --db-timeout a Postgres fault sets it to 1s
-    #[arg(long, value_name = "T")]
+    /// Crash Postgres at T into the measured window.
+    ///
+    /// Crash Postgres this long after the measured window starts: SIGKILL of the managed
+    /// server's whole process group, then a restart on the same port and data dir (crash
+    /// recovery runs); repeatable, paired in order with --postgres-down-for (scenario file:
+    /// [[fault]] with kind = "kill-postgres"). Loads fail fast meanwhile: without --db-timeout a
+    /// Postgres fault sets it to 1s.
+    #[arg(long, value_name = "T", help_heading = "Faults")]
     #[serde(skip)]
     pub kill_postgres_at: Vec<Dur>,
 
-    /// How long Postgres stays down after the matching --kill-postgres-at before it starts again
-    #[arg(long, value_name = "DURATION")]
+    /// How long Postgres stays down after --kill-postgres-at.
+    ///
+    /// How long Postgres stays down after the matching --kill-postgres-at before it starts
+    /// again.
+    #[arg(long, value_name = "DURATION", help_heading = "Faults")]
     #[serde(skip)]
     pub postgres_down_for: Vec<Dur>,
 
-    /// Stall Redis this long after the measured window starts (CLIENT PAUSE ALL: connections stay open, every command hangs until its --redis-timeout); repeatable, paired in order with --pause-for (scenario file: [[fault]] with kind = "pause-redis")
-    #[arg(long, value_name = "T")]
+    /// Stall Redis at T into the measured window (CLIENT PAUSE ALL).
+    ///
+    /// Stall Redis this long after the measured window starts (CLIENT PAUSE ALL: connections
+    /// stay open, every command hangs until its --redis-timeout); repeatable, paired in order
+    /// with --pause-for (scenario file: [[fault]] with kind = "pause-redis").
+    #[arg(long, value_name = "T", help_heading = "Faults")]
     #[serde(skip)]
     pub pause_redis_at: Vec<Dur>,
 
-    /// How long Redis stays paused after the matching --pause-redis-at
-    #[arg(long, value_name = "DURATION")]
+    /// How long Redis stays paused after --pause-redis-at.
+    ///
+    /// How long Redis stays paused after the matching --pause-redis-at.
+    #[arg(long, value_name = "DURATION", help_heading = "Faults")]
     #[serde(skip)]
     pub pause_for: Vec<Dur>,
 
@@ -543,25 +836,157 @@ pub struct RunFlags {
     #[serde(default)]
     pub fault: Vec<FaultSpec>,
 
-    /// External Redis (--redis-url) only: shell command (run with sh -c) that starts it again after a fault's SHUTDOWN NOSAVE
-    #[arg(long, value_name = "CMD")]
+    /// External Redis: shell command that restarts it after a fault.
+    ///
+    /// External Redis (--redis-url) only: shell command (run with sh -c) that starts it again
+    /// after a fault's SHUTDOWN NOSAVE.
+    #[arg(long, value_name = "CMD", help_heading = "Faults")]
     pub redis_restart_cmd: Option<String>,
 
-    /// External Redis (--redis-url) only: allow --pause-redis-at, which stalls every client of that server, not only this run
-    #[arg(long)]
+    /// External Redis: allow --pause-redis-at on it.
+    ///
+    /// External Redis (--redis-url) only: allow --pause-redis-at, which stalls every client of
+    /// that server, not only this run.
+    #[arg(long, help_heading = "Faults")]
     #[serde(default)]
     pub allow_pause_external: bool,
 
-    /// External Postgres (--pg-url) only: shell command (run with sh -c) that crashes it at a kill-postgres fault, e.g. `pg_ctl stop -D DIR -m immediate` (stampede cannot crash a server it did not start; pg_terminate_backend only ends sessions)
-    #[arg(long, value_name = "CMD")]
+    /// External Postgres: shell command that crashes it at a fault.
+    ///
+    /// External Postgres (--pg-url) only: shell command (run with sh -c) that crashes it at a
+    /// kill-postgres fault, e.g. `pg_ctl stop -D DIR -m immediate` (stampede cannot crash a
+    /// server it did not start; pg_terminate_backend only ends sessions).
+    #[arg(long, value_name = "CMD", help_heading = "Faults")]
     pub pg_kill_cmd: Option<String>,
 
-    /// External Postgres (--pg-url) only: shell command (run with sh -c) that starts it again after the fault's down time
-    #[arg(long, value_name = "CMD")]
+    /// External Postgres: shell command that starts it again.
+    ///
+    /// External Postgres (--pg-url) only: shell command (run with sh -c) that starts it again
+    /// after the fault's down time.
+    #[arg(long, value_name = "CMD", help_heading = "Faults")]
     pub pg_restart_cmd: Option<String>,
 
-    /// Exit 1 when a figure breaks this limit, e.g. p99_ms_max=250 or hit_rate_min=95% (repeatable; over the scenario's [thresholds]). Names: db_calls_max, redundant_loads_max, peak_key_herd_max, peak_concurrent_max, hit_rate_min, stale_ratio_max, error_rate_max, rejected_rate_max, p50_ms_max, p95_ms_max, p99_ms_max, stale_read_ratio_max, staleness_p99_ms_max, divergent_keys_max, invalidation_failures_max
-    #[arg(long = "threshold", value_name = "NAME=VALUE", value_parser = crate::thresholds::parse_arg)]
+    /// Writes per second alongside the reads [default: 0]
+    ///
+    /// Writes per second sent alongside the reads, to the same app instances (an open loop of
+    /// its own, evenly spaced over the measured window): each is one transaction, an UPDATE
+    /// that bumps the item's version and changes its payload, then the invalidation. Counted as
+    /// db.writes, apart from db.calls. 0: no writes, and no consistency figure can be other
+    /// than 0.
+    #[arg(long, value_name = "RATE", help_heading = "Writes")]
+    pub write_rps: Option<Rate>,
+
+    /// Zipf exponent of the keys written [default: --zipf]
+    ///
+    /// By default the reads' exponent, --zipf.
+    #[arg(long, value_name = "S", help_heading = "Writes")]
+    pub write_zipf: Option<f64>,
+
+    /// What a write does to the cache [default: delete]
+    ///
+    /// What a write does to the cache after its commit: delete (the key and its lease), set
+    /// (the new value), versioned (the new value through a Lua SET that refuses an older
+    /// version than the cache or the writers' version marker holds; readers' SETs go through it
+    /// too), none (TTL only). compare takes a comma-separated list and runs every strategy with
+    /// each, labelled strategy/invalidation. Needs --write-rps.
+    #[arg(
+        long,
+        value_name = "delete|set|versioned|none",
+        help_heading = "Writes"
+    )]
+    pub invalidate: Option<String>,
+
+    /// Lease: how long a lease token lives [default: 2s]
+    ///
+    /// It lives that long unless the holder's SET consumes it first; one token per key at a
+    /// time, and a write's delete removes it.
+    #[arg(long, value_name = "DURATION", help_heading = "Strategy")]
+    pub lease_ttl: Option<Dur>,
+
+    /// Start the managed servers with TLS [default: off]
+    ///
+    /// A CA and server certificates are made for the run in each server's temp dir;
+    /// redis-server then listens on TLS only (rediss://) and Postgres accepts TCP over TLS only
+    /// (sslmode=verify-full against the run's CA). The result says servers.tls: true.
+    ///
+    /// --tls alone is --tls=true; --tls=false turns it off.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", hide_possible_values = true, help_heading = "Servers and TLS")]
+    pub tls: Option<bool>,
+
+    /// rediss:// only: CA file (PEM) to verify Redis's certificate with.
+    ///
+    /// Verify Redis's certificate against this CA file (PEM) instead of the system's store.
+    #[arg(long, value_name = "FILE", help_heading = "Servers and TLS")]
+    pub redis_ca: Option<PathBuf>,
+
+    /// rediss:// only: client certificate (PEM), with --redis-key.
+    ///
+    /// For a Redis that requires one (tls-auth-clients yes).
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "redis_key",
+        help_heading = "Servers and TLS"
+    )]
+    pub redis_cert: Option<PathBuf>,
+
+    /// rediss:// only: the private key (PEM) of --redis-cert
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "redis_cert",
+        help_heading = "Servers and TLS"
+    )]
+    pub redis_key: Option<PathBuf>,
+
+    /// rediss:// only: do not verify Redis's certificate at all.
+    ///
+    /// Prints a warning: anyone on the path can read and change the traffic. --redis-insecure
+    /// alone is --redis-insecure=true; --redis-insecure=false verifies.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", hide_possible_values = true, help_heading = "Servers and TLS")]
+    pub redis_insecure: Option<bool>,
+
+    /// Your own load: the query a miss runs on --pg-url, $1 the key.
+    ///
+    /// This query (one parameter, $1, the key) on your --pg-url is what a miss runs, at its
+    /// real cost (no pg_sleep). stampede then creates, alters and drops nothing in that
+    /// database (a read-only role works); keys come from --keys-sql or --keys-file; the start
+    /// is cold unless --start says otherwise. DB calls are read from pg_stat_statements for
+    /// this statement when the extension is there.
+    #[arg(long, value_name = "SQL", help_heading = "Database")]
+    pub db_sql: Option<String>,
+
+    /// With --db-sql: a query returning the keys, most popular first.
+    ///
+    /// The keys are the first column of what this query returns (e.g. SELECT id FROM items
+    /// ORDER BY views DESC); popularity is Zipf over them in the order returned (the first the
+    /// most popular); --keys N keeps the first N.
+    #[arg(
+        long,
+        value_name = "SQL",
+        conflicts_with = "keys_file",
+        help_heading = "Database"
+    )]
+    pub keys_sql: Option<String>,
+
+    /// With --db-sql: a file of keys, one a line, most popular first.
+    ///
+    /// The keys, one per line, most popular first (instead of --keys-sql).
+    #[arg(long, value_name = "FILE", help_heading = "Database")]
+    pub keys_file: Option<PathBuf>,
+
+    /// Width of a timeline bucket [default: 100ms]
+    #[arg(long, value_name = "DURATION", help_heading = "Output")]
+    pub interval: Option<Dur>,
+
+    /// Exit 1 when a figure breaks a limit, e.g. p99_ms_max=250.
+    ///
+    /// E.g. p99_ms_max=250 or hit_rate_min=95% (repeatable; over the scenario's [thresholds]).
+    /// Names: db_calls_max, redundant_loads_max, peak_key_herd_max, peak_concurrent_max,
+    /// hit_rate_min, stale_ratio_max, error_rate_max, rejected_rate_max, p50_ms_max,
+    /// p95_ms_max, p99_ms_max, stale_read_ratio_max, staleness_p99_ms_max, divergent_keys_max,
+    /// invalidation_failures_max.
+    #[arg(long = "threshold", value_name = "NAME=VALUE", value_parser = crate::thresholds::parse_arg, help_heading = "Thresholds")]
     #[serde(skip)]
     pub threshold: Vec<ThresholdArg>,
 
@@ -569,78 +994,38 @@ pub struct RunFlags {
     #[arg(skip)]
     #[serde(default)]
     pub thresholds: Option<Thresholds>,
-    /// Writes per second sent alongside the reads, to the same app instances (an open loop of its own, evenly spaced over the measured window): each is one transaction, an UPDATE that bumps the item's version and changes its payload, then the invalidation. Counted as db.writes, apart from db.calls. 0: no writes, and no consistency figure can be other than 0 [default: 0]
-    #[arg(long, value_name = "RATE")]
-    pub write_rps: Option<Rate>,
-
-    /// Zipf exponent of the keys written [default: --zipf, the reads']
-    #[arg(long, value_name = "S")]
-    pub write_zipf: Option<f64>,
-
-    /// What a write does to the cache after its commit: delete (the key and its lease), set (the new value), versioned (the new value through a Lua SET that refuses an older version than the cache or the writers' version marker holds; readers' SETs go through it too), none (TTL only). compare takes a comma-separated list and runs every strategy with each, labelled strategy/invalidation. Needs --write-rps [default: delete]
-    #[arg(long, value_name = "delete|set|versioned|none")]
-    pub invalidate: Option<String>,
-
-    /// Lease: how long a lease token lives unless the holder's SET consumes it first; one token per key at a time, and a write's delete removes it [default: 2s]
-    #[arg(long, value_name = "DURATION")]
-    pub lease_ttl: Option<Dur>,
-    /// Start the managed servers with TLS: a CA and server certificates made for the run in each server's temp dir; redis-server then listens on TLS only (rediss://) and Postgres accepts TCP over TLS only (sslmode=verify-full against the run's CA). The result says servers.tls: true [default: off]
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    pub tls: Option<bool>,
-
-    /// rediss:// only: verify Redis's certificate against this CA file (PEM) instead of the system's store
-    #[arg(long, value_name = "FILE")]
-    pub redis_ca: Option<PathBuf>,
-
-    /// rediss:// only: client certificate (PEM) for a Redis that requires one (tls-auth-clients yes); with --redis-key
-    #[arg(long, value_name = "FILE", requires = "redis_key")]
-    pub redis_cert: Option<PathBuf>,
-
-    /// rediss:// only: the private key (PEM) of --redis-cert
-    #[arg(long, value_name = "FILE", requires = "redis_cert")]
-    pub redis_key: Option<PathBuf>,
-
-    /// rediss:// only: do not verify Redis's certificate at all (prints a warning: anyone on the path can read and change the traffic)
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    pub redis_insecure: Option<bool>,
-
-    /// Your own load: this query (one parameter, $1, the key) on your --pg-url is what a miss runs, at its real cost (no pg_sleep). stampede then creates, alters and drops nothing in that database (a read-only role works); keys come from --keys-sql or --keys-file; the start is cold unless --start says otherwise. DB calls are read from pg_stat_statements for this statement when the extension is there
-    #[arg(long, value_name = "SQL")]
-    pub db_sql: Option<String>,
-
-    /// With --db-sql: the keys, as the first column of what this query returns (e.g. SELECT id FROM items ORDER BY views DESC); popularity is Zipf over them in the order returned (the first the most popular); --keys N keeps the first N
-    #[arg(long, value_name = "SQL", conflicts_with = "keys_file")]
-    pub keys_sql: Option<String>,
-
-    /// With --db-sql: the keys, one per line, most popular first (instead of --keys-sql)
-    #[arg(long, value_name = "FILE")]
-    pub keys_file: Option<PathBuf>,
 }
 
 /// The app under test (`--target`): command line only, not scenario files (an app's command
 /// and headers belong to the machine that runs it, not to the workload).
 #[derive(Debug, Args, Clone, Default)]
 pub struct TargetFlags {
-    /// Drive an HTTP endpoint instead of the built-in app: each request is a GET of this URL
-    /// with {key} replaced by the Zipf-drawn item id, e.g. 'http://127.0.0.1:8080/items/{key}'.
-    /// Open loop (--rps, latency from the scheduled time) or closed loop (--clients), on a
-    /// keep-alive connection pool. The start is cold (stampede cannot warm an app's cache);
-    /// DB calls, herds and hit rates come from the servers (docs/app.md).
+    /// Drive this HTTP endpoint instead of the built-in app.
+    ///
+    /// Each request is a GET of this URL with {key} replaced by the Zipf-drawn item id, e.g.
+    /// 'http://127.0.0.1:8080/items/{key}'. Open loop (--rps, latency from the scheduled time)
+    /// or closed loop (--clients), on a keep-alive connection pool. The start is cold (stampede
+    /// cannot warm an app's cache); DB calls, herds and hit rates come from the servers
+    /// (docs/app.md).
     #[arg(long, value_name = "URL", help_heading = "App under test")]
     pub target: Option<String>,
 
-    /// Deadline of one request to the target, connecting included; a request past it is
-    /// counted in http.timeouts (default 5s).
+    /// Deadline of one request to the target [default: 5s]
+    ///
+    /// Connecting included; a request past it is counted in http.timeouts.
     #[arg(long, value_name = "DURATION", help_heading = "App under test")]
     pub http_timeout: Option<crate::values::Dur>,
 
-    /// A header sent with every request, 'Name: value' (repeat for several; e.g. for auth).
-    /// Values are not written to the results.
+    /// A header sent with every request, 'Name: value' (repeatable).
+    ///
+    /// Repeat it for several (e.g. for auth). Values are not written to the results.
     #[arg(long, value_name = "'NAME: VALUE'", help_heading = "App under test")]
     pub header: Vec<String>,
 
-    /// The statuses that count as success (comma-separated or repeated; default any 2xx).
-    /// Other statuses are errors, counted by class in http.status.
+    /// The statuses that count as success [default: any 2xx]
+    ///
+    /// Comma-separated or repeated. Other statuses are errors, counted by class in
+    /// http.status.
     #[arg(
         long,
         value_name = "CODE",
@@ -649,39 +1034,53 @@ pub struct TargetFlags {
     )]
     pub expect_status: Vec<u16>,
 
-    /// A regular expression the response body must match for the request to count as
-    /// success (so a 200 with the wrong body is an error).
+    /// A regex the response body must match to count as success.
+    ///
+    /// A regular expression the response body must match for the request to count as success
+    /// (so a 200 with the wrong body is an error).
     #[arg(long, value_name = "REGEX", help_heading = "App under test")]
     pub expect_body: Option<String>,
 
-    /// Start the app under test with this shell command (in its own process group, stopped at
-    /// the end, on failures and on Ctrl-C). Its environment has REDIS_URL, DATABASE_URL (a
-    /// role of its own on a managed Postgres), DB_SCHEMA (the seeded items table and the
-    /// stampede_load(id) function), CACHE_PREFIX, CACHE_TTL_MS (--ttl) and PORT (a free port,
-    /// also put for {port} in --target and --app-ready).
+    /// Start the app under test with this shell command.
+    ///
+    /// It runs in its own process group, stopped at the end, on failures and on Ctrl-C. Its
+    /// environment has REDIS_URL, DATABASE_URL (a role of its own on a managed Postgres),
+    /// DB_SCHEMA (the seeded items table and the stampede_load(id) function), CACHE_PREFIX,
+    /// CACHE_TTL_MS (--ttl) and PORT (a free port, also put for {port} in --target and
+    /// --app-ready).
     #[arg(long, value_name = "CMD", help_heading = "App under test")]
     pub app_cmd: Option<String>,
 
-    /// With --app-cmd: the URL that answers 2xx once the app is ready (default: the target's
-    /// port accepts connections).
+    /// With --app-cmd: URL that is 2xx when up [default: port open]
+    ///
+    /// The URL that answers 2xx once the app is ready; by default, readiness is the target's
+    /// port accepting connections.
     #[arg(long, value_name = "URL", help_heading = "App under test")]
     pub app_ready: Option<String>,
 
-    /// With --app-cmd: how long the app may take to be ready before the run fails (default 30s).
+    /// With --app-cmd: time allowed to get ready [default: 30s]
+    ///
+    /// How long the app may take to be ready before the run fails.
     #[arg(long, value_name = "DURATION", help_heading = "App under test")]
     pub app_ready_timeout: Option<crate::values::Dur>,
 
-    /// With --app-cmd: the file the app's output goes to (default: a file in the temp dir,
-    /// named in the results).
+    /// With --app-cmd: the app's output file [default: a temp file]
+    ///
+    /// The file the app's output goes to; by default a file in the temp dir, named in the
+    /// results.
     #[arg(long, value_name = "FILE", help_heading = "App under test")]
     pub app_log: Option<PathBuf>,
 
-    /// For an app that is already running (no --app-cmd, servers given with --redis-url and
-    /// --pg-url): the schema it reads; stampede creates it, seeds the items table and the
-    /// stampede_load(id) function in it, and drops it at the end.
+    /// For an app that is already running: the schema it reads.
+    ///
+    /// With no --app-cmd, servers given with --redis-url and --pg-url: stampede creates the
+    /// schema, seeds the items table and the stampede_load(id) function in it, and drops it at
+    /// the end.
     #[arg(long, value_name = "NAME", help_heading = "App under test")]
     pub schema: Option<String>,
 
+    /// Regex of the app's DB calls [default: by role, else by schema]
+    ///
     /// Which statements of pg_stat_statements are the app's DB calls (a Postgres regular
     /// expression on the statement text). Default: every statement of the app's own role on a
     /// managed Postgres, else every statement naming the run's schema.
