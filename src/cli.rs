@@ -374,7 +374,7 @@ pub struct CheckCmd {
     /// A figure a run could not measure (null in its JSON, with the reason beside it) is never
     /// judged as 0: its row says `not comparable`. Without --strict that is reported and the
     /// exit code is decided by the regressions alone; with it, any such row exits 2.
-    #[arg(long, help_heading = "Judging")]
+    #[arg(long, help_heading = "Comparison")]
     pub strict: bool,
 }
 
