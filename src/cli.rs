@@ -985,7 +985,8 @@ pub struct RunFlags {
     /// Names: db_calls_max, redundant_loads_max, peak_key_herd_max, peak_concurrent_max,
     /// hit_rate_min, stale_ratio_max, error_rate_max, rejected_rate_max, p50_ms_max,
     /// p95_ms_max, p99_ms_max, stale_read_ratio_max, staleness_p99_ms_max, divergent_keys_max,
-    /// invalidation_failures_max.
+    /// invalidation_failures_max, writes_left_wrong_ratio_max. A limit on a figure the run could
+    /// not measure fails (and one the mode can never know is refused before the run).
     #[arg(long = "threshold", value_name = "NAME=VALUE", value_parser = crate::thresholds::parse_arg, help_heading = "Thresholds")]
     #[serde(skip)]
     pub threshold: Vec<ThresholdArg>,
