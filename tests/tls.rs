@@ -602,10 +602,14 @@ async fn admin_connections_follow_the_redis_tls_flags() {
         "REDIS_URL='rediss://127.0.0.1:{}/#insecure' exec {app}",
         redis.port()
     );
+    // The app's output goes into this test's temp dir, removed with it.
+    let app_log = certs_dir.path().join("app.log").display().to_string();
     let app_run = |tls: &[String]| {
         [
             &owned(&[
                 "run",
+                "--app-log",
+                &app_log,
                 "--target",
                 "http://127.0.0.1:{port}/items/{key}",
                 "--app-cmd",
@@ -723,6 +727,8 @@ async fn an_app_runs_sampler_connects_with_the_pg_urls_tls() {
         pgs.port()
     );
     let ca = pgs.certs().unwrap().ca.display().to_string();
+    // The app's output goes into this test's temp dir, removed with it.
+    let logs = tempfile::tempdir().unwrap();
     let mut failed = Vec::new();
     for mode in [
         format!("verify-full&sslrootcert={ca}"),
@@ -734,8 +740,11 @@ async fn an_app_runs_sampler_connects_with_the_pg_urls_tls() {
             pgs.port()
         );
         let (ru, cmd) = (redis.url(), app_cmd.clone());
+        let log = logs.path().join("app.log").display().to_string();
         let r = tokio::task::spawn_blocking(move || {
             run(&[
+                "--app-log",
+                &log,
                 "--target",
                 "http://127.0.0.1:{port}/items/{key}",
                 "--app-cmd",
