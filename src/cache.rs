@@ -13,10 +13,10 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::error::EnvError;
 use crate::metrics::{Counters, bump};
+use crate::redact;
 use crate::strategy::invalidate::{CHECKED_SET_LUA, WRITER_SET_LUA};
 use crate::strategy::lock::RELEASE_LUA;
 use crate::tls::RedisTls;
-use crate::values::redact_url;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CacheError {
@@ -91,7 +91,7 @@ pub struct SetCheck {
 /// seen on a single attempt.
 pub async fn connect(url: &str, tls: &RedisTls, timeout: Duration) -> Result<ConnectionManager> {
     let client = crate::tls::redis_client(url, tls)?;
-    crate::tls::warn_insecure(tls);
+    crate::tls::warn_insecure(url, tls);
     let first = tokio::time::timeout(
         Duration::from_secs(5),
         client.get_multiplexed_async_connection(),
@@ -107,7 +107,7 @@ pub async fn connect(url: &str, tls: &RedisTls, timeout: Duration) -> Result<Con
             Some(m) => m,
             None => format!(
                 "cannot connect to Redis at {}: {e} (is it running and reachable?)",
-                redact_url(url)
+                redact::url(url)
             ),
         };
         return Err(EnvError(msg).into());
@@ -117,12 +117,12 @@ pub async fn connect(url: &str, tls: &RedisTls, timeout: Duration) -> Result<Con
         Ok(Ok(c)) => Ok(c),
         Ok(Err(e)) => Err(EnvError(format!(
             "cannot connect to Redis at {}: {e} (is it running and reachable?)",
-            redact_url(url)
+            redact::url(url)
         ))
         .into()),
         Err(_) => Err(EnvError(format!(
             "cannot connect to Redis at {}: no answer within 5 s",
-            redact_url(url)
+            redact::url(url)
         ))
         .into()),
     }
@@ -356,12 +356,9 @@ pub struct Admin {
 }
 
 impl Admin {
-    pub async fn open(url: &str, prefix: Arc<str>) -> Result<Admin> {
-        Self::open_with(url, &RedisTls::default(), prefix).await
-    }
-
-    /// As [`Admin::open`], with TLS settings for a `rediss://` URL.
-    pub async fn open_with(url: &str, tls: &RedisTls, prefix: Arc<str>) -> Result<Admin> {
+    /// Open the admin connection with the run's TLS settings: there is no way to open one
+    /// without them, so no part of a run (shards, app runs, cleanup) connects otherwise.
+    pub async fn open(url: &str, tls: &RedisTls, prefix: Arc<str>) -> Result<Admin> {
         Ok(Admin {
             conn: connect(url, tls, Duration::from_secs(2)).await?,
             prefix,
@@ -717,7 +714,7 @@ impl Admin {
 fn cluster_unsupported(url: &str) -> String {
     format!(
         "{} is a Redis Cluster node: Redis Cluster is not supported yet (keys of one run would live on several nodes and every request on another node's slot answers MOVED); point --redis-url at a standalone Redis or a primary without cluster mode",
-        redact_url(url)
+        redact::url(url)
     )
 }
 

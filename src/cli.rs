@@ -322,6 +322,32 @@ pub struct CleanupCmd {
         help_heading = "Dead runs"
     )]
     pub older_than: crate::values::Dur,
+
+    /// rediss:// only: verify Redis's certificate against this CA file (PEM) instead of the system's store (as `run --redis-ca`; Postgres's TLS is the URL's sslmode and sslrootcert)
+    #[arg(long, value_name = "FILE", help_heading = "Servers and TLS")]
+    pub redis_ca: Option<PathBuf>,
+
+    /// rediss:// only: client certificate (PEM) for a Redis that requires one (tls-auth-clients yes); with --redis-key
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "redis_key",
+        help_heading = "Servers and TLS"
+    )]
+    pub redis_cert: Option<PathBuf>,
+
+    /// rediss:// only: the private key (PEM) of --redis-cert
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "redis_cert",
+        help_heading = "Servers and TLS"
+    )]
+    pub redis_key: Option<PathBuf>,
+
+    /// rediss:// only: do not verify Redis's certificate at all (prints a warning: anyone on the path can read and change the traffic)
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", help_heading = "Servers and TLS")]
+    pub redis_insecure: Option<bool>,
 }
 
 /// How `check` prints its verdicts.

@@ -21,6 +21,7 @@ pub mod metrics;
 mod origin;
 mod pacer;
 mod protect;
+mod redact;
 mod report;
 mod results;
 mod scenario;

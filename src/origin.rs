@@ -21,7 +21,7 @@ use crate::ledger::{self, LedgerLoad};
 
 mod own;
 use crate::metrics::{LoadGuard, Phase};
-use crate::values::redact_url;
+use crate::redact;
 pub use own::OwnLoad;
 
 /// What one load (one DB call) costs the database.
@@ -202,30 +202,7 @@ async fn ssl_in_use(admin: &tokio_postgres::Client) -> bool {
 }
 
 async fn connect_admin(url: &str) -> Result<(tokio_postgres::Client, crate::tls::PgTarget)> {
-    let mut target = crate::tls::pg_target(url)?;
-    target.config.connect_timeout(Duration::from_secs(5));
-    target.config.application_name("stampede");
-    let connected = tokio::time::timeout(
-        Duration::from_secs(6),
-        target.config.connect(target.tls.clone()),
-    )
-    .await;
-    let (client, conn) = match connected {
-        Ok(Ok(c)) => c,
-        Ok(Err(e)) => return Err(EnvError(target.explain(&e)).into()),
-        Err(_) => {
-            return Err(EnvError(format!(
-                "cannot connect to Postgres at {}: no answer within 6 s",
-                redact_url(url)
-            ))
-            .into());
-        }
-    };
-    tokio::spawn(async move {
-        // Ends when the client is dropped; an error here surfaces on the next query instead.
-        let _ = conn.await;
-    });
-    Ok((client, target))
+    crate::tls::pg_connect(url).await
 }
 
 /// `CREATE TABLE` or `CREATE UNLOGGED TABLE`.
@@ -295,7 +272,7 @@ async fn check_room(admin: &tokio_postgres::Client, url: &str, connections: u32)
     if i64::from(connections) > room {
         return Err(UsageError::new(format!(
                 "the run needs {connections} database connections (instances × --db-pool) but {} has room for {} more (max_connections less the reserved and open ones): use fewer instances or a smaller pool",
-                redact_url(url),
+                redact::url(url),
                 room.max(0)
             ))
             .into());
@@ -443,7 +420,7 @@ impl Db {
         if !found {
             return Err(EnvError(format!(
                 "the run's schema {schema} is not on {}: the shard that set the run up has not seeded it there (are all shards given the same --pg-url and --run-id?)",
-                redact_url(url)
+                redact::url(url)
             ))
             .into());
         }
@@ -614,7 +591,7 @@ impl Db {
             let c = pool.get().await.map_err(|e| {
                 EnvError(format!(
                     "opening a database connection to {}: {e} (max_connections too low?)",
-                    redact_url(&self.url)
+                    redact::url(&self.url)
                 ))
             })?;
             for s in &sql {

@@ -18,19 +18,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Result;
-use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::{verify_server_cert_signed_by_trust_anchor, verify_server_name};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::{
-    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
-};
+use rustls::server::ParsedCertificate;
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use serde::{Deserialize, Serialize};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::error::{EnvError, UsageError};
-use crate::values::redact_url;
+use crate::redact;
 
 fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
@@ -125,7 +124,7 @@ impl RedisTls {
         {
             return Err(UsageError::new(format!(
                 "--redis-ca, --redis-cert, --redis-key and --redis-insecure are for TLS: use a rediss:// URL (got {})",
-                redact_url(u)
+                redact::url(u)
             )));
         }
         Ok(())
@@ -134,7 +133,7 @@ impl RedisTls {
 
 /// A Redis client for `url` with `tls` applied.
 pub fn redis_client(url: &str, tls: &RedisTls) -> Result<redis::Client> {
-    let bad = |e: redis::RedisError| EnvError(format!("bad Redis URL {}: {e}", redact_url(url)));
+    let bad = |e: redis::RedisError| EnvError(format!("bad Redis URL {}: {e}", redact::url(url)));
     if !url.starts_with("rediss://") {
         return Ok(redis::Client::open(url).map_err(bad)?);
     }
@@ -174,16 +173,22 @@ pub fn redis_client(url: &str, tls: &RedisTls) -> Result<redis::Client> {
     .map_err(bad)?)
 }
 
-/// Say once that `--redis-insecure` is in force.
-pub fn warn_insecure(tls: &RedisTls) {
+/// Say once that Redis's certificate goes unverified: `--redis-insecure`, or a `rediss://`
+/// URL ending in `#insecure`, which the redis crate reads the same way.
+pub fn warn_insecure(url: &str, tls: &RedisTls) {
     static WARNED: std::sync::Once = std::sync::Once::new();
-    if tls.insecure {
-        WARNED.call_once(|| {
-            eprintln!(
-                "warning: --redis-insecure: Redis's certificate is not verified; anyone on the path can read and change the traffic"
-            );
-        });
-    }
+    let by = if tls.insecure {
+        "--redis-insecure"
+    } else if url.starts_with("rediss://") && url.ends_with("#insecure") {
+        "rediss://…#insecure"
+    } else {
+        return;
+    };
+    WARNED.call_once(|| {
+        eprintln!(
+            "warning: {by}: Redis's certificate is not verified; anyone on the path can read and change the traffic (give --redis-ca FILE to verify it)"
+        );
+    });
 }
 
 /// `host:port` of a URL, for messages and probes.
@@ -333,7 +338,7 @@ pub fn pg_target(url: &str) -> Result<PgTarget> {
     };
     let mut config: tokio_postgres::Config = stripped
         .parse()
-        .map_err(|e| EnvError(format!("bad Postgres URL {}: {e}", redact_url(url))))?;
+        .map_err(|e| EnvError(format!("bad Postgres URL {}: {e}", redact::url(url))))?;
     // libpq's default root file, used when the URL names none.
     let default_root = std::env::var_os("HOME")
         .map(|h| PathBuf::from(h).join(".postgresql/root.crt"))
@@ -360,11 +365,14 @@ pub fn pg_target(url: &str) -> Result<PgTarget> {
             } else {
                 root_store(Path::new(r))?
             };
-            let inner = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider())
-                .build()
-                .map_err(|e| EnvError(format!("the CA in {r}: {e}")))?;
+            if roots.is_empty() {
+                return Err(
+                    EnvError(format!("the CA file {r} holds no usable certificate")).into(),
+                );
+            }
             let verifier = PgVerifier {
-                inner,
+                roots: Arc::new(roots),
+                provider: provider(),
                 check_name: mode == SslMode::VerifyFull,
             };
             ClientConfig::builder_with_provider(provider())
@@ -376,6 +384,9 @@ pub fn pg_target(url: &str) -> Result<PgTarget> {
         }
         None => unverified_config(),
     };
+    if mode == SslMode::Require {
+        warn_unverified_postgres();
+    }
     config.ssl_mode(match mode {
         SslMode::Disable => tokio_postgres::config::SslMode::Disable,
         SslMode::Prefer => tokio_postgres::config::SslMode::Prefer,
@@ -390,6 +401,48 @@ pub fn pg_target(url: &str) -> Result<PgTarget> {
     })
 }
 
+/// Say once that `sslmode=require` without a root certificate encrypts but verifies nothing.
+fn warn_unverified_postgres() {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    WARNED.call_once(|| {
+        eprintln!(
+            "warning: sslmode=require without sslrootcert: Postgres's certificate is not verified; anyone on the path can read and change the traffic (add sslrootcert=CA and sslmode=verify-full to verify it)"
+        );
+    });
+}
+
+/// A connection to Postgres at `url`, made as its `sslmode` asks: every connection of the
+/// tool to Postgres is made here or through [`PgTarget`], so none of them speaks another
+/// TLS than the run's. The connection task is spawned; failures say what to do.
+pub async fn pg_connect(url: &str) -> Result<(tokio_postgres::Client, PgTarget)> {
+    let mut target = pg_target(url)?;
+    target
+        .config
+        .connect_timeout(std::time::Duration::from_secs(5));
+    target.config.application_name("stampede");
+    let connected = tokio::time::timeout(
+        std::time::Duration::from_secs(6),
+        target.config.connect(target.tls.clone()),
+    )
+    .await;
+    let (client, conn) = match connected {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => return Err(EnvError(target.explain(&e)).into()),
+        Err(_) => {
+            return Err(EnvError(format!(
+                "cannot connect to Postgres at {}: no answer within 6 s",
+                redact::url(url)
+            ))
+            .into());
+        }
+    };
+    tokio::spawn(async move {
+        // Ends when the client is dropped; an error here surfaces on the next query instead.
+        let _ = conn.await;
+    });
+    Ok((client, target))
+}
+
 impl PgTarget {
     /// What a failed connection means, in words that say what to do.
     pub fn explain(&self, error: &tokio_postgres::Error) -> String {
@@ -399,7 +452,7 @@ impl PgTarget {
             std::error::Error::source(error).map_or(String::new(), |s| format!(": {s}"))
         );
         let host = host_port(&self.url).map_or_else(|| "?".to_string(), |(h, _)| h);
-        let at = redact_url(&self.url);
+        let at = redact::url(&self.url);
         if full.contains("TLS handshake") && is_certificate_error(&full) {
             let checks = if self.mode == SslMode::VerifyFull {
                 format!("for the name {host}")
@@ -427,10 +480,13 @@ impl PgTarget {
     }
 }
 
-/// Verifies the chain against the roots; the host name only for verify-full.
+/// Verifies the chain against the roots, and the host name only for verify-full. The two
+/// checks are rustls's own functions called one after the other, so verify-ca skipping the
+/// name does not depend on the order in which a full verifier happens to check things.
 #[derive(Debug)]
 struct PgVerifier {
-    inner: Arc<WebPkiServerVerifier>,
+    roots: Arc<RootCertStore>,
+    provider: Arc<CryptoProvider>,
     check_name: bool,
 }
 
@@ -440,19 +496,23 @@ impl ServerCertVerifier for PgVerifier {
         end_entity: &CertificateDer<'_>,
         intermediates: &[CertificateDer<'_>],
         server_name: &ServerName<'_>,
-        ocsp: &[u8],
+        _ocsp: &[u8],
         now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        match self
-            .inner
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
-        {
-            // The name is checked after the chain: a name error means the chain verified.
-            Err(rustls::Error::InvalidCertificate(
-                CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
-            )) if !self.check_name => Ok(ServerCertVerified::assertion()),
-            other => other,
+        let cert = ParsedCertificate::try_from(end_entity)?;
+        // The chain to one of the roots, each certificate within its validity at `now`, and
+        // the end entity fit for a TLS server.
+        verify_server_cert_signed_by_trust_anchor(
+            &cert,
+            &self.roots,
+            intermediates,
+            now,
+            self.provider.signature_verification_algorithms.all,
+        )?;
+        if self.check_name {
+            verify_server_name(&cert, server_name)?;
         }
+        Ok(ServerCertVerified::assertion())
     }
 
     fn verify_tls12_signature(
@@ -461,7 +521,12 @@ impl ServerCertVerifier for PgVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn verify_tls13_signature(
@@ -470,11 +535,18 @@ impl ServerCertVerifier for PgVerifier {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 
@@ -572,6 +644,100 @@ mod tests {
             pg_target("postgres://u@h/db").unwrap().mode,
             SslMode::Prefer
         );
+    }
+
+    /// A CA of its own and the server certificates it signs, made here for the verifier's
+    /// cases.
+    struct Ca {
+        cert: CertificateDer<'static>,
+        issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+    }
+
+    impl Ca {
+        fn new(name: &str) -> Ca {
+            let key = rcgen::KeyPair::generate().unwrap();
+            let mut p = rcgen::CertificateParams::new(Vec::new()).unwrap();
+            p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+            p.distinguished_name
+                .push(rcgen::DnType::CommonName, name.to_string());
+            p.key_usages = vec![
+                rcgen::KeyUsagePurpose::KeyCertSign,
+                rcgen::KeyUsagePurpose::CrlSign,
+            ];
+            let cert = p.self_signed(&key).unwrap().der().clone();
+            Ca {
+                cert,
+                issuer: rcgen::Issuer::new(p, key),
+            }
+        }
+
+        /// A server certificate for `names`, valid from `years.0` to `years.1`.
+        fn leaf(&self, names: &[&str], years: (i32, i32)) -> CertificateDer<'static> {
+            let key = rcgen::KeyPair::generate().unwrap();
+            let mut p = rcgen::CertificateParams::new(
+                names.iter().map(|n| n.to_string()).collect::<Vec<_>>(),
+            )
+            .unwrap();
+            p.not_before = rcgen::date_time_ymd(years.0, 1, 1);
+            p.not_after = rcgen::date_time_ymd(years.1, 1, 1);
+            p.signed_by(&key, &self.issuer).unwrap().der().clone()
+        }
+    }
+
+    fn verify(ca: &Ca, cert: &CertificateDer<'_>, check_name: bool) -> Result<(), rustls::Error> {
+        let mut roots = RootCertStore::empty();
+        roots.add(ca.cert.clone()).unwrap();
+        let v = PgVerifier {
+            roots: Arc::new(roots),
+            provider: provider(),
+            check_name,
+        };
+        let name = ServerName::try_from("127.0.0.1").unwrap();
+        v.verify_server_cert(cert, &[], &name, &[], UnixTime::now())
+            .map(|_| ())
+    }
+
+    #[test]
+    fn verify_ca_checks_the_chain_and_verify_full_the_name_too() {
+        use rustls::CertificateError as E;
+        let ca = Ca::new("the server's CA");
+        let now = (2020, 2100);
+        let right = ca.leaf(&["127.0.0.1", "localhost"], now);
+        assert!(verify(&ca, &right, false).is_ok());
+        assert!(verify(&ca, &right, true).is_ok());
+
+        // Another host's certificate from the right CA: the chain holds, the name does not.
+        let other_host = ca.leaf(&["db.example.internal"], now);
+        assert!(verify(&ca, &other_host, false).is_ok());
+        let e = verify(&ca, &other_host, true).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                rustls::Error::InvalidCertificate(
+                    E::NotValidForName | E::NotValidForNameContext { .. }
+                )
+            ),
+            "{e:?}"
+        );
+
+        // Expired, or signed by another CA: neither mode lets it through, whatever the name.
+        let expired = ca.leaf(&["127.0.0.1"], (2000, 2001));
+        let stranger = Ca::new("someone else's CA").leaf(&["127.0.0.1"], now);
+        for check_name in [false, true] {
+            let e = verify(&ca, &expired, check_name).unwrap_err();
+            assert!(
+                matches!(
+                    e,
+                    rustls::Error::InvalidCertificate(E::Expired | E::ExpiredContext { .. })
+                ),
+                "{e:?}"
+            );
+            let e = verify(&ca, &stranger, check_name).unwrap_err();
+            assert!(
+                matches!(e, rustls::Error::InvalidCertificate(E::UnknownIssuer)),
+                "{e:?}"
+            );
+        }
     }
 
     #[test]

@@ -142,27 +142,6 @@ impl fmt::Display for Percent {
 }
 serde_via_str!(Percent);
 
-/// A URL with its password replaced by `***`, fit for a results file that gets committed.
-pub fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_string();
-    };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    let Some(at) = authority.rfind('@') else {
-        return url.to_string();
-    };
-    let userinfo = &authority[..at];
-    let redacted = match userinfo.find(':') {
-        Some(colon) => format!("{}:***", &userinfo[..colon]),
-        // redis://secret@host puts the password where the user would be.
-        None if url.starts_with("redis") => "***".to_string(),
-        None => userinfo.to_string(),
-    };
-    format!("{}{}{}", &url[..scheme_end + 3], redacted, &rest[at..])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,20 +174,5 @@ mod tests {
         assert!("30".parse::<Percent>().is_err());
         assert!("130%".parse::<Percent>().is_err());
         assert_eq!(Percent(0.1).to_string(), "10%");
-    }
-
-    #[test]
-    fn redacts_passwords() {
-        assert_eq!(
-            redact_url("postgres://app:s3cret@db/x"),
-            "postgres://app:***@db/x"
-        );
-        assert_eq!(
-            redact_url("redis://:pw@127.0.0.1:6000/0"),
-            "redis://:***@127.0.0.1:6000/0"
-        );
-        assert_eq!(redact_url("redis://pw@h:1"), "redis://***@h:1");
-        assert_eq!(redact_url("postgres://app@db/x"), "postgres://app@db/x");
-        assert_eq!(redact_url("redis://127.0.0.1:1/"), "redis://127.0.0.1:1/");
     }
 }

@@ -12,10 +12,10 @@ use std::path::{Path, PathBuf};
 /// its own; any other file belongs where its nearest listed parent is.
 const LAYERS: &[(&str, &[&str])] = &[
     (
-        "leaves: values, counters, statistics, the workload",
+        "leaves: values, redaction, counters, statistics, the workload",
         &[
-            "values", "error", "metric", "metrics", "ledger", "stats", "steady", "workload",
-            "pacer", "shard",
+            "values", "redact", "error", "metric", "metrics", "ledger", "stats", "steady",
+            "workload", "pacer", "shard",
         ],
     ),
     (

@@ -1,6 +1,8 @@
 //! Running against servers set up as in production: TLS to both servers (the managed ones
 //! started with `--tls`, and external ones with a CA given), certificates that do not verify,
-//! a Redis ACL user without a command the strategy needs, and the team's own query with a
+//! every connection of shards, app runs and `cleanup` following the same TLS settings,
+//! Postgres's verify-ca and verify-full told apart, warnings where nothing is verified, a
+//! Redis ACL user without a command the strategy needs, and the team's own query with a
 //! read-only role on a table of theirs (nothing created in that database).
 
 mod common;
@@ -401,4 +403,489 @@ async fn a_cluster_node_is_refused_with_that_message() {
         r.stderr()
     );
     drop(node);
+}
+
+/// A redis-server this test starts with TLS only and client certificates required
+/// (`tls-auth-clients yes`), on the certificates in `certs`; killed when dropped.
+fn tls_redis_requiring_client_certs(certs: &stampede::tls::RunCerts) -> OwnRedis {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let path = |p: &std::path::Path| p.display().to_string();
+    let child = std::process::Command::new("redis-server")
+        .args(["--port", "0", "--bind", "127.0.0.1", "--save", ""])
+        .args(["--appendonly", "no", "--tls-port", &port.to_string()])
+        .args(["--tls-cert-file", &path(&certs.server_cert)])
+        .args(["--tls-key-file", &path(&certs.server_key)])
+        .args(["--tls-ca-cert-file", &path(&certs.ca)])
+        .args(["--tls-auth-clients", "yes"])
+        .arg("--dir")
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("redis-server");
+    let node = OwnRedis {
+        child,
+        _dir: dir,
+        port,
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "redis-server with TLS did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    node
+}
+
+/// `stampede ARGS`, whatever the exit code: (code, stdout and stderr).
+fn stampede_out(args: &[String]) -> (i32, String) {
+    let o = stampede().args(args).output().expect("running stampede");
+    (
+        o.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    )
+}
+
+fn owned(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+/// Shards, app runs and `cleanup` open their admin Redis connection with the run's
+/// `--redis-ca`, client certificate and `--redis-insecure`, as the traffic's connections
+/// do: against a Redis that requires a client certificate signed by a private CA, each goes
+/// through with the flags, and one without the client certificate is refused by the server.
+#[tokio::test(flavor = "multi_thread")]
+async fn admin_connections_follow_the_redis_tls_flags() {
+    let app = example_app();
+    let certs_dir = tempfile::tempdir().unwrap();
+    let certs = stampede::tls::generate_run_certs(certs_dir.path()).unwrap();
+    let strict = tls_redis_requiring_client_certs(&certs);
+    // Client certificates optional, for the app, which speaks TLS without one.
+    let redis = ManagedRedis::start_with(true)
+        .await
+        .expect("redis with TLS");
+    let pgs = ManagedPostgres::start(PgStartOptions::default())
+        .await
+        .expect("postgres");
+    let path = |p: &std::path::Path| p.display().to_string();
+    let strict_url = format!("rediss://127.0.0.1:{}/", strict.port);
+    let client = [
+        "--redis-cert".to_string(),
+        path(&certs.client_cert),
+        "--redis-key".to_string(),
+        path(&certs.client_key),
+    ];
+    let ca = ["--redis-ca".to_string(), path(&certs.ca)];
+    let insecure = ["--redis-insecure".to_string()];
+    let load = owned(&[
+        "--rps",
+        "200",
+        "--keys",
+        "50",
+        "--duration",
+        "1s",
+        "--quiet",
+    ]);
+    let pg_url = pgs.url();
+
+    let cases: Vec<(&str, Vec<String>, i32)> = vec![
+        (
+            "cleanup with the CA and a client certificate",
+            [
+                &[
+                    "cleanup".to_string(),
+                    "--redis-url".into(),
+                    strict_url.clone(),
+                ][..],
+                &ca,
+                &client,
+            ]
+            .concat(),
+            0,
+        ),
+        (
+            "cleanup unverified, with a client certificate",
+            [
+                &[
+                    "cleanup".to_string(),
+                    "--redis-url".into(),
+                    strict_url.clone(),
+                ][..],
+                &insecure,
+                &client,
+            ]
+            .concat(),
+            0,
+        ),
+        (
+            "cleanup of rediss://…#insecure with a client certificate",
+            [
+                &[
+                    "cleanup".to_string(),
+                    "--redis-url".into(),
+                    format!("{strict_url}#insecure"),
+                ][..],
+                &client,
+            ]
+            .concat(),
+            0,
+        ),
+        (
+            "cleanup without the client certificate the server requires",
+            [
+                &[
+                    "cleanup".to_string(),
+                    "--redis-url".into(),
+                    strict_url.clone(),
+                ][..],
+                &ca,
+            ]
+            .concat(),
+            3,
+        ),
+        (
+            "a shard with the CA and a client certificate",
+            [
+                &owned(&[
+                    "run",
+                    "--shard",
+                    "0/1",
+                    "--start-delay",
+                    "100ms",
+                    "--redis-url",
+                    &strict_url,
+                    "--pg-url",
+                    &pg_url,
+                ])[..],
+                &ca,
+                &client,
+                &load,
+            ]
+            .concat(),
+            0,
+        ),
+        (
+            "a shard unverified, with a client certificate",
+            [
+                &owned(&[
+                    "run",
+                    "--shard",
+                    "0/1",
+                    "--start-delay",
+                    "100ms",
+                    "--redis-url",
+                    &strict_url,
+                    "--pg-url",
+                    &pg_url,
+                ])[..],
+                &insecure,
+                &client,
+                &load,
+            ]
+            .concat(),
+            0,
+        ),
+    ];
+    // The app is given an unverified URL of its own: what is tested is stampede's side.
+    let app_cmd = format!(
+        "REDIS_URL='rediss://127.0.0.1:{}/#insecure' exec {app}",
+        redis.port()
+    );
+    // The app's output goes into this test's temp dir, removed with it.
+    let app_log = certs_dir.path().join("app.log").display().to_string();
+    let app_run = |tls: &[String]| {
+        [
+            &owned(&[
+                "run",
+                "--app-log",
+                &app_log,
+                "--target",
+                "http://127.0.0.1:{port}/items/{key}",
+                "--app-cmd",
+                &app_cmd,
+                "--redis-url",
+                &redis.url(),
+                "--pg-url",
+                &pg_url,
+            ])[..],
+            tls,
+            &load,
+        ]
+        .concat()
+    };
+    let managed_ca = ["--redis-ca".to_string(), path(&redis.certs().unwrap().ca)];
+    let cases: Vec<(&str, Vec<String>, i32)> = cases
+        .into_iter()
+        .chain([
+            ("an app run with the CA", app_run(&managed_ca), 0),
+            ("an app run unverified", app_run(&insecure), 0),
+        ])
+        .collect();
+    // Every case runs; the failures are reported together, each with its output.
+    let mut failed = Vec::new();
+    for (what, args, code) in cases {
+        let (got, out) = tokio::task::spawn_blocking(move || {
+            let _turn = cpu_turn();
+            stampede_out(&args)
+        })
+        .await
+        .unwrap();
+        let warning = if what.contains("unverified") {
+            Some("warning: --redis-insecure: Redis's certificate is not verified")
+        } else if what.contains("#insecure") {
+            Some("warning: rediss://…#insecure: Redis's certificate is not verified")
+        } else {
+            None
+        };
+        let cleaned = !(what.starts_with("cleanup") && code == 0)
+            || out.contains("no dead run's keys in rediss://");
+        if got != code || warning.is_some_and(|w| !out.contains(w)) || !cleaned {
+            failed.push(format!("{what}: exit {got}, expected {code}:\n{out}"));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
+    drop((strict, redis, pgs));
+}
+
+/// `cleanup` refuses Redis TLS flags it could not use, before connecting.
+#[test]
+fn cleanup_refuses_tls_flags_without_a_tls_redis() {
+    for (args, needle) in [
+        (
+            vec![
+                "cleanup",
+                "--pg-url",
+                "postgres://u@127.0.0.1:1/db",
+                "--redis-ca",
+                "ca.pem",
+            ],
+            "give it with --redis-url rediss://",
+        ),
+        (
+            vec![
+                "cleanup",
+                "--redis-url",
+                "redis://127.0.0.1:1/",
+                "--redis-insecure",
+            ],
+            "use a rediss:// URL",
+        ),
+        (
+            vec![
+                "cleanup",
+                "--redis-url",
+                "rediss://127.0.0.1:1/",
+                "--redis-insecure",
+                "--redis-ca",
+                "ca.pem",
+            ],
+            "give one of them",
+        ),
+    ] {
+        let (code, out) = stampede_out(&owned(&args));
+        assert_eq!(code, 2, "{args:?}: {out}");
+        assert!(out.contains(needle), "{args:?}: {out}");
+    }
+}
+
+/// The app run's own connections to Postgres (the sampler of its statements) use the URL's
+/// sslmode as the run's other connections do: on a server that lets stampede's user in over
+/// TLS only, verify-full, require and prefer all go through, and the server counted the
+/// app's statements. (The example app, which speaks no TLS, has a user of its own allowed
+/// over plain TCP.) `require` verifies nothing and says so.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_app_runs_sampler_connects_with_the_pg_urls_tls() {
+    let app = example_app();
+    let redis = ManagedRedis::start().await.expect("redis");
+    let pgs = ManagedPostgres::start_with(PgStartOptions::default(), true)
+        .await
+        .expect("postgres with TLS");
+    let (admin, _) = stampede::tls::pg_connect(&pgs.url()).await.unwrap();
+    std::fs::write(
+        pgs.dir().join("pg_hba_tls.conf"),
+        "local all all trust\nhostssl all stampede 127.0.0.1/32 trust\nhost all app 127.0.0.1/32 trust\n",
+    )
+    .unwrap();
+    admin
+        .batch_execute("CREATE ROLE app LOGIN SUPERUSER; SELECT pg_reload_conf();")
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let app_cmd = format!(
+        "DATABASE_URL=postgres://app@127.0.0.1:{}/postgres exec {app}",
+        pgs.port()
+    );
+    let ca = pgs.certs().unwrap().ca.display().to_string();
+    // The app's output goes into this test's temp dir, removed with it.
+    let logs = tempfile::tempdir().unwrap();
+    let mut failed = Vec::new();
+    for mode in [
+        format!("verify-full&sslrootcert={ca}"),
+        "require".to_string(),
+        "prefer".to_string(),
+    ] {
+        let pg_url = format!(
+            "postgres://stampede@127.0.0.1:{}/postgres?sslmode={mode}",
+            pgs.port()
+        );
+        let (ru, cmd) = (redis.url(), app_cmd.clone());
+        let log = logs.path().join("app.log").display().to_string();
+        let r = tokio::task::spawn_blocking(move || {
+            run(&[
+                "--app-log",
+                &log,
+                "--target",
+                "http://127.0.0.1:{port}/items/{key}",
+                "--app-cmd",
+                &cmd,
+                "--redis-url",
+                &ru,
+                "--pg-url",
+                &pg_url,
+                "--rps",
+                "200",
+                "--keys",
+                "50",
+                "--duration",
+                "1s",
+            ])
+        })
+        .await
+        .unwrap();
+        let counted = r.json.pointer("/db/calls_server").and_then(|v| v.as_u64());
+        let warned = r
+            .stderr()
+            .contains("warning: sslmode=require without sslrootcert");
+        if r.code() != 0 || counted.is_none_or(|c| c == 0) || warned != (mode == "require") {
+            failed.push(format!(
+                "sslmode={mode}: exit {}, db.calls_server {counted:?}, require warning {warned}:\n{}",
+                r.code(),
+                r.stderr()
+            ));
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
+    drop((redis, pgs));
+}
+
+/// A CA this test makes, and server certificates it signs (PEM), for a Postgres that serves
+/// them.
+struct TestCa {
+    pem: String,
+    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+}
+
+impl TestCa {
+    fn new(name: &str) -> TestCa {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut p = rcgen::CertificateParams::new(Vec::new()).unwrap();
+        p.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        p.distinguished_name
+            .push(rcgen::DnType::CommonName, name.to_string());
+        p.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::CrlSign,
+        ];
+        let pem = p.self_signed(&key).unwrap().pem();
+        TestCa {
+            pem,
+            issuer: rcgen::Issuer::new(p, key),
+        }
+    }
+
+    /// A server certificate and its key for `names`, valid from January of `years.0` to
+    /// January of `years.1`.
+    fn leaf(&self, names: &[&str], years: (i32, i32)) -> (String, String) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut p =
+            rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        p.not_before = rcgen::date_time_ymd(years.0, 1, 1);
+        p.not_after = rcgen::date_time_ymd(years.1, 1, 1);
+        let cert = p.signed_by(&key, &self.issuer).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+}
+
+/// Postgres's verify-ca checks the chain and verify-full the host name as well: a
+/// certificate for another host passes verify-ca and fails verify-full; an expired one and
+/// one signed by another CA fail both. The server serves each certificate in turn (written
+/// over its own and reloaded); `cleanup --pg-url` connects, exit 0 or 3.
+#[tokio::test(flavor = "multi_thread")]
+async fn postgres_verify_ca_checks_the_chain_and_verify_full_the_name_too() {
+    let pgs = ManagedPostgres::start_with(PgStartOptions::default(), true)
+        .await
+        .expect("postgres with TLS");
+    let served = pgs.certs().unwrap().clone();
+    let dir = tempfile::tempdir().unwrap();
+    let ours = TestCa::new("the test's CA");
+    let ca_file = dir.path().join("ca.crt");
+    std::fs::write(&ca_file, &ours.pem).unwrap();
+    let stranger = TestCa::new("another CA");
+    // require verifies nothing: this connection reloads whatever certificate is served.
+    let admin_url = format!(
+        "postgres://stampede@127.0.0.1:{}/postgres?sslmode=require",
+        pgs.port()
+    );
+    let valid = (2020, 2100);
+    let cases = [
+        (
+            "this host's",
+            ours.leaf(&["127.0.0.1", "localhost"], valid),
+            0,
+            0,
+        ),
+        (
+            "another host's",
+            ours.leaf(&["db.example.internal"], valid),
+            0,
+            3,
+        ),
+        ("an expired", ours.leaf(&["127.0.0.1"], (2000, 2001)), 3, 3),
+        ("another CA's", stranger.leaf(&["127.0.0.1"], valid), 3, 3),
+    ];
+    for (what, (cert, key), ca_code, full_code) in cases {
+        std::fs::write(&served.server_cert, cert).unwrap();
+        std::fs::write(&served.server_key, key).unwrap();
+        let (admin, _) = stampede::tls::pg_connect(&admin_url).await.unwrap();
+        admin
+            .batch_execute("SELECT pg_reload_conf()")
+            .await
+            .unwrap();
+        drop(admin);
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        for (mode, code) in [("verify-ca", ca_code), ("verify-full", full_code)] {
+            let url = format!(
+                "postgres://stampede@127.0.0.1:{}/postgres?sslmode={mode}&sslrootcert={}",
+                pgs.port(),
+                ca_file.display()
+            );
+            let (got, out) = tokio::task::spawn_blocking(move || {
+                stampede_out(&owned(&["cleanup", "--pg-url", &url]))
+            })
+            .await
+            .unwrap();
+            assert_eq!(got, code, "{what} certificate, sslmode={mode}:\n{out}");
+            if code == 0 {
+                assert!(out.contains("no dead run's schema"), "{out}");
+            } else {
+                assert!(
+                    out.contains("TLS certificate of Postgres"),
+                    "{what}, {mode}: {out}"
+                );
+            }
+        }
+    }
+    drop(pgs);
 }

@@ -98,9 +98,10 @@ pub fn install_crypto_provider() {
 fn headers(spec: &TargetSpec) -> Result<HeaderMap, UsageError> {
     let mut map = HeaderMap::new();
     for h in &spec.headers {
+        // Not quoted back: a header without its ':' may be a bare credential.
         let (name, value) = h
             .split_once(':')
-            .ok_or_else(|| UsageError::new(format!("--header {h}: write it as 'Name: value'")))?;
+            .ok_or_else(|| UsageError::new("a --header has no ':': write it as 'Name: value'"))?;
         let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
             UsageError::new(format!("--header: '{}' is not a header name", name.trim()))
         })?;
@@ -118,9 +119,12 @@ impl HttpTarget {
     /// connections kept.
     pub fn new(spec: &TargetSpec, url: &str, pool: usize) -> Result<HttpTarget> {
         install_crypto_provider();
-        let (head, tail) = url
-            .split_once(KEY_MARK)
-            .ok_or_else(|| UsageError::new(format!("--target {url}: no {KEY_MARK}")))?;
+        let (head, tail) = url.split_once(KEY_MARK).ok_or_else(|| {
+            UsageError::new(format!(
+                "--target {}: no {KEY_MARK}",
+                crate::redact::url(url)
+            ))
+        })?;
         let timeout = spec.http_timeout.0;
         let client = reqwest::Client::builder()
             .default_headers(headers(spec)?)

@@ -18,7 +18,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::cli::TargetFlags;
 use crate::error::UsageError;
-use crate::values::{Dur, redact_url};
+use crate::redact;
+use crate::values::Dur;
 
 /// Where the key goes in `--target`.
 pub const KEY_MARK: &str = "{key}";
@@ -28,7 +29,9 @@ pub const PORT_MARK: &str = "{port}";
 /// Everything about the app under test, as the run was told.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TargetSpec {
-    /// The URL template, `{key}` standing for the item id (and `{port}` for the app's port).
+    /// The URL template, `{key}` standing for the item id (and `{port}` for the app's port);
+    /// written with its credentials redacted.
+    #[serde(serialize_with = "ser_target_url")]
     pub url: String,
     /// Deadline of one request, connection included.
     pub http_timeout: Dur,
@@ -39,10 +42,13 @@ pub struct TargetSpec {
     pub expect_status: Vec<u16>,
     /// A regular expression the body must match for the response to count as success.
     pub expect_body: Option<String>,
-    /// The shell command that starts the app (null: the app is already running).
+    /// The shell command that starts the app (null: the app is already running); written
+    /// with its secrets redacted.
+    #[serde(serialize_with = "redact::ser_command")]
     pub app_cmd: Option<String>,
     /// The URL that answers 2xx once the app is ready (null: the target's port accepts
     /// connections).
+    #[serde(serialize_with = "redact::ser_url")]
     pub app_ready: Option<String>,
     /// How long the app may take to be ready.
     pub app_ready_timeout: Dur,
@@ -56,8 +62,21 @@ pub struct TargetSpec {
     pub db_match: Option<String>,
     /// The variant of the app (`compare --variant`), null for a plain run.
     pub variant: Option<String>,
-    /// Environment the variant gives the app, in order.
+    /// Environment the variant gives the app, in order; written names only, like the
+    /// headers (values are often credentials).
+    #[serde(serialize_with = "ser_env")]
     pub app_env: Vec<(String, String)>,
+}
+
+fn ser_target_url<S: serde::Serializer>(u: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&redact::url(u))
+}
+
+fn ser_env<S: serde::Serializer>(env: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+    env.iter()
+        .map(|(k, _)| (k.clone(), redact::MASK.to_string()))
+        .collect::<Vec<_>>()
+        .serialize(s)
 }
 
 fn ser_headers<S: serde::Serializer>(h: &[String], s: S) -> Result<S::Ok, S::Error> {
@@ -81,7 +100,15 @@ impl TargetSpec {
 
     /// The target for people: secrets in the URL redacted.
     pub fn shown(&self) -> String {
-        redact_url(&self.url)
+        redact::url(&self.url)
+    }
+
+    /// The variant's environment for people: the names, the values hidden.
+    pub fn shown_env(&self) -> Vec<String> {
+        self.app_env
+            .iter()
+            .map(|(k, _)| redact::env_pair(k))
+            .collect()
     }
 }
 
@@ -95,9 +122,11 @@ pub fn fill_port(template: &str, port: Option<u16>) -> String {
 
 /// One `--variant NAME=ENV=VALUE[,ENV=VALUE…]`: the name and the environment it sets.
 pub fn parse_variant(s: &str) -> Result<(String, Vec<(String, String)>), UsageError> {
+    // The variant as given is not quoted back: its values may be credentials.
+    let shown = s.split_once('=').map_or(s, |(n, _)| n);
     let bad = |why: &str| {
         UsageError::new(format!(
-            "--variant {s}: {why}; write NAME=ENV=VALUE[,ENV=VALUE…], e.g. lock=APP_STRATEGY=lock"
+            "--variant {shown}=…: {why}; write NAME=ENV=VALUE[,ENV=VALUE…] (a value cannot hold a comma), e.g. lock=APP_STRATEGY=lock"
         ))
     };
     let (name, rest) = s.split_once('=').ok_or_else(|| bad("no environment"))?;
@@ -110,10 +139,10 @@ pub fn parse_variant(s: &str) -> Result<(String, Vec<(String, String)>), UsageEr
         return Err(bad("the name must be letters, digits, '-', '_' or '.'"));
     }
     let mut env = Vec::new();
-    for pair in rest.split(',') {
+    for (i, pair) in rest.split(',').enumerate() {
         let (k, v) = pair
             .split_once('=')
-            .ok_or_else(|| bad(&format!("'{pair}' is not ENV=VALUE")))?;
+            .ok_or_else(|| bad(&format!("its part {} has no '='", i + 1)))?;
         let k = k.trim();
         if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             return Err(bad(&format!("'{k}' is not an environment variable name")));
@@ -152,13 +181,13 @@ pub fn resolve(
     if !(url.starts_with("http://") || url.starts_with("https://")) {
         return Err(UsageError::new(format!(
             "--target {}: give an http:// or https:// URL",
-            redact_url(&url)
+            redact::url(&url)
         )));
     }
     if !url.contains(KEY_MARK) {
         return Err(UsageError::new(format!(
             "--target {}: put {KEY_MARK} where the item id goes, e.g. http://127.0.0.1:8080/items/{KEY_MARK}",
-            redact_url(&url)
+            redact::url(&url)
         )));
     }
     if flags.app_cmd.is_none() {
@@ -198,9 +227,10 @@ pub fn resolve(
         regex::Regex::new(b).map_err(|e| UsageError::new(format!("--expect-body {b}: {e}")))?;
     }
     for h in &flags.header {
+        // Not quoted back: a header without its ':' may be a bare credential.
         let (name, value) = h
             .split_once(':')
-            .ok_or_else(|| UsageError::new(format!("--header {h}: write it as 'Name: value'")))?;
+            .ok_or_else(|| UsageError::new("a --header has no ':': write it as 'Name: value'"))?;
         reqwest::header::HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
             UsageError::new(format!("--header: '{}' is not a header name", name.trim()))
         })?;

@@ -13,6 +13,7 @@ use std::os::unix::process::CommandExt;
 use tempfile::TempDir;
 
 use crate::error::EnvError;
+use crate::redact;
 use crate::servers::watchdog::Watchdog;
 use crate::servers::{ServerError, log_tail, server_dir, stop_child, try_reap};
 
@@ -32,6 +33,9 @@ pub struct ManagedApp {
     watchdog: Watchdog,
     /// How it ended, once it has.
     status: Option<ExitStatus>,
+    /// The credentials in its command and environment: its log may print them, and the end
+    /// of its log goes into error messages.
+    secrets: Vec<String>,
 }
 
 /// How to tell the app is ready.
@@ -72,12 +76,19 @@ impl ManagedApp {
             // of the terminal's, so a Ctrl-C reaches the tool, which stops it in order.
             .process_group(0)
             .spawn()
-            .map_err(|e| ServerError::setup(format!("starting the app ({cmd})"), e))?;
+            .map_err(|e| {
+                ServerError::setup(format!("starting the app ({})", redact::command(cmd)), e)
+            })?;
+        let mut secrets = redact::command_secrets(cmd);
+        for (k, v) in env {
+            secrets.extend(redact::value_secrets(k, v));
+        }
         let app = ManagedApp {
             log: log.to_path_buf(),
             _dir: dir,
             watchdog,
             status: None,
+            secrets,
             child: Some(child),
         };
         if let Some(c) = &app.child
@@ -128,7 +139,7 @@ impl ManagedApp {
                 return Err(EnvError(format!(
                     "the app exited before it was ready ({s}); the end of its log {}:\n{}",
                     self.log.display(),
-                    log_tail(&[&self.log])
+                    redact::scrub(&log_tail(&[&self.log]), &self.secrets)
                 ))
                 .into());
             }
@@ -149,14 +160,14 @@ impl ManagedApp {
             }
             if Instant::now() >= deadline {
                 let what = match ready {
-                    Ready::Url(u) => format!("{u} did not answer 2xx"),
+                    Ready::Url(u) => format!("{} did not answer 2xx", redact::url(u)),
                     Ready::Tcp(a) => format!("nothing accepted connections on {a}"),
                 };
                 return Err(EnvError(format!(
                     "the app was not ready within {} ({what}; raise --app-ready-timeout or check --app-ready); the end of its log {}:\n{}",
                     humantime::format_duration(limit),
                     self.log.display(),
-                    log_tail(&[&self.log])
+                    redact::scrub(&log_tail(&[&self.log]), &self.secrets)
                 ))
                 .into());
             }

@@ -2,29 +2,15 @@
 //! the app's in pg_stat_statements and pg_stat_activity, told apart from stampede's own
 //! (seeding, heartbeats, the samplers) without matching statement text.
 
-use std::time::Duration;
-
 use anyhow::{Context, Result};
-use tokio_postgres::NoTls;
 
-use crate::error::EnvError;
-use crate::values::redact_url;
-
+/// Connected with the run's TLS settings (the URL's sslmode), as every other connection of
+/// the run.
 async fn connect(url: &str) -> Result<tokio_postgres::Client> {
-    let (client, conn) =
-        tokio::time::timeout(Duration::from_secs(6), tokio_postgres::connect(url, NoTls))
-            .await
-            .map_err(|_| {
-                EnvError(format!(
-                    "connecting to Postgres at {}: no answer",
-                    redact_url(url)
-                ))
-            })?
-            .with_context(|| format!("connecting to Postgres at {}", redact_url(url)))?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    Ok(client)
+    Ok(crate::tls::pg_connect(url)
+        .await
+        .context("connecting to create or drop the app's database role")?
+        .0)
 }
 
 /// Create `role` (login, no password: the managed server trusts loopback) with what the app
@@ -82,5 +68,28 @@ mod tests {
             "postgres://app@h:1/db?sslmode=disable"
         );
         assert_eq!(with_user("postgres://h/db", "app"), "postgres://app@h/db");
+    }
+
+    /// On a managed Postgres started with `--tls` (TCP over TLS only, URL with
+    /// sslmode=verify-full) the role is made and dropped over the URL's TLS.
+    #[tokio::test]
+    async fn the_role_is_made_and_dropped_over_the_urls_tls() {
+        let pg = crate::servers::ManagedPostgres::start_with(Default::default(), true)
+            .await
+            .expect("postgres with TLS");
+        let url = pg.url();
+        assert!(url.contains("sslmode=verify-full"), "{url}");
+        create(&url, "stampede_app_tls", "public")
+            .await
+            .expect("creating the role over TLS");
+        let (c, _) = crate::tls::pg_connect(&url).await.unwrap();
+        let count = "SELECT count(*) FROM pg_roles WHERE rolname = 'stampede_app_tls'";
+        let n: i64 = c.query_one(count, &[]).await.unwrap().get(0);
+        assert_eq!(n, 1);
+        super::drop(&url, "stampede_app_tls")
+            .await
+            .expect("dropping the role over TLS");
+        let n: i64 = c.query_one(count, &[]).await.unwrap().get(0);
+        assert_eq!(n, 0);
     }
 }

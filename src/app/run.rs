@@ -21,13 +21,13 @@ use crate::error::{EnvError, UsageError};
 use crate::fault::Server;
 use crate::live::Live;
 use crate::origin::Db;
+use crate::redact;
 use crate::results::{AppFigures, RunResult, StartFigures};
 use crate::scenario::Scenario;
 use crate::session::build::{Measured, build};
 use crate::session::builtin::Setup;
 use crate::session::env::{Env, Status};
 use crate::session::faults::{finish_faults, start_faults};
-use crate::values::redact_url;
 use crate::workload::Start;
 
 /// Set up the app's schema and role, run, and remove both whatever happened.
@@ -72,7 +72,7 @@ pub async fn run_on(
             role::create(&env.pg_url, r, &schema).await?;
         }
         let seed_ms = seed_start.elapsed().as_millis() as u64;
-        let admin = cache::Admin::open(&env.redis_url, prefix.clone()).await?;
+        let admin = cache::Admin::open(&env.redis_url, &env.redis_tls, prefix.clone()).await?;
         let setup = Setup {
             db: &db,
             admin: &admin,
@@ -97,7 +97,7 @@ pub async fn run_on(
         {
             eprintln!(
                 "warning: could not remove this run's keys from {}: {e:#}",
-                redact_url(&env.redis_url)
+                redact::url(&env.redis_url)
             );
         }
         r
@@ -117,10 +117,10 @@ pub async fn run_on(
 /// `host:port` of a URL, for a TCP probe.
 fn host_port(url: &str) -> Result<String> {
     let u = reqwest::Url::parse(url)
-        .map_err(|e| UsageError::new(format!("--target {}: {e}", redact_url(url))))?;
+        .map_err(|e| UsageError::new(format!("--target {}: {e}", redact::url(url))))?;
     let host = u
         .host_str()
-        .ok_or_else(|| UsageError::new(format!("--target {}: no host", redact_url(url))))?;
+        .ok_or_else(|| UsageError::new(format!("--target {}: no host", redact::url(url))))?;
     let port = u.port_or_known_default().unwrap_or(80);
     Ok(if host.contains(':') && !host.starts_with('[') {
         format!("[{host}]:{port}")
@@ -137,12 +137,12 @@ async fn probe(url: &str, timeout: Duration) -> Result<()> {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(e)) => Err(EnvError(format!(
             "cannot reach the target {}: {e} (is the app running and listening on {addr}?)",
-            redact_url(url)
+            redact::url(url)
         ))
         .into()),
         Err(_) => Err(EnvError(format!(
             "cannot reach the target {}: no connection within --http-timeout {}",
-            redact_url(url),
+            redact::url(url),
             humantime::format_duration(timeout)
         ))
         .into()),
@@ -413,7 +413,7 @@ fn shape(
     r.app = Some(AppFigures {
         target: t.shown(),
         variant: t.variant.clone(),
-        env: t.app_env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+        env: t.shown_env(),
         pid,
         log,
         ready_ms,

@@ -7,12 +7,10 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use tokio_postgres::NoTls;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::Admin;
 use crate::error::EnvError;
-use crate::values::redact_url;
 
 /// How often pg_stat_activity is sampled for the peak of the app's running statements.
 pub const ACTIVITY_EVERY: Duration = Duration::from_millis(10);
@@ -124,20 +122,12 @@ struct Pg {
 }
 
 impl Pg {
+    /// Connected with the run's TLS settings (the URL's sslmode), as every other
+    /// connection of the run.
     async fn connect(url: &str, which: &AppStatements) -> Result<Pg> {
-        let (client, conn) =
-            tokio::time::timeout(Duration::from_secs(6), tokio_postgres::connect(url, NoTls))
-                .await
-                .map_err(|_| {
-                    EnvError(format!(
-                        "connecting to Postgres at {}: no answer",
-                        redact_url(url)
-                    ))
-                })?
-                .with_context(|| format!("connecting to Postgres at {}", redact_url(url)))?;
-        tokio::spawn(async move {
-            let _ = conn.await;
-        });
+        let (client, _) = crate::tls::pg_connect(url)
+            .await
+            .context("connecting the sampler of the app's statements")?;
         Ok(Pg {
             client,
             calls_sql: format!(

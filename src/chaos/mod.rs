@@ -589,7 +589,12 @@ async fn run_cmd(cmd: &str, flag: &str) -> anyhow::Result<()> {
         .stderr(err)
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| anyhow::anyhow!("starting {flag} `sh -c {cmd}`: {e}"))?;
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "starting {flag} `sh -c {}`: {e}",
+                crate::redact::command(cmd)
+            )
+        })?;
     let status = match tokio::time::timeout(EXTERNAL_LIMIT, child.wait()).await {
         Ok(s) => s.map_err(|e| anyhow::anyhow!("waiting for {flag}: {e}"))?,
         Err(_) => {
@@ -605,9 +610,11 @@ async fn run_cmd(cmd: &str, flag: &str) -> anyhow::Result<()> {
     let _ = log.read_to_string(&mut text);
     let tail: Vec<&str> = text.lines().rev().take(5).collect();
     let tail: Vec<&str> = tail.into_iter().rev().collect();
+    // A server refusing its configuration quotes it (redis-server prints the offending
+    // line, `requirepass "…"` included): the command's secrets are hidden there too.
     anyhow::bail!(
         "{flag} exited with {status}; its output ended with: {}",
-        tail.join(" | ")
+        crate::redact::scrub(&tail.join(" | "), &crate::redact::command_secrets(cmd))
     )
 }
 
@@ -630,5 +637,18 @@ mod tests {
         run_cmd("true", "--redis-restart-cmd")
             .await
             .expect("exit 0 is success");
+    }
+
+    #[tokio::test]
+    async fn a_failing_commands_output_does_not_show_its_secrets() {
+        let e = run_cmd(
+            "PGPASSWORD=s3cr3t-pg sh -c 'echo \"password $PGPASSWORD refused\" >&2; exit 1'",
+            "--pg-kill-cmd",
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("password *** refused"), "{e}");
+        assert!(!e.contains("s3cr3t-pg"), "{e}");
     }
 }

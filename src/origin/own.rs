@@ -158,7 +158,7 @@ impl Db {
         let stmt = admin.prepare(&wrapped(sql, true)).await.map_err(|e| {
             UsageError::new(format!(
                 "--db-sql does not prepare on {}: {}",
-                crate::values::redact_url(url),
+                crate::redact::url(url),
                 e.as_db_error()
                     .map_or_else(|| e.to_string(), |d| d.message().to_string())
             ))

@@ -7,12 +7,13 @@ use serde::{Deserialize, Serialize};
 use crate::fault::{FaultSpec, Server};
 use crate::origin::{DbQuery, LoadCost, OwnLoad};
 use crate::protect::BreakerSpec;
+use crate::redact;
 use crate::strategy::StrategySpec;
 use crate::strategy::invalidate::Invalidate;
 use crate::strategy::lock::LockTimeoutPolicy;
 use crate::thresholds::Thresholds;
 use crate::tls::RedisTls;
-use crate::values::{Dur, Percent, Rate, redact_url};
+use crate::values::{Dur, Percent, Rate};
 use crate::workload::{Arrival, Start};
 
 /// Open loop (a fixed arrival rate) or closed loop (a fixed number of clients).
@@ -49,9 +50,9 @@ pub struct Scenario {
     #[serde(default = "start_cold")]
     pub start: Start,
     pub warm: u64,
-    #[serde(serialize_with = "ser_redacted")]
+    #[serde(serialize_with = "redact::ser_url")]
     pub redis_url: Option<String>,
-    #[serde(serialize_with = "ser_redacted")]
+    #[serde(serialize_with = "redact::ser_url")]
     pub pg_url: Option<String>,
     pub redis_timeout: Dur,
     pub interval: Dur,
@@ -73,14 +74,18 @@ pub struct Scenario {
     pub breaker: Option<BreakerSpec>,
     /// Faults to inject, sorted by `at` (relative to the start of the measured window).
     pub faults: Vec<FaultSpec>,
+    /// External Redis only: the shell command that starts it again (secrets in it redacted
+    /// when written).
+    #[serde(serialize_with = "redact::ser_command")]
     pub redis_restart_cmd: Option<String>,
     /// Whether a pause-redis fault may stall an external Redis (`--allow-pause-external`).
     #[serde(default)]
     pub allow_pause_external: bool,
-    /// External Postgres only: the shell commands that crash it and start it again.
-    #[serde(default)]
+    /// External Postgres only: the shell commands that crash it and start it again (secrets
+    /// in them redacted when written).
+    #[serde(default, serialize_with = "redact::ser_command")]
     pub pg_kill_cmd: Option<String>,
-    #[serde(default)]
+    #[serde(default, serialize_with = "redact::ser_command")]
     pub pg_restart_cmd: Option<String>,
     /// Limits that make the run exit 1 when broken: the file's `[thresholds]` with
     /// `--threshold` on top.
@@ -301,13 +306,6 @@ impl Scenario {
 /// Results written before `start` existed began from an empty cache.
 fn start_cold() -> Start {
     Start::Cold
-}
-
-fn ser_redacted<S: serde::Serializer>(url: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
-    match url {
-        Some(u) => s.serialize_some(&redact_url(u)),
-        None => s.serialize_none(),
-    }
 }
 
 /// Most database connections a run may open in all (instances × db-pool): each is a Postgres

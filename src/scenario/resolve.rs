@@ -17,10 +17,11 @@ use crate::error::UsageError;
 use crate::fault::{self as schedule, FaultKind, FaultSpec};
 use crate::origin::DbQuery;
 use crate::protect::BreakerSpec;
+use crate::redact;
 use crate::strategy::StrategySpec;
 use crate::strategy::invalidate::Invalidate;
 use crate::strategy::lock::LockTimeoutPolicy;
-use crate::values::{Dur, Percent, Rate, redact_url};
+use crate::values::{Dur, Percent, Rate};
 use crate::workload::{Arrival, Start};
 
 /// `--db-timeout` when a kill-postgres fault is scheduled and none is given: long enough for
@@ -376,7 +377,7 @@ fn check(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
                 "{} must start with {} (got {})",
                 src.name(key),
                 schemes.join(" or "),
-                redact_url(u)
+                redact::url(u)
             )));
         }
     }

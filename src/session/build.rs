@@ -10,9 +10,9 @@ use crate::chaos;
 use crate::driver::{Divergence, Raw};
 use crate::fault::FaultKind;
 use crate::metrics::Outcome;
+use crate::redact;
 use crate::results::{self, RunResult, StartFigures};
 use crate::scenario::Scenario;
-use crate::values::redact_url;
 
 /// Everything a result is built from, gathered before it is built once.
 pub(crate) struct Measured {
@@ -234,8 +234,8 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
             redis_version,
             postgres_version: db.version.clone(),
             managed: env.managed(),
-            redis_url: redact_url(&env.redis_url),
-            pg_url: redact_url(&env.pg_url),
+            redis_url: redact::url(&env.redis_url),
+            pg_url: redact::url(&env.pg_url),
             redis_pid: env.redis.as_ref().and_then(|r| r.pid()),
             postgres_pid: env.pg.as_ref().and_then(|p| p.pid()),
             redis_dir: env.redis.as_ref().map(|r| r.dir().display().to_string()),

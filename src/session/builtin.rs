@@ -19,9 +19,9 @@ use crate::fault::Server;
 use crate::live::Live;
 use crate::origin::Db;
 use crate::origin::DbQuery;
+use crate::redact;
 use crate::results::RunResult;
 use crate::scenario::Scenario;
-use crate::values::redact_url;
 
 /// One strategy's run on servers that are already up: its own schema (fresh DB counters) and
 /// its own Redis namespace (a fresh cache), both removed afterwards. Shared by `run` and
@@ -68,8 +68,7 @@ pub(super) async fn run_on(
     };
     let heavy_query_ms = heavy_setup(sc, &db, status).await;
     let seed_ms = seed_start.elapsed().as_millis() as u64;
-    let admin = match cache::Admin::open_with(&env.redis_url, &env.redis_tls, prefix.clone()).await
-    {
+    let admin = match cache::Admin::open(&env.redis_url, &env.redis_tls, prefix.clone()).await {
         Ok(a) => a,
         Err(e) => {
             let _ = db.teardown().await;
@@ -119,7 +118,7 @@ pub(super) async fn run_on(
     {
         eprintln!(
             "warning: could not remove this run's keys from {}: {e:#}",
-            redact_url(&env.redis_url)
+            redact::url(&env.redis_url)
         );
     }
     if let Err(e) = db.teardown().await {
@@ -142,7 +141,7 @@ fn own_load_line(sc: &Scenario, pg_url: &str) -> String {
     let mut s = format!(
         "--db-sql: {} keys; nothing is created in {}",
         sc.keys,
-        redact_url(pg_url)
+        redact::url(pg_url)
     );
     let warming = match sc.start {
         crate::workload::Start::Cold => sc.warm,

@@ -26,11 +26,11 @@ use crate::live::Live;
 use crate::metric::Metric;
 use crate::metrics::Outcome;
 use crate::origin::Db;
+use crate::redact;
 use crate::results::shard::{LedgerFigures, ShardFigures, WholeRun};
 use crate::results::{self, FaultReport, RunResult, StartFigures};
 use crate::scenario::Scenario;
 use crate::shard::{INDEX_ENV, ShardSpec, sanitize_run_id};
-use crate::values::redact_url;
 
 /// The run's key holding the start instant (Unix ms): the start signal.
 const START_KEY: &str = "shard:start";
@@ -263,7 +263,7 @@ pub async fn prepare(cmd: &PrepareCmd) -> Result<()> {
     let env = Env::start(&sc, &status).await?;
     let shutdown = super::shutdown_on_signals();
     let prefix: Arc<str> = Arc::from(format!("stampede:{}:", plan.run_id));
-    let admin = Admin::open(&env.redis_url, prefix.clone()).await?;
+    let admin = Admin::open(&env.redis_url, &env.redis_tls, prefix.clone()).await?;
     let db = seed(&sc, &env, &plan.run_id).await?;
     let done = async {
         let heavy = heavy_setup(&sc, &db, &status).await?;
@@ -284,8 +284,8 @@ pub async fn prepare(cmd: &PrepareCmd) -> Result<()> {
             println!(
                 "run {} prepared on {} and {}: {} keys cached; its {count} shards start at {} (Unix ms {at})",
                 plan.run_id,
-                redact_url(&env.redis_url),
-                redact_url(&env.pg_url),
+                redact::url(&env.redis_url),
+                redact::url(&env.pg_url),
                 start.keys_cached,
                 humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_millis(at)),
             );
@@ -310,7 +310,7 @@ pub async fn run_shard(
     status: &Status,
 ) -> Result<RunResult> {
     let prefix: Arc<str> = Arc::from(format!("stampede:{}:", plan.run_id));
-    let admin = Admin::open(&env.redis_url, prefix.clone()).await?;
+    let admin = Admin::open(&env.redis_url, &env.redis_tls, prefix.clone()).await?;
     let prepared = admin.get_signal(START_KEY).await?.is_some();
     let seed_start = Instant::now();
     let sets_up = plan.spec.leads() && !prepared;
@@ -331,7 +331,7 @@ pub async fn run_shard(
             eprintln!(
                 "warning: could not remove run {}'s keys from {}: {e:#}",
                 plan.run_id,
-                redact_url(&env.redis_url)
+                redact::url(&env.redis_url)
             );
         }
         if let Err(e) = db.teardown().await {

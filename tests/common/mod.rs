@@ -192,3 +192,24 @@ pub fn stampede_temp_dirs_in(tmp: &Path) -> Vec<PathBuf> {
     v.sort();
     v
 }
+
+/// The example app (examples/app), built once per test binary (cargo does not build examples
+/// for `--test`): the `--app-cmd` that starts it.
+pub fn example_app() -> &'static str {
+    static APP: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    APP.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--release", "--example", "app"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("running cargo build --example app");
+        assert!(status.success(), "building the example app failed");
+        let bin = PathBuf::from(BIN)
+            .parent()
+            .expect("binary dir")
+            .join("examples/app");
+        assert!(bin.exists(), "{} missing", bin.display());
+        bin.display().to_string()
+    })
+}
