@@ -476,7 +476,7 @@ mod tests {
     fn threshold_names_keep_their_spelling() {
         assert_eq!(
             threshold_names(),
-            "db_calls_max, redundant_loads_max, peak_key_herd_max, peak_concurrent_max, hit_rate_min, stale_ratio_max, error_rate_max, rejected_rate_max, p50_ms_max, p95_ms_max, p99_ms_max, stale_read_ratio_max, staleness_p99_ms_max, divergent_keys_max, invalidation_failures_max"
+            "db_calls_max, redundant_loads_max, peak_key_herd_max, peak_concurrent_max, hit_rate_min, stale_ratio_max, error_rate_max, rejected_rate_max, p50_ms_max, p95_ms_max, p99_ms_max, stale_read_ratio_max, staleness_p99_ms_max, divergent_keys_max, invalidation_failures_max, writes_left_wrong_ratio_max"
         );
         assert_eq!(Metric::by_threshold_name("p99_ms_max"), Some(Metric::P99));
         assert_eq!(Metric::by_threshold_name("stale_max"), None);
