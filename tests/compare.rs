@@ -6,7 +6,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{assert_servers_gone, read_json, stampede};
+use common::{assert_servers_gone, cpu_turn, read_json, stampede};
 use serde_json::Value;
 
 fn text(b: &[u8]) -> String {
@@ -19,6 +19,7 @@ fn json(p: &Path) -> Value {
 
 #[test]
 fn broken_threshold_exits_1_and_names_it() {
+    let _turn = cpu_turn();
     let dir = tempfile::tempdir().unwrap();
     let scenario = dir.path().join("s.toml");
     // A cold cache over 50 keys needs at least 50 loads: 10 cannot hold. The p99 limit is
@@ -125,6 +126,7 @@ fn unknown_threshold_exits_2_and_lists_the_valid_ones() {
 
 #[test]
 fn compare_writes_every_file_and_runs_every_strategy_on_the_same_keys() {
+    let _turn = cpu_turn();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cmp");
     let strategies = ["cache-aside", "mutex", "swr"];
@@ -237,6 +239,7 @@ fn compare_writes_every_file_and_runs_every_strategy_on_the_same_keys() {
 
 #[test]
 fn compare_fails_on_the_strategy_that_breaks_a_threshold() {
+    let _turn = cpu_turn();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cmp");
     // One hot key, 20 clients over 2 instances, a slow load: without coordination the cold
@@ -302,6 +305,7 @@ fn compare_refuses_bad_lists_before_starting_anything() {
 
 #[test]
 fn ctrl_c_during_compare_keeps_what_finished_and_marks_the_rest() {
+    let _turn = cpu_turn();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cmp");
     let mut child = stampede()
@@ -365,4 +369,96 @@ fn ctrl_c_during_compare_keeps_what_finished_and_marks_the_rest() {
     }
     let rows = summary["ranking"].as_array().unwrap().len();
     assert_eq!(rows + not_run.len(), 3, "{summary}");
+}
+
+#[test]
+fn with_writes_a_pair_that_leaves_keys_wrong_is_marked_and_dominates_nothing() {
+    let _turn = cpu_turn();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cmp");
+    // Every key cached at the start for longer than the run: a write that does not invalidate
+    // leaves its key wrong, one that deletes does not. `none` saves the misses `delete` pays.
+    let o = stampede()
+        .args([
+            "compare",
+            "--strategies",
+            "cache-aside",
+            "--invalidate",
+            "delete,none",
+            "--write-rps",
+            "200",
+            "--rps",
+            "500",
+            "--keys",
+            "50",
+            "--ttl",
+            "60s",
+            "--start",
+            "synchronized",
+            "--duration",
+            "1500ms",
+            "--redis-timeout",
+            "1s",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (text(&o.stdout), text(&o.stderr));
+    assert_eq!(o.status.code(), Some(0), "{stdout}\n{stderr}");
+    let summary = json(&out.join("summary.json"));
+    let names: Vec<&str> = summary["objectives"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        names.contains(&"stale_read_ratio") && names.contains(&"divergent_keys"),
+        "{names:?}"
+    );
+    assert_eq!(summary["min_trials_to_decide"], 6);
+    let rows = summary["ranking"].as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    let front = summary["pareto"].as_array().unwrap();
+    for row in rows {
+        let label = row["strategy"].as_str().unwrap();
+        let divergent = row["samples"]["divergent_keys"][0].as_f64().unwrap();
+        assert_eq!(row["leaves_keys_wrong"], divergent > 0.0, "{row}");
+        // One trial decides nothing: never "dominated", so skipping invalidation cannot push
+        // deleting off the front on the misses it saves.
+        assert!(row["dominated_by"].is_null(), "{row}");
+        assert!(front.iter().any(|f| f == label), "{summary}");
+        // The mark is in the ranking's row and the front's line whatever the rank.
+        let ranking_line = stdout
+            .lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(label))
+            .unwrap_or_else(|| panic!("{label} not in the ranking:\n{stdout}"));
+        assert_eq!(
+            ranking_line.contains("(leaves keys wrong)"),
+            divergent > 0.0,
+            "{ranking_line}"
+        );
+    }
+    let none = rows
+        .iter()
+        .find(|r| r["strategy"] == "cache-aside/none")
+        .unwrap();
+    assert!(
+        none["figures"]["divergent_keys"].as_f64() > Some(0.0),
+        "writes without invalidation over a cache that outlives the run: {none}"
+    );
+    let front_line = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("Pareto front:"))
+        .unwrap_or_else(|| panic!("no front line:\n{stdout}"));
+    assert!(
+        front_line.contains("cache-aside/none (") && front_line.contains("leaves keys wrong"),
+        "{front_line}"
+    );
+    // The trade-offs show the consistency objectives.
+    assert!(
+        stdout.contains("stale read %") && stdout.contains("divergent"),
+        "{stdout}"
+    );
 }

@@ -309,17 +309,52 @@ fn repeated_trials_give_intervals_ties_and_a_pareto_front() {
     for row in rows {
         assert_eq!(row["trials"], 5);
         assert_eq!(row["samples"]["db_calls"].as_array().unwrap().len(), 5);
-        let [lo, hi] = [0, 1].map(|i| row["ci95"]["db_calls"][i].as_f64().unwrap());
+        // At 5 trials the interval is (min, max), named by its coverage, 93.75%.
+        let ci = &row["ci"];
+        assert_eq!(ci["coverage"], 0.9375, "{row}");
+        assert_eq!(ci["ranks"], serde_json::json!([1, 5]), "{row}");
+        let samples: Vec<f64> = row["samples"]["db_calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_f64().unwrap())
+            .collect();
+        let [lo, hi] = [0, 1].map(|i| ci["bounds"]["db_calls"][i].as_f64().unwrap());
+        assert_eq!(lo, samples.iter().copied().fold(f64::INFINITY, f64::min));
+        assert_eq!(
+            hi,
+            samples.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+        );
         let med = row["figures"]["db_calls"].as_f64().unwrap();
         assert!(lo <= med && med <= hi, "{row}");
     }
     assert!(rows[0]["same_as_next"].is_boolean(), "{}", rows[0]);
     assert!(rows[1]["same_as_next"].is_null());
+    // Five objectives without writes: complete separation of 5 trials can decide.
+    assert_eq!(summary["objectives"].as_array().map(Vec::len), Some(5));
+    assert_eq!(summary["min_trials_to_decide"], 5);
     let front = summary["pareto"].as_array().unwrap();
     assert!(!front.is_empty());
     for row in rows {
         let in_front = front.contains(&row["strategy"]);
         assert_eq!(in_front, row["dominated_by"].is_null(), "{row}");
+        // Undecided strategies stay on the front, naming who looks better and what would
+        // decide it (more trials than ran, or null when out of reach).
+        if row["undecided"] == true {
+            assert!(in_front, "{row}");
+            assert!(row["undecided_vs"].is_string(), "{row}");
+            assert!(
+                row["trials_to_decide"].is_null() || row["trials_to_decide"].as_u64() > Some(5),
+                "{row}"
+            );
+        } else {
+            assert!(row["undecided_vs"].is_null(), "{row}");
+        }
+        // Of two strategies, the one that dominates is on the front.
+        if let Some(by) = row["dominated_by"].as_str() {
+            assert_ne!(by, row["strategy"].as_str().unwrap());
+            assert!(front.iter().any(|f| f == by), "{summary}");
+        }
     }
     // check reads the trials: the comparison against itself shows no regression.
     let o = stampede()

@@ -52,16 +52,17 @@ pub fn compare(s: &CompareSummary) -> String {
         let _ = writeln!(o);
         let _ = writeln!(
             o,
-            "Trade-offs against `{base}` (medians; Pareto front over DB calls, p99, stale responses, errors, rejected): **{}**",
-            s.pareto.join(", ")
+            "Trade-offs against `{base}` (medians; Pareto front over {}): **{}**",
+            s.objectives_in_words(),
+            cell(&s.front_line())
         );
         let _ = writeln!(o);
-        table(
-            &mut o,
-            &super::tables::TRADEOFF_HEADER,
-            |i| (1..7).contains(&i),
-            &t,
-        );
+        let header = s.tradeoff_header();
+        table(&mut o, &header, |i| i > 0 && i + 1 < header.len(), &t);
+        let _ = writeln!(o);
+        for n in s.verdict_notes() {
+            let _ = writeln!(o, "- {}", cell(&n));
+        }
     }
     if !s.not_run.is_empty() {
         let _ = writeln!(o);

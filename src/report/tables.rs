@@ -74,23 +74,21 @@ pub fn compare(s: &CompareSummary) -> String {
     if let (false, Some(base)) = (t.is_empty(), &s.tradeoff_baseline) {
         let _ = writeln!(
             o,
-            "trade-offs against {base} (medians; Pareto front over DB calls, p99, stale responses, errors, rejected):"
+            "trade-offs against {base} (medians; Pareto front over {}):",
+            s.objectives_in_words()
         );
-        o.push_str(&aligned(&TRADEOFF_HEADER, &t, |i| {
-            i == 0 || i == TRADEOFF_HEADER.len() - 1
-        }));
-        let _ = writeln!(o, "  Pareto front: {}", s.pareto.join(", "));
+        let header = s.tradeoff_header();
+        o.push_str(&aligned(&header, &t, |i| i == 0 || i == header.len() - 1));
+        for n in s.verdict_notes() {
+            let _ = writeln!(o, "  {n}");
+        }
+        let _ = writeln!(o, "  Pareto front: {}", s.front_line());
     }
     if !s.not_run.is_empty() {
         let _ = writeln!(o, "  not run: {}", s.not_run.join(", "));
     }
     o
 }
-
-/// Columns of the trade-offs table.
-pub const TRADEOFF_HEADER: [&str; 8] = [
-    "strategy", "db calls", "p99 Δ", "stale", "waited", "errors", "rejected", "pareto",
-];
 
 /// How a comparison with these trials (baseline, current) decides.
 pub fn trials_note(t: (usize, usize)) -> String {

@@ -1,5 +1,7 @@
 //! The summary of a `compare`: one row per strategy, ranked by DB calls, written as
-//! `summary.json` beside each strategy's own results file and rendered as a table.
+//! `summary.json` beside each strategy's own results file and rendered as a table; with the
+//! Pareto verdicts (front, dominated, undecided) over the objectives a choice turns on, and
+//! the marks a row must carry whatever its rank (a pair that leaves keys wrong).
 
 use std::collections::BTreeMap;
 
@@ -14,15 +16,33 @@ use crate::stats;
 /// with repeated trials (`trials`, `samples`, `ci95`, `same_as_next`) and the Pareto front.
 pub const SUMMARY_SCHEMA: u32 = 2;
 
-/// The objectives of the Pareto front, all lower-is-better. Rejections count: a protection
-/// that refuses loads must not look like a strategy that needs none.
-pub const PARETO: [Metric; 5] = [
+/// The objectives of every comparison's Pareto front, all lower-is-better. Rejections count:
+/// a protection that refuses loads must not look like a strategy that needs none.
+pub const OBJECTIVES: [Metric; 5] = [
     Metric::DbCalls,
     Metric::P99,
     Metric::Stale,
     Metric::Errors,
     Metric::Rejected,
 ];
+
+/// Added to [`OBJECTIVES`] when the runs had writes: skipping invalidation saves misses, so
+/// without these a pair that serves old versions and leaves keys wrong would dominate the one
+/// that keeps the cache right. The share (not the count) of stale reads, so a strategy that
+/// completes more requests is not penalised for it. With them the per-write figure of the
+/// invalidation race (`consistency.writes_left_wrong_ratio`: writes after which the cache held
+/// an older version than the last committed one), which a later write's heal does not hide.
+pub const WRITE_OBJECTIVES: [Metric; 3] = [
+    Metric::StaleReadRatio,
+    Metric::DivergentKeys,
+    Metric::WritesLeftWrongRatio,
+];
+
+/// The Pareto objectives of a comparison, in the order tables show them.
+pub fn objectives(writes: bool) -> Vec<Metric> {
+    let extra: &[Metric] = if writes { &WRITE_OBJECTIVES } else { &[] };
+    OBJECTIVES.iter().chain(extra).copied().collect()
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CompareSummary {
@@ -42,11 +62,22 @@ pub struct CompareSummary {
     pub not_run: Vec<String>,
     /// Whether the scenario set any threshold.
     pub thresholds_set: bool,
-    /// Strategies no other strategy dominates on (DB calls, p99, stale responses, errors,
-    /// rejections): at least as good on all five and better on one beyond the noise (with fewer than 5 trials,
-    /// plainly better).
+    /// Strategies no other strategy dominates on the `objectives`: dominated = another is
+    /// lower beyond the noise on one objective (exact Mann–Whitney U, Holm-corrected over the
+    /// objectives, at `alpha`) and this one is lower beyond the noise on none. Undecided
+    /// strategies stay on the front.
     #[serde(default)]
     pub pareto: Vec<String>,
+    /// The Pareto objectives, by metric name (with writes, the consistency figures too).
+    #[serde(default)]
+    pub objectives: Vec<String>,
+    /// The significance level of the verdicts, before the Holm correction.
+    #[serde(default)]
+    pub alpha: f64,
+    /// The fewest trials per strategy at which complete separation on one objective passes the
+    /// corrected level: what `--repeat` must be for any strategy to be marked dominated.
+    #[serde(default)]
+    pub min_trials_to_decide: usize,
     /// The strategy the trade-offs are measured against: cache-aside when it ran, else the
     /// first strategy named.
     #[serde(default)]
@@ -70,17 +101,35 @@ pub struct Row {
     /// Every trial's value of every metric, by name, in trial order.
     #[serde(default)]
     pub samples: BTreeMap<String, Vec<f64>>,
-    /// 95% interval of each metric's median (distribution-free, from order statistics); empty
-    /// below 5 trials, where no interval is computed.
+    /// The interval of each metric's median, with its real coverage (distribution-free, from
+    /// order statistics); null below 5 trials, where no interval is computed.
     #[serde(default)]
-    pub ci95: BTreeMap<String, [f64; 2]>,
+    pub ci: Option<Ci>,
     /// Whether this strategy's DB calls cannot be told from the next one's (two-sided
     /// Mann–Whitney U at α = 0.05); null below 5 trials on either side, or for the last row.
     #[serde(default)]
     pub same_as_next: Option<bool>,
-    /// The strategy that dominates this one on the Pareto objectives, if any.
+    /// The strategy that dominates this one on the Pareto objectives, if any (beyond the
+    /// noise: never while the verdict is undecided).
     #[serde(default)]
     pub dominated_by: Option<String>,
+    /// Whether another strategy looks better (medians as good on every objective and better on
+    /// one) but the trials cannot tell: fewer than 5, or no difference beyond the noise after
+    /// the correction. The strategy stays on the front.
+    #[serde(default)]
+    pub undecided: bool,
+    /// With `undecided`: the strategy that looks better.
+    #[serde(default)]
+    pub undecided_vs: Option<String>,
+    /// With `undecided`: trials per strategy that would decide it if further trials overlapped
+    /// as these do; null when more than 100 would be needed or nothing is lower beyond a coin
+    /// toss.
+    #[serde(default)]
+    pub trials_to_decide: Option<usize>,
+    /// Whether any trial left keys wrong (`divergent_keys` > 0): the cache held another version
+    /// than the database once writes and in-flight work were over, wrong until the TTL.
+    #[serde(default)]
+    pub leaves_keys_wrong: bool,
     /// `db_calls` divided by the best strategy's; null when the best made no call.
     pub db_calls_vs_best: Option<f64>,
     /// Requests scheduled in the measured window (equal across strategies in open loop).
@@ -102,6 +151,26 @@ pub struct Row {
 
 fn one() -> usize {
     1
+}
+
+/// The intervals of a row's medians: every metric's the same order statistics of its trials.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ci {
+    /// P(lo <= true median <= hi) for any continuous distribution: 1 - 2 P(B < lo rank), B ~
+    /// Binomial(trials, 1/2). The narrowest interval reaching 95%, or (min, max) where none
+    /// does: 0.9375 at 5 trials, 0.969 at 6.
+    pub coverage: f64,
+    /// 1-based ranks of the bounds in the sorted trials.
+    pub ranks: [usize; 2],
+    /// Metric name → [lo, hi].
+    pub bounds: BTreeMap<String, [f64; 2]>,
+}
+
+/// The fewest trials whose interval of the median reaches 95% coverage.
+pub fn trials_for_95() -> usize {
+    (stats::MIN_TRIALS..)
+        .find(|&n| stats::median_ci_ranks(n, 0.95).is_some_and(|r| r.coverage >= 0.95))
+        .unwrap_or(stats::MIN_TRIALS)
 }
 
 impl CompareSummary {
@@ -135,21 +204,28 @@ impl CompareSummary {
             rows[i].same_as_next = (sa.len() >= stats::MIN_TRIALS && sb.len() >= stats::MIN_TRIALS)
                 .then(|| !stats::distinguishable(sa, sb, stats::DEFAULT_ALPHA));
         }
-        let objectives: Vec<Vec<f64>> = rows
+        let objectives = objectives(rows.iter().any(|r| r.writes));
+        let samples: Vec<Vec<Vec<f64>>> = rows
             .iter()
-            .map(|r| PARETO.iter().map(|&m| r.figure(m)).collect())
+            .map(|r| {
+                objectives
+                    .iter()
+                    .map(|&m| r.samples_of(m).to_vec())
+                    .collect()
+            })
             .collect();
-        let pareto = stats::pareto_front(&objectives, |d, r, o| {
-            let m = PARETO[o];
-            stats::lower_beyond_noise(
-                rows[d].samples_of(m),
-                rows[r].samples_of(m),
-                stats::DEFAULT_ALPHA,
-            )
-        });
+        let standing = stats::verdicts(&samples, stats::DEFAULT_ALPHA);
         let names: Vec<String> = rows.iter().map(|r| r.strategy.clone()).collect();
-        for (r, d) in rows.iter_mut().zip(&pareto.dominated_by) {
-            r.dominated_by = d.map(|i| names[i].clone());
+        for (r, s) in rows.iter_mut().zip(&standing) {
+            match *s {
+                stats::Standing::Front => {}
+                stats::Standing::Dominated { by } => r.dominated_by = Some(names[by].clone()),
+                stats::Standing::Undecided { by, trials } => {
+                    r.undecided = true;
+                    r.undecided_vs = Some(names[by].clone());
+                    r.trials_to_decide = trials;
+                }
+            }
         }
         let tradeoff_baseline = names
             .iter()
@@ -165,7 +241,15 @@ impl CompareSummary {
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
             workload,
             interrupted,
-            pareto: pareto.front.iter().map(|&i| names[i].clone()).collect(),
+            pareto: names
+                .iter()
+                .zip(&standing)
+                .filter(|(_, s)| s.on_front())
+                .map(|(n, _)| n.clone())
+                .collect(),
+            min_trials_to_decide: stats::trials_to_separate(objectives.len(), stats::DEFAULT_ALPHA),
+            objectives: objectives.iter().map(|m| m.name().to_string()).collect(),
+            alpha: stats::DEFAULT_ALPHA,
             ranking: rows,
             not_run,
             thresholds_set: runs.iter().flatten().any(|r| !r.thresholds.is_empty()),
@@ -178,8 +262,50 @@ impl CompareSummary {
         self.ranking.iter().map(|r| r.trials).max().unwrap_or(0)
     }
 
-    /// Each strategy against the trade-off baseline: DB calls ×, p99 Δ, stale, waited, errors,
-    /// rejected.
+    /// The Pareto objectives of this comparison.
+    pub fn objective_metrics(&self) -> Vec<Metric> {
+        let named: Vec<Metric> = self
+            .objectives
+            .iter()
+            .filter_map(|n| Metric::by_name(n))
+            .collect();
+        if named.is_empty() {
+            // A summary written before the list was recorded.
+            objectives(self.ranking.iter().any(|r| r.writes))
+        } else {
+            named
+        }
+    }
+
+    /// The objectives in words, for the line above the trade-offs.
+    pub fn objectives_in_words(&self) -> String {
+        self.objective_metrics()
+            .iter()
+            .map(|m| m.def().header.trim_end_matches(" ms"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The columns of the trade-offs table: DB calls ×, p99 Δ, stale, waited, errors,
+    /// rejected, the consistency objectives when there were writes, and the verdict.
+    pub fn tradeoff_header(&self) -> Vec<&'static str> {
+        let mut h = vec![
+            "strategy", "db calls", "p99 Δ", "stale", "waited", "errors", "rejected",
+        ];
+        h.extend(self.extra_objectives().iter().map(|m| m.def().header));
+        h.push("pareto");
+        h
+    }
+
+    /// The objectives the fixed trade-off columns do not already show.
+    fn extra_objectives(&self) -> Vec<Metric> {
+        self.objective_metrics()
+            .into_iter()
+            .filter(|m| !OBJECTIVES.contains(m))
+            .collect()
+    }
+
+    /// Each strategy against the trade-off baseline, in the columns of [`Self::tradeoff_header`].
     pub fn tradeoffs(&self) -> Vec<Vec<String>> {
         let Some(base) = self
             .tradeoff_baseline
@@ -189,12 +315,13 @@ impl CompareSummary {
             return Vec::new();
         };
         let (bc, bp) = (base.figure(Metric::DbCalls), base.figure(Metric::P99));
+        let extra = self.extra_objectives();
         self.ranking
             .iter()
             .map(|r| {
                 let calls = r.figure(Metric::DbCalls);
-                vec![
-                    r.strategy.clone(),
+                let mut v = vec![
+                    r.label(false),
                     if bc > 0.0 {
                         format!("×{:.2}", calls / bc)
                     } else {
@@ -205,15 +332,72 @@ impl CompareSummary {
                     format!("{:.0}", r.figure(Metric::Waited)),
                     format!("{:.0}", r.figure(Metric::Errors)),
                     format!("{:.0}", r.figure(Metric::Rejected)),
-                    match &r.dominated_by {
-                        None => "Pareto front".to_string(),
-                        Some(d) => format!("dominated by {d}"),
-                    },
-                ]
+                ];
+                v.extend(extra.iter().map(|&m| cell(m, r.figure(m))));
+                v.push(r.verdict());
+                v
             })
             .collect()
     }
+
+    /// The Pareto front in a line, each strategy with its marks.
+    pub fn front_line(&self) -> String {
+        self.pareto
+            .iter()
+            .map(|n| match self.ranking.iter().find(|r| &r.strategy == n) {
+                Some(r) => {
+                    let mut marks = Vec::new();
+                    if r.undecided {
+                        marks.push("undecided");
+                    }
+                    if r.leaves_keys_wrong {
+                        marks.push(LEAVES_KEYS_WRONG);
+                    }
+                    if marks.is_empty() {
+                        n.clone()
+                    } else {
+                        format!("{n} ({})", marks.join(", "))
+                    }
+                }
+                None => n.clone(),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// What the verdicts of the trade-offs table mean and what would decide them.
+    pub fn verdict_notes(&self) -> Vec<String> {
+        let k = self.objective_metrics().len();
+        let need = self.min_trials_to_decide;
+        let mut v = vec![format!(
+            "dominated: another strategy is lower beyond the noise on one objective and this one on none (exact Mann–Whitney U, Holm-corrected over the {k} objectives, α = {}); undecided: another's medians look as good on every objective and better on one, but the trials cannot tell; it stays on the front",
+            self.alpha
+        )];
+        let most = self.trials();
+        if most < need {
+            v.push(format!(
+                "with {most} trial(s) per strategy nothing can be marked dominated: complete separation decides from {need} trials per strategy over {k} objectives (p = {:.4} < {}/{k}); use --repeat {need} or more",
+                stats::separation_p(need),
+                self.alpha
+            ));
+        } else {
+            v.push(format!(
+                "complete separation decides from {need} trials per strategy over {k} objectives (p = {:.4} < {}/{k}); closer strategies need more",
+                stats::separation_p(need),
+                self.alpha
+            ));
+        }
+        if self.ranking.iter().any(|r| r.leaves_keys_wrong) {
+            v.push(format!(
+                "{LEAVES_KEYS_WRONG}: at least one trial ended with written keys whose cached version differs from the database's (divergent_keys > 0), wrong until their TTL; whatever its rank, such a pair is not a safe choice"
+            ));
+        }
+        v
+    }
 }
+
+/// The mark of a pair that left keys wrong, in rows and in the front's line.
+pub const LEAVES_KEYS_WRONG: &str = "leaves keys wrong";
 
 /// One strategy's row from its trials.
 fn row(trials: &[RunResult]) -> Row {
@@ -231,14 +415,20 @@ fn row(trials: &[RunResult]) -> Row {
         .iter()
         .map(|(k, v)| (k.clone(), stats::median(v).unwrap_or(0.0)))
         .collect();
-    let ci95 = if trials.len() >= stats::MIN_TRIALS {
-        samples
+    let ci = stats::median_ci_ranks(trials.len(), 0.95).map(|r| Ci {
+        coverage: r.coverage,
+        ranks: [r.lo, r.hi],
+        bounds: samples
             .iter()
             .filter_map(|(k, v)| stats::median_ci(v, 0.95).map(|(lo, hi)| (k.clone(), [lo, hi])))
-            .collect()
-    } else {
-        BTreeMap::new()
-    };
+            .collect(),
+    });
+    // One trial that ended with a key wrong is enough: a divergent key is a fact of that run,
+    // not noise around a typical value, and a median would hide a pair that leaves keys wrong
+    // in two trials of five.
+    let leaves_keys_wrong = samples
+        .get(Metric::DivergentKeys.name())
+        .is_some_and(|v| v.iter().any(|&x| x > 0.0));
     let mut broken: Vec<String> = trials
         .iter()
         .flat_map(|r| {
@@ -262,9 +452,13 @@ fn row(trials: &[RunResult]) -> Row {
         figures,
         trials: trials.len(),
         samples,
-        ci95,
+        ci,
         same_as_next: None,
         dominated_by: None,
+        undecided: false,
+        undecided_vs: None,
+        trials_to_decide: None,
+        leaves_keys_wrong,
         db_calls_vs_best: None,
         scheduled: first.requests.scheduled,
         key_digest: first.generator.key_digest.clone(),
@@ -286,6 +480,39 @@ impl Row {
         self.samples.get(m.name()).map_or(&[], Vec::as_slice)
     }
 
+    /// The strategy with its marks: interrupted, diagnosed (`*`), leaves keys wrong.
+    pub fn label(&self, markdown: bool) -> String {
+        let tick = if markdown { "`" } else { "" };
+        format!(
+            "{tick}{}{tick}{}{}{}",
+            self.strategy,
+            if self.interrupted {
+                " (interrupted)"
+            } else {
+                ""
+            },
+            if self.diagnoses.is_empty() { "" } else { " *" },
+            if self.leaves_keys_wrong {
+                format!(" ({LEAVES_KEYS_WRONG})")
+            } else {
+                String::new()
+            }
+        )
+    }
+
+    /// Where the row stands: "Pareto front", "dominated by X", or "undecided vs X (--repeat
+    /// N)".
+    pub fn verdict(&self) -> String {
+        match (&self.dominated_by, &self.undecided_vs) {
+            (Some(d), _) => format!("dominated by {d}"),
+            (None, Some(u)) if self.undecided => match self.trials_to_decide {
+                Some(n) => format!("undecided vs {u} (--repeat {n})"),
+                None => format!("undecided vs {u} (too close to decide)"),
+            },
+            _ => "Pareto front".to_string(),
+        }
+    }
+
     /// "1.00x", or "n/a" when the best made no call.
     pub fn vs_best(&self) -> String {
         match self.db_calls_vs_best {
@@ -305,6 +532,12 @@ impl Row {
             format!("BROKEN: {}", self.thresholds_broken.join(", "))
         }
     }
+}
+
+/// A coverage in percent with as many decimals as it has (up to two): 93.75, 96.88, 99.
+pub fn coverage_percent(c: f64) -> String {
+    let s = format!("{:.2}", c * 100.0);
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// A figure in a table cell: counts whole, shares in percent, ms with two decimals.
@@ -345,7 +578,6 @@ impl CompareSummary {
             header.push("thresholds");
             numeric.push(false);
         }
-        let tick = if markdown { "`" } else { "" };
         let rows = self
             .ranking
             .iter()
@@ -360,12 +592,7 @@ impl CompareSummary {
                             ""
                         }
                     ),
-                    format!(
-                        "{tick}{}{tick}{}{}",
-                        r.strategy,
-                        if r.interrupted { " (interrupted)" } else { "" },
-                        if r.diagnoses.is_empty() { "" } else { " *" }
-                    ),
+                    r.label(markdown),
                 ];
                 if repeated {
                     v.push(r.trials.to_string());
@@ -374,7 +601,7 @@ impl CompareSummary {
                     let mut c = cell(m, r.figure(m));
                     // Intervals on the figures a choice turns on; the rest stay medians.
                     if matches!(m, Metric::DbCalls | Metric::P99)
-                        && let Some([lo, hi]) = r.ci95.get(m.name())
+                        && let Some([lo, hi]) = r.ci.as_ref().and_then(|c| c.bounds.get(m.name()))
                     {
                         c = format!("{c} [{}, {}]", cell(m, *lo), cell(m, *hi));
                     }
@@ -396,9 +623,20 @@ impl CompareSummary {
     pub fn notes(&self) -> Vec<String> {
         let n = self.trials();
         let mut v = Vec::new();
-        if n >= stats::MIN_TRIALS {
+        if let Some(ci) = self
+            .ranking
+            .iter()
+            .find_map(|r| r.ci.as_ref().filter(|_| r.trials == n))
+        {
+            let [lo, hi] = ci.ranks;
+            let short = if ci.coverage < 0.95 {
+                format!("; a 95% interval needs {} trials", trials_for_95())
+            } else {
+                String::new()
+            };
             v.push(format!(
-                "figures are medians of {n} trials (interleaved); [lo, hi] is the 95% interval of the median (order statistics); ~ marks a strategy whose DB calls cannot be told from the next one's (Mann–Whitney U, α = 0.05)"
+                "figures are medians of {n} trials (interleaved); [lo, hi] is the {}% interval of the median: trials {lo} and {hi} of {n} in order{short}; ~ marks a strategy whose DB calls cannot be told from the next one's (exact Mann–Whitney U, α = 0.05)",
+                coverage_percent(ci.coverage)
             ));
         } else if n > 1 {
             v.push(format!(
@@ -422,3 +660,7 @@ impl CompareSummary {
         v
     }
 }
+
+#[cfg(test)]
+#[path = "summary_tests.rs"]
+mod tests;

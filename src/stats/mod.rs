@@ -228,8 +228,8 @@ pub fn interleaved_order(strategies: usize, trials: usize) -> Vec<(usize, usize)
 mod mann_whitney;
 mod pareto;
 
-pub use mann_whitney::{distinguishable, lower_beyond_noise};
-pub use pareto::pareto_front;
+pub use mann_whitney::{distinguishable, separation_p, trials_to_separate};
+pub use pareto::{Standing, verdicts};
 
 #[cfg(test)]
 mod tests {
