@@ -46,6 +46,8 @@ pub enum Command {
     Merge(MergeCmd),
     /// Set up a sharded run once, before its shards start (e.g. in an init container): seed the database, warm the cache and write the start instant into Redis. Shard 0 then only runs its share.
     Prepare(PrepareCmd),
+    /// Print the JSON Schema (draft-07) of a scenario file or of a results file to stdout, for an editor to validate a scenario as it is typed or a program to read results by (docs/results.md).
+    Schema(SchemaCmd),
 }
 
 #[derive(Debug, Args)]
@@ -328,7 +330,7 @@ pub struct OutputFlags {
 
 /// Every setting of a run. All optional here: unset means "take the scenario file's value,
 /// else the default". Field names are the scenario file's keys.
-#[derive(Debug, Args, Clone, Default, Deserialize)]
+#[derive(Debug, Args, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunFlags {
     /// The strategy (scenario file key `strategy`); on the command line it is `run --strategy`,
@@ -679,4 +681,20 @@ pub struct TargetFlags {
     /// managed Postgres, else every statement naming the run's schema.
     #[arg(long, value_name = "REGEX", help_heading = "App under test")]
     pub db_match: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct SchemaCmd {
+    /// Which file's schema
+    #[arg(value_enum)]
+    pub file: SchemaFile,
+}
+
+/// The files `stampede schema` describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchemaFile {
+    /// A scenario file (TOML), as `run --scenario` reads it.
+    Scenario,
+    /// A results file (JSON), as `run --out` writes it.
+    Results,
 }

@@ -6,6 +6,7 @@
 pub mod check;
 pub mod diagnose;
 pub mod merge;
+pub mod schema;
 pub mod shard;
 pub mod summary;
 
@@ -34,7 +35,7 @@ use crate::workload::Start;
 /// one against the other without `--force`.
 pub const SCHEMA: u32 = 2;
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunResult {
     /// Version of this document's layout.
     pub schema: u32,
@@ -105,7 +106,7 @@ pub struct RunResult {
 
 /// The cache against the database, exact because every write goes through the tool, which
 /// records each committed version and when its commit was acknowledged.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Consistency {
     /// Completed requests that served a version older than one whose commit was acknowledged
     /// before the request started. A value served past its soft expiry (swr) with no newer
@@ -133,7 +134,7 @@ pub struct Consistency {
 }
 
 /// Percentiles of the staleness of stale reads, ms (all 0 without any).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Staleness {
     pub p50: f64,
     pub p99: f64,
@@ -144,7 +145,7 @@ pub struct Staleness {
 /// built-in app, read from the servers: `db.calls` and the timeline's `db_calls` from
 /// pg_stat_statements, `db.peak_concurrent` from pg_stat_activity samples, the herds from the
 /// load ledger.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AppFigures {
     /// The target, secrets in it redacted (`{key}` stands for the item id).
     pub target: String,
@@ -249,7 +250,7 @@ fn share(n: u64, of: u64) -> f64 {
 }
 
 /// What the cache held when traffic started.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StartFigures {
     /// `steady`, `cold` or `synchronized`.
     pub mode: Start,
@@ -263,7 +264,7 @@ pub struct StartFigures {
 }
 
 /// One threshold judged against a run.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThresholdResult {
     /// Threshold name, e.g. `p99_ms_max` (`_max`: measured must not exceed the limit; `_min`:
     /// must not fall below it).
@@ -276,7 +277,7 @@ pub struct ThresholdResult {
     pub passed: bool,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Requests {
     /// Requests due to start in the measured window (open loop), or started in it (closed loop).
     pub scheduled: u64,
@@ -296,7 +297,7 @@ pub struct Requests {
     pub warmup: u64,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Outcomes {
     pub hit: u64,
     pub miss: u64,
@@ -317,7 +318,7 @@ pub struct Outcomes {
 /// The database's side of the measured window. A *load* is a request's need for a value (it
 /// waits for a pooled connection, then sends a statement); a *DB call* is a statement the
 /// server received. Loads that never got a connection are not DB calls.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DbFigures {
     /// Statements sent to Postgres in the measured window (one per load that got a connection).
     pub calls: u64,
@@ -406,7 +407,7 @@ pub struct DbFigures {
     pub write_latency_ms: Option<Latency>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RedisFigures {
     /// keyspace_hits from INFO, change over the measured window (plus warm-up: INFO has no windows).
     pub keyspace_hits: Option<u64>,
@@ -429,7 +430,7 @@ pub struct RedisFigures {
     pub expiries: u64,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LockFigures {
     /// Locks taken.
     pub acquired: u64,
@@ -444,7 +445,7 @@ pub struct LockFigures {
 }
 
 /// Latency percentiles in milliseconds.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Latency {
     pub p50: f64,
     pub p95: f64,
@@ -474,7 +475,7 @@ impl Latency {
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Histograms {
     /// Encoding of the histograms below.
     pub encoding: String,
@@ -488,7 +489,7 @@ pub struct Histograms {
     pub by_outcome_us: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Bucket {
     /// End of the bucket, ms since the measured window started.
     pub t_ms: u64,
@@ -557,7 +558,7 @@ fn yes() -> bool {
 }
 
 /// A state change of one instance's circuit breaker.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BreakerEvent {
     /// When, ms since the measured window started (negative: during the warm-up).
     pub at_ms: i64,
@@ -574,7 +575,7 @@ pub struct BreakerEvent {
 /// recovered. Times are ms since the measured window started; "restart" is the moment the
 /// server answered the tool again (a new Redis answering PING, a paused Redis answering PING
 /// once the pause ended, Postgres accepting a connection after crash recovery).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FaultReport {
     /// What happened: `kill-redis` (a crash of Redis, which comes back empty), `pause-redis`
     /// (Redis stalls: connections stay open, commands hang), `kill-postgres` (a crash of
@@ -624,7 +625,9 @@ pub struct FaultReport {
 }
 
 /// Requests of some timeline buckets by what they got.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Served {
     /// Requests completed.
     pub requests: u64,
@@ -636,7 +639,7 @@ pub struct Served {
     pub errors: u64,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Servers {
     pub redis_version: String,
     pub postgres_version: String,
@@ -675,7 +678,7 @@ pub struct Servers {
     pub tls: bool,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Generator {
     /// Most a request was dispatched after its scheduled time, ms (open loop).
     pub max_dispatch_lag_ms: f64,
