@@ -46,6 +46,10 @@ pub enum Command {
     Merge(MergeCmd),
     /// Set up a sharded run once, before its shards start (e.g. in an init container): seed the database, warm the cache and write the start instant into Redis. Shard 0 then only runs its share.
     Prepare(PrepareCmd),
+    /// Print the completion script of a shell to stdout (bash, zsh, fish, powershell or elvish); the README says where each goes.
+    Completions(CompletionsCmd),
+    /// Print the man page (roff) of stampede and every subcommand to stdout, e.g. `stampede man > ~/.local/share/man/man1/stampede.1`.
+    Man,
     /// Print the JSON Schema (draft-07) of a scenario file or of a results file to stdout, for an editor to validate a scenario as it is typed or a program to read results by (docs/results.md).
     Schema(SchemaCmd),
 }
@@ -681,6 +685,13 @@ pub struct TargetFlags {
     /// managed Postgres, else every statement naming the run's schema.
     #[arg(long, value_name = "REGEX", help_heading = "App under test")]
     pub db_match: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsCmd {
+    /// The shell to complete stampede's subcommands, flags and values in
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]

@@ -32,6 +32,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             session::shards::prepare(&cmd).await?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Completions(cmd) => conventions::completions(cmd),
+        Command::Man => conventions::man(),
         Command::Schema(cmd) => conventions::schema(cmd),
     }
 }
