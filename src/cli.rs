@@ -62,6 +62,12 @@ pub enum Command {
     /// It seeds the database, warms the cache and writes the start instant into Redis. Shard 0
     /// then only runs its share.
     Prepare(PrepareCmd),
+    /// Print the completion script of a shell to stdout (bash, zsh, fish, powershell or elvish); the README says where each goes.
+    Completions(CompletionsCmd),
+    /// Print the man page (roff) of stampede and every subcommand to stdout, e.g. `stampede man > ~/.local/share/man/man1/stampede.1`.
+    Man,
+    /// Print the JSON Schema (draft-07) of a scenario file or of a results file to stdout, for an editor to validate a scenario as it is typed or a program to read results by (docs/results.md).
+    Schema(SchemaCmd),
 }
 
 #[derive(Debug, Args)]
@@ -500,7 +506,7 @@ pub struct OutputFlags {
 
 /// Every setting of a run. All optional here: unset means "take the scenario file's value,
 /// else the default". Field names are the scenario file's keys.
-#[derive(Debug, Args, Clone, Default, Deserialize)]
+#[derive(Debug, Args, Clone, Default, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunFlags {
     /// The strategy (scenario file key `strategy`); on the command line it is `run --strategy`,
@@ -1113,4 +1119,27 @@ pub struct TargetFlags {
     /// managed Postgres, else every statement naming the run's schema.
     #[arg(long, value_name = "REGEX", help_heading = "App under test")]
     pub db_match: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsCmd {
+    /// The shell to complete stampede's subcommands, flags and values in
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct SchemaCmd {
+    /// Which file's schema
+    #[arg(value_enum)]
+    pub file: SchemaFile,
+}
+
+/// The files `stampede schema` describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SchemaFile {
+    /// A scenario file (TOML), as `run --scenario` reads it.
+    Scenario,
+    /// A results file (JSON), as `run --out` writes it.
+    Results,
 }

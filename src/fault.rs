@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 use crate::values::Dur;
 
 /// The kinds of fault a run can inject.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum FaultKind {
     /// Redis crashes (SIGKILL) and comes back empty after `down_for`.
@@ -99,7 +101,7 @@ impl std::fmt::Display for FaultKind {
 
 /// One `[[fault]]` table of a scenario file; on the command line the same fault is a pair of
 /// flags, such as `--kill-redis-at AT --redis-down-for DOWN_FOR` (see [`FaultKind::flags`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FaultSpec {
     pub kind: FaultKind,

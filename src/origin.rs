@@ -25,7 +25,9 @@ use crate::redact;
 pub use own::OwnLoad;
 
 /// What one load (one DB call) costs the database.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum DbQuery {
     /// `pg_sleep(--db-cost)` inside Postgres: a fixed cost that holds a real connection but

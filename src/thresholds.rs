@@ -132,9 +132,97 @@ impl Serialize for Thresholds {
     }
 }
 
+/// The `[thresholds]` table: one key per threshold name, each a limit in its metric's unit
+/// as [`parse_limit`] and [`check_limit`] accept it (a share also as a percentage string);
+/// results write each limit back as a number.
+impl schemars::JsonSchema for Thresholds {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Thresholds".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let written = generator.contract().is_serialize();
+        let mut properties = serde_json::Map::new();
+        for d in crate::metric::DEFS.iter() {
+            let Some(name) = d.metric.threshold_name() else {
+                continue;
+            };
+            let (unit, limit) = match d.unit {
+                Unit::Share => (
+                    "a share: a fraction in [0, 1], or a percentage such as \"95%\"",
+                    serde_json::json!({ "anyOf": [
+                        { "type": "number", "minimum": 0, "maximum": 1 },
+                        { "type": "string", "pattern": crate::values::schema::share_pattern() },
+                    ]}),
+                ),
+                Unit::Ms | Unit::Count => (
+                    if d.unit == Unit::Ms { "ms" } else { "a count" },
+                    serde_json::json!({ "anyOf": [
+                        { "type": "number", "minimum": 0 },
+                        { "type": "string", "pattern": crate::values::schema::non_negative_pattern() },
+                    ]}),
+                ),
+            };
+            let mut limit = if written {
+                serde_json::json!({ "type": "number" })
+            } else {
+                limit
+            };
+            limit["description"] = format!(
+                "Exit 1 when {} ({unit}) is {} this.",
+                d.what,
+                match d.better {
+                    Better::Lower => "above",
+                    Better::Higher => "below",
+                }
+            )
+            .into();
+            properties.insert(name, limit);
+        }
+        schemars::json_schema!({
+            "description": "Limits on the run's figures; a broken one makes the run exit 1.",
+            "type": "object",
+            "properties": properties,
+            "additionalProperties": false,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_schema_of_a_limit_accepts_what_parse_limit_accepts() {
+        use crate::values::schema::tests::{Rng, agree, may_overflow};
+        let share = regex::Regex::new(&crate::values::schema::share_pattern()).unwrap();
+        let plain = regex::Regex::new(&crate::values::schema::non_negative_pattern()).unwrap();
+        let pieces = [
+            "0", "1", "5", "95", "100", ".", "e", "+", "-", "%", " ", "x", "inf", "250", "1e2",
+        ];
+        let mut rng = Rng::new(17);
+        for m in [Metric::HitRate, Metric::P99, Metric::DbCalls] {
+            let pattern = if m.def().unit == Unit::Share {
+                &share
+            } else {
+                &plain
+            };
+            for _ in 0..50_000 {
+                let s = rng.string(&pieces, 5);
+                if may_overflow(&s) {
+                    continue;
+                }
+                let parses = parse_limit(m, &s).is_ok();
+                if m.def().unit == Unit::Share && s.contains('e') && parses {
+                    // A share in exponent notation: the one form the pattern refuses.
+                    continue;
+                }
+                agree(pattern, &s, parses, "limit");
+            }
+        }
+        assert!(share.is_match("90%") && share.is_match("0.9") && !share.is_match("90"));
+        assert!(plain.is_match("250") && !plain.is_match("10%") && !plain.is_match("-1"));
+    }
 
     #[test]
     fn parses_flags_and_rejects_unknown_names() {

@@ -88,7 +88,7 @@ fn is_certificate_error(text: &str) -> bool {
 // Redis
 
 /// How to speak TLS to Redis, besides the `rediss://` scheme of its URL.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RedisTls {
     /// Verify the server's certificate against this CA (PEM) instead of the system's store.
     pub ca: Option<PathBuf>,

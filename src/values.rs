@@ -1,6 +1,9 @@
 //! Value types for flags and scenario files: rates ("10k"), durations ("250ms"), percentages
 //! ("10%"). Each parses from a command-line string and from a TOML string or number, and
-//! serializes back to the same human form so a results file shows what the user wrote.
+//! serializes back to the same human form so a results file shows what the user wrote. Their
+//! JSON Schemas, which accept what these parsers accept, are in [`schema`].
+
+pub(crate) mod schema;
 
 use std::fmt;
 use std::str::FromStr;

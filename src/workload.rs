@@ -6,7 +6,9 @@ use rand::{RngExt, SeedableRng};
 use rand_distr::{Distribution, Exp, Zipf};
 
 /// How open-loop requests are spaced.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Arrival {
     /// Evenly spaced: one request every 1/rps seconds.
@@ -89,7 +91,9 @@ pub fn combine_digests(parts: impl IntoIterator<Item = (u64, u64)>) -> (u64, u64
 }
 
 /// What the cache holds when the measured traffic starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Start {
     /// What a long-running service would hold under this workload: each key present with the

@@ -38,7 +38,7 @@ pub struct HttpCounts {
 }
 
 /// The `http` block of a result.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct HttpFigures {
     /// Responses by status class ("2xx": n …); classes with no response are left out.
     pub status: std::collections::BTreeMap<String, u64>,

@@ -27,7 +27,7 @@ pub const KEY_MARK: &str = "{key}";
 pub const PORT_MARK: &str = "{port}";
 
 /// Everything about the app under test, as the run was told.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TargetSpec {
     /// The URL template, `{key}` standing for the item id (and `{port}` for the app's port);
     /// written with its credentials redacted.

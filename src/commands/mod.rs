@@ -4,6 +4,7 @@
 
 mod check;
 mod compare;
+mod conventions;
 mod merge;
 mod run;
 
@@ -31,6 +32,9 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
             session::shards::prepare(&cmd).await?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Completions(cmd) => conventions::completions(cmd),
+        Command::Man => conventions::man(),
+        Command::Schema(cmd) => conventions::schema(cmd),
     }
 }
 

@@ -18,7 +18,7 @@ use super::{
 use crate::error::UsageError;
 
 /// `--db-sql` with where its keys come from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OwnLoad {
     /// The query, taking the key as `$1`.
     pub sql: String,

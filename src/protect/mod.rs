@@ -20,7 +20,7 @@ use crate::values::{Dur, Percent};
 use breaker::{Breaker, State, Ticket, Transition};
 
 /// The breaker's settings as the scenario holds them (`--breaker-*`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BreakerSpec {
     /// Share of failed loads over the window that opens it.
     pub error_rate: Percent,

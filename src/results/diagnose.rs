@@ -39,7 +39,7 @@ pub const CPU_WARN: f64 = 0.5;
 pub const LAG_WARN_MS: f64 = 50.0;
 
 /// One diagnosis.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Diagnosis {
     /// One of [`CODES`].
     pub code: String,

@@ -6,6 +6,7 @@
 pub mod check;
 pub mod diagnose;
 pub mod merge;
+pub mod schema;
 pub mod shard;
 pub mod summary;
 
@@ -48,7 +49,7 @@ pub fn schemas_comparable(a: u32, b: u32) -> bool {
     a == b || (a >= 2 && b >= 2)
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunResult {
     /// Version of this document's layout.
     pub schema: u32,
@@ -128,7 +129,7 @@ fn some_zero() -> Option<u64> {
 
 /// The cache against the database, exact because every write goes through the tool, which
 /// records each committed version and when its commit was acknowledged.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Consistency {
     /// Completed requests that served a version older than one whose commit was acknowledged
     /// before the request started. A value served past its soft expiry (swr) with no newer
@@ -206,7 +207,7 @@ impl Default for Consistency {
 }
 
 /// Percentiles of the staleness of stale reads, ms (all 0 without any).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Staleness {
     pub p50: f64,
     pub p99: f64,
@@ -217,7 +218,7 @@ pub struct Staleness {
 /// built-in app, read from the servers: `db.calls` and the timeline's `db_calls` from
 /// pg_stat_statements, `db.peak_concurrent` from pg_stat_activity samples, the herds from the
 /// load ledger.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AppFigures {
     /// The target, secrets in it redacted (`{key}` stands for the item id).
     pub target: String,
@@ -386,7 +387,7 @@ fn share(n: u64, of: u64) -> f64 {
 }
 
 /// What the cache held when traffic started.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StartFigures {
     /// `steady`, `cold` or `synchronized`.
     pub mode: Start,
@@ -400,7 +401,7 @@ pub struct StartFigures {
 }
 
 /// One threshold judged against a run.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThresholdResult {
     /// Threshold name, e.g. `p99_ms_max` (`_max`: measured must not exceed the limit; `_min`:
     /// must not fall below it).
@@ -417,7 +418,7 @@ pub struct ThresholdResult {
     pub passed: bool,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Requests {
     /// Requests due to start in the measured window (open loop), or started in it (closed loop).
     pub scheduled: u64,
@@ -437,7 +438,7 @@ pub struct Requests {
     pub warmup: u64,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Outcomes {
     pub hit: u64,
     pub miss: u64,
@@ -458,7 +459,7 @@ pub struct Outcomes {
 /// The database's side of the measured window. A *load* is a request's need for a value (it
 /// waits for a pooled connection, then sends a statement); a *DB call* is a statement the
 /// server received. Loads that never got a connection are not DB calls.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DbFigures {
     /// Statements sent to Postgres in the measured window (one per load that got a connection).
     /// An app under test's are the server's count; null when it could not be read.
@@ -576,7 +577,7 @@ pub struct DbFigures {
     pub write_latency_ms: Option<Latency>,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RedisFigures {
     /// keyspace_hits from INFO, change over the measured window (plus warm-up: INFO has no windows).
     pub keyspace_hits: Option<u64>,
@@ -604,7 +605,7 @@ pub struct RedisFigures {
     pub expiries: u64,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LockFigures {
     /// Locks taken.
     pub acquired: u64,
@@ -619,7 +620,7 @@ pub struct LockFigures {
 }
 
 /// Latency percentiles in milliseconds.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Latency {
     pub p50: f64,
     pub p95: f64,
@@ -649,7 +650,7 @@ impl Latency {
     }
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Histograms {
     /// Encoding of the histograms below.
     pub encoding: String,
@@ -663,7 +664,7 @@ pub struct Histograms {
     pub by_outcome_us: BTreeMap<String, String>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Bucket {
     /// End of the bucket, ms since the measured window started.
     pub t_ms: u64,
@@ -749,7 +750,7 @@ fn yes() -> bool {
 }
 
 /// A state change of one instance's circuit breaker.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct BreakerEvent {
     /// When, ms since the measured window started (negative: during the warm-up).
     pub at_ms: i64,
@@ -766,7 +767,7 @@ pub struct BreakerEvent {
 /// recovered. Times are ms since the measured window started; "restart" is the moment the
 /// server answered the tool again (a new Redis answering PING, a paused Redis answering PING
 /// once the pause ended, Postgres accepting a connection after crash recovery).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FaultReport {
     /// What happened: `kill-redis` (a crash of Redis, which comes back empty), `pause-redis`
     /// (Redis stalls: connections stay open, commands hang), `kill-postgres` (a crash of
@@ -816,7 +817,9 @@ pub struct FaultReport {
 }
 
 /// Requests of some timeline buckets by what they got.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct Served {
     /// Requests completed.
     pub requests: u64,
@@ -828,7 +831,7 @@ pub struct Served {
     pub errors: u64,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Servers {
     pub redis_version: String,
     pub postgres_version: String,
@@ -867,7 +870,7 @@ pub struct Servers {
     pub tls: bool,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Generator {
     /// Most a request was dispatched after its scheduled time, ms (open loop).
     pub max_dispatch_lag_ms: f64,

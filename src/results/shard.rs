@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 /// One shard's place in a sharded run (`run --shard I/N`).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ShardFigures {
     /// This shard's index, from 0.
     pub index: u32,
@@ -27,7 +27,7 @@ pub struct ShardFigures {
 
 /// What shard 0 reads of the servers once every shard is done: the server counters of the
 /// whole window, counted for all shards together.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WholeRun {
     /// The shards that reached the end barrier before shard 0 read (all of them unless one
     /// failed or ran out of `--end-timeout`).
@@ -47,7 +47,7 @@ pub struct WholeRun {
 }
 
 /// Herd figures computed over the loads Postgres recorded, on its own clock.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LedgerFigures {
     /// Loads recorded in the measured window (all shards).
     pub loads: u64,
@@ -60,7 +60,7 @@ pub struct LedgerFigures {
 }
 
 /// Which shards a merged result (`stampede merge`) was made from.
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Merged {
     pub run_id: String,
     /// How many shards the run had.

@@ -17,7 +17,7 @@ use crate::values::{Dur, Percent, Rate};
 use crate::workload::{Arrival, Start};
 
 /// Open loop (a fixed arrival rate) or closed loop (a fixed number of clients).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "mode", rename_all = "kebab-case")]
 pub enum LoadShape {
     Open { rps: f64, arrival: Arrival },
@@ -26,7 +26,7 @@ pub enum LoadShape {
 
 /// Every effective setting of a run, after defaults. Serialized whole into the results file so a
 /// result says exactly what produced it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Scenario {
     /// The scenario file the settings came from, if any.
     pub scenario_file: Option<String>,
@@ -118,7 +118,7 @@ pub struct Scenario {
 }
 
 /// The writes of a run: an open loop of UPDATEs beside the reads.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WriteLoad {
     /// Writes per second, spread evenly over the measured window.
     pub rps: f64,

@@ -8,7 +8,9 @@ use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 
 /// How a write keeps the cache in step with the row it committed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Invalidate {
     /// Delete the key after the commit (and its outstanding lease): the next read loads it.

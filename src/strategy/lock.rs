@@ -8,7 +8,9 @@ use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 
 /// What a waiter does when `--lock-wait` runs out under the mutex coordination.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum LockTimeoutPolicy {
     /// Load from the database anyway (outcome `fallback`).

@@ -1,12 +1,13 @@
 //! A strategy is three orthogonal choices (docs/design.md): freshness (when a value is loaded
 //! again), coordination (who loads it) and TTL jitter. The CLI's six names are presets of
-//! these, and `+` composes them. This module parses and names them; the request path that
-//! applies them lives in [`crate::instance`].
+//! these, and `+` composes them. This module parses and names them (their JSON Schema is in
+//! [`schema`]); the request path that applies them lives in [`crate::instance`].
 
 pub mod envelope;
 pub mod freshness;
 pub mod invalidate;
 pub mod lock;
+pub mod schema;
 pub mod single_flight;
 
 use std::fmt;
