@@ -28,10 +28,12 @@ pub const OBJECTIVES: [Metric; 5] = [
 
 /// Added to [`OBJECTIVES`] when the runs had writes: skipping invalidation saves misses, so
 /// without these a pair that serves old versions and leaves keys wrong would dominate the one
-/// that keeps the cache right. The share (not the count) of stale reads, so a strategy that
-/// completes more requests is not penalised for it. With them the per-write figure of the
-/// invalidation race (`consistency.writes_left_wrong_ratio`: writes after which the cache held
-/// an older version than the last committed one), which a later write's heal does not hide.
+/// that keeps the cache right. Shares rather than counts where the count grows with what was
+/// done (stale reads with requests completed, writes left wrong with writes probed), so a
+/// strategy is not penalised for completing more; divergent keys at the end are a count of
+/// keys, bounded by the keys written. The per-write figure of the invalidation race
+/// (`consistency.writes_left_wrong_ratio`) sees what a later write's heal hides from divergent
+/// keys. A new consistency objective is one more entry here.
 pub const WRITE_OBJECTIVES: [Metric; 3] = [
     Metric::StaleReadRatio,
     Metric::DivergentKeys,
@@ -205,12 +207,21 @@ impl CompareSummary {
                 .then(|| !stats::distinguishable(sa, sb, stats::DEFAULT_ALPHA));
         }
         let objectives = objectives(rows.iter().any(|r| r.writes));
+        // A trial whose figure is unknown (NaN) tells nothing about that objective: the
+        // verdict rests on the trials that measured it, and with none the strategies are not
+        // comparable (never dominated, never dominating).
         let samples: Vec<Vec<Vec<f64>>> = rows
             .iter()
             .map(|r| {
                 objectives
                     .iter()
-                    .map(|&m| r.samples_of(m).to_vec())
+                    .map(|&m| {
+                        r.samples_of(m)
+                            .iter()
+                            .copied()
+                            .filter(|x| !x.is_nan())
+                            .collect()
+                    })
                     .collect()
             })
             .collect();
@@ -542,6 +553,10 @@ pub fn coverage_percent(c: f64) -> String {
 
 /// A figure in a table cell: counts whole, shares in percent, ms with two decimals.
 pub fn cell(m: Metric, v: f64) -> String {
+    // An unknown figure travels as NaN; a table shows it as a dash, never as a number.
+    if v.is_nan() {
+        return "—".to_string();
+    }
     match m.def().unit {
         crate::metric::Unit::Count => format!("{v:.0}"),
         crate::metric::Unit::Ms => format!("{v:.2}"),

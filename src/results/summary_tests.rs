@@ -93,10 +93,11 @@ fn with_writes_consistency_decides_and_a_wrong_pair_is_marked() {
             "errors",
             "rejected",
             "stale_read_ratio",
-            "divergent_keys"
+            "divergent_keys",
+            "writes_left_wrong_ratio"
         ]
     );
-    // Seven objectives: complete separation needs 6 trials.
+    // Eight objectives: complete separation needs 6 trials.
     assert_eq!(s.min_trials_to_decide, 6);
     let (none, delete) = (row(&s, "cache-aside/none"), row(&s, "cache-aside/delete"));
     // `none` still has fewest calls and ranks first, but carries the mark; `delete` keeps
@@ -131,6 +132,7 @@ fn with_writes_consistency_decides_and_a_wrong_pair_is_marked() {
             "rejected",
             "stale read %",
             "divergent",
+            "writes left wrong",
             "pareto"
         ]
     );
@@ -152,6 +154,7 @@ fn with_writes_consistency_decides_and_a_wrong_pair_is_marked() {
     assert_eq!(json["ranking"][0]["leaves_keys_wrong"], true);
     assert_eq!(json["ranking"][1]["leaves_keys_wrong"], false);
     assert_eq!(json["objectives"][6], "divergent_keys");
+    assert_eq!(json["objectives"][7], "writes_left_wrong_ratio");
 }
 
 #[test]
@@ -279,4 +282,40 @@ fn docs_list_the_objectives_as_the_code_uses_them() {
     for m in objectives(true) {
         assert_eq!(m.def().better, crate::metric::Better::Lower, "{}", m.name());
     }
+}
+
+#[test]
+fn unknown_trials_count_for_nothing() {
+    // Divergent keys unknown in every trial of `a` (the keys could not be read back): no mark,
+    // and `b`, better on everything it measured, cannot be said to dominate `a` on a figure
+    // `a` never had; the table prints a dash.
+    let unknown = |mut r: RunResult| {
+        r.consistency.divergent_keys = None;
+        r
+    };
+    let runs = vec![
+        (0..6)
+            .map(|i| unknown(with_writes(trial("a", 1500 + i, 9.0, 0, 0.05))))
+            .collect::<Vec<_>>(),
+        (0..6)
+            .map(|i| with_writes(trial("b", 1000 + i, 5.0, 0, 0.0)))
+            .collect(),
+    ];
+    let s = build(&runs);
+    let a = row(&s, "a");
+    assert!(!a.leaves_keys_wrong);
+    assert!(a.figure(Metric::DivergentKeys).is_nan());
+    assert_eq!(a.dominated_by, None);
+    assert!(
+        !a.undecided,
+        "medians are not comparable with a figure unknown"
+    );
+    assert_eq!(cell(Metric::DivergentKeys, f64::NAN), "—");
+    // One unknown trial of six: the five known ones decide.
+    let mut runs = runs;
+    for (i, r) in runs[0].iter_mut().enumerate() {
+        r.consistency.divergent_keys = (i > 0).then_some(0);
+    }
+    let s = build(&runs);
+    assert_eq!(row(&s, "a").dominated_by.as_deref(), Some("b"));
 }
