@@ -6,9 +6,7 @@
 mod common;
 
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use common::{BIN, alive, cpu_turn, read_json, stampede};
@@ -17,25 +15,9 @@ use serde_json::Value;
 /// One run at a time: each drives an app, two servers and the load generator on 2 cores.
 const TARGET: &str = "http://127.0.0.1:{port}/items/{key}";
 
-/// The example app, built once for this test binary (cargo does not build examples for
-/// `--test`).
+/// The example app's `--app-cmd` (built once per test binary, in tests/common).
 fn app() -> &'static str {
-    static APP: OnceLock<String> = OnceLock::new();
-    APP.get_or_init(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--release", "--example", "app"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("running cargo build --example app");
-        assert!(status.success(), "building the example app failed");
-        let bin = PathBuf::from(BIN)
-            .parent()
-            .expect("binary dir")
-            .join("examples/app");
-        assert!(bin.exists(), "{} missing", bin.display());
-        format!("exec {}", bin.display())
-    })
+    common::example_app()
 }
 
 fn u(v: &Value, ptr: &str) -> u64 {
