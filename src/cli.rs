@@ -43,7 +43,10 @@ pub enum Command {
     ///
     /// Each strategy runs on a fresh cache and fresh DB counters.
     Compare(CompareCmd),
-    /// Compare a result (or a `compare --out` directory) with a baseline; exit 1 on a regression.
+    /// Judge a result against a baseline; exit 1 on a regression.
+    ///
+    /// The result is a `run --out` file or a `compare --out` directory, the baseline one of the
+    /// same kind.
     Check(CheckCmd),
     /// Remove what runs killed outright left on servers you run.
     ///
@@ -62,11 +65,18 @@ pub enum Command {
     /// It seeds the database, warms the cache and writes the start instant into Redis. Shard 0
     /// then only runs its share.
     Prepare(PrepareCmd),
-    /// Print the completion script of a shell to stdout (bash, zsh, fish, powershell or elvish); the README says where each goes.
+    /// Print a shell's completion script to stdout.
+    ///
+    /// Shells: bash, zsh, fish, powershell or elvish; the README says where each script goes.
     Completions(CompletionsCmd),
-    /// Print the man page (roff) of stampede and every subcommand to stdout, e.g. `stampede man > ~/.local/share/man/man1/stampede.1`.
+    /// Print the man page (roff) of stampede and every subcommand to stdout.
+    ///
+    /// E.g. `stampede man > ~/.local/share/man/man1/stampede.1`.
     Man,
-    /// Print the JSON Schema (draft-07) of a scenario file or of a results file to stdout, for an editor to validate a scenario as it is typed or a program to read results by (docs/results.md).
+    /// Print the JSON Schema of a scenario file or a results file to stdout.
+    ///
+    /// Draft-07, for an editor to validate a scenario as it is typed or a program to read
+    /// results by (docs/results.md).
     Schema(SchemaCmd),
 }
 
@@ -310,11 +320,11 @@ pub struct TrialFlags {
 #[derive(Debug, Args)]
 pub struct CleanupCmd {
     /// The Redis to clean (redis://[:password@]host:port[/db])
-    #[arg(long, value_name = "URL", help_heading = "Servers")]
+    #[arg(long, value_name = "URL", help_heading = "Servers and TLS")]
     pub redis_url: Option<String>,
 
     /// The Postgres to clean (postgres://user[:password]@host:port/db)
-    #[arg(long, value_name = "URL", help_heading = "Servers")]
+    #[arg(long, value_name = "URL", help_heading = "Servers and TLS")]
     pub pg_url: Option<String>,
 
     /// Heartbeat age past which a schema's run is dead.
@@ -329,11 +339,16 @@ pub struct CleanupCmd {
     )]
     pub older_than: crate::values::Dur,
 
-    /// rediss:// only: verify Redis's certificate against this CA file (PEM) instead of the system's store (as `run --redis-ca`; Postgres's TLS is the URL's sslmode and sslrootcert)
+    /// rediss:// only: CA file (PEM) to verify Redis's certificate with.
+    ///
+    /// Instead of the system's store, as `run --redis-ca`; Postgres's TLS is the URL's sslmode
+    /// and sslrootcert.
     #[arg(long, value_name = "FILE", help_heading = "Servers and TLS")]
     pub redis_ca: Option<PathBuf>,
 
-    /// rediss:// only: client certificate (PEM) for a Redis that requires one (tls-auth-clients yes); with --redis-key
+    /// rediss:// only: client certificate (PEM); with --redis-key.
+    ///
+    /// For a Redis that requires one (tls-auth-clients yes).
     #[arg(
         long,
         value_name = "FILE",
@@ -342,7 +357,7 @@ pub struct CleanupCmd {
     )]
     pub redis_cert: Option<PathBuf>,
 
-    /// rediss:// only: the private key (PEM) of --redis-cert
+    /// rediss:// only: the private key (PEM) of --redis-cert.
     #[arg(
         long,
         value_name = "FILE",
@@ -351,8 +366,11 @@ pub struct CleanupCmd {
     )]
     pub redis_key: Option<PathBuf>,
 
-    /// rediss:// only: do not verify Redis's certificate at all (prints a warning: anyone on the path can read and change the traffic)
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", help_heading = "Servers and TLS")]
+    /// rediss:// only: do not verify Redis's certificate at all.
+    ///
+    /// Prints a warning: anyone on the path can read and change the traffic. --redis-insecure
+    /// alone is --redis-insecure=true; --redis-insecure=false verifies.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", hide_possible_values = true, help_heading = "Servers and TLS")]
     pub redis_insecure: Option<bool>,
 }
 
@@ -962,7 +980,7 @@ pub struct RunFlags {
     )]
     pub redis_cert: Option<PathBuf>,
 
-    /// rediss:// only: the private key (PEM) of --redis-cert
+    /// rediss:// only: the private key (PEM) of --redis-cert.
     #[arg(
         long,
         value_name = "FILE",
@@ -1123,15 +1141,15 @@ pub struct TargetFlags {
 
 #[derive(Debug, Args)]
 pub struct CompletionsCmd {
-    /// The shell to complete stampede's subcommands, flags and values in
-    #[arg(value_enum)]
+    /// The shell: bash, zsh, fish, powershell or elvish
+    #[arg(value_enum, hide_possible_values = true, help_heading = "Arguments")]
     pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]
 pub struct SchemaCmd {
     /// Which file's schema
-    #[arg(value_enum)]
+    #[arg(value_enum, help_heading = "Arguments")]
     pub file: SchemaFile,
 }
 
