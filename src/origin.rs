@@ -702,16 +702,29 @@ impl Db {
         Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
+    /// Whether the run has a heartbeat in this database: not under --db-sql, where nothing of
+    /// the run is in it, so nothing to clean up.
+    pub fn keeps_heartbeat(&self) -> bool {
+        self.own.is_none()
+    }
+
     /// Say this run is alive (see [`dead_schemas`]).
     pub async fn heartbeat(&self) -> Result<()> {
-        // Under --db-sql nothing of the run is in the database, so nothing to clean up.
-        if self.own.is_some() {
+        self.heartbeat_ahead(Duration::ZERO).await
+    }
+
+    /// Say this run is alive for `ahead` from now on the server's clock: `stampede prepare`
+    /// dates the heartbeat at its shards' start, so `cleanup` counts its age from then.
+    pub async fn heartbeat_ahead(&self, ahead: Duration) -> Result<()> {
+        if !self.keeps_heartbeat() {
             return Ok(());
         }
+        // An integer of ours, so the one round trip of a simple query is safe.
+        let ms = ahead.as_millis().min(i64::MAX as u128) as i64;
         self.admin()
             .await?
             .batch_execute(&format!(
-                "UPDATE {}.{HEARTBEAT_TABLE} SET at = now()",
+                "UPDATE {}.{HEARTBEAT_TABLE} SET at = now() + interval '{ms} milliseconds'",
                 self.schema
             ))
             .await
