@@ -544,6 +544,11 @@ pub struct RunFlags {
     #[serde(default)]
     pub allow_pause_external: bool,
 
+    /// External Redis (--redis-url) only: allow --kill-redis-at, which sends that server SHUTDOWN NOSAVE: it stops without saving, so every client's data not yet persisted is lost, not only this run's
+    #[arg(long, help_heading = "Faults")]
+    #[serde(default)]
+    pub allow_kill_external: bool,
+
     /// External Postgres (--pg-url) only: shell command (run with sh -c) that crashes it at a kill-postgres fault, e.g. `pg_ctl stop -D DIR -m immediate` (stampede cannot crash a server it did not start; pg_terminate_backend only ends sessions)
     #[arg(long, value_name = "CMD")]
     pub pg_kill_cmd: Option<String>,

@@ -104,11 +104,12 @@ fn shipped_scenarios_parse() {
                 "--pg-url",
                 "postgres://x@127.0.0.1:1/x",
                 "--quiet",
-                // Faults on external servers need their commands (and a pause an opt-in) to
-                // be valid.
+                // Faults on external servers need their commands (and a pause or a shutdown
+                // an opt-in) to be valid.
                 "--redis-restart-cmd",
                 "true",
                 "--allow-pause-external",
+                "--allow-kill-external",
                 "--pg-kill-cmd",
                 "true",
                 "--pg-restart-cmd",

@@ -71,6 +71,7 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
             pause_redis_at: Vec::new(),
             pause_for: Vec::new(),
             allow_pause_external: flags.allow_pause_external || file.allow_pause_external,
+            allow_kill_external: flags.allow_kill_external || file.allow_kill_external,
             threshold: flags.threshold,
         } };
     }
@@ -466,18 +467,29 @@ fn faults_from_flags(flags: &mut RunFlags) -> Result<(), UsageError> {
 /// and restart them, or their consent to a pause that stalls every client.
 fn check_external_faults(m: &RunFlags) -> Result<(), UsageError> {
     let has = |kind: FaultKind| m.fault.iter().any(|f| f.kind == kind);
-    match (&m.redis_url, &m.redis_restart_cmd) {
-        (Some(_), None) if has(FaultKind::KillRedis) => {
+    if m.redis_url.is_some() && has(FaultKind::KillRedis) {
+        // SHUTDOWN NOSAVE is the one way to crash a server the tool cannot SIGKILL, and it takes
+        // every tenant's unsaved data with it: consent first, then a way to bring it back.
+        if !m.allow_kill_external {
+            return Err(UsageError::new(format!(
+                "a kill-redis fault on an external Redis (--redis-url) sends it SHUTDOWN NOSAVE: the server stops without saving, so every client's data not yet persisted is lost, not only this run's. Add --allow-kill-external (allow_kill_external = true in a scenario file) if that is what you want{}, or drop --redis-url to crash a Redis stampede starts itself",
+                if m.redis_restart_cmd.is_none() {
+                    ", with --redis-restart-cmd to start it again"
+                } else {
+                    ""
+                }
+            )));
+        }
+        if m.redis_restart_cmd.is_none() {
             return Err(UsageError::new(
                 "a kill-redis fault on an external Redis (--redis-url) needs --redis-restart-cmd: stampede sends it SHUTDOWN NOSAVE at the fault and runs that shell command to start it again (it only kills and restarts by itself a Redis it started)",
             ));
         }
-        (None, Some(_)) => {
-            return Err(UsageError::new(
-                "--redis-restart-cmd applies only to an external Redis (--redis-url): the managed Redis is restarted by stampede itself",
-            ));
-        }
-        _ => {}
+    }
+    if m.redis_url.is_none() && m.redis_restart_cmd.is_some() {
+        return Err(UsageError::new(
+            "--redis-restart-cmd applies only to an external Redis (--redis-url): the managed Redis is restarted by stampede itself",
+        ));
     }
     if m.redis_url.is_some() && has(FaultKind::PauseRedis) && !m.allow_pause_external {
         return Err(UsageError::new(
@@ -706,6 +718,7 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
         faults: m.fault,
         redis_restart_cmd: m.redis_restart_cmd,
         allow_pause_external: m.allow_pause_external,
+        allow_kill_external: m.allow_kill_external,
         pg_kill_cmd: m.pg_kill_cmd,
         pg_restart_cmd: m.pg_restart_cmd,
         thresholds: m.thresholds.unwrap_or_default().overridden_by(&m.threshold),
