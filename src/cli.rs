@@ -578,7 +578,7 @@ pub struct RunFlags {
     #[arg(long, value_name = "delete|set|versioned|none")]
     pub invalidate: Option<String>,
 
-    /// Lease: how long a lease token lives unless the holder's SET consumes it first; one token per key at a time, and a write's delete removes it [default: 2s]
+    /// Lease: how long a lease token lives unless the holder's SET consumes it first; one token per key at a time, and a write's delete removes it. Only with a lease strategy (lease, swr+lease, xfetch+lease) [default: 2s]
     #[arg(long, value_name = "DURATION")]
     pub lease_ttl: Option<Dur>,
     /// Start the managed servers with TLS: a CA and server certificates made for the run in each server's temp dir; redis-server then listens on TLS only (rediss://) and Postgres accepts TCP over TLS only (sslmode=verify-full against the run's CA). The result says servers.tls: true [default: off]

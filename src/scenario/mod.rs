@@ -322,7 +322,7 @@ pub const MAX_DB_CONNECTIONS: u32 = 2000;
 mod resolve;
 mod servers;
 
-pub use resolve::{invalidation, resolve};
+pub use resolve::{invalidation, resolve, resolve_one};
 
 #[cfg(test)]
 mod tests {

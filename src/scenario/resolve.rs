@@ -555,7 +555,45 @@ fn breaker(m: &RunFlags) -> Result<Option<BreakerSpec>, UsageError> {
 }
 
 /// Build the run's scenario from an optional file and the command-line flags.
-pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, UsageError> {
+pub fn resolve(file: Option<&PathBuf>, flags: RunFlags) -> Result<Scenario, UsageError> {
+    let (sc, unused) = resolve_one(file, flags)?;
+    match unused {
+        Some(u) => Err(u.error),
+        None => Ok(sc),
+    }
+}
+
+/// A setting given that the scenario's strategy does not use (`--lease-ttl` without the
+/// lease coordination): refused rather than silently ignored.
+pub struct Unused {
+    /// The setting, as a flag.
+    pub flag: &'static str,
+    /// The error for a run of this one strategy.
+    pub error: UsageError,
+}
+
+/// [`resolve`] for one strategy of a comparison: the scenario, and the setting given that this
+/// strategy does not use, which `compare` refuses only when none of its strategies uses it.
+pub fn resolve_one(
+    file: Option<&PathBuf>,
+    flags: RunFlags,
+) -> Result<(Scenario, Option<Unused>), UsageError> {
+    let mut unused = None;
+    let sc = build(file, flags, &mut unused)?;
+    Ok((
+        sc,
+        unused.map(|error| Unused {
+            flag: "--lease-ttl",
+            error,
+        }),
+    ))
+}
+
+fn build(
+    file: Option<&PathBuf>,
+    mut flags: RunFlags,
+    unused: &mut Option<UsageError>,
+) -> Result<Scenario, UsageError> {
     faults_from_flags(&mut flags)?;
     check(&flags, &Src::Flags)?;
     let from_file = match file {
@@ -661,6 +699,11 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
         .coordination
         .lease()
         .then(|| m.lease_ttl.unwrap_or(Dur(Duration::from_secs(2))));
+    if m.lease_ttl.is_some() && lease_ttl.is_none() {
+        *unused = Some(UsageError::new(format!(
+            "--lease-ttl is a setting of the lease coordination, and --strategy {strategy} has none: add lease to the strategy (--strategy lease, swr+lease, xfetch+lease), or drop --lease-ttl (lease_ttl in a scenario file)"
+        )));
+    }
     if db_query == DbQuery::Heavy && m.db_cost.is_some() {
         return Err(UsageError::new(
             "--db-cost sets the pg_sleep of --db-query sleep; under --db-query heavy a load costs what its aggregate costs on this server: drop --db-cost (or db_cost in the file)",
