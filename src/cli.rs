@@ -601,11 +601,11 @@ pub struct RunFlags {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub redis_insecure: Option<bool>,
 
-    /// Your own load: this query (one parameter, $1, the key) on your --pg-url is what a miss runs, at its real cost (no pg_sleep). stampede then creates, alters and drops nothing in that database (a read-only role works); keys come from --keys-sql or --keys-file; the start is cold unless --start says otherwise. DB calls are read from pg_stat_statements for this statement when the extension is there
+    /// Your own load: this query (one parameter, $1, the key) on your --pg-url is what a miss runs, at its real cost (no pg_sleep). stampede then creates, alters and drops nothing in that database (a read-only role works; every transaction there is read-only, so the server refuses a query that writes); keys come from --keys-sql or --keys-file; the start is cold unless --start says otherwise. DB calls are read from pg_stat_statements for this statement when the extension is there
     #[arg(long, value_name = "SQL")]
     pub db_sql: Option<String>,
 
-    /// With --db-sql: the keys, as the first column of what this query returns (e.g. SELECT id FROM items ORDER BY views DESC); popularity is Zipf over them in the order returned (the first the most popular); --keys N keeps the first N
+    /// With --db-sql: the keys, as the first column of what this query returns (e.g. SELECT id FROM items ORDER BY views DESC); popularity is Zipf over them in the order returned (the first the most popular); --keys N keeps the first N. Runs in a READ ONLY transaction
     #[arg(long, value_name = "SQL", conflicts_with = "keys_file")]
     pub keys_sql: Option<String>,
 

@@ -137,7 +137,7 @@ pub(crate) struct Setup<'a> {
 /// What a run on the user's own query will do to their server, said before it starts.
 fn own_load_line(sc: &Scenario, pg_url: &str) -> String {
     let mut s = format!(
-        "--db-sql: {} keys; nothing is created in {}",
+        "--db-sql: {} keys; nothing is created in {} (every transaction there is read-only; your query ran once on the first key to check it)",
         sc.keys,
         redact_url(pg_url)
     );
