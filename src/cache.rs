@@ -561,12 +561,18 @@ impl Admin {
     /// Say this run is alive: the namespace's heartbeat key, which expires unless renewed
     /// (`stampede cleanup` treats a namespace without one as a dead run's).
     pub async fn heartbeat(&self) -> Result<()> {
+        self.heartbeat_for(HEARTBEAT_TTL).await
+    }
+
+    /// The heartbeat, lasting `life` unless renewed: `stampede prepare` leaves one that lasts
+    /// until its shards start theirs.
+    pub async fn heartbeat_for(&self, life: Duration) -> Result<()> {
         let mut c = self.conn.clone();
         redis::cmd("SET")
             .arg(format!("{}{HEARTBEAT}", self.prefix))
             .arg(std::process::id())
             .arg("PX")
-            .arg(HEARTBEAT_TTL.as_millis() as u64)
+            .arg(life.as_millis().clamp(1, u128::from(u64::MAX)) as u64)
             .query_async::<()>(&mut c)
             .await
             .context("writing the run's heartbeat")

@@ -901,6 +901,15 @@ pub struct RunFlags {
     #[serde(default)]
     pub allow_pause_external: bool,
 
+    /// External Redis: allow --kill-redis-at on it (SHUTDOWN NOSAVE).
+    ///
+    /// External Redis (--redis-url) only: allow --kill-redis-at, which sends that server
+    /// SHUTDOWN NOSAVE: it stops without saving, so every client's data not yet persisted is
+    /// lost, not only this run's.
+    #[arg(long, help_heading = "Faults")]
+    #[serde(default)]
+    pub allow_kill_external: bool,
+
     /// External Postgres: shell command that crashes it at a fault.
     ///
     /// External Postgres (--pg-url) only: shell command (run with sh -c) that crashes it at a
@@ -949,7 +958,8 @@ pub struct RunFlags {
     /// Lease: how long a lease token lives [default: 2s]
     ///
     /// It lives that long unless the holder's SET consumes it first; one token per key at a
-    /// time, and a write's delete removes it.
+    /// time, and a write's delete removes it. Only with a lease strategy (lease, swr+lease,
+    /// xfetch+lease).
     #[arg(long, value_name = "DURATION", help_heading = "Strategy")]
     pub lease_ttl: Option<Dur>,
 
@@ -1000,7 +1010,8 @@ pub struct RunFlags {
     ///
     /// This query (one parameter, $1, the key) on your --pg-url is what a miss runs, at its
     /// real cost (no pg_sleep). stampede then creates, alters and drops nothing in that
-    /// database (a read-only role works); keys come from --keys-sql or --keys-file; the start
+    /// database (a read-only role works; every transaction there is read-only, so the server
+    /// refuses a query that writes); keys come from --keys-sql or --keys-file; the start
     /// is cold unless --start says otherwise. DB calls are read from pg_stat_statements for
     /// this statement when the extension is there.
     #[arg(long, value_name = "SQL", help_heading = "Database")]
@@ -1010,7 +1021,7 @@ pub struct RunFlags {
     ///
     /// The keys are the first column of what this query returns (e.g. SELECT id FROM items
     /// ORDER BY views DESC); popularity is Zipf over them in the order returned (the first the
-    /// most popular); --keys N keeps the first N.
+    /// most popular); --keys N keeps the first N. Runs in a READ ONLY transaction.
     #[arg(
         long,
         value_name = "SQL",

@@ -204,7 +204,36 @@ async fn ssl_in_use(admin: &tokio_postgres::Client) -> bool {
 }
 
 async fn connect_admin(url: &str) -> Result<(tokio_postgres::Client, crate::tls::PgTarget)> {
-    crate::tls::pg_connect(url).await
+    connect_admin_with(url, false).await
+}
+
+/// Add `-c name=value` to the options a connection starts with, after any the URL gave
+/// (`?options=-c search_path=…`), which a later setting would otherwise replace.
+fn add_option(config: &mut tokio_postgres::Config, option: &str) {
+    let options = match config.get_options() {
+        Some(o) if !o.trim().is_empty() => format!("{o} {option}"),
+        _ => option.to_string(),
+    };
+    config.options(options);
+}
+
+/// Every transaction of a connection started with this is read-only unless it says
+/// otherwise: under `--db-sql` the server itself refuses whatever would write in the user's
+/// database (a COMMIT inside the user's SQL starts another read-only one).
+pub(crate) const READ_ONLY: &str = "-c default_transaction_read_only=on";
+
+/// The admin connection; with `read_only` (the user's own database, `--db-sql`) every
+/// transaction on it, and on the connections made from its config, is read-only.
+async fn connect_admin_with(
+    url: &str,
+    read_only: bool,
+) -> Result<(tokio_postgres::Client, crate::tls::PgTarget)> {
+    crate::tls::pg_connect_with(url, |config| {
+        if read_only {
+            add_option(config, READ_ONLY);
+        }
+    })
+    .await
 }
 
 /// `CREATE TABLE` or `CREATE UNLOGGED TABLE`.
@@ -435,7 +464,7 @@ impl Db {
         if !current.is_closed() {
             return Ok(current);
         }
-        let (client, _) = connect_admin(&self.url).await?;
+        let (client, _) = connect_admin_with(&self.url, self.own.is_some()).await?;
         let client = Arc::new(client);
         *self.admin.lock().unwrap_or_else(|p| p.into_inner()) = client.clone();
         Ok(client)
@@ -540,18 +569,18 @@ impl Db {
         via_ledger: bool,
     ) -> Result<Origin> {
         let via_ledger = via_ledger && matches!(cost, LoadCost::Sleep(_));
+        // The config keeps the URL's options and, under --db-sql, the read-only default.
         let mut cfg = self.config.clone();
-        let mut options = Vec::new();
         if let Some(t) = timeout {
-            options.push(format!("-c statement_timeout={}", t.as_millis().max(1)));
+            add_option(
+                &mut cfg,
+                &format!("-c statement_timeout={}", t.as_millis().max(1)),
+            );
         }
         if cost == LoadCost::Heavy {
             // One load = one backend = one core, as in an OLTP app: parallel workers would let
             // a single query borrow the cores the herd is fighting over.
-            options.push("-c max_parallel_workers_per_gather=0".to_string());
-        }
-        if !options.is_empty() {
-            cfg.options(options.join(" "));
+            add_option(&mut cfg, "-c max_parallel_workers_per_gather=0");
         }
         // Fast recycling checks that the connection is still open and discards it when not
         // (a crash of Postgres closes them all), so the pool opens new ones once it is back.
@@ -681,16 +710,29 @@ impl Db {
         Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
+    /// Whether the run has a heartbeat in this database: not under --db-sql, where nothing of
+    /// the run is in it, so nothing to clean up.
+    pub fn keeps_heartbeat(&self) -> bool {
+        self.own.is_none()
+    }
+
     /// Say this run is alive (see [`dead_schemas`]).
     pub async fn heartbeat(&self) -> Result<()> {
-        // Under --db-sql nothing of the run is in the database, so nothing to clean up.
-        if self.own.is_some() {
+        self.heartbeat_ahead(Duration::ZERO).await
+    }
+
+    /// Say this run is alive for `ahead` from now on the server's clock: `stampede prepare`
+    /// dates the heartbeat at its shards' start, so `cleanup` counts its age from then.
+    pub async fn heartbeat_ahead(&self, ahead: Duration) -> Result<()> {
+        if !self.keeps_heartbeat() {
             return Ok(());
         }
+        // An integer of ours, so the one round trip of a simple query is safe.
+        let ms = ahead.as_millis().min(i64::MAX as u128) as i64;
         self.admin()
             .await?
             .batch_execute(&format!(
-                "UPDATE {}.{HEARTBEAT_TABLE} SET at = now()",
+                "UPDATE {}.{HEARTBEAT_TABLE} SET at = now() + interval '{ms} milliseconds'",
                 self.schema
             ))
             .await
@@ -927,5 +969,31 @@ impl Origin {
             return Ok(None);
         }
         Ok(Some(Loaded(row)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A setting added to a connection's options keeps the URL's (`search_path` under
+    /// --db-sql matters to the user's query), and the read-only default reaches the loaders.
+    #[test]
+    fn added_options_keep_the_urls() {
+        let mut c: tokio_postgres::Config =
+            "postgres://u@127.0.0.1/db?options=-c%20search_path%3Dshop"
+                .parse()
+                .expect("a URL");
+        add_option(&mut c, READ_ONLY);
+        add_option(&mut c, "-c statement_timeout=100");
+        assert_eq!(
+            c.get_options(),
+            Some(
+                "-c search_path=shop -c default_transaction_read_only=on -c statement_timeout=100"
+            )
+        );
+        let mut bare: tokio_postgres::Config = "postgres://u@127.0.0.1/db".parse().expect("a URL");
+        add_option(&mut bare, READ_ONLY);
+        assert_eq!(bare.get_options(), Some(READ_ONLY));
     }
 }

@@ -415,7 +415,17 @@ fn warn_unverified_postgres() {
 /// tool to Postgres is made here or through [`PgTarget`], so none of them speaks another
 /// TLS than the run's. The connection task is spawned; failures say what to do.
 pub async fn pg_connect(url: &str) -> Result<(tokio_postgres::Client, PgTarget)> {
+    pg_connect_with(url, |_| {}).await
+}
+
+/// As [`pg_connect`], with `configure` applied to the URL's settings first (e.g. options every
+/// session of the connection starts with).
+pub async fn pg_connect_with(
+    url: &str,
+    configure: impl FnOnce(&mut tokio_postgres::Config),
+) -> Result<(tokio_postgres::Client, PgTarget)> {
     let mut target = pg_target(url)?;
+    configure(&mut target.config);
     target
         .config
         .connect_timeout(std::time::Duration::from_secs(5));

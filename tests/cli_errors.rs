@@ -104,11 +104,12 @@ fn shipped_scenarios_parse() {
                 "--pg-url",
                 "postgres://x@127.0.0.1:1/x",
                 "--quiet",
-                // Faults on external servers need their commands (and a pause an opt-in) to
-                // be valid.
+                // Faults on external servers need their commands (and a pause or a shutdown
+                // an opt-in) to be valid.
                 "--redis-restart-cmd",
                 "true",
                 "--allow-pause-external",
+                "--allow-kill-external",
                 "--pg-kill-cmd",
                 "true",
                 "--pg-restart-cmd",
@@ -320,4 +321,59 @@ fn thresholds_on_figures_a_mode_can_never_know_are_refused() {
         shard.extend(ext);
         fails_with(&shard, 2, &[t.split('=').next().unwrap(), "sharded run"]);
     }
+}
+
+/// `--lease-ttl` sets the lease coordination's token life: given to a strategy without a lease
+/// it would do nothing, so it is refused before any server starts, as `--invalidate` without
+/// writes is. `compare` takes it when one of its strategies has a lease.
+#[test]
+fn lease_ttl_without_a_lease_is_a_usage_error() {
+    let ext = [
+        "--redis-url",
+        "redis://127.0.0.1:1",
+        "--pg-url",
+        "postgres://u@127.0.0.1:1/db",
+    ];
+    let with_ext = |extra: &[&str]| -> Vec<String> {
+        extra
+            .iter()
+            .chain(ext.iter())
+            .map(|s| s.to_string())
+            .collect()
+    };
+    fn strs(v: &[String]) -> Vec<&str> {
+        v.iter().map(String::as_str).collect()
+    }
+    for strategy in ["cache-aside", "mutex", "xfetch+single-flight"] {
+        let args = with_ext(&["run", "--strategy", strategy, "--lease-ttl", "3s"]);
+        fails_with(
+            &strs(&args),
+            2,
+            &["--lease-ttl", strategy, "--strategy lease"],
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.toml");
+    std::fs::write(&file, "strategy = \"mutex\"\nlease_ttl = \"3s\"\n").unwrap();
+    let args = with_ext(&["run", "--scenario", file.to_str().unwrap()]);
+    fails_with(&strs(&args), 2, &["lease_ttl", "mutex"]);
+    let args = with_ext(&[
+        "compare",
+        "--strategies",
+        "mutex,xfetch",
+        "--lease-ttl",
+        "3s",
+    ]);
+    fails_with(&strs(&args), 2, &["--lease-ttl", "mutex, xfetch"]);
+    // With a lease the setting is used: the run gets as far as the (unreachable) servers.
+    let args = with_ext(&["run", "--strategy", "swr+lease", "--lease-ttl", "3s"]);
+    fails_with(&strs(&args), 3, &[]);
+    let args = with_ext(&[
+        "compare",
+        "--strategies",
+        "mutex,lease",
+        "--lease-ttl",
+        "3s",
+    ]);
+    fails_with(&strs(&args), 3, &[]);
 }

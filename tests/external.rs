@@ -249,3 +249,105 @@ async fn cleanup_removes_a_killed_runs_leftovers_and_nothing_of_a_live_run() {
     );
     drop(live);
 }
+
+/// A Postgres that stops answering for longer than the Redis heartbeat's 5 s life: the run
+/// renews each heartbeat on its own, so its Redis key never lapses and a `cleanup` meanwhile
+/// removes nothing of it; the run says its Postgres heartbeat could not be renewed, and its
+/// result has the gaps.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stalled_postgres_does_not_let_cleanup_take_a_live_run_for_dead() {
+    let servers = Servers::start(None).await;
+    let (ru, pu) = servers.urls();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let err = std::fs::File::create(dir.path().join("stderr")).unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    // Cached for the whole run (steady start, 1 h TTL): the stall holds up no request.
+    let mut live = Kill(
+        stampede()
+            .args(["run", "--redis-url", &ru, "--pg-url", &pu, "--rps", "200"])
+            .args([
+                "--keys",
+                "100",
+                "--ttl",
+                "1h",
+                "--duration",
+                "20s",
+                "--quiet",
+            ])
+            .arg("--out")
+            .arg(&out)
+            .stdout(std::process::Stdio::null())
+            .stderr(err)
+            .spawn()
+            .unwrap(),
+    );
+    // The run's cached items and its heartbeat (its access check's key expires by itself).
+    let ns_keys = |ru: String| async move {
+        redis_keys(&ru, "stampede:*")
+            .await
+            .into_iter()
+            .filter(|k| k.starts_with("stampede:") && !k.ends_with(":preflight"))
+            .count()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while ns_keys(ru.clone()).await < 100 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never cached its keys"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let before = ns_keys(ru.clone()).await;
+    {
+        let _stalled = Stopped::tree(servers.pg.pid().expect("running"));
+        // Longer than the Redis heartbeat lives without a renewal.
+        tokio::time::sleep(std::time::Duration::from_secs(7)).await;
+        let r2 = ru.clone();
+        let (code, text) = tokio::task::spawn_blocking(move || cleanup(&["--redis-url", &r2]))
+            .await
+            .unwrap();
+        assert_eq!(code, 0, "{text}");
+        assert!(text.contains("no dead run's keys"), "{text}");
+        assert!(
+            ns_keys(ru.clone()).await >= before,
+            "the live run's keys went"
+        );
+    }
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = live.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline, "the run did not end");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    let stderr = std::fs::read_to_string(dir.path().join("stderr")).unwrap();
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stderr.contains("could not renew this run's heartbeat in Postgres: no answer within 1.5 s"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("heartbeat in Postgres is renewed again, after"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("heartbeat in Redis"), "{stderr}");
+    let json = read_json(&out).expect("the result");
+    let hb = &json["servers"]["heartbeat"];
+    let gap = |k: &str| hb[k].as_u64().unwrap_or_else(|| panic!("{k} in {hb}"));
+    assert!(gap("redis_longest_gap_ms") < 5000, "{hb}");
+    assert!(gap("postgres_longest_gap_ms") >= 7000, "{hb}");
+    assert!(hb["failed_renewals"].as_u64().unwrap() >= 3, "{hb}");
+    let note = hb["note"].as_str().unwrap_or_default();
+    assert!(note.contains("the Postgres heartbeat went"), "{hb}");
+    assert!(!note.contains("Redis heartbeat"), "{hb}");
+    // Nothing of the run is left.
+    assert!(ns_keys(ru.clone()).await == 0);
+}

@@ -208,6 +208,21 @@ fn fault_usage_errors_exit_2_before_any_server_starts() {
             ][..],
             "--redis-restart-cmd",
         ),
+        // SHUTDOWN NOSAVE loses every tenant's unsaved data: only with consent, even with a
+        // way to bring the server back.
+        (
+            &[
+                "--redis-url",
+                "redis://127.0.0.1:1/",
+                "--redis-restart-cmd",
+                "true",
+                "--kill-redis-at",
+                "1s",
+                "--redis-down-for",
+                "1s",
+            ][..],
+            "--allow-kill-external",
+        ),
         (&["--kill-redis-at", "1s"][..], "--redis-down-for"),
         (
             &["--kill-redis-at", "8s", "--redis-down-for", "5s"][..],
@@ -279,6 +294,7 @@ fn external_redis_fault_shuts_it_down_and_runs_the_restart_command() {
         &redis.url(),
         "--redis-restart-cmd",
         &cmd,
+        "--allow-kill-external",
         "--rps",
         "300",
         "--duration",

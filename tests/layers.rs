@@ -55,6 +55,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "session::build",
             "session::builtin",
             "session::faults",
+            "session::heartbeat",
             "session::shards",
             "session::trials",
             "session::comparison",

@@ -567,3 +567,84 @@ async fn under_mutex_one_process_and_two_shards_load_each_key_once() {
     assert!(err.contains("not comparable"), "{err}");
     assert_eq!(check(true).status.code(), Some(2));
 }
+
+/// `prepare` exits before its shards start: what it leaves must outlast the gap. Its
+/// heartbeats last until the start instant, so a `cleanup` in between, with Redis alone
+/// while Postgres is stalled and then with Postgres, removes nothing; the shards then run.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_prepared_run_outlives_cleanup_until_its_shards_start() {
+    let servers = Servers::start(None).await;
+    let (ru, pu) = servers.urls();
+    let scenario = [
+        "--rps",
+        "300",
+        "--duration",
+        "1s",
+        "--keys",
+        "200",
+        "--redis-url",
+        &ru,
+        "--pg-url",
+        &pu,
+    ]
+    .map(str::to_string);
+    let s2 = scenario.clone();
+    let prepared = tokio::task::spawn_blocking(move || {
+        stampede()
+            .arg("prepare")
+            .args(&s2)
+            .args(["--shards", "2", "--run-id", "gap", "--start-delay", "25s"])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    assert!(
+        prepared.status.success(),
+        "{}",
+        String::from_utf8_lossy(&prepared.stderr)
+    );
+    let keys = redis_keys(&ru, "stampede:gap:*").await;
+    assert!(
+        keys.len() > 50 && keys.contains(&"stampede:gap:shard:start".to_string()),
+        "warmed keys and the start signal: {keys:?}"
+    );
+    {
+        let _stalled = Stopped::tree(servers.pg.pid().expect("running"));
+        // Past the life of a heartbeat renewed by nobody.
+        tokio::time::sleep(std::time::Duration::from_secs(7)).await;
+        let r2 = ru.clone();
+        let (code, text) = tokio::task::spawn_blocking(move || cleanup(&["--redis-url", &r2]))
+            .await
+            .unwrap();
+        assert_eq!(code, 0, "{text}");
+        assert!(text.contains("no dead run's keys"), "{text}");
+    }
+    let p2 = pu.clone();
+    let (code, text) =
+        tokio::task::spawn_blocking(move || cleanup(&["--pg-url", &p2, "--older-than", "5s"]))
+            .await
+            .unwrap();
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("no dead run's schema"), "{text}");
+    assert_eq!(redis_keys(&ru, "stampede:gap:*").await.len(), keys.len());
+    assert!(schemas(&pu).await.contains(&"stampede_gap".to_string()));
+
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_path_buf();
+    let ended =
+        tokio::task::spawn_blocking(move || spawn_shards(2, &strs(&scenario), "gap", &d).wait())
+            .await
+            .unwrap();
+    for (code, err) in &ended {
+        assert_eq!(*code, 0, "{err}");
+    }
+    let s0 = read_json(&dir.path().join("shard-0.json")).unwrap();
+    assert_eq!(
+        s0["shard"]["set_up"],
+        Value::Bool(false),
+        "prepare set it up"
+    );
+    assert!(redis_keys(&ru, "stampede:gap:*").await.is_empty());
+    assert!(!schemas(&pu).await.contains(&"stampede_gap".to_string()));
+}

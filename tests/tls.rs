@@ -327,6 +327,88 @@ async fn db_sql_with_a_read_only_role_creates_nothing() {
     );
 }
 
+/// `--keys-sql` and `--db-sql` run in read-only transactions, so "creates nothing" is the
+/// server's to enforce, even for a role that may write: a query that writes is refused with
+/// exit 2 and the reason, and the database is as it was.
+#[tokio::test(flavor = "multi_thread")]
+async fn keys_sql_and_db_sql_that_write_are_refused_by_the_server() {
+    let pgs = ManagedPostgres::start(PgStartOptions::default())
+        .await
+        .expect("postgres");
+    let admin = pg(&pgs.url()).await;
+    admin
+        .batch_execute(
+            "CREATE TABLE products (id int PRIMARY KEY, name text NOT NULL);
+             INSERT INTO products SELECT g, 'product ' || g FROM generate_series(1, 50) g;
+             CREATE SEQUENCE hits;",
+        )
+        .await
+        .unwrap();
+    // The server's own superuser: it could write anything, the transaction may not.
+    let url = pgs.url();
+    let cases = [
+        (
+            "SELECT name FROM products WHERE id = $1",
+            "INSERT INTO products VALUES (1000, 'planted') RETURNING id",
+            "--keys-sql",
+        ),
+        (
+            "SELECT name FROM products WHERE id = $1",
+            "CREATE TABLE planted (id int); SELECT id FROM products",
+            "--keys-sql",
+        ),
+        (
+            "SELECT nextval('hits') AS n WHERE $1::int > 0",
+            "SELECT id FROM products ORDER BY id",
+            "--db-sql",
+        ),
+    ];
+    for (db_sql, keys_sql, flag) in cases {
+        let u = url.clone();
+        let r = tokio::task::spawn_blocking(move || {
+            run(&[
+                "--pg-url",
+                &u,
+                "--db-sql",
+                db_sql,
+                "--keys-sql",
+                keys_sql,
+                "--rps",
+                "100",
+                "--duration",
+                "1s",
+            ])
+        })
+        .await
+        .unwrap();
+        assert_eq!(r.code(), 2, "{keys_sql} / {db_sql}: {}", r.stderr());
+        let err = r.stderr();
+        assert!(
+            err.contains(flag) && err.contains("read-only transaction"),
+            "{flag}: {err}"
+        );
+        assert!(err.contains("must only read"), "{err}");
+    }
+    let n: i64 = admin
+        .query_one("SELECT count(*) FROM products", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 50, "a row was inserted");
+    let planted: bool = admin
+        .query_one("SELECT to_regclass('planted') IS NOT NULL", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!planted, "a table was created");
+    let called: bool = admin
+        .query_one("SELECT is_called FROM hits", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert!(!called, "the sequence was advanced");
+}
+
 /// A redis-server this test starts itself (cluster mode is not something the tool starts),
 /// killed and reaped when dropped, also when the test fails.
 struct OwnRedis {

@@ -28,6 +28,7 @@ use crate::session::build::{Measured, build};
 use crate::session::builtin::Setup;
 use crate::session::env::{Env, Status};
 use crate::session::faults::{finish_faults, start_faults};
+use crate::session::heartbeat::Heartbeat;
 use crate::workload::Start;
 
 /// Set up the app's schema and role, run, and remove both whatever happened.
@@ -80,18 +81,28 @@ pub async fn run_on(
             seed_ms,
             heavy_query_ms: None,
         };
-        let beat = async {
-            loop {
-                let _ = admin.heartbeat().await;
-                let _ = db.heartbeat().await;
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        };
-        let r = tokio::select! {
-            biased;
-            () = beat => unreachable!("the heartbeat loop never ends"),
-            r = measure(sc, t, env, &setup, app_role.as_deref(), shutdown, out, status) => r,
-        };
+        // Each heartbeat on its own clock: a stalled Postgres must not let the Redis key lapse.
+        let beat = Heartbeat::new();
+        let r = beat
+            .both(
+                &admin,
+                &db,
+                measure(
+                    sc,
+                    t,
+                    env,
+                    &setup,
+                    app_role.as_deref(),
+                    shutdown,
+                    out,
+                    status,
+                ),
+            )
+            .await
+            .map(|mut r| {
+                r.servers.heartbeat = Some(beat.figures());
+                r
+            });
         if sc.redis_url.is_some()
             && let Err(e) = admin.remove_namespace().await
         {

@@ -131,31 +131,43 @@ impl Coordinator {
         }
     }
 
-    /// XFetch drew a reader to recompute a still-valid value early. None: someone else is on
-    /// it (or the lock cannot be had), so serve the current value.
-    pub async fn early(&self, cache: &Cache, counters: &Counters, id: u64) -> Option<Claim<'_>> {
+    /// XFetch drew a reader to recompute a still-valid value early, the one of version
+    /// `serving`. None: someone else is on it (or the lock cannot be had), so serve that value.
+    pub async fn early(
+        &self,
+        cache: &Cache,
+        counters: &Counters,
+        id: u64,
+        serving: u64,
+    ) -> Option<Claim<'_>> {
         let Ok(leader) = self.join(id) else {
             return None;
         };
         let claim = self.claim(leader, None);
-        self.lock_or_yield(cache, counters, id, claim).await
+        self.lock_or_yield(cache, counters, id, claim, serving)
+            .await
     }
 
     /// SWR refreshes a stale value behind the request that served it (deduplicated per
     /// instance by the caller). None: another instance is refreshing it.
     pub async fn refresh(&self, cache: &Cache, counters: &Counters, id: u64) -> Option<Claim<'_>> {
+        // A refresh leads no flight, so no follower is told what it gives way with.
         let claim = self.claim(None, None);
-        self.lock_or_yield(cache, counters, id, claim).await
+        self.lock_or_yield(cache, counters, id, claim, 0).await
     }
 
-    /// Under a mutex or a lease, take the token or give way (the value in hand is still
-    /// servable).
+    /// Under a mutex or a lease, take the token or give way (the value in hand, of version
+    /// `serving`, is still servable). A claim that gives way hands its instance's followers
+    /// that value, the one it serves: they were waiting for this caller's result, and are
+    /// served and judged (staleness included) like any response. Version 0 would say they
+    /// served nothing.
     async fn lock_or_yield<'a>(
         &'a self,
         cache: &Cache,
         counters: &Counters,
         id: u64,
         mut claim: Claim<'a>,
+        serving: u64,
     ) -> Option<Claim<'a>> {
         if !self.kind.redis_token() {
             return Some(claim);
@@ -169,12 +181,12 @@ impl Coordinator {
             }
             Ok(false) => {
                 bump(&counters.lock_contended);
-                claim.release_leader(Ok(0));
+                claim.release_leader(Ok(serving));
                 None
             }
             Err(_) => {
                 bump(&counters.lock_unavailable);
-                claim.release_leader(Ok(0));
+                claim.release_leader(Ok(serving));
                 None
             }
         }
@@ -236,5 +248,62 @@ impl Claim<'_> {
             }
         }
         self.release_leader(result);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::servers::ManagedRedis;
+    use crate::strategy::lock::LockTimeoutPolicy;
+    use crate::strategy::single_flight::follow;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    /// xfetch under mutex+single-flight: a reader drawn to recompute early leads its instance's
+    /// flight of the key, then finds another instance holding the lock and gives way, serving
+    /// the value it holds. A request of its instance that missed meanwhile followed it.
+    #[tokio::test]
+    async fn an_early_leader_that_gives_way_hands_its_followers_the_value_it_serves() {
+        let redis = ManagedRedis::start().await.expect("redis-server starts");
+        let counters = Arc::new(Counters::default());
+        let cache = Cache::open(
+            &redis.url(),
+            1,
+            Duration::from_secs(2),
+            Arc::from("test:"),
+            counters.clone(),
+        )
+        .await
+        .expect("connecting");
+        // Another instance holds the key's lock.
+        assert!(cache.try_lock(7, 1, 60_000).await.expect("SET NX"));
+        let settings = Settings {
+            ttl_ms: 2000,
+            poll: Duration::from_millis(50),
+            wait: Duration::from_secs(2),
+            on_timeout: LockTimeoutPolicy::Load,
+        };
+        let coord = Coordinator::new(Coordination::MutexSingleFlight, settings, 2000);
+        // The value that drew the reader is of version 5.
+        let mut early = std::pin::pin!(coord.early(&cache, &counters, 7, 5));
+        // Polled once, the early reader leads the flight and waits for Redis's answer.
+        tokio::select! {
+            biased;
+            _ = &mut early => panic!("the lock was asked for without waiting for Redis"),
+            () = std::future::ready(()) => {}
+        }
+        let Miss::Follow(rx) = coord.miss(&cache, &counters, 7).await else {
+            panic!("a miss while the early reader leads must follow it")
+        };
+        assert!(
+            early.await.is_none(),
+            "the lock is held elsewhere: give way"
+        );
+        assert_eq!(
+            follow(rx).await,
+            Ok(5),
+            "the follower is served the value its leader serves (version 0 served nothing)"
+        );
     }
 }

@@ -200,7 +200,11 @@ impl Instance {
     /// so when the coordination finds someone else already recomputing, serve it.
     async fn recompute_early(&self, id: u64, seen: Meta, lead_ms: f64) -> Served {
         let sh = &self.shared;
-        let Some(claim) = self.coord.early(&self.cache, &sh.counters, id).await else {
+        let Some(claim) = self
+            .coord
+            .early(&self.cache, &sh.counters, id, seen.version)
+            .await
+        else {
             return (Outcome::Hit, seen.version);
         };
         // Holding the lock, look again: another instance may have recomputed it just now

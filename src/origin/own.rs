@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use tokio_postgres::types::{ToSql, Type};
 
 use super::{
-    Db, UNMEASURED_COLUMN, check_room, connect_admin, ssl_in_use, stat_statements_missing,
+    Db, UNMEASURED_COLUMN, check_room, connect_admin_with, ssl_in_use, stat_statements_missing,
 };
 use crate::error::UsageError;
 
@@ -122,6 +122,46 @@ fn convert(raw: Vec<String>, ty: &Type) -> Result<Vec<Key>, UsageError> {
         .collect()
 }
 
+/// The server's message for `e`, and whether it refused a write in a read-only transaction.
+fn server_said(e: &tokio_postgres::Error) -> (String, bool) {
+    let read_only = e.code() == Some(&tokio_postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION);
+    let msg = e
+        .as_db_error()
+        .map_or_else(|| e.to_string(), |d| d.message().to_string());
+    (msg, read_only)
+}
+
+/// What a query of the user's that the server refused becomes: a usage error saying why.
+fn refused(flag: &str, what: &str, e: &tokio_postgres::Error) -> UsageError {
+    match server_said(e) {
+        (msg, true) => UsageError::new(format!(
+            "{flag} must only read: stampede runs it in a read-only transaction so that nothing is created or changed in your database, and the server refused it{what} ({msg}). Give a query that only reads"
+        )),
+        (msg, false) => UsageError::new(format!("{flag} failed{what}: {msg}")),
+    }
+}
+
+/// Run `--keys-sql` in a READ ONLY transaction, rolled back after: the server refuses
+/// anything in it that would write. The connection's default is read-only too, so a COMMIT
+/// inside the user's SQL does not let what follows it write.
+async fn keys_from_sql(admin: &tokio_postgres::Client, q: &str) -> Result<Vec<String>> {
+    admin
+        .batch_execute("BEGIN READ ONLY")
+        .await
+        .context("starting the read-only transaction for --keys-sql")?;
+    let got = admin.simple_query(q).await;
+    // Nothing to keep, whatever happened: the transaction only read.
+    let _ = admin.batch_execute("ROLLBACK").await;
+    let msgs = got.map_err(|e| refused("--keys-sql", "", &e))?;
+    Ok(msgs
+        .iter()
+        .filter_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+            _ => None,
+        })
+        .collect())
+}
+
 /// Calls of the wrapped statement by this role in this database, or None when unreadable.
 pub(super) async fn statement_calls(client: &tokio_postgres::Client) -> Option<u64> {
     let pattern = format!("%{OWN_ALIAS}%");
@@ -145,7 +185,9 @@ impl Db {
         cap: u64,
         connections: Option<u32>,
     ) -> Result<(Db, u64)> {
-        let (admin, target) = connect_admin(url).await?;
+        // Read-only: the server, not a promise of the tool's, keeps the user's database as it
+        // was, on this connection and on the loaders' made from its config.
+        let (admin, target) = connect_admin_with(url, true).await?;
         let version: String = admin
             .query_one("SHOW server_version", &[])
             .await
@@ -174,21 +216,7 @@ impl Db {
             }
         };
         let mut raw = match (&own.keys_sql, &own.keys_file) {
-            (Some(q), _) => {
-                let msgs = admin.simple_query(q).await.map_err(|e| {
-                    UsageError::new(format!(
-                        "--keys-sql failed: {}",
-                        e.as_db_error()
-                            .map_or_else(|| e.to_string(), |d| d.message().to_string())
-                    ))
-                })?;
-                msgs.iter()
-                    .filter_map(|m| match m {
-                        tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
-                        _ => None,
-                    })
-                    .collect()
-            }
+            (Some(q), _) => keys_from_sql(&admin, q).await?,
             (None, Some(f)) => read_keys_file(f)?,
             (None, None) => {
                 return Err(UsageError::new(
@@ -204,6 +232,19 @@ impl Db {
             return Err(UsageError::new("--keys-sql / --keys-file gave no keys").into());
         }
         let keys = convert(raw, &ty)?;
+        // Once on the first key, outside the measured statement (not a DB call of the run): a
+        // query the server refuses (one that writes, a table the role may not read) stops the
+        // run here with the reason, instead of failing every load of it.
+        let probe = admin
+            .prepare_typed(&wrapped(sql, false), std::slice::from_ref(&ty))
+            .await
+            .map_err(|e| refused("--db-sql", " to prepare", &e))?;
+        if let Some(first) = keys.first() {
+            admin
+                .query_one(&probe, &[first.param()])
+                .await
+                .map_err(|e| refused("--db-sql", " on the first key", &e))?;
+        }
         let n = keys.len() as u64;
         let stat_statements_missing = stat_statements_missing(&admin).await;
         let baseline = if stat_statements_missing.is_none() {

@@ -868,6 +868,27 @@ pub struct Servers {
     /// (as the server reports it in pg_stat_ssl).
     #[serde(default)]
     pub tls: bool,
+    /// How the run kept its heartbeats, the marks that tell `stampede cleanup` it is alive
+    /// (absent in results written before they were reported).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat: Option<HeartbeatFigures>,
+}
+
+/// The run's heartbeats: the key `stampede:<id>:heartbeat` in Redis (it expires 5 s after its
+/// last renewal) and the row of the run's schema in Postgres, each renewed every second on
+/// its own.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HeartbeatFigures {
+    /// Longest time the Redis heartbeat went without a renewal, ms. Past 5 s its key had
+    /// expired, and a `stampede cleanup` could have taken the run for dead.
+    pub redis_longest_gap_ms: Option<u64>,
+    /// Longest time the Postgres heartbeat went without a renewal, ms (null when the run has
+    /// no schema: `--db-sql`).
+    pub postgres_longest_gap_ms: Option<u64>,
+    /// Renewals that failed or did not complete within 1.5 s.
+    pub failed_renewals: u64,
+    /// What a gap longer than 5 s may have cost (null when there was none).
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]

@@ -81,6 +81,10 @@ pub struct Scenario {
     /// Whether a pause-redis fault may stall an external Redis (`--allow-pause-external`).
     #[serde(default)]
     pub allow_pause_external: bool,
+    /// Whether a kill-redis fault may shut an external Redis down without saving
+    /// (`--allow-kill-external`).
+    #[serde(default)]
+    pub allow_kill_external: bool,
     /// External Postgres only: the shell commands that crash it and start it again (secrets
     /// in them redacted when written).
     #[serde(default, serialize_with = "redact::ser_command")]
@@ -203,12 +207,13 @@ pub const STRATEGY_SETTINGS: [&str; 13] = [
 /// Settings that change neither the workload nor the strategy: where the servers are, how the
 /// timeline is cut, what the run is judged by.
 #[cfg(test)]
-const OTHER_SETTINGS: [&str; 11] = [
+const OTHER_SETTINGS: [&str; 12] = [
     "scenario_file",
     "redis_url",
     "pg_url",
     "redis_restart_cmd",
     "allow_pause_external",
+    "allow_kill_external",
     "pg_kill_cmd",
     "pg_restart_cmd",
     "interval",
@@ -315,7 +320,7 @@ pub const MAX_DB_CONNECTIONS: u32 = 2000;
 mod resolve;
 mod servers;
 
-pub use resolve::{invalidation, resolve};
+pub use resolve::{invalidation, resolve, resolve_one};
 
 #[cfg(test)]
 mod tests {

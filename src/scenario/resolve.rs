@@ -72,6 +72,7 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
             pause_redis_at: Vec::new(),
             pause_for: Vec::new(),
             allow_pause_external: flags.allow_pause_external || file.allow_pause_external,
+            allow_kill_external: flags.allow_kill_external || file.allow_kill_external,
             threshold: flags.threshold,
         } };
     }
@@ -467,18 +468,29 @@ fn faults_from_flags(flags: &mut RunFlags) -> Result<(), UsageError> {
 /// and restart them, or their consent to a pause that stalls every client.
 fn check_external_faults(m: &RunFlags) -> Result<(), UsageError> {
     let has = |kind: FaultKind| m.fault.iter().any(|f| f.kind == kind);
-    match (&m.redis_url, &m.redis_restart_cmd) {
-        (Some(_), None) if has(FaultKind::KillRedis) => {
+    if m.redis_url.is_some() && has(FaultKind::KillRedis) {
+        // SHUTDOWN NOSAVE is the one way to crash a server the tool cannot SIGKILL, and it takes
+        // every tenant's unsaved data with it: consent first, then a way to bring it back.
+        if !m.allow_kill_external {
+            return Err(UsageError::new(format!(
+                "a kill-redis fault on an external Redis (--redis-url) sends it SHUTDOWN NOSAVE: the server stops without saving, so every client's data not yet persisted is lost, not only this run's. Add --allow-kill-external (allow_kill_external = true in a scenario file) if that is what you want{}, or drop --redis-url to crash a Redis stampede starts itself",
+                if m.redis_restart_cmd.is_none() {
+                    ", with --redis-restart-cmd to start it again"
+                } else {
+                    ""
+                }
+            )));
+        }
+        if m.redis_restart_cmd.is_none() {
             return Err(UsageError::new(
                 "a kill-redis fault on an external Redis (--redis-url) needs --redis-restart-cmd: stampede sends it SHUTDOWN NOSAVE at the fault and runs that shell command to start it again (it only kills and restarts by itself a Redis it started)",
             ));
         }
-        (None, Some(_)) => {
-            return Err(UsageError::new(
-                "--redis-restart-cmd applies only to an external Redis (--redis-url): the managed Redis is restarted by stampede itself",
-            ));
-        }
-        _ => {}
+    }
+    if m.redis_url.is_none() && m.redis_restart_cmd.is_some() {
+        return Err(UsageError::new(
+            "--redis-restart-cmd applies only to an external Redis (--redis-url): the managed Redis is restarted by stampede itself",
+        ));
     }
     if m.redis_url.is_some() && has(FaultKind::PauseRedis) && !m.allow_pause_external {
         return Err(UsageError::new(
@@ -544,7 +556,45 @@ fn breaker(m: &RunFlags) -> Result<Option<BreakerSpec>, UsageError> {
 }
 
 /// Build the run's scenario from an optional file and the command-line flags.
-pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, UsageError> {
+pub fn resolve(file: Option<&PathBuf>, flags: RunFlags) -> Result<Scenario, UsageError> {
+    let (sc, unused) = resolve_one(file, flags)?;
+    match unused {
+        Some(u) => Err(u.error),
+        None => Ok(sc),
+    }
+}
+
+/// A setting given that the scenario's strategy does not use (`--lease-ttl` without the
+/// lease coordination): refused rather than silently ignored.
+pub struct Unused {
+    /// The setting, as a flag.
+    pub flag: &'static str,
+    /// The error for a run of this one strategy.
+    pub error: UsageError,
+}
+
+/// [`resolve`] for one strategy of a comparison: the scenario, and the setting given that this
+/// strategy does not use, which `compare` refuses only when none of its strategies uses it.
+pub fn resolve_one(
+    file: Option<&PathBuf>,
+    flags: RunFlags,
+) -> Result<(Scenario, Option<Unused>), UsageError> {
+    let mut unused = None;
+    let sc = build(file, flags, &mut unused)?;
+    Ok((
+        sc,
+        unused.map(|error| Unused {
+            flag: "--lease-ttl",
+            error,
+        }),
+    ))
+}
+
+fn build(
+    file: Option<&PathBuf>,
+    mut flags: RunFlags,
+    unused: &mut Option<UsageError>,
+) -> Result<Scenario, UsageError> {
     faults_from_flags(&mut flags)?;
     check(&flags, &Src::Flags)?;
     let from_file = match file {
@@ -650,6 +700,11 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
         .coordination
         .lease()
         .then(|| m.lease_ttl.unwrap_or(Dur(Duration::from_secs(2))));
+    if m.lease_ttl.is_some() && lease_ttl.is_none() {
+        *unused = Some(UsageError::new(format!(
+            "--lease-ttl is a setting of the lease coordination, and --strategy {strategy} has none: add lease to the strategy (--strategy lease, swr+lease, xfetch+lease), or drop --lease-ttl (lease_ttl in a scenario file)"
+        )));
+    }
     if db_query == DbQuery::Heavy && m.db_cost.is_some() {
         return Err(UsageError::new(
             "--db-cost sets the pg_sleep of --db-query sleep; under --db-query heavy a load costs what its aggregate costs on this server: drop --db-cost (or db_cost in the file)",
@@ -707,6 +762,7 @@ pub fn resolve(file: Option<&PathBuf>, mut flags: RunFlags) -> Result<Scenario, 
         faults: m.fault,
         redis_restart_cmd: m.redis_restart_cmd,
         allow_pause_external: m.allow_pause_external,
+        allow_kill_external: m.allow_kill_external,
         pg_kill_cmd: m.pg_kill_cmd,
         pg_restart_cmd: m.pg_restart_cmd,
         thresholds: m.thresholds.unwrap_or_default().overridden_by(&m.threshold),

@@ -77,7 +77,33 @@ fn bad_faults_are_usage_errors_that_say_why() {
         redis_url: Some("redis://127.0.0.1:1/".into()),
         ..Default::default()
     };
-    assert!(case(&["1s"], &["1s"], external).contains("needs --redis-restart-cmd"));
+    // SHUTDOWN NOSAVE loses every client's unsaved data: consent first, then the restart.
+    let e = case(&["1s"], &["1s"], external.clone());
+    assert!(e.contains("SHUTDOWN NOSAVE"), "{e}");
+    assert!(e.contains("--allow-kill-external"), "{e}");
+    assert!(e.contains("with --redis-restart-cmd"), "{e}");
+    let consented = RunFlags {
+        allow_kill_external: true,
+        ..external.clone()
+    };
+    assert!(case(&["1s"], &["1s"], consented.clone()).contains("needs --redis-restart-cmd"));
+    let restart_only = RunFlags {
+        redis_restart_cmd: Some("redis-server".into()),
+        ..external.clone()
+    };
+    let e = case(&["1s"], &["1s"], restart_only.clone());
+    assert!(e.contains("--allow-kill-external"), "{e}");
+    assert!(!e.contains("with --redis-restart-cmd"), "{e}");
+    resolve(
+        None,
+        RunFlags {
+            kill_redis_at: vec![dur("1s")],
+            redis_down_for: vec![dur("1s")],
+            allow_kill_external: true,
+            ..restart_only
+        },
+    )
+    .unwrap();
     let managed_cmd = RunFlags {
         redis_restart_cmd: Some("redis-server".into()),
         ..Default::default()

@@ -247,6 +247,8 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
             postgres_template_reused: env.pg.as_ref().map(|p| p.startup().1),
             seed_ms: setup.seed_ms,
             tls: env.redis_url.starts_with("rediss://") && db.ssl,
+            // Set by the caller once the run's heartbeats have stopped.
+            heartbeat: None,
         },
         generator,
         thresholds: Vec::new(),

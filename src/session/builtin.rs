@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::build::{Measured, build};
 use super::env::{Env, Status};
 use super::faults::{finish_faults, start_faults};
+use super::heartbeat::Heartbeat;
 use crate::cache;
 use crate::cli::OutputFlags;
 use crate::driver::Driver;
@@ -98,18 +99,14 @@ pub(super) async fn run_on(
             };
             // While the run goes it says it is alive, in Redis and in its schema, so that
             // `stampede cleanup` can tell a dead run's leftovers from a live run's.
-            let beat = async {
-                loop {
-                    let _ = admin.heartbeat().await;
-                    let _ = db.heartbeat().await;
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                }
-            };
-            tokio::select! {
-                biased;
-                () = beat => unreachable!("the heartbeat loop never ends"),
-                r = measure(sc, env, setup, shutdown, out, status) => r,
-            }
+            let beat = Heartbeat::new();
+            let r = beat
+                .both(&admin, &db, measure(sc, env, setup, shutdown, out, status))
+                .await;
+            r.map(|mut r| {
+                r.servers.heartbeat = Some(beat.figures());
+                r
+            })
         }
         Err(e) => Err(e),
     };
@@ -139,7 +136,7 @@ pub(crate) struct Setup<'a> {
 /// What a run on the user's own query will do to their server, said before it starts.
 fn own_load_line(sc: &Scenario, pg_url: &str) -> String {
     let mut s = format!(
-        "--db-sql: {} keys; nothing is created in {}",
+        "--db-sql: {} keys; nothing is created in {} (every transaction there is read-only; your query ran once on the first key to check it)",
         sc.keys,
         redact::url(pg_url)
     );

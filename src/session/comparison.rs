@@ -75,7 +75,12 @@ pub fn scenarios(cmd: &CompareCmd) -> Result<Vec<Scenario>, UsageError> {
     }
     let invalidations = parse_invalidations(cmd.flags.invalidate.as_deref())?;
     let mut out = Vec::new();
-    for name in parse_list(cmd.strategies.as_deref().unwrap_or_default())? {
+    // A setting one strategy does not use is fine while another of the list uses it
+    // (`--lease-ttl` with mutex,lease); refused when none does.
+    let mut unused = None;
+    let mut used = false;
+    let names = parse_list(cmd.strategies.as_deref().unwrap_or_default())?;
+    for name in &names {
         let axis: Vec<Option<String>> = match &invalidations {
             Some(v) => v.iter().cloned().map(Some).collect(),
             None => vec![None],
@@ -86,8 +91,19 @@ pub fn scenarios(cmd: &CompareCmd) -> Result<Vec<Scenario>, UsageError> {
             if inv.is_some() {
                 flags.invalidate = inv;
             }
-            out.push(scenario::resolve(cmd.scenario.as_ref(), flags)?);
+            let (sc, not_used) = scenario::resolve_one(cmd.scenario.as_ref(), flags)?;
+            match not_used {
+                Some(u) => unused = Some(u.flag),
+                None => used = true,
+            }
+            out.push(sc);
         }
+    }
+    if let Some(flag) = unused.filter(|_| !used) {
+        return Err(UsageError::new(format!(
+            "{flag} is a setting of the lease coordination, and none of --strategies {} has one: add a strategy with lease (lease, swr+lease, xfetch+lease), or drop {flag} (lease_ttl in a scenario file)",
+            names.join(", ")
+        )));
     }
     Ok(out)
 }

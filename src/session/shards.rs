@@ -16,6 +16,7 @@ use super::build::{Measured, build};
 use super::builtin::{Setup, heavy_setup};
 use super::env::{Env, Status};
 use super::faults::{finish_faults, start_faults};
+use super::heartbeat::{BOUND, Heartbeat};
 use crate::cache::{self, Admin};
 use crate::cli::{OutputFlags, PrepareCmd, ShardFlags};
 use crate::driver::Driver;
@@ -264,25 +265,37 @@ pub async fn prepare(cmd: &PrepareCmd) -> Result<()> {
     let shutdown = super::shutdown_on_signals();
     let prefix: Arc<str> = Arc::from(format!("stampede:{}:", plan.run_id));
     let admin = Admin::open(&env.redis_url, &env.redis_tls, prefix.clone()).await?;
-    let db = seed(&sc, &env, &plan.run_id).await?;
-    let done = async {
-        let heavy = heavy_setup(&sc, &db, &status).await?;
-        let driver = Driver::build_part(
-            &sc,
-            &env.redis_url,
-            &env.redis_tls,
-            prefix,
-            &db,
-            Some(plan.spec),
-        )
+    // While it seeds and warms, the run is alive like any other: a `cleanup` meanwhile must
+    // not remove the keys it is warming.
+    let beat = Heartbeat::new();
+    let (db, done) = beat
+        .redis(&admin, async {
+            let db = seed(&sc, &env, &plan.run_id).await?;
+            let done = beat
+                .postgres(&db, async {
+                    let heavy = heavy_setup(&sc, &db, &status).await?;
+                    let driver = Driver::build_part(
+                        &sc,
+                        &env.redis_url,
+                        &env.redis_tls,
+                        prefix,
+                        &db,
+                        Some(plan.spec),
+                    )
+                    .await?;
+                    let (at, start) =
+                        publish_start(&sc, &driver, &db, &admin, &plan, heavy, &shutdown).await?;
+                    lease_until_start(&admin, &db, at).await?;
+                    Ok((at, start))
+                })
+                .await;
+            Ok::<_, anyhow::Error>((db, done))
+        })
         .await?;
-        publish_start(&sc, &driver, &db, &admin, &plan, heavy, &shutdown).await
-    }
-    .await;
     match done {
         Ok((at, start)) => {
             println!(
-                "run {} prepared on {} and {}: {} keys cached; its {count} shards start at {} (Unix ms {at})",
+                "run {} prepared on {} and {}: {} keys cached; its {count} shards start at {} (Unix ms {at}), and its heartbeat lasts until then, so `stampede cleanup` leaves it alone",
                 plan.run_id,
                 redact::url(&env.redis_url),
                 redact::url(&env.pg_url),
@@ -299,6 +312,29 @@ pub async fn prepare(cmd: &PrepareCmd) -> Result<()> {
     }
 }
 
+/// `prepare` exits before its shards start, and nothing renews the run's heartbeats in
+/// between: leave them lasting until the start instant (the Redis key a heartbeat's life
+/// past it, the schema's row dated then, so `cleanup --older-than` counts from then). A shard
+/// renews both from the moment it starts, and one started after the instant is refused
+/// anyway, so a run prepared and never started is a dead run's leftovers soon after.
+async fn lease_until_start(admin: &Admin, db: &Db, at: u64) -> Result<()> {
+    let until = Duration::from_millis(at.saturating_sub(now_ms()));
+    let fail = |e: anyhow::Error| {
+        EnvError(format!(
+            "leaving the prepared run's heartbeat until its start: {e:#} (without it a `stampede cleanup` would remove the run before its shards start)"
+        ))
+    };
+    tokio::time::timeout(BOUND, admin.heartbeat_for(until + cache::HEARTBEAT_TTL))
+        .await
+        .map_err(|_| fail(anyhow::anyhow!("Redis did not answer")))?
+        .map_err(fail)?;
+    tokio::time::timeout(BOUND, db.heartbeat_ahead(until))
+        .await
+        .map_err(|_| fail(anyhow::anyhow!("Postgres did not answer")))?
+        .map_err(fail)?;
+    Ok(())
+}
+
 /// One shard's run: set up or wait, start at the agreed instant, meet at the end. Shard 0
 /// removes the run's keys and schema once every shard is done, whatever happened.
 pub async fn run_shard(
@@ -311,21 +347,38 @@ pub async fn run_shard(
 ) -> Result<RunResult> {
     let prefix: Arc<str> = Arc::from(format!("stampede:{}:", plan.run_id));
     let admin = Admin::open(&env.redis_url, &env.redis_tls, prefix.clone()).await?;
-    let prepared = admin.get_signal(START_KEY).await?.is_some();
-    let seed_start = Instant::now();
-    let sets_up = plan.spec.leads() && !prepared;
-    let db = if sets_up {
-        seed(sc, env, &plan.run_id).await?
-    } else {
-        // Shard 0 of a prepared run finds the signal at once.
-        let _ = wait_for_start(&admin, plan, &shutdown).await?;
-        Db::attach_run(&env.pg_url, &plan.run_id, sc.faults_on(Server::Postgres)).await?
-    };
-    let seed_ms = seed_start.elapsed().as_millis() as u64;
-    let result = shard_on(
-        sc, plan, env, &db, &admin, prefix, seed_ms, sets_up, shutdown, out, status,
-    )
-    .await;
+    // The shard says the run is alive from now until it is done (shard 0: until it removes
+    // the run): through the setup, the wait for the start instant and the end barrier too,
+    // when the run's keys are there and a `cleanup` must leave them alone.
+    let beat = Heartbeat::new();
+    let (db, result) = beat
+        .redis(&admin, async {
+            let prepared = admin.get_signal(START_KEY).await?.is_some();
+            let seed_start = Instant::now();
+            let sets_up = plan.spec.leads() && !prepared;
+            let db = if sets_up {
+                seed(sc, env, &plan.run_id).await?
+            } else {
+                // Shard 0 of a prepared run finds the signal at once.
+                let _ = wait_for_start(&admin, plan, &shutdown).await?;
+                Db::attach_run(&env.pg_url, &plan.run_id, sc.faults_on(Server::Postgres)).await?
+            };
+            let seed_ms = seed_start.elapsed().as_millis() as u64;
+            let result = beat
+                .postgres(
+                    &db,
+                    shard_on(
+                        sc, plan, env, &db, &admin, prefix, seed_ms, sets_up, shutdown, out, status,
+                    ),
+                )
+                .await;
+            Ok::<_, anyhow::Error>((db, result))
+        })
+        .await?;
+    let result = result.map(|mut r| {
+        r.servers.heartbeat = Some(beat.figures());
+        r
+    });
     if plan.spec.leads() {
         if let Err(e) = admin.remove_namespace().await {
             eprintln!(
@@ -419,18 +472,7 @@ async fn shard_on(
     } else {
         None
     };
-    let beat = async {
-        loop {
-            let _ = admin.heartbeat().await;
-            let _ = db.heartbeat().await;
-            tokio::time::sleep(Duration::from_secs(1)).await;
-        }
-    };
-    let raw = tokio::select! {
-        biased;
-        () = beat => unreachable!("the heartbeat loop never ends"),
-        r = driver.run(shutdown.clone(), live) => r,
-    };
+    let raw = driver.run(shutdown.clone(), live).await;
     let faults = finish_faults(chaos, env).await;
     let raw = raw?;
     let faults = faults?;

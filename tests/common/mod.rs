@@ -213,3 +213,75 @@ pub fn example_app() -> &'static str {
         bin.display().to_string()
     })
 }
+
+/// (ppid, start time) of a process, from /proc/PID/stat (fields counted from the last ')').
+fn parent_and_start(pid: u32) -> Option<(u32, u64)> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some((f.get(1)?.parse().ok()?, f.get(19)?.parse().ok()?))
+}
+
+/// A server of the test's own stopped (SIGSTOP to it and to its children: a postmaster and
+/// its backends, which run in sessions of their own, as a stalled host would leave them) until
+/// the guard is dropped (SIGCONT to the same processes, each checked by its start time, so a
+/// reused pid is never signalled), so a test that fails meanwhile leaves nothing stopped.
+/// `pid` must be a server the test started.
+pub struct Stopped(Vec<(u32, u64)>);
+
+impl Stopped {
+    pub fn tree(pid: u32) -> Stopped {
+        let mut procs: Vec<(u32, u64)> = parent_and_start(pid)
+            .map(|(_, start)| (pid, start))
+            .into_iter()
+            .collect();
+        assert!(!procs.is_empty(), "server {pid} is not running");
+        // The server first, so it starts no new child while its children are being stopped.
+        signal(pid, libc::SIGSTOP);
+        for e in std::fs::read_dir("/proc").expect("/proc").flatten() {
+            let Some(child) = e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            if let Some((ppid, start)) = parent_and_start(child)
+                && ppid == pid
+            {
+                signal(child, libc::SIGSTOP);
+                procs.push((child, start));
+            }
+        }
+        Stopped(procs)
+    }
+}
+
+fn signal(pid: u32, sig: libc::c_int) {
+    let pid = i32::try_from(pid).expect("a pid");
+    // SAFETY: kill(2) on a process of a server this test started.
+    unsafe { libc::kill(pid, sig) };
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        for &(pid, start) in &self.0 {
+            if parent_and_start(pid).is_some_and(|(_, s)| s == start) {
+                signal(pid, libc::SIGCONT);
+            }
+        }
+    }
+}
+
+/// `stampede cleanup ARGS`: its exit code and stdout.
+pub fn cleanup(args: &[&str]) -> (i32, String) {
+    let o = stampede()
+        .arg("cleanup")
+        .args(args)
+        .output()
+        .expect("running stampede cleanup");
+    (
+        o.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        ),
+    )
+}
