@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{BIN, alive, cpu_turn, read_json, stampede};
+use common::{BIN, alive, cpu_turn, free_port, read_json, stampede};
 use serde_json::Value;
 
 /// One run at a time: each drives an app, two servers and the load generator on 2 cores.
@@ -240,10 +240,7 @@ fn a_target_that_refuses_connections_ends_the_run_with_exit_3_and_the_app_stoppe
     let app = app();
     let _turn = cpu_turn();
     // The app is ready on its own port; the target is a port nothing listens on.
-    let refused = std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port();
+    let refused = free_port();
     let target = format!("http://127.0.0.1:{refused}/items/{{key}}");
     let out = stampede()
         .args(["run", "--target", &target, "--app-cmd", app])
@@ -330,4 +327,56 @@ fn ctrl_c_stops_the_app_and_keeps_the_figures() {
     let v = read_json(&json).expect("results written after Ctrl-C");
     assert_eq!(v["interrupted"], true);
     assert!(u(&v, "/requests/completed") > 0);
+}
+
+/// The app on servers the tool did not start, in a schema named with `--schema`, on a
+/// database without pg_stat_statements: the run goes on, the app's DB calls are unknown with
+/// the reason (never 0), a limit on them fails, and the schema is gone afterwards.
+#[test]
+fn an_app_on_external_servers_without_pg_stat_statements_has_unknown_db_calls() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let servers = rt.block_on(common::Servers::start(None));
+    let (ru, pu) = servers.urls();
+    rt.block_on(async {
+        common::pg(&pu)
+            .await
+            .batch_execute("CREATE DATABASE nostats")
+            .await
+            .unwrap()
+    });
+    let url = pu.replace("/postgres", "/nostats");
+    let _turn = cpu_turn();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let json = dir.path().join("r.json");
+    let out = stampede()
+        .args(["run", "--target", TARGET, "--app-cmd", app()])
+        .args(["--redis-url", &ru, "--pg-url", &url, "--schema", "shop"])
+        .args(["--rps", "200", "--duration", "2s", "--keys", "50"])
+        .args(["--threshold", "db_calls_max=100000", "--out"])
+        .arg(&json)
+        .output()
+        .expect("running stampede");
+    drop(_turn);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    let v = read_json(&json).expect("results");
+    assert!(u(&v, "/requests/completed") > 300, "{}", v["requests"]);
+    assert!(v["db"]["calls"].is_null(), "{}", v["db"]);
+    let why = v["db"]["calls_unknown"].as_str().unwrap_or_default();
+    assert!(why.contains("pg_stat_statements"), "{}", v["db"]);
+    assert_eq!(v["thresholds"][0]["passed"], false, "{}", v["thresholds"]);
+    assert!(stderr.contains("db_calls is unknown"), "{stderr}");
+    let left: i64 = rt.block_on(async {
+        common::pg(&url)
+            .await
+            .query_one(
+                "SELECT count(*) FROM pg_namespace WHERE nspname = 'shop'",
+                &[],
+            )
+            .await
+            .unwrap()
+            .get(0)
+    });
+    assert_eq!(left, 0, "the schema --schema named was left behind");
 }

@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::Value;
-use stampede::servers::{ManagedPostgres, ManagedRedis, postgres::PgStartOptions};
 
 /// The id → PTTL (ms) of every cached item of a running stampede in this Redis.
 async fn cached(url: &str) -> Vec<(u64, i64)> {
@@ -42,10 +41,7 @@ async fn cached(url: &str) -> Vec<(u64, i64)> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_steady_start_holds_what_the_rates_and_ttl_imply() {
-    let redis = ManagedRedis::start().await.expect("redis");
-    let pgs = ManagedPostgres::start(PgStartOptions::default())
-        .await
-        .expect("postgres");
+    let Servers { redis, pg: pgs } = Servers::start(None).await;
     // 1 req/s against a 1 h TTL: the traffic changes a handful of keys while the test reads
     // the rest, and with 10 000 keys (Zipf 1.0) the expected presence T·λ/(T·λ+1) runs from
     // ~1 at the top through ~0.5 near rank 370 to ~0.1 near rank 3500.

@@ -241,12 +241,11 @@ fn an_interrupted_run_counts_every_request_once_and_abandons_with_a_latency() {
             "cold",
             "--instances",
             "1",
-            "--quiet",
             "--out",
         ])
         .arg(&out)
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     struct Kill(std::process::Child);
@@ -257,7 +256,22 @@ fn an_interrupted_run_counts_every_request_once_and_abandons_with_a_latency() {
         }
     }
     let pid = child.id();
-    std::thread::sleep(Duration::from_secs(3));
+    // Into the window, whatever the set-up took on a busy machine: the status line that
+    // ends the warm-up is printed as the window starts.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut said = String::new();
+    loop {
+        let mut line = String::new();
+        let n = std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
+        assert!(n > 0, "the run ended before its window:\n{said}");
+        said.push_str(&line);
+        if line.contains("keys cached in") {
+            break;
+        }
+    }
+    // Drained meanwhile, so the status lines never fill the pipe.
+    std::thread::spawn(move || std::io::copy(&mut stderr, &mut std::io::sink()));
+    std::thread::sleep(Duration::from_secs(2));
     // SAFETY: signalling the child this test started.
     unsafe { libc::kill(pid as i32, libc::SIGINT) };
     let status = loop {

@@ -1,24 +1,16 @@
 //! The load ledger on a real Postgres: loads through `stampede_load(id)` are recorded with
 //! the server's clock and herds are found from them.
 
+mod common;
+
 use std::time::Duration;
 
+use common::{pg as connect, postgres};
 use stampede::ledger;
-use stampede::servers::{ManagedPostgres, postgres::PgStartOptions};
-
-async fn connect(url: &str) -> tokio_postgres::Client {
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .expect("connect");
-    tokio::spawn(conn);
-    client
-}
 
 #[tokio::test(flavor = "multi_thread")]
 async fn loads_through_the_function_are_recorded_and_herds_found() {
-    let pg = ManagedPostgres::start(PgStartOptions::default())
-        .await
-        .expect("postgres");
+    let pg = postgres(false).await;
     let url = pg.url();
     let admin = connect(&url).await;
     admin

@@ -120,18 +120,23 @@ async fn prometheus_scrapes_two_shards_and_sums_their_db_calls() {
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
         let merged = read_json(&out).unwrap();
         let calls = merged["db"]["calls"].as_u64().unwrap();
-        // Poll until both shards' final values are in (a scrape every 500 ms).
+        // Poll until both shards' final values are in (a scrape every 500 ms). The DB calls
+        // alone can reach their final sum one bucket early (no load in the last bucket), so
+        // wait for every figure: the final totals replace the bucket sums all at once.
+        let completed = merged["requests"]["completed"].as_f64();
         let t = Instant::now();
-        let mut seen = None;
-        while t.elapsed() < Duration::from_secs(4) {
+        let (mut seen, mut requests, mut histogram);
+        loop {
             seen = promql(prom_port, "sum(stampede_db_calls_total)");
-            if seen == Some(calls as f64) {
+            requests = promql(prom_port, "sum(stampede_requests_total)");
+            histogram = promql(prom_port, "sum(stampede_request_duration_seconds_count)");
+            let all_in =
+                seen == Some(calls as f64) && requests == completed && histogram == completed;
+            if all_in || t.elapsed() > Duration::from_secs(4) {
                 break;
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        let requests = promql(prom_port, "sum(stampede_requests_total)");
-        let histogram = promql(prom_port, "sum(stampede_request_duration_seconds_count)");
         let shards = promql(prom_port, "count(stampede_db_calls_total)");
         (merged, calls, seen, requests, histogram, shards)
     })

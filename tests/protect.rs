@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::Value;
-use stampede::servers::{ManagedPostgres, ManagedRedis, postgres::PgStartOptions};
 
 async fn pg(url: &str) -> tokio_postgres::Client {
     let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
@@ -113,10 +112,7 @@ const HERD: [&str; 14] = [
 
 #[tokio::test(flavor = "multi_thread")]
 async fn db_limit_holds_the_server_side_concurrency_at_the_limit_and_rejects_the_rest() {
-    let redis = ManagedRedis::start().await.expect("redis");
-    let pgs = ManagedPostgres::start(PgStartOptions::default())
-        .await
-        .expect("postgres");
+    let Servers { redis, pg: pgs } = Servers::start(None).await;
     let (ru, pu) = (redis.url(), pgs.url());
     let external = move |extra: &[&str]| {
         let mut args: Vec<String> = ["--redis-url", &ru, "--pg-url", &pu]
@@ -229,10 +225,7 @@ async fn block_loads_for(url: &str, hold: Duration) -> Result<(), String> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn the_breaker_opens_on_failing_loads_and_closes_when_the_database_recovers() {
-    let redis = ManagedRedis::start().await.expect("redis");
-    let pgs = ManagedPostgres::start(PgStartOptions::default())
-        .await
-        .expect("postgres");
+    let Servers { redis, pg: pgs } = Servers::start(None).await;
     let (ru, pu) = (redis.url(), pgs.url());
     let run = tokio::task::spawn_blocking(move || {
         run_ok(&[

@@ -9,9 +9,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{cpu_turn, example_app, read_json, stampede};
-use stampede::servers::postgres::PgStartOptions;
-use stampede::servers::{ManagedPostgres, ManagedRedis};
+use common::{Servers, cpu_turn, example_app, read_json, stampede};
 
 const REDIS_PW: &str = "hunter2-redis-Zq9";
 const PG_PW: &str = "hunter2-pg-Xw7";
@@ -38,10 +36,7 @@ fn passwords_never_reach_any_output() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     // Dropped at the end of the test, pass or fail: their Drop stops them and removes their dirs.
     let (redis, pg) = rt.block_on(async {
-        let redis = ManagedRedis::start().await.expect("starting redis-server");
-        let pg = ManagedPostgres::start(PgStartOptions::default())
-            .await
-            .expect("starting postgres");
+        let Servers { redis, pg } = Servers::start(None).await;
         let client = redis::Client::open(redis.url()).unwrap();
         let mut conn = client.get_multiplexed_async_connection().await.unwrap();
         let () = redis::cmd("CONFIG")
@@ -258,10 +253,7 @@ fn a_secret_in_any_position_reaches_no_output() {
     // Started here and given by URL (fault commands apply only to servers the tool did not
     // start); their Drop stops them, pass or fail.
     let (redis, pg) = rt.block_on(async {
-        let redis = ManagedRedis::start().await.expect("starting redis-server");
-        let pg = ManagedPostgres::start(PgStartOptions::default())
-            .await
-            .expect("starting postgres");
+        let Servers { redis, pg } = Servers::start(None).await;
         let client = redis::Client::open(redis.url()).unwrap();
         let mut conn = client.get_multiplexed_async_connection().await.unwrap();
         let () = redis::cmd("CONFIG")

@@ -8,15 +8,6 @@
 mod common;
 
 use common::*;
-use stampede::servers::{ManagedPostgres, ManagedRedis, postgres::PgStartOptions};
-
-async fn pg(url: &str) -> tokio_postgres::Client {
-    let (client, conn) = tokio_postgres::connect(url, tokio_postgres::NoTls)
-        .await
-        .unwrap();
-    tokio::spawn(conn);
-    client
-}
 
 /// `--tls`: both managed servers speak TLS with certificates made for the run, verified
 /// against the run's CA, and the figures are those of a normal run.
@@ -52,10 +43,7 @@ fn a_run_over_tls_to_both_managed_servers_verifies_the_ca() {
 /// redis:// URL to a TLS-only server says the server wants TLS.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wrong_ca_or_no_tls_is_refused_with_the_reason() {
-    let redis = ManagedRedis::start_with(true).await.expect("redis");
-    let pgs = ManagedPostgres::start_with(PgStartOptions::default(), true)
-        .await
-        .expect("postgres");
+    let Servers { redis, pg: pgs } = Servers::with_tls(true, true).await;
     let other = tempfile::tempdir().unwrap();
     let wrong = stampede::tls::generate_run_certs(other.path()).unwrap().ca;
     let wrong = wrong.display().to_string();
@@ -179,10 +167,7 @@ async fn a_wrong_ca_or_no_tls_is_refused_with_the_reason() {
 /// stops before traffic, naming the command, and the password is never printed.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_acl_user_without_evalsha_gets_a_clear_error_under_mutex() {
-    let redis = ManagedRedis::start().await.expect("redis");
-    let pgs = ManagedPostgres::start(PgStartOptions::default())
-        .await
-        .expect("postgres");
+    let Servers { redis, pg: pgs } = Servers::start(None).await;
     let client = redis::Client::open(redis.url()).unwrap();
     let mut c = client.get_multiplexed_async_connection().await.unwrap();
     let _: () = redis::cmd("ACL")
@@ -250,9 +235,7 @@ async fn an_acl_user_without_evalsha_gets_a_clear_error_under_mutex() {
 /// same after the run as before it.
 #[tokio::test(flavor = "multi_thread")]
 async fn db_sql_with_a_read_only_role_creates_nothing() {
-    let pgs = ManagedPostgres::start(PgStartOptions::default())
-        .await
-        .expect("postgres");
+    let pgs = postgres(false).await;
     let admin = pg(&pgs.url()).await;
     admin
         .batch_execute(
@@ -332,9 +315,7 @@ async fn db_sql_with_a_read_only_role_creates_nothing() {
 /// exit 2 and the reason, and the database is as it was.
 #[tokio::test(flavor = "multi_thread")]
 async fn keys_sql_and_db_sql_that_write_are_refused_by_the_server() {
-    let pgs = ManagedPostgres::start(PgStartOptions::default())
-        .await
-        .expect("postgres");
+    let pgs = postgres(false).await;
     let admin = pg(&pgs.url()).await;
     admin
         .batch_execute(
@@ -409,59 +390,8 @@ async fn keys_sql_and_db_sql_that_write_are_refused_by_the_server() {
     assert!(!called, "the sequence was advanced");
 }
 
-/// A redis-server this test starts itself (cluster mode is not something the tool starts),
-/// killed and reaped when dropped, also when the test fails.
-struct OwnRedis {
-    child: std::process::Child,
-    /// Its working dir, removed with it.
-    _dir: tempfile::TempDir,
-    port: u16,
-}
-
-impl Drop for OwnRedis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 fn cluster_node() -> OwnRedis {
-    let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let child = std::process::Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args([
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--cluster-enabled",
-            "yes",
-        ])
-        .arg("--dir")
-        .arg(dir.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("redis-server");
-    let node = OwnRedis {
-        child,
-        _dir: dir,
-        port,
-    };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "cluster node did not start"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    node
+    OwnRedis::start(&["--cluster-enabled", "yes"], false)
 }
 
 /// Redis Cluster is not supported: pointed at a cluster node, the run stops before traffic
@@ -469,9 +399,7 @@ fn cluster_node() -> OwnRedis {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cluster_node_is_refused_with_that_message() {
     let node = cluster_node();
-    let pgs = ManagedPostgres::start(PgStartOptions::default())
-        .await
-        .expect("postgres");
+    let pgs = postgres(false).await;
     let (ru, pu) = (format!("redis://127.0.0.1:{}/", node.port), pgs.url());
     let r = tokio::task::spawn_blocking(move || {
         run(&["--redis-url", &ru, "--pg-url", &pu, "--duration", "1s"])
@@ -490,40 +418,25 @@ async fn a_cluster_node_is_refused_with_that_message() {
 /// A redis-server this test starts with TLS only and client certificates required
 /// (`tls-auth-clients yes`), on the certificates in `certs`; killed when dropped.
 fn tls_redis_requiring_client_certs(certs: &stampede::tls::RunCerts) -> OwnRedis {
-    let dir = tempfile::tempdir().unwrap();
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
     let path = |p: &std::path::Path| p.display().to_string();
-    let child = std::process::Command::new("redis-server")
-        .args(["--port", "0", "--bind", "127.0.0.1", "--save", ""])
-        .args(["--appendonly", "no", "--tls-port", &port.to_string()])
-        .args(["--tls-cert-file", &path(&certs.server_cert)])
-        .args(["--tls-key-file", &path(&certs.server_key)])
-        .args(["--tls-ca-cert-file", &path(&certs.ca)])
-        .args(["--tls-auth-clients", "yes"])
-        .arg("--dir")
-        .arg(dir.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("redis-server");
-    let node = OwnRedis {
-        child,
-        _dir: dir,
-        port,
-    };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "redis-server with TLS did not start"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    node
+    let (cert, key, ca) = (
+        path(&certs.server_cert),
+        path(&certs.server_key),
+        path(&certs.ca),
+    );
+    OwnRedis::start(
+        &[
+            "--tls-cert-file",
+            &cert,
+            "--tls-key-file",
+            &key,
+            "--tls-ca-cert-file",
+            &ca,
+            "--tls-auth-clients",
+            "yes",
+        ],
+        true,
+    )
 }
 
 /// `stampede ARGS`, whatever the exit code: (code, stdout and stderr).
@@ -554,12 +467,7 @@ async fn admin_connections_follow_the_redis_tls_flags() {
     let certs = stampede::tls::generate_run_certs(certs_dir.path()).unwrap();
     let strict = tls_redis_requiring_client_certs(&certs);
     // Client certificates optional, for the app, which speaks TLS without one.
-    let redis = ManagedRedis::start_with(true)
-        .await
-        .expect("redis with TLS");
-    let pgs = ManagedPostgres::start(PgStartOptions::default())
-        .await
-        .expect("postgres");
+    let Servers { redis, pg: pgs } = Servers::with_tls(true, false).await;
     let path = |p: &std::path::Path| p.display().to_string();
     let strict_url = format!("rediss://127.0.0.1:{}/", strict.port);
     let client = [
@@ -789,10 +697,7 @@ fn cleanup_refuses_tls_flags_without_a_tls_redis() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_app_runs_sampler_connects_with_the_pg_urls_tls() {
     let app = example_app();
-    let redis = ManagedRedis::start().await.expect("redis");
-    let pgs = ManagedPostgres::start_with(PgStartOptions::default(), true)
-        .await
-        .expect("postgres with TLS");
+    let Servers { redis, pg: pgs } = Servers::with_tls(false, true).await;
     let (admin, _) = stampede::tls::pg_connect(&pgs.url()).await.unwrap();
     std::fs::write(
         pgs.dir().join("pg_hba_tls.conf"),
@@ -906,9 +811,7 @@ impl TestCa {
 /// over its own and reloaded); `cleanup --pg-url` connects, exit 0 or 3.
 #[tokio::test(flavor = "multi_thread")]
 async fn postgres_verify_ca_checks_the_chain_and_verify_full_the_name_too() {
-    let pgs = ManagedPostgres::start_with(PgStartOptions::default(), true)
-        .await
-        .expect("postgres with TLS");
+    let pgs = postgres(true).await;
     let served = pgs.certs().unwrap().clone();
     let dir = tempfile::tempdir().unwrap();
     let ours = TestCa::new("the test's CA");

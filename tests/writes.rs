@@ -442,3 +442,56 @@ fn writes_left_wrong_order_the_invalidations_as_the_lab_did() {
         assert_eq!(ratio("lease@delete", t), 0.0, "trial {t}");
     }
 }
+
+/// How stale a stale read is, in magnitude: with writes and no invalidation an entry serves
+/// the version it was loaded with until its TTL ends, so a stale read is at most a TTL (plus
+/// the load that filled it) behind the committed version, and its staleness grows with the
+/// TTL; with `delete` the only stale reads are those of the race window (a load in flight
+/// across a write), far shorter than a TTL.
+#[test]
+fn staleness_is_bounded_by_the_ttl_and_grows_with_it() {
+    let stale = |ttl: &str, invalidate: &str| {
+        let r = run_ok(&[
+            "--rps",
+            "1000",
+            "--duration",
+            "3s",
+            "--keys",
+            "50",
+            "--write-rps",
+            "100",
+            "--ttl",
+            ttl,
+            "--invalidate",
+            invalidate,
+            "--db-cost",
+            "1ms",
+        ]);
+        let c = r.json["consistency"].clone();
+        let f = |p: &str| c.pointer(p).and_then(Value::as_f64).unwrap();
+        eprintln!("ttl {ttl} {invalidate}: {c}");
+        (
+            n(&c, "/stale_reads"),
+            f("/staleness_ms/p50"),
+            f("/staleness_ms/max"),
+        )
+    };
+    let (short_n, short_p50, short_max) = stale("300ms", "none");
+    let (long_n, long_p50, long_max) = stale("1500ms", "none");
+    assert!(
+        short_n > 50 && long_n > 50,
+        "{short_n} / {long_n} stale reads"
+    );
+    // A TTL plus the load that filled the entry (1 ms of work, queueing at most a few tens).
+    assert!(short_max <= 300.0 + 150.0, "ttl 300ms: max {short_max} ms");
+    assert!(long_max <= 1500.0 + 150.0, "ttl 1500ms: max {long_max} ms");
+    assert!(
+        short_p50 > 0.0 && long_p50 > 2.0 * short_p50,
+        "staleness grows with the TTL: p50 {short_p50} ms at 300 ms, {long_p50} ms at 1500 ms"
+    );
+    let (_, _, delete_max) = stale("1500ms", "delete");
+    assert!(
+        delete_max < long_max / 4.0,
+        "delete leaves only the race window: max {delete_max} ms against {long_max} ms without"
+    );
+}

@@ -30,9 +30,78 @@ impl Servers {
         Servers { redis, pg }
     }
 
+    /// Both servers, each speaking TLS only when asked (certificates made for it, as `run
+    /// --tls` does), Postgres with its default settings.
+    pub async fn with_tls(redis_tls: bool, pg_tls: bool) -> Servers {
+        let redis = ManagedRedis::start_with(redis_tls)
+            .await
+            .expect("starting redis-server");
+        Servers {
+            redis,
+            pg: postgres(pg_tls).await,
+        }
+    }
+
     /// (redis URL, postgres URL)
     pub fn urls(&self) -> (String, String) {
         (self.redis.url(), self.pg.url())
+    }
+}
+
+/// A Postgres alone (TLS only when asked), stopped when dropped.
+pub async fn postgres(tls: bool) -> ManagedPostgres {
+    ManagedPostgres::start_with(PgStartOptions::default(), tls)
+        .await
+        .expect("starting postgres")
+}
+
+/// A redis-server the test starts itself with settings the tool never uses (cluster mode,
+/// client certificates required), on a free loopback port; killed and reaped when dropped,
+/// also when the test fails.
+pub struct OwnRedis {
+    child: Child,
+    /// Its working dir, removed with it.
+    _dir: tempfile::TempDir,
+    pub port: u16,
+}
+
+impl OwnRedis {
+    /// `redis-server` with `args` after the loopback, no-persistence basics; `tls_port` makes
+    /// the free port its TLS port (and the plain one off). Returns once the port accepts.
+    pub fn start(args: &[&str], tls_port: bool) -> OwnRedis {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let port = free_port();
+        let mut cmd = std::process::Command::new("redis-server");
+        cmd.args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]);
+        if tls_port {
+            cmd.args(["--port", "0", "--tls-port", &port.to_string()]);
+        } else {
+            cmd.args(["--port", &port.to_string()]);
+        }
+        let child = cmd
+            .args(args)
+            .arg("--dir")
+            .arg(dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("starting redis-server");
+        let node = OwnRedis {
+            child,
+            _dir: dir,
+            port,
+        };
+        wait_for("redis-server to listen", Duration::from_secs(10), || {
+            TcpStream::connect(("127.0.0.1", port)).ok()
+        });
+        node
+    }
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
