@@ -446,8 +446,8 @@ fn writes_left_wrong_order_the_invalidations_as_the_lab_did() {
 /// How stale a stale read is, in magnitude: with writes and no invalidation an entry serves
 /// the version it was loaded with until its TTL ends, so a stale read is at most a TTL (plus
 /// the load that filled it) behind the committed version, and its staleness grows with the
-/// TTL; with `delete` the only stale reads are those of the race window (a load in flight
-/// across a write), far shorter than a TTL.
+/// TTL; with `delete` the only stale reads are those the race leaves (a load in flight across
+/// a write writing back the old version), a small share of them.
 #[test]
 fn staleness_is_bounded_by_the_ttl_and_grows_with_it() {
     let stale = |ttl: &str, invalidate: &str| {
@@ -489,9 +489,12 @@ fn staleness_is_bounded_by_the_ttl_and_grows_with_it() {
         short_p50 > 0.0 && long_p50 > 2.0 * short_p50,
         "staleness grows with the TTL: p50 {short_p50} ms at 300 ms, {long_p50} ms at 1500 ms"
     );
-    let (_, _, delete_max) = stale("1500ms", "delete");
+    // A stale write-back that lands after the DEL can still stay until the TTL, so the bound
+    // is on how many reads are stale, not how stale the few are.
+    let (delete_n, _, delete_max) = stale("1500ms", "delete");
     assert!(
-        delete_max < long_max / 4.0,
-        "delete leaves only the race window: max {delete_max} ms against {long_max} ms without"
+        delete_n * 20 < long_n && delete_max <= 1500.0 + 150.0,
+        "delete leaves only the race window: {delete_n} stale reads (max {delete_max} ms) \
+         against {long_n} without"
     );
 }

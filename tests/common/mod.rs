@@ -199,7 +199,19 @@ pub fn example_app() -> &'static str {
     static APP: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     APP.get_or_init(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
+        let mut build = Command::new(cargo);
+        // Cargo gives a test the package's CARGO_PKG_*, CARGO_MANIFEST_* and the like; build
+        // scripts (ring's) rerun when those change, so passing them on would rebuild half the
+        // dependencies here, and again in the next `cargo test`.
+        for (k, _) in std::env::vars_os() {
+            let k = k.to_string_lossy();
+            if (k.starts_with("CARGO_") && k != "CARGO_HOME" && k != "CARGO_TARGET_DIR")
+                || k == "OUT_DIR"
+            {
+                build.env_remove(k.as_ref());
+            }
+        }
+        let status = build
             .args(["build", "--release", "--example", "app"])
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
