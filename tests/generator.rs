@@ -96,6 +96,16 @@ fn the_result_says_what_the_generator_cost() {
         "cpu_per_request_us {per_request} × {requests} requests != {cpu} s"
     );
     assert!(r.f("/generator/peak_rss_mib") > 1.0);
+    // The precision of the schedule as percentiles, the maximum the same as the field of old.
+    let (p50, p99, max) = (
+        r.f("/generator/dispatch_lag_ms/p50"),
+        r.f("/generator/dispatch_lag_ms/p99"),
+        r.f("/generator/dispatch_lag_ms/max"),
+    );
+    assert!(0.0 <= p50 && p50 <= p99, "p50 {p50} p99 {p99}");
+    // The percentiles come from a histogram of 2 significant digits, the maximum is exact.
+    assert!(p99 <= max * 1.01 + 0.001, "p99 {p99} max {max}");
+    assert_eq!(max, r.f("/generator/max_dispatch_lag_ms"));
     // What may cast doubt on the figures is a diagnosis now (generator-behind), never a
     // silent field.
     assert!(r.json["diagnoses"].is_array());

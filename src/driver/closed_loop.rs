@@ -101,7 +101,7 @@ pub(super) async fn run(
         unsent: 0,
         warmup: warmup.load(Relaxed),
         dispatched: s,
-        max_lag: Duration::ZERO,
+        lag: Default::default(),
         key_digest,
     })
 }

@@ -26,7 +26,7 @@ use crate::live::Live;
 use crate::metrics::{Counters, CountersSnapshot, LoadTracker, Outcome, Recorder, Totals, Writes};
 use crate::origin::Db;
 use crate::protect::{self, Guard};
-use crate::results::{BreakerEvent, Bucket};
+use crate::results::{BreakerEvent, Bucket, DispatchLag};
 use crate::scenario::{LoadShape, Scenario};
 use crate::shard::ShardSpec;
 use crate::strategy::freshness;
@@ -51,7 +51,8 @@ pub struct Raw {
     /// Every state change of the instances' breakers, in order.
     pub breaker: Vec<BreakerEvent>,
     pub interrupted: bool,
-    pub max_lag: Duration,
+    /// How late the open loop dispatched its requests (zeros in closed loop).
+    pub lag: DispatchLag,
     pub started_at_ms: u64,
     /// Fingerprint of the key draws and how many ids it covers (see [`KeySampler::digest`]).
     pub key_digest: (u64, u64),
@@ -127,7 +128,7 @@ struct Traffic {
     warmup: u64,
     /// Measured requests handed to an instance.
     dispatched: u64,
-    max_lag: Duration,
+    lag: DispatchLag,
     key_digest: (u64, u64),
 }
 
@@ -468,7 +469,7 @@ impl Driver {
             timeline,
             breaker,
             interrupted,
-            max_lag: traffic.max_lag,
+            lag: traffic.lag,
             started_at_ms,
             key_digest: traffic.key_digest,
             cpu: usage_after.cpu.saturating_sub(usage_before.cpu),

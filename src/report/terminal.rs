@@ -388,12 +388,14 @@ pub fn summary(r: &RunResult) -> String {
     let g = &r.generator;
     let _ = writeln!(
         o,
-        "  generator cpu {:.2} s ({:.1} µs/request, {:.0}% of {} cores)  peak rss {:.0} MiB  max dispatch lag {:.2} ms",
+        "  generator cpu {:.2} s ({:.1} µs/request, {:.0}% of {} cores)  peak rss {:.0} MiB  dispatch lag p50 {:.3} p99 {:.3} max {:.2} ms",
         g.cpu_seconds,
         g.cpu_per_request_us,
         g.cpu_utilization * 100.0,
         g.cores,
         g.peak_rss_mib,
+        g.dispatch_lag_ms.p50,
+        g.dispatch_lag_ms.p99,
         g.max_dispatch_lag_ms
     );
     for d in &r.diagnoses {

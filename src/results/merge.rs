@@ -10,7 +10,7 @@ use anyhow::{Result, anyhow};
 use hdrhistogram::Histogram;
 
 use super::shard::{Merged, ShardFigures};
-use super::{Bucket, Latency, RunResult, decode_histogram, encode_histogram};
+use super::{Bucket, DispatchLag, Latency, RunResult, decode_histogram, encode_histogram};
 use crate::error::UsageError;
 
 /// Settings that may differ between shards of one run (every other one must be equal).
@@ -311,6 +311,18 @@ pub fn merge(mut shards: Vec<(String, RunResult)>, allow_missing: bool) -> Resul
         .iter()
         .map(|r| r.generator.max_dispatch_lag_ms)
         .fold(0.0, f64::max);
+    // Each shard's percentiles are of its own requests: the merged run's are at most the worst
+    // shard's, which is what a bound on the precision needs.
+    let worst = |f: fn(&DispatchLag) -> f64| {
+        rs.iter()
+            .map(|r| f(&r.generator.dispatch_lag_ms))
+            .fold(0.0, f64::max)
+    };
+    g.dispatch_lag_ms = DispatchLag {
+        p50: worst(|l| l.p50),
+        p99: worst(|l| l.p99),
+        max: g.max_dispatch_lag_ms,
+    };
     g.peak_rss_mib = rs
         .iter()
         .map(|r| r.generator.peak_rss_mib)

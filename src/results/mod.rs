@@ -891,10 +891,22 @@ pub struct HeartbeatFigures {
     pub note: Option<String>,
 }
 
+/// Percentiles of the open loop's dispatch lag, ms.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct DispatchLag {
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Generator {
     /// Most a request was dispatched after its scheduled time, ms (open loop).
     pub max_dispatch_lag_ms: f64,
+    /// How late after its scheduled time each request was dispatched, ms (open loop; zeros in
+    /// closed loop): the precision of the schedule. `max` equals `max_dispatch_lag_ms`.
+    #[serde(default)]
+    pub dispatch_lag_ms: DispatchLag,
     /// App instances simulated.
     pub instances: u32,
     /// FNV-1a fingerprint (hex) of the first 1000 ids drawn by each key stream (one stream in

@@ -325,7 +325,8 @@ fn generator_figures(sc: &Scenario, raw: &Raw) -> results::Generator {
     let cpu = raw.cpu.as_secs_f64();
     let requests = raw.scheduled + raw.warmup_requests;
     results::Generator {
-        max_dispatch_lag_ms: raw.max_lag.as_secs_f64() * 1000.0,
+        max_dispatch_lag_ms: raw.lag.max,
+        dispatch_lag_ms: raw.lag,
         instances: sc.instances,
         cpu_seconds: cpu,
         cpu_per_request_us: if requests == 0 {
