@@ -128,3 +128,47 @@ fn a_rate_beyond_the_machine_ends_on_time_and_counts_what_was_never_sent() {
     let codes = r.json["diagnoses"].to_string();
     assert!(codes.contains("never sent"), "{codes}");
 }
+
+/// The schedule is exact at 1k, 10k and 50k req/s, with one instance, two, and more instances
+/// than the machine has cores: rate × duration requests scheduled, each completed or shed
+/// once, and every miss one statement that Postgres counted too.
+#[test]
+fn the_schedule_is_exact_at_every_rate_and_instance_count() {
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let many = (cores + 3).to_string();
+    for (rate, instances) in [("1000", "1"), ("10k", "2"), ("50k", many.as_str())] {
+        let r = run_ok(&[
+            "--rps",
+            rate,
+            "--duration",
+            "2s",
+            "--instances",
+            instances,
+            "--keys",
+            "2000",
+            "--ttl",
+            "1s",
+            "--db-cost",
+            "0ms",
+        ]);
+        let expected = match rate {
+            "1000" => 2_000,
+            "10k" => 20_000,
+            _ => 100_000,
+        };
+        assert_eq!(
+            r.u("/requests/scheduled"),
+            expected,
+            "{rate}/s on {instances} instances: {}",
+            r.json["requests"]
+        );
+        r.assert_counts_add_up();
+        assert_eq!(
+            r.json["db"]["calls"], r.json["db"]["calls_server"],
+            "{rate}/s on {instances} instances: {}",
+            r.json["db"]
+        );
+        assert_eq!(r.u("/generator/instances"), instances.parse::<u64>().unwrap());
+        assert_servers_gone(&r.json);
+    }
+}
