@@ -168,7 +168,10 @@ fn the_schedule_is_exact_at_every_rate_and_instance_count() {
             "{rate}/s on {instances} instances: {}",
             r.json["db"]
         );
-        assert_eq!(r.u("/generator/instances"), instances.parse::<u64>().unwrap());
+        assert_eq!(
+            r.u("/generator/instances"),
+            instances.parse::<u64>().unwrap()
+        );
         assert_servers_gone(&r.json);
     }
 }
