@@ -109,7 +109,9 @@ fn url_parts(u: &str) -> (String, Vec<String>) {
     (out, hidden)
 }
 
-fn percent_decode(s: &str) -> String {
+/// A URL component as written, percent-escapes and `+` decoded (for query values, which
+/// libpq and the redis crate read decoded).
+pub(crate) fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

@@ -296,27 +296,6 @@ pub struct PgTarget {
     url: String,
 }
 
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%'
-            && let Some(v) = b
-                .get(i + 1..i + 3)
-                .and_then(|h| std::str::from_utf8(h).ok())
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-        {
-            out.push(v);
-            i += 3;
-            continue;
-        }
-        out.push(if b[i] == b'+' { b' ' } else { b[i] });
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
 /// Read a `postgres://` URL as libpq would for `sslmode` and `sslrootcert`.
 pub fn pg_target(url: &str) -> Result<PgTarget> {
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
@@ -326,8 +305,8 @@ pub fn pg_target(url: &str) -> Result<PgTarget> {
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         match k {
-            "sslmode" => mode = Some(SslMode::parse(&percent_decode(v))?),
-            "sslrootcert" => rootcert = Some(percent_decode(v)),
+            "sslmode" => mode = Some(SslMode::parse(&crate::redact::percent_decode(v))?),
+            "sslrootcert" => rootcert = Some(crate::redact::percent_decode(v)),
             _ => kept.push(pair),
         }
     }

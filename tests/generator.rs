@@ -175,3 +175,36 @@ fn the_schedule_is_exact_at_every_rate_and_instance_count() {
         assert_servers_gone(&r.json);
     }
 }
+
+/// A closed loop has no schedule, so no dispatch lag: null in the JSON and said so in the
+/// summary, never a row of zeros that reads as perfect precision.
+#[test]
+fn a_closed_loop_has_no_dispatch_lag_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let o = {
+        let _turn = cpu_turn();
+        stampede()
+            .args(["run", "--clients", "4", "--duration", "1s", "--keys", "100"])
+            .arg("--out")
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    let said = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let j = read_json(&out).unwrap();
+    assert!(
+        j["generator"]["dispatch_lag_ms"].is_null(),
+        "{}",
+        j["generator"]
+    );
+    assert!(
+        said.contains("no dispatch lag (closed loop: no schedule)"),
+        "{said}"
+    );
+}

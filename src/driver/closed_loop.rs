@@ -101,7 +101,7 @@ pub(super) async fn run(
         unsent: 0,
         warmup: warmup.load(Relaxed),
         dispatched: s,
-        lag: Default::default(),
+        lag: None,
         key_digest,
     })
 }

@@ -51,8 +51,8 @@ pub struct Raw {
     /// Every state change of the instances' breakers, in order.
     pub breaker: Vec<BreakerEvent>,
     pub interrupted: bool,
-    /// How late the open loop dispatched its requests (zeros in closed loop).
-    pub lag: DispatchLag,
+    /// How late the open loop dispatched its requests (None in closed loop: no schedule).
+    pub lag: Option<DispatchLag>,
     pub started_at_ms: u64,
     /// Fingerprint of the key draws and how many ids it covers (see [`KeySampler::digest`]).
     pub key_digest: (u64, u64),
@@ -128,7 +128,7 @@ struct Traffic {
     warmup: u64,
     /// Measured requests handed to an instance.
     dispatched: u64,
-    lag: DispatchLag,
+    lag: Option<DispatchLag>,
     key_digest: (u64, u64),
 }
 

@@ -218,7 +218,7 @@ pub(super) async fn run(
         unsent,
         warmup,
         dispatched,
-        lag: lag.figures(),
+        lag: Some(lag.figures()),
         key_digest,
     })
 }

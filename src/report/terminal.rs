@@ -386,17 +386,24 @@ pub fn summary(r: &RunResult) -> String {
     let _ = writeln!(o, "  latency   {}", lat(&r.latency_ms));
     let _ = writeln!(o, "  service   {}", lat(&r.service_ms));
     let g = &r.generator;
+    let lag = match &g.dispatch_lag_ms {
+        Some(l) => format!(
+            "dispatch lag p50 {:.3} p99 {:.3} max {:.2} ms",
+            l.p50, l.p99, l.max
+        ),
+        None if matches!(r.scenario.load, crate::scenario::LoadShape::Closed { .. }) => {
+            "no dispatch lag (closed loop: no schedule)".into()
+        }
+        None => "dispatch lag unknown (not recorded in this file)".into(),
+    };
     let _ = writeln!(
         o,
-        "  generator cpu {:.2} s ({:.1} µs/request, {:.0}% of {} cores)  peak rss {:.0} MiB  dispatch lag p50 {:.3} p99 {:.3} max {:.2} ms",
+        "  generator cpu {:.2} s ({:.1} µs/request, {:.0}% of {} cores)  peak rss {:.0} MiB  {lag}",
         g.cpu_seconds,
         g.cpu_per_request_us,
         g.cpu_utilization * 100.0,
         g.cores,
         g.peak_rss_mib,
-        g.dispatch_lag_ms.p50,
-        g.dispatch_lag_ms.p99,
-        g.max_dispatch_lag_ms
     );
     for d in &r.diagnoses {
         let _ = writeln!(o, "  DIAGNOSIS {}: {}", d.code, d.message);

@@ -313,16 +313,16 @@ pub fn merge(mut shards: Vec<(String, RunResult)>, allow_missing: bool) -> Resul
         .fold(0.0, f64::max);
     // Each shard's percentiles are of its own requests: the merged run's are at most the worst
     // shard's, which is what a bound on the precision needs.
-    let worst = |f: fn(&DispatchLag) -> f64| {
-        rs.iter()
-            .map(|r| f(&r.generator.dispatch_lag_ms))
-            .fold(0.0, f64::max)
-    };
-    g.dispatch_lag_ms = DispatchLag {
-        p50: worst(|l| l.p50),
-        p99: worst(|l| l.p99),
-        max: g.max_dispatch_lag_ms,
-    };
+    // A shard without them (closed loop, an older file) leaves the merged run's unknown.
+    let lags: Option<Vec<DispatchLag>> = rs.iter().map(|r| r.generator.dispatch_lag_ms).collect();
+    g.dispatch_lag_ms = lags.map(|lags| {
+        let worst = |f: fn(&DispatchLag) -> f64| lags.iter().map(f).fold(0.0, f64::max);
+        DispatchLag {
+            p50: worst(|l| l.p50),
+            p99: worst(|l| l.p99),
+            max: g.max_dispatch_lag_ms,
+        }
+    });
     g.peak_rss_mib = rs
         .iter()
         .map(|r| r.generator.peak_rss_mib)

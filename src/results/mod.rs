@@ -903,10 +903,11 @@ pub struct DispatchLag {
 pub struct Generator {
     /// Most a request was dispatched after its scheduled time, ms (open loop).
     pub max_dispatch_lag_ms: f64,
-    /// How late after its scheduled time each request was dispatched, ms (open loop; zeros in
-    /// closed loop): the precision of the schedule. `max` equals `max_dispatch_lag_ms`.
+    /// How late after its scheduled time each request was dispatched, ms: the precision of the
+    /// schedule. `max` equals `max_dispatch_lag_ms`. Null where there is no schedule (closed
+    /// loop) and in files written before the field: unknown, never zeros.
     #[serde(default)]
-    pub dispatch_lag_ms: DispatchLag,
+    pub dispatch_lag_ms: Option<DispatchLag>,
     /// App instances simulated.
     pub instances: u32,
     /// FNV-1a fingerprint (hex) of the first 1000 ids drawn by each key stream (one stream in

@@ -325,7 +325,7 @@ fn generator_figures(sc: &Scenario, raw: &Raw) -> results::Generator {
     let cpu = raw.cpu.as_secs_f64();
     let requests = raw.scheduled + raw.warmup_requests;
     results::Generator {
-        max_dispatch_lag_ms: raw.lag.max,
+        max_dispatch_lag_ms: raw.lag.map_or(0.0, |l| l.max),
         dispatch_lag_ms: raw.lag,
         instances: sc.instances,
         cpu_seconds: cpu,
