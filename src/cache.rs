@@ -404,6 +404,25 @@ impl Admin {
         }
     }
 
+    /// UNLINK the entries of `ids` (the entries only: locks, lease tokens, version markers and
+    /// the heartbeat have keys of their own), 1000 keys a command; how many existed.
+    pub async fn unlink_entries(&self, ids: &[u64]) -> Result<u64> {
+        let mut c = self.conn.clone();
+        let mut removed = 0u64;
+        for chunk in ids.chunks(1000) {
+            let mut cmd = redis::cmd("UNLINK");
+            for id in chunk {
+                cmd.arg(KeyBuf::new(&self.prefix, "", *id).as_bytes());
+            }
+            let n: u64 = tokio::time::timeout(Duration::from_secs(5), cmd.query_async(&mut c))
+                .await
+                .context("UNLINK of the dropped entries got no answer within 5 s")?
+                .context("UNLINK of the dropped entries")?;
+            removed += n;
+        }
+        Ok(removed)
+    }
+
     /// `CLIENT PAUSE <ms> ALL`: the server stops running every client's commands for `d`
     /// (connections stay open, commands wait), then resumes by itself. The reply comes before
     /// the pause starts.

@@ -881,7 +881,82 @@ pub struct RunFlags {
     #[serde(skip)]
     pub pause_for: Vec<Dur>,
 
-    /// Faults of a scenario file (`[[fault]]` tables with kind kill-redis, kill-postgres or pause-redis, at, down_for); any fault flag on the command line replaces them all
+    /// Shock: remove a share of the run's cached entries at T.
+    ///
+    /// Remove a share (--drop-fraction, of --drop-order) of the run's cached entries this long
+    /// after the measured window starts, with UNLINK: only entries, never the run's heartbeat,
+    /// locks, lease tokens or version markers; repeatable (scenario file: [[fault]] with kind =
+    /// "drop-cache", at, fraction, order).
+    #[arg(long, value_name = "T", help_heading = "Shocks")]
+    #[serde(skip)]
+    pub drop_cache_at: Vec<Dur>,
+
+    /// Share of the entries a cache drop removes [default: 100%]
+    ///
+    /// Applies to every drop-cache shock, the scenario file's included.
+    #[arg(long, value_name = "P", help_heading = "Shocks")]
+    #[serde(skip)]
+    pub drop_fraction: Option<Percent>,
+
+    /// Which entries a cache drop removes first: hottest or random [default: hottest]
+    ///
+    /// hottest: the most popular keys first (the cheapest way to hurt). random: a seeded random
+    /// share of the keys.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "ORDER",
+        hide_possible_values = true,
+        help_heading = "Shocks"
+    )]
+    #[serde(skip)]
+    pub drop_order: Option<crate::fault::DropOrder>,
+
+    /// Shock: every load costs --slow-db-factor times more from T.
+    ///
+    /// From this long after the measured window starts, every load costs --slow-db-factor
+    /// times its cost (the server really works longer: pg_sleep's argument is multiplied) for
+    /// the matching --slow-db-for; repeatable (scenario file: [[fault]] with kind = "slow-db",
+    /// at, for, factor). Needs --db-query sleep.
+    #[arg(long, value_name = "T", help_heading = "Shocks")]
+    #[serde(skip)]
+    pub slow_db_at: Vec<Dur>,
+
+    /// How long loads stay slow after --slow-db-at.
+    #[arg(long, value_name = "DURATION", help_heading = "Shocks")]
+    #[serde(skip)]
+    pub slow_db_for: Vec<Dur>,
+
+    /// How many times its cost a load costs in a slow-db shock [default: 4]
+    ///
+    /// Applies to every slow-db shock, the scenario file's included.
+    #[arg(long, value_name = "K", help_heading = "Shocks")]
+    #[serde(skip)]
+    pub slow_db_factor: Option<f64>,
+
+    /// Shock: the offered rate is multiplied by --spike-factor from T.
+    ///
+    /// From this long after the measured window starts, the open loop offers --spike-factor
+    /// times the rate for the matching --spike-for (the schedule stays exact and seeded);
+    /// repeatable (scenario file: [[fault]] with kind = "spike", at, for, factor). Open loop
+    /// only.
+    #[arg(long, value_name = "T", help_heading = "Shocks")]
+    #[serde(skip)]
+    pub spike_at: Vec<Dur>,
+
+    /// How long the rate stays multiplied after --spike-at.
+    #[arg(long, value_name = "DURATION", help_heading = "Shocks")]
+    #[serde(skip)]
+    pub spike_for: Vec<Dur>,
+
+    /// How many times the rate is offered in a spike [default: 2]
+    ///
+    /// Applies to every spike, the scenario file's included.
+    #[arg(long, value_name = "K", help_heading = "Shocks")]
+    #[serde(skip)]
+    pub spike_factor: Option<f64>,
+
+    /// Faults of a scenario file (`[[fault]]` tables with kind kill-redis, kill-postgres, pause-redis, drop-cache, slow-db or spike, at, down_for); any fault flag on the command line replaces them all
     #[arg(skip)]
     #[serde(default)]
     pub fault: Vec<FaultSpec>,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::values::Dur;
+use crate::values::{Dur, Percent};
 
 /// The kinds of fault a run can inject.
 #[derive(
@@ -23,6 +23,45 @@ pub enum FaultKind {
     KillPostgres,
     /// Redis stalls (`CLIENT PAUSE <down_for> ALL`): connections stay open, commands hang.
     PauseRedis,
+    /// A share of the run's cached entries is removed at once (UNLINK), as a flush at peak or
+    /// a failover to an empty replica would; the servers stay up.
+    DropCache,
+    /// Every load costs `factor` times its cost for `down_for` (pg_sleep's argument multiplied):
+    /// a vacuum, a failover or a noisy neighbour.
+    SlowDb,
+    /// The offered rate is multiplied by `factor` for `down_for` (open loop only).
+    Spike,
+}
+
+/// Which entries a cache drop removes first.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum DropOrder {
+    /// The most popular keys first: the cheapest way to hurt.
+    #[default]
+    Hottest,
+    /// A seeded random share of the keys.
+    Random,
+}
+
+impl DropOrder {
+    pub fn name(self) -> &'static str {
+        match self {
+            DropOrder::Hottest => "hottest",
+            DropOrder::Random => "random",
+        }
+    }
 }
 
 /// The server a fault strikes: outages of one server must not overlap.
@@ -30,6 +69,12 @@ pub enum FaultKind {
 pub enum Server {
     Redis,
     Postgres,
+    /// The run's cached entries (drop-cache): the servers stay up.
+    Entries,
+    /// What a load costs (slow-db).
+    LoadCost,
+    /// The offered rate (spike).
+    Traffic,
 }
 
 impl Server {
@@ -37,16 +82,31 @@ impl Server {
         match self {
             Server::Redis => "Redis",
             Server::Postgres => "Postgres",
+            Server::Entries => "the cache's entries",
+            Server::LoadCost => "the load cost",
+            Server::Traffic => "the offered rate",
         }
     }
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 3] = [
+    pub const ALL: [FaultKind; 6] = [
         FaultKind::KillRedis,
         FaultKind::KillPostgres,
         FaultKind::PauseRedis,
+        FaultKind::DropCache,
+        FaultKind::SlowDb,
+        FaultKind::Spike,
     ];
+
+    /// A shock on the workload (the cache's content, the load cost, the rate) rather than an
+    /// outage of a server.
+    pub fn is_shock(self) -> bool {
+        matches!(
+            self,
+            FaultKind::DropCache | FaultKind::SlowDb | FaultKind::Spike
+        )
+    }
 
     /// The name written in scenario files and results: `kill-redis`.
     pub fn name(self) -> &'static str {
@@ -54,6 +114,9 @@ impl FaultKind {
             FaultKind::KillRedis => "kill-redis",
             FaultKind::KillPostgres => "kill-postgres",
             FaultKind::PauseRedis => "pause-redis",
+            FaultKind::DropCache => "drop-cache",
+            FaultKind::SlowDb => "slow-db",
+            FaultKind::Spike => "spike",
         }
     }
 
@@ -62,6 +125,9 @@ impl FaultKind {
         match self {
             FaultKind::KillRedis | FaultKind::PauseRedis => Server::Redis,
             FaultKind::KillPostgres => Server::Postgres,
+            FaultKind::DropCache => Server::Entries,
+            FaultKind::SlowDb => Server::LoadCost,
+            FaultKind::Spike => Server::Traffic,
         }
     }
 
@@ -71,6 +137,9 @@ impl FaultKind {
             FaultKind::KillRedis => ("--kill-redis-at", "--redis-down-for"),
             FaultKind::KillPostgres => ("--kill-postgres-at", "--postgres-down-for"),
             FaultKind::PauseRedis => ("--pause-redis-at", "--pause-for"),
+            FaultKind::DropCache => ("--drop-cache-at", ""),
+            FaultKind::SlowDb => ("--slow-db-at", "--slow-db-for"),
+            FaultKind::Spike => ("--spike-at", "--spike-for"),
         }
     }
 
@@ -80,6 +149,9 @@ impl FaultKind {
             FaultKind::KillRedis => "Redis is killed",
             FaultKind::KillPostgres => "Postgres is killed",
             FaultKind::PauseRedis => "Redis is paused",
+            FaultKind::DropCache => "the cache is dropped",
+            FaultKind::SlowDb => "loads slow down",
+            FaultKind::Spike => "the rate spikes",
         }
     }
 
@@ -89,6 +161,9 @@ impl FaultKind {
             FaultKind::KillRedis => "how long Redis stays down before it starts again",
             FaultKind::KillPostgres => "how long Postgres stays down before it starts again",
             FaultKind::PauseRedis => "how long Redis stays paused",
+            FaultKind::DropCache => "nothing: a drop is instant",
+            FaultKind::SlowDb => "how long loads stay slow",
+            FaultKind::Spike => "how long the rate stays multiplied",
         }
     }
 }
@@ -101,15 +176,66 @@ impl std::fmt::Display for FaultKind {
 
 /// One `[[fault]]` table of a scenario file; on the command line the same fault is a pair of
 /// flags, such as `--kill-redis-at AT --redis-down-for DOWN_FOR` (see [`FaultKind::flags`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FaultSpec {
     pub kind: FaultKind,
     /// When the fault strikes, measured from the start of the measured window (after warm-up).
     pub at: Dur,
-    /// How long the server stays down (or paused) before it is back.
+    /// How long the server stays down (or paused) before it is back; for slow-db and spike,
+    /// how long the shock lasts (`for` is accepted too); none for drop-cache (instant).
+    #[serde(default, alias = "for")]
     pub down_for: Dur,
+    /// drop-cache: the share of the entries removed (default 100%).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fraction: Option<Percent>,
+    /// drop-cache: which entries go first (default hottest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub order: Option<DropOrder>,
+    /// slow-db: how many times its cost a load costs (default 4); spike: how many times the
+    /// rate is offered (default 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub factor: Option<f64>,
 }
+
+impl FaultSpec {
+    /// A fault of `kind` at `at` lasting `down_for`, with the kind's defaults.
+    pub fn new(kind: FaultKind, at: Dur, down_for: Dur) -> FaultSpec {
+        FaultSpec {
+            kind,
+            at,
+            down_for,
+            fraction: None,
+            order: None,
+            factor: None,
+        }
+    }
+
+    /// The share a drop-cache removes.
+    pub fn drop_fraction(&self) -> f64 {
+        self.fraction.map_or(1.0, |p| p.0)
+    }
+
+    /// The factor of a slow-db or spike shock (1 for the other kinds).
+    pub fn shock_factor(&self) -> f64 {
+        match (self.kind, self.factor) {
+            (_, Some(f)) => f,
+            (FaultKind::SlowDb, None) => DEFAULT_SLOW_DB_FACTOR,
+            (FaultKind::Spike, None) => DEFAULT_SPIKE_FACTOR,
+            _ => 1.0,
+        }
+    }
+
+    /// When the shock is over (its server back, its time up), from the window's start.
+    pub fn ends_at(&self) -> Duration {
+        self.at.0 + self.down_for.0
+    }
+}
+
+/// How many times its cost a load costs during a slow-db shock when no factor is given.
+pub const DEFAULT_SLOW_DB_FACTOR: f64 = 4.0;
+/// How many times the rate is offered during a spike when no factor is given.
+pub const DEFAULT_SPIKE_FACTOR: f64 = 2.0;
 
 /// Pair the `at` flag of `kind` with its duration flag, in the order given.
 pub fn pair(kind: FaultKind, at: &[Dur], down: &[Dur]) -> Result<Vec<FaultSpec>, String> {
@@ -135,7 +261,7 @@ pub fn pair(kind: FaultKind, at: &[Dur], down: &[Dur]) -> Result<Vec<FaultSpec>,
     Ok(at
         .iter()
         .zip(down)
-        .map(|(&at, &down_for)| FaultSpec { kind, at, down_for })
+        .map(|(&at, &down_for)| FaultSpec::new(kind, at, down_for))
         .collect())
 }
 
@@ -165,10 +291,11 @@ pub fn check(
             return Err(format!(
                 "{name}: {} would still be {} when the run ends ({} + {} > duration {duration}); fault times count from the start of the measured window: move the fault earlier, shorten its duration or lengthen --duration",
                 server.name(),
-                if f.kind == FaultKind::PauseRedis {
-                    "paused"
-                } else {
-                    "down"
+                match f.kind {
+                    FaultKind::PauseRedis => "paused",
+                    FaultKind::SlowDb => "slowed",
+                    FaultKind::Spike => "multiplied",
+                    _ => "down",
                 },
                 f.at,
                 f.down_for
@@ -250,11 +377,7 @@ mod tests {
 
     #[test]
     fn outages_of_one_server_must_not_overlap_but_different_servers_may() {
-        let spec = |kind, at: &str, down: &str| FaultSpec {
-            kind,
-            at: dur(at),
-            down_for: dur(down),
-        };
+        let spec = |kind, at: &str, down: &str| FaultSpec::new(kind, dur(at), dur(down));
         // A Redis pause inside a Redis crash: one server, refused.
         let mut f = vec![
             spec(FaultKind::KillRedis, "1s", "3s"),

@@ -943,7 +943,9 @@ impl Origin {
                     client.query_one(&stmt, &[&id]).await
                 }
                 (None, LoadCost::Sleep(d)) => {
-                    client.query_one(&stmt, &[&id, &d.as_secs_f64()]).await
+                    // A slow-db shock makes the server really work longer.
+                    let secs = d.as_secs_f64() * load.cost_factor();
+                    client.query_one(&stmt, &[&id, &secs]).await
                 }
                 (None, LoadCost::Heavy) => client.query_one(&stmt, &[&id]).await,
             }

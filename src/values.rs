@@ -81,7 +81,7 @@ serde_via_str!(Rate);
 
 /// A duration written with a unit: "250ms", "10s", "2m", "1m30s". A bare number is refused
 /// because "10" could mean seconds or milliseconds and a wrong guess silently changes a run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Dur(pub Duration);
 
 impl FromStr for Dur {

@@ -116,6 +116,63 @@ impl Start {
     }
 }
 
+/// Spans of the schedule where the rate is multiplied (spikes), as a warp of time: the
+/// schedule is drawn at the base rate on a virtual clock that runs `factor` times faster
+/// inside a span, so a constant schedule stays exact and a Poisson one stays a (piecewise)
+/// Poisson process with the same seed.
+#[derive(Debug, Clone, Default)]
+pub struct Warp {
+    /// (start ns, length ns, factor), in real time from the start of traffic, sorted and not
+    /// overlapping.
+    spans: Vec<(f64, f64, f64)>,
+}
+
+impl Warp {
+    /// Spans given as (start, length, factor), in ns from the start of traffic.
+    pub fn new(mut spans: Vec<(u64, u64, f64)>) -> Warp {
+        spans.sort_by_key(|s| s.0);
+        Warp {
+            spans: spans
+                .into_iter()
+                .filter(|s| s.1 > 0 && s.2 > 0.0)
+                .map(|(a, l, k)| (a as f64, l as f64, k))
+                .collect(),
+        }
+    }
+
+    /// The real time of virtual time `v`.
+    fn real(&self, v: f64) -> f64 {
+        // How far the virtual clock is ahead of the real one after the spans so far.
+        let mut ahead = 0.0;
+        for &(start, len, k) in &self.spans {
+            let vs = start + ahead;
+            if v < vs {
+                return v - ahead;
+            }
+            if v < vs + len * k {
+                return start + (v - vs) / k;
+            }
+            ahead += len * (k - 1.0);
+        }
+        v - ahead
+    }
+
+    /// The virtual time of real time `r`.
+    fn virtual_of(&self, r: f64) -> f64 {
+        let mut ahead = 0.0;
+        for &(start, len, k) in &self.spans {
+            if r < start {
+                return r + ahead;
+            }
+            if r < start + len {
+                return start + ahead + (r - start) * k;
+            }
+            ahead += len * (k - 1.0);
+        }
+        r + ahead
+    }
+}
+
 /// Open-loop start times, as offsets in ns from the start of traffic.
 pub struct Schedule {
     interval_ns: f64,
@@ -124,6 +181,7 @@ pub struct Schedule {
     rng: SmallRng,
     next_ns: f64,
     index: u64,
+    warp: Warp,
 }
 
 impl Schedule {
@@ -136,7 +194,14 @@ impl Schedule {
             rng: SmallRng::seed_from_u64(seed),
             next_ns: 0.0,
             index: 0,
+            warp: Warp::default(),
         }
+    }
+
+    /// The same schedule with the rate multiplied over the spans of `warp`.
+    pub fn warped(mut self, warp: Warp) -> Schedule {
+        self.warp = warp;
+        self
     }
 
     /// The next start offset in ns.
@@ -155,7 +220,10 @@ impl Schedule {
             }
         };
         self.index += 1;
-        t as u64
+        if self.warp.spans.is_empty() {
+            return t as u64;
+        }
+        self.warp.real(t) as u64
     }
 }
 
@@ -164,6 +232,11 @@ impl Schedule {
     /// constant schedule, drawn for Poisson as the one Poisson count of the remaining span
     /// (from this stream, so the same seed gives the same count).
     pub fn count_until(&mut self, end_ns: u64) -> u64 {
+        let end_ns = if self.warp.spans.is_empty() {
+            end_ns
+        } else {
+            self.warp.virtual_of(end_ns as f64) as u64
+        };
         match self.arrival {
             Arrival::Constant => {
                 let first = self.index;
@@ -256,6 +329,37 @@ mod tests {
             .take_while(|&t| t < 1_000_000_000)
             .count();
         assert_eq!(n as u64, constant_count(3.0, 1_000_000_000));
+    }
+
+    #[test]
+    fn a_spike_multiplies_the_rate_over_its_span_only() {
+        // 1000/s for 10 s with a ×3 spike from 2 s to 4 s: 8000 + 2 × 3000 requests.
+        let warp = Warp::new(vec![(2_000_000_000, 2_000_000_000, 3.0)]);
+        let mut s = Schedule::new(1000.0, Arrival::Constant, 1).warped(warp.clone());
+        let offs: Vec<u64> = std::iter::from_fn(|| Some(s.next_offset()))
+            .take_while(|&t| t < 10_000_000_000)
+            .collect();
+        assert_eq!(offs.len(), 14_000);
+        let per_sec = |a: u64| {
+            offs.iter()
+                .filter(|&&t| t >= a * 1_000_000_000 && t < (a + 1) * 1_000_000_000)
+                .count()
+        };
+        assert_eq!(
+            (per_sec(1), per_sec(2), per_sec(3), per_sec(4)),
+            (1000, 3000, 3000, 1000)
+        );
+        assert!(offs.windows(2).all(|w| w[0] <= w[1]), "in order");
+        // The count of the rest of the window agrees with drawing it.
+        let mut c = Schedule::new(1000.0, Arrival::Constant, 1).warped(warp.clone());
+        for _ in 0..500 {
+            c.next_offset();
+        }
+        assert_eq!(c.count_until(10_000_000_000), 13_500);
+        // The warp and its inverse agree.
+        for r in [0.0, 1.5e9, 2.5e9, 3.99e9, 7e9] {
+            assert!((warp.real(warp.virtual_of(r)) - r).abs() < 1.0, "{r}");
+        }
     }
 
     #[test]

@@ -22,8 +22,10 @@ use crate::origin::PgProbe;
 use crate::servers::{ManagedPostgres, ManagedRedis};
 
 mod report;
+mod shock;
 
 pub use report::reports;
+pub use shock::DropSide;
 
 /// How long the recovery stampede is counted after a restart.
 const STAMPEDE_WINDOW: Duration = Duration::from_secs(1);
@@ -77,6 +79,10 @@ pub struct Record {
     pub recovery_stampede: u64,
     pub recovery_redundant: u64,
     pub recovery_window_ms: u64,
+    /// drop-cache: the entries removed.
+    pub removed: Option<u64>,
+    /// slow-db and spike: the factor.
+    pub factor: Option<f64>,
     pub note: Option<String>,
 }
 
@@ -116,10 +122,12 @@ impl Chaos {
     /// Start the schedule: it waits for the driver to fix the measured window's start, then
     /// strikes each fault at its time. `faults` must be sorted and outages of one server must
     /// not overlap (the scenario checks this). `postgres` is needed only for Postgres faults.
+    #[allow(clippy::too_many_arguments)]
     pub fn spawn(
         faults: Vec<FaultSpec>,
         redis: RedisSide,
         postgres: Option<PgSide>,
+        drops: Option<DropSide>,
         shared: Gauges,
         window: watch::Receiver<Option<Instant>>,
         duration: Duration,
@@ -138,9 +146,27 @@ impl Chaos {
             shared.clone(),
             finish.clone(),
         );
-        let pg_lane =
-            postgres.map(|p| Lane::new(Target::Postgres(Box::new(p)), shared, finish.clone()));
+        let pg_lane = postgres.map(|p| {
+            Lane::new(
+                Target::Postgres(Box::new(p)),
+                shared.clone(),
+                finish.clone(),
+            )
+        });
         let (redis_faults, pg_faults) = (of(Server::Redis), of(Server::Postgres));
+        let shock_lanes: Vec<_> = [Server::Entries, Server::LoadCost, Server::Traffic]
+            .into_iter()
+            .map(|s| {
+                tokio::spawn(shock::lane(
+                    of(s),
+                    drops.clone(),
+                    shared.clone(),
+                    window.clone(),
+                    duration,
+                    finish.clone(),
+                ))
+            })
+            .collect();
         let task = async move {
             let pg_window = window.clone();
             let (redis_lane, pg_lane) =
@@ -170,6 +196,11 @@ impl Chaos {
                         done.pg_restarted_pids = lane.restarted_pids;
                         done.server_calls = lane.server_calls;
                     }
+                }
+            }
+            for lane in shock_lanes {
+                if let Ok(records) = lane.await {
+                    done.records.extend(records);
                 }
             }
             done.records.sort_by_key(|r| r.kill_ms);

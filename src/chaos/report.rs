@@ -47,6 +47,8 @@ pub fn reports(records: &[Record], timeline: &[Bucket]) -> Vec<FaultReport> {
                 recovery_stampede: r.recovery_stampede,
                 recovery_redundant: r.recovery_redundant,
                 recovery_window_ms: r.recovery_window_ms,
+                removed: r.removed,
+                factor: r.factor,
                 note: r.note.clone(),
             }
         })
@@ -117,7 +119,7 @@ mod tests {
             recovery_stampede: 300,
             recovery_redundant: 40,
             recovery_window_ms: 1000,
-            note: None,
+            ..Record::default()
         };
         let rep = &reports(std::slice::from_ref(&r), &timeline)[0];
         assert_eq!(rep.at_ms, 1000);

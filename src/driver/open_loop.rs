@@ -16,11 +16,12 @@ use super::{Driver, Path, Pending, Tally, Traffic, Window, drain_limit};
 
 /// How long after the window closes the generator may still dispatch requests due in it.
 const UNSENT_AFTER: Duration = Duration::from_millis(50);
+use crate::fault::FaultKind;
 use crate::metrics::Recorder;
 use crate::pacer::{self, Pacer};
 use crate::results::DispatchLag;
 use crate::stats::{Purpose, derive_seed};
-use crate::workload::{Arrival, KeySampler, Schedule};
+use crate::workload::{Arrival, KeySampler, Schedule, Warp};
 
 /// One instance's share of the open loop. Each request is its own task (no worker pool: an
 /// idle pool costs memory and a shared channel costs a lock and an allocation per request).
@@ -106,9 +107,23 @@ pub(super) async fn run(
         sc.missing_ratio.0,
     )
     .map_err(crate::error::UsageError)?;
-    let mut schedule = Schedule::new(rps, arrival, derive_seed(sc.seed, Purpose::Arrivals, 0));
     let (start, measure_start, end) = (w.start, w.measure, w.end);
     let warmup_ns = (measure_start - start).as_nanos() as u64;
+    // Spikes count from the measured window's start, like every fault.
+    let spikes = sc
+        .faults
+        .iter()
+        .filter(|f| f.kind == FaultKind::Spike)
+        .map(|f| {
+            (
+                warmup_ns + f.at.0.as_nanos() as u64,
+                f.down_for.0.as_nanos() as u64,
+                f.shock_factor(),
+            )
+        })
+        .collect();
+    let mut schedule = Schedule::new(rps, arrival, derive_seed(sc.seed, Purpose::Arrivals, 0))
+        .warped(Warp::new(spikes));
     let total_ns = (end - start).as_nanos() as u64;
     let (mut scheduled, mut shed, mut warmup, mut dispatched) = (0u64, 0u64, 0u64, 0u64);
     let mut lag = Lag::new();

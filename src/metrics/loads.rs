@@ -68,6 +68,27 @@ pub struct LoadTracker {
     /// Measured loads started while another load of the same key was in flight.
     pub redundant: AtomicU64,
     herds: Box<[Mutex<HashMap<u64, u32>>]>,
+    /// What a load costs now, in thousandths of its set cost (0: as set): a slow-db shock
+    /// raises it for its duration.
+    cost_milli: AtomicU64,
+}
+
+impl LoadTracker {
+    /// Every load from now on costs `factor` times its set cost (1: back to normal).
+    pub fn set_cost_factor(&self, factor: f64) {
+        let m = (factor * 1000.0).round().max(0.0) as u64;
+        self.cost_milli
+            .store(if m == 1000 { 0 } else { m }, Relaxed);
+    }
+
+    /// How many times its set cost a load costs now.
+    #[inline]
+    pub fn cost_factor(&self) -> f64 {
+        match self.cost_milli.load(Relaxed) {
+            0 => 1.0,
+            m => m as f64 / 1000.0,
+        }
+    }
 }
 
 impl Default for LoadTracker {
@@ -93,6 +114,7 @@ impl Default for LoadTracker {
             herds: (0..HERD_SHARDS)
                 .map(|_| Mutex::new(HashMap::new()))
                 .collect(),
+            cost_milli: AtomicU64::new(0),
         }
     }
 }
@@ -159,6 +181,12 @@ impl LoadTracker {
 }
 
 impl<'a> LoadGuard<'a> {
+    /// How many times its set cost this load costs (a slow-db shock raises it).
+    #[inline]
+    pub fn cost_factor(&self) -> f64 {
+        self.tracker.cost_factor()
+    }
+
     /// The load got a connection and sends its statement: one DB call, counted in the phase
     /// of this moment.
     pub fn statement(&self) -> StatementGuard<'a> {

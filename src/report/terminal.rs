@@ -88,8 +88,51 @@ fn secs(ms: u64) -> String {
     format!("{:.2} s", ms as f64 / 1000.0)
 }
 
+/// A shock: what it did, and the DB calls in the second after it ended.
+fn shock(o: &mut String, f: &FaultReport) {
+    let what = match f.kind {
+        FaultKind::DropCache => format!(
+            "removed {} cached entries",
+            f.removed
+                .map_or_else(|| "no".to_string(), |n| n.to_string())
+        ),
+        FaultKind::SlowDb => format!(
+            "loads cost ×{} for {} (to {})",
+            f.factor.unwrap_or(1.0),
+            secs(f.down_ms),
+            secs(f.at_ms + f.down_ms)
+        ),
+        _ => format!(
+            "rate offered ×{} for {} (to {})",
+            f.factor.unwrap_or(1.0),
+            secs(f.down_ms),
+            secs(f.at_ms + f.down_ms)
+        ),
+    };
+    let _ = writeln!(
+        o,
+        "  shock     {} at {}: {what}; db calls during it {}, db errors {}; {} db calls ({} redundant) in the {} ms after it",
+        f.kind,
+        secs(f.at_ms),
+        f.db_calls_during,
+        f.db_errors_during,
+        f.recovery_stampede,
+        f.recovery_redundant,
+        f.recovery_window_ms
+    );
+    if let Some(n) = &f.note
+        && f.kind != FaultKind::DropCache
+    {
+        let _ = writeln!(o, "            note: {n}");
+    }
+}
+
 /// The outage window, what it cost, and the recovery after the restart.
 fn faults(o: &mut String, f: &FaultReport, app: bool) {
+    if f.kind.is_shock() && (f.down_ms > 0 || f.removed.is_some()) {
+        shock(o, f);
+        return;
+    }
     if f.down_ms == 0 && f.note.is_some() {
         let _ = writeln!(
             o,
@@ -149,7 +192,7 @@ fn faults(o: &mut String, f: &FaultReport, app: bool) {
     };
     let first_ok = match f.kind {
         FaultKind::KillPostgres => "first successful load after",
-        FaultKind::KillRedis | FaultKind::PauseRedis => "commands ok after",
+        _ => "commands ok after",
     };
     let _ = writeln!(
         o,

@@ -771,7 +771,10 @@ pub struct BreakerEvent {
 pub struct FaultReport {
     /// What happened: `kill-redis` (a crash of Redis, which comes back empty), `pause-redis`
     /// (Redis stalls: connections stay open, commands hang), `kill-postgres` (a crash of
-    /// Postgres, which comes back through crash recovery).
+    /// Postgres, which comes back through crash recovery), and the shocks: `drop-cache` (a
+    /// share of the entries removed at once), `slow-db` (loads cost `factor` times more),
+    /// `spike` (the rate offered `factor` times). For a shock, `down_ms` is how long it lasted
+    /// (0 for a drop) and the recovery figures count from its end.
     pub kind: FaultKind,
     /// When the server was killed (or paused), ms since the measured window started (as done,
     /// not as planned).
@@ -812,7 +815,14 @@ pub struct FaultReport {
     pub recovery_redundant: u64,
     /// How many ms after the restart `recovery_stampede` covers (1000 unless cut short).
     pub recovery_window_ms: u64,
-    /// What went wrong with the fault itself (a refused SHUTDOWN, a failed restart command).
+    /// drop-cache: the entries it removed (those asked for that were cached).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub removed: Option<u64>,
+    /// slow-db: how many times its cost a load cost; spike: how many times the rate was offered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub factor: Option<f64>,
+    /// What went wrong with the fault itself (a refused SHUTDOWN, a failed restart command),
+    /// or, for a drop-cache, what it removed.
     pub note: Option<String>,
 }
 

@@ -71,6 +71,15 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
             postgres_down_for: Vec::new(),
             pause_redis_at: Vec::new(),
             pause_for: Vec::new(),
+            drop_cache_at: Vec::new(),
+            slow_db_at: Vec::new(),
+            slow_db_for: Vec::new(),
+            spike_at: Vec::new(),
+            spike_for: Vec::new(),
+            drop_fraction: flags.drop_fraction,
+            drop_order: flags.drop_order,
+            slow_db_factor: flags.slow_db_factor,
+            spike_factor: flags.spike_factor,
             allow_pause_external: flags.allow_pause_external || file.allow_pause_external,
             allow_kill_external: flags.allow_kill_external || file.allow_kill_external,
             threshold: flags.threshold,
@@ -334,7 +343,8 @@ fn check(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
     )?;
     at_least(f.breaker_min_loads, 1, src, "breaker_min_loads")?;
     for (i, fault) in f.fault.iter().enumerate() {
-        if fault.down_for.0.is_zero() {
+        check_shock(fault, &fault_name(src, i, fault))?;
+        if fault.down_for.0.is_zero() && fault.kind != FaultKind::DropCache {
             return Err(UsageError::new(format!(
                 "{}: down_for must be longer than 0",
                 fault_name(src, i, fault)
@@ -460,7 +470,131 @@ fn faults_from_flags(flags: &mut RunFlags) -> Result<(), UsageError> {
     ] {
         faults.extend(schedule::pair(kind, at, down).map_err(UsageError)?);
     }
+    for (kind, at, down) in [
+        (FaultKind::SlowDb, &flags.slow_db_at, &flags.slow_db_for),
+        (FaultKind::Spike, &flags.spike_at, &flags.spike_for),
+    ] {
+        faults.extend(schedule::pair(kind, at, down).map_err(UsageError)?);
+    }
+    // A drop is instant: it has no duration flag to pair with.
+    faults.extend(
+        flags
+            .drop_cache_at
+            .iter()
+            .map(|&at| FaultSpec::new(FaultKind::DropCache, at, Dur(Duration::ZERO))),
+    );
     flags.fault = faults;
+    Ok(())
+}
+
+/// A shock's own settings, wherever it was written.
+fn check_shock(f: &FaultSpec, name: &str) -> Result<(), UsageError> {
+    let only = |what: &str, kinds: &str| {
+        UsageError::new(format!(
+            "{name}: `{what}` is a setting of {kinds} only, not of {}",
+            f.kind
+        ))
+    };
+    if f.fraction.is_some() && f.kind != FaultKind::DropCache {
+        return Err(only("fraction", "drop-cache"));
+    }
+    if f.order.is_some() && f.kind != FaultKind::DropCache {
+        return Err(only("order", "drop-cache"));
+    }
+    if f.factor.is_some() && !matches!(f.kind, FaultKind::SlowDb | FaultKind::Spike) {
+        return Err(only("factor", "slow-db and spike"));
+    }
+    if f.kind == FaultKind::DropCache && !f.down_for.0.is_zero() {
+        return Err(UsageError::new(format!(
+            "{name}: a drop-cache is instant and has no down_for: the cache refills through the traffic"
+        )));
+    }
+    if let Some(p) = f.fraction
+        && p.0 <= 0.0
+    {
+        return Err(UsageError::new(format!(
+            "{name}: fraction must be more than 0% (100% drops every entry)"
+        )));
+    }
+    if let Some(k) = f.factor {
+        let (lo, hi, what) = match f.kind {
+            FaultKind::SlowDb => (1.0, 1000.0, "how many times its cost a load costs"),
+            _ => (0.01, 100.0, "how many times the rate is offered"),
+        };
+        if !(lo..=hi).contains(&k) {
+            return Err(UsageError::new(format!(
+                "{name}: factor {k} is out of range: {what}, between {lo} and {hi}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The shock flags that set a setting of every shock of a kind (the file's included), and
+/// the checks that need the whole scenario: a flag for a shock the run does not have, a spike
+/// without a schedule, a slow-db on a load with no cost to multiply.
+fn apply_shock_flags(
+    m: &mut RunFlags,
+    closed_loop: bool,
+    sleep_cost: bool,
+) -> Result<(), UsageError> {
+    let has = |m: &RunFlags, kind: FaultKind| m.fault.iter().any(|f| f.kind == kind);
+    for (set, flag, kind) in [
+        (
+            m.drop_fraction.is_some(),
+            "--drop-fraction",
+            FaultKind::DropCache,
+        ),
+        (m.drop_order.is_some(), "--drop-order", FaultKind::DropCache),
+        (
+            m.slow_db_factor.is_some(),
+            "--slow-db-factor",
+            FaultKind::SlowDb,
+        ),
+        (m.spike_factor.is_some(), "--spike-factor", FaultKind::Spike),
+    ] {
+        if set && !has(m, kind) {
+            return Err(UsageError::new(format!(
+                "{flag} sets every {kind} shock, and the run has none: add {} (or a [[fault]] with kind = \"{kind}\")",
+                kind.flags().0
+            )));
+        }
+    }
+    if let Some(k) = m.slow_db_factor.or(m.spike_factor)
+        && !(0.01..=1000.0).contains(&k)
+    {
+        return Err(UsageError::new(format!(
+            "shock factor {k} is out of range (slow-db: 1 to 1000; spike: 0.01 to 100)"
+        )));
+    }
+    let (fraction, order, slow, spike) = (
+        m.drop_fraction,
+        m.drop_order,
+        m.slow_db_factor,
+        m.spike_factor,
+    );
+    for f in &mut m.fault {
+        match f.kind {
+            FaultKind::DropCache => {
+                f.fraction = fraction.or(f.fraction);
+                f.order = order.or(f.order);
+            }
+            FaultKind::SlowDb => f.factor = slow.or(f.factor),
+            FaultKind::Spike => f.factor = spike.or(f.factor),
+            _ => {}
+        }
+        check_shock(f, &format!("{} at {}", f.kind, f.at))?;
+    }
+    if closed_loop && has(m, FaultKind::Spike) {
+        return Err(UsageError::new(
+            "a spike multiplies the open loop's rate, and --clients runs a closed loop (no rate to multiply): use --rps, or drop the spike",
+        ));
+    }
+    if !sleep_cost && has(m, FaultKind::SlowDb) {
+        return Err(UsageError::new(
+            "a slow-db shock multiplies pg_sleep's argument, and this run's loads have none (--db-query heavy, --db-sql or a sharded run): use the default --db-query sleep",
+        ));
+    }
     Ok(())
 }
 
@@ -646,6 +780,8 @@ fn build(
     }
     let jitter = m.jitter.unwrap_or(Percent(strategy.default_jitter()));
     let duration = m.duration.unwrap_or(Dur(Duration::from_secs(10)));
+    let sleep_cost = own_load.is_none() && m.db_query.unwrap_or(DbQuery::Sleep) == DbQuery::Sleep;
+    apply_shock_flags(&mut m, matches!(load, LoadShape::Closed { .. }), sleep_cost)?;
     schedule::check(&mut m.fault, duration, |i, f| fault_name(&faults_src, i, f))
         .map_err(UsageError)?;
     check_external_faults(&m)?;

@@ -7,9 +7,9 @@ use anyhow::Result;
 
 use super::builtin::Setup;
 use super::env::Env;
-use crate::chaos::{self, Chaos, PgSide, RedisSide};
+use crate::chaos::{self, Chaos, DropSide, PgSide, RedisSide};
 use crate::driver::Driver;
-use crate::fault::Server;
+use crate::fault::{FaultKind, Server};
 use crate::scenario::Scenario;
 
 /// Start the fault schedule, if the scenario has faults. A managed server with faults moves
@@ -40,10 +40,20 @@ pub(crate) fn start_faults(
         kill_cmd: sc.pg_kill_cmd.clone(),
         restart_cmd: sc.pg_restart_cmd.clone(),
     });
+    let drops = sc
+        .faults
+        .iter()
+        .any(|f| f.kind == FaultKind::DropCache)
+        .then(|| DropSide {
+            admin: setup.admin.clone(),
+            keys: sc.keys,
+            seed: sc.seed,
+        });
     Some(Chaos::spawn(
         sc.faults.clone(),
         redis,
         postgres,
+        drops,
         driver.gauges(),
         driver.window_start(),
         sc.duration.0,

@@ -32,17 +32,20 @@ pub enum Purpose {
     Arrivals,
     /// The keys the writes update (`--write-rps`).
     Writes,
+    /// The entries a random cache drop removes.
+    Drops,
 }
 
 impl Purpose {
     /// Every purpose, in declaration order.
     #[cfg(test)]
-    pub const ALL: [Purpose; 5] = [
+    pub const ALL: [Purpose; 6] = [
         Purpose::Keys,
         Purpose::Client,
         Purpose::Steady,
         Purpose::Arrivals,
         Purpose::Writes,
+        Purpose::Drops,
     ];
 
     /// The purpose's fixed tag: its name in ASCII, padded to 8 bytes. Fixed, not the enum's
@@ -54,6 +57,7 @@ impl Purpose {
             Purpose::Steady => *b"steady__",
             Purpose::Arrivals => *b"arrivals",
             Purpose::Writes => *b"writes__",
+            Purpose::Drops => *b"drops___",
         })
     }
 }
