@@ -1000,6 +1000,63 @@ pub struct RunFlags {
     #[arg(long, value_name = "CMD", help_heading = "Faults")]
     pub pg_restart_cmd: Option<String>,
 
+    /// The client gives up on a request after D [default: never]
+    ///
+    /// The simulated client's own deadline (the built-in app's counterpart of --http-timeout):
+    /// the request counts as timed out at D, while the work it started goes on (the app does
+    /// not know the client left) and keeps its in-flight slot until it ends; a load it started
+    /// still runs and, if it completes, writes back.
+    #[arg(long, value_name = "DURATION", help_heading = "Client")]
+    pub request_timeout: Option<Dur>,
+
+    /// Send a request that failed or timed out again, up to N times [default: 0]
+    ///
+    /// Each retry waits --retry-backoff (doubled for each one after), is counted
+    /// (requests.retries) and keeps the request's latency counted from its first attempt's
+    /// scheduled start.
+    #[arg(long, value_name = "N", help_heading = "Client")]
+    pub retries: Option<u32>,
+
+    /// The wait before the first retry, doubled after [default: 100ms]
+    #[arg(long, value_name = "DURATION", help_heading = "Client")]
+    pub retry_backoff: Option<Dur>,
+
+    /// Spread each retry's wait within ±P [default: 0%]
+    #[arg(long, value_name = "P", help_heading = "Client")]
+    pub retry_jitter: Option<Percent>,
+
+    /// An answer counts as goodput within D [default: --request-timeout, else 1s]
+    ///
+    /// Goodput counts the requests answered with a value (hit, stale, waited, loaded) within D
+    /// of their scheduled start: not errors, rejections or timeouts.
+    #[arg(long, value_name = "DURATION", help_heading = "Client")]
+    pub goodput_within: Option<Dur>,
+
+    /// Recovery: the steady span before the first shock to get back to [default: 2s]
+    ///
+    /// The baseline of the recovery verdict: goodput, hit rate, DB calls/s and p99 over this
+    /// span before the first shock.
+    #[arg(long, value_name = "DURATION", help_heading = "Recovery verdict")]
+    pub baseline_window: Option<Dur>,
+
+    /// Recovery: the share of the baseline's goodput that counts as back [default: 95%]
+    #[arg(long, value_name = "P", help_heading = "Recovery verdict")]
+    pub recovery_goodput: Option<Percent>,
+
+    /// Recovery: points under the baseline's hit rate still back [default: 5]
+    #[arg(long, value_name = "POINTS", help_heading = "Recovery verdict")]
+    pub recovery_hit_points: Option<f64>,
+
+    /// Recovery: how long goodput and hit rate must stay back [default: 2s]
+    #[arg(long, value_name = "DURATION", help_heading = "Recovery verdict")]
+    pub settle: Option<Dur>,
+
+    /// Recovery: least time after the last shock for a verdict [default: 10s]
+    ///
+    /// With less of the window left after the last shock ends, the verdict is not-judged.
+    #[arg(long, value_name = "DURATION", help_heading = "Recovery verdict")]
+    pub observe: Option<Dur>,
+
     /// Writes per second alongside the reads [default: 0]
     ///
     /// Writes per second sent alongside the reads, to the same app instances (an open loop of

@@ -443,6 +443,12 @@ fn shape(
         ledger_keys: ledger.herds.as_ref().map(|h| h.keys),
         notes,
     });
+    r.recovery = crate::results::recovery::judge(
+        &r.scenario,
+        &r.faults,
+        crate::results::whole(&r.timeline),
+        true,
+    );
     r.thresholds = r.judge(&r.scenario.thresholds);
     // The expiries and the mechanism's firings are the built-in app's bookkeeping: unknown
     // for an app under test, so what they would diagnose is not said.

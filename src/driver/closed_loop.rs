@@ -54,6 +54,7 @@ pub(super) async fn run(
             shutdown.clone(),
             digests.clone(),
         );
+        let (client, abort) = (sc.client, d.shared.abort.clone());
         workers.spawn(async move {
             tokio::time::sleep_until(w.start.into()).await;
             loop {
@@ -76,7 +77,26 @@ pub(super) async fn run(
                     warmup.fetch_add(1, Relaxed);
                     None
                 };
-                let (outcome, version) = path.handle(id, measured).await;
+                let (outcome, version) = match &client {
+                    None => path.handle(id, measured).await,
+                    // The client moves on at its deadline; the work it left goes on.
+                    Some(c) => {
+                        let attempt = |_| {
+                            let path = path.clone();
+                            async move { path.handle(id, measured).await }
+                        };
+                        super::with_retries(
+                            attempt,
+                            c,
+                            began,
+                            id ^ began.elapsed().as_nanos() as u64,
+                            &tally,
+                            measured,
+                            &abort,
+                        )
+                        .await
+                    }
+                };
                 if let Some(p) = pending {
                     // Latency first: the staleness lookup is bookkeeping.
                     p.finish(outcome);

@@ -66,6 +66,10 @@ pub struct Raw {
     pub peak_rss: u64,
     /// The writes' figures; None without writes.
     pub writes: Option<WritesRaw>,
+    /// Measured requests answered with a value within the goodput deadline.
+    pub goodput: u64,
+    /// Retries sent by the client (each attempt after the first).
+    pub retries: u64,
 }
 
 /// What the writes did.
@@ -132,11 +136,79 @@ struct Traffic {
     key_digest: (u64, u64),
 }
 
-/// The measured requests' end: each is finished or abandoned, exactly once.
+/// The measured requests' end: each is finished or abandoned, exactly once; and what the
+/// client got of them: goodput and retries, in total and by the timeline bucket of their
+/// scheduled start.
 #[derive(Default)]
 struct Tally {
     finished: AtomicU64,
     abandoned: AtomicU64,
+    goodput: AtomicU64,
+    retries: AtomicU64,
+    board: std::sync::OnceLock<Board>,
+}
+
+/// Goodput and retries per timeline bucket, by scheduled time (a request counts in the
+/// bucket it was due in, so a late answer shows where the demand was).
+struct Board {
+    measure: Instant,
+    interval_ns: u64,
+    within_us: u64,
+    goodput: Box<[AtomicU64]>,
+    retries: Box<[AtomicU64]>,
+}
+
+impl Board {
+    fn slot(&self, at: Instant) -> Option<usize> {
+        let ns = at.checked_duration_since(self.measure)?.as_nanos() as u64;
+        let i = (ns / self.interval_ns.max(1)) as usize;
+        (i < self.goodput.len()).then_some(i)
+    }
+}
+
+impl Tally {
+    /// Fix the window the board counts in (once, before traffic).
+    fn open(&self, measure: Instant, window: Duration, interval: Duration, within: Duration) {
+        let n = (window.as_nanos() / interval.as_nanos().max(1)) as usize + 1;
+        let zeros = || (0..n).map(|_| AtomicU64::new(0)).collect();
+        let _ = self.board.set(Board {
+            measure,
+            interval_ns: interval.as_nanos() as u64,
+            within_us: within.as_micros() as u64,
+            goodput: zeros(),
+            retries: zeros(),
+        });
+    }
+
+    #[inline]
+    fn answered(&self, outcome: Outcome, scheduled: Instant, latency_us: u64) {
+        let Some(b) = self.board.get() else { return };
+        if outcome.answered() && latency_us <= b.within_us {
+            self.goodput.fetch_add(1, Relaxed);
+            if let Some(i) = b.slot(scheduled) {
+                b.goodput[i].fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    fn retried(&self, at: Instant) {
+        self.retries.fetch_add(1, Relaxed);
+        if let Some(b) = self.board.get()
+            && let Some(i) = b.slot(at)
+        {
+            b.retries[i].fetch_add(1, Relaxed);
+        }
+    }
+
+    /// Goodput and retries of bucket `i`.
+    fn bucket(&self, i: usize) -> (u64, u64) {
+        self.board.get().map_or((0, 0), |b| {
+            (
+                b.goodput.get(i).map_or(0, |v| v.load(Relaxed)),
+                b.retries.get(i).map_or(0, |v| v.load(Relaxed)),
+            )
+        })
+    }
 }
 
 /// One measured request in flight. Finishing records its outcome; dropping it unfinished
@@ -169,11 +241,10 @@ impl<'a> Pending<'a> {
     fn record(&mut self, outcome: Outcome) {
         self.done = true;
         let now = Instant::now();
-        self.recorder.record(
-            outcome,
-            (now - self.scheduled).as_micros() as u64,
-            (now - self.began).as_micros() as u64,
-        );
+        let latency_us = (now - self.scheduled).as_micros() as u64;
+        self.recorder
+            .record(outcome, latency_us, (now - self.began).as_micros() as u64);
+        self.tally.answered(outcome, self.scheduled, latency_us);
     }
 }
 
@@ -182,6 +253,74 @@ impl Drop for Pending<'_> {
         if !self.done {
             self.record(Outcome::Error);
             self.tally.abandoned.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+/// One attempt of a request under the client's deadline: the work runs until `deadline`,
+/// when the client gives up (outcome `timed-out`); the work itself goes on in a task of its
+/// own (the app does not know the client left) until it ends or the run aborts.
+async fn within<F>(work: F, deadline: Option<Instant>, abort: &CancellationToken) -> Served
+where
+    F: std::future::Future<Output = Served> + Send + 'static,
+{
+    let Some(deadline) = deadline else {
+        return work.await;
+    };
+    // Boxed so the work can outlive this attempt: only with --request-timeout.
+    let mut work = Box::pin(work);
+    tokio::select! {
+        served = &mut work => served,
+        _ = tokio::time::sleep_until(deadline.into()) => {
+            let abort = abort.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = work => {}
+                    _ = abort.cancelled() => {}
+                }
+            });
+            (Outcome::TimedOut, 0)
+        }
+    }
+}
+
+/// A request as the client sends it with `--request-timeout` and `--retries`: each attempt
+/// (made by `attempt(n)`, n from 0) under its deadline, a failed or timed-out one sent again
+/// after the backoff, every retry counted.
+async fn with_retries<W, F>(
+    mut attempt: W,
+    client: &crate::scenario::Client,
+    scheduled: Instant,
+    seed: u64,
+    tally: &Tally,
+    measured: bool,
+    abort: &CancellationToken,
+) -> Served
+where
+    W: FnMut(u32) -> F,
+    F: std::future::Future<Output = Served> + Send + 'static,
+{
+    let mut sent = scheduled;
+    let mut n = 0u32;
+    loop {
+        let deadline = client.timeout.map(|d| sent + d.0);
+        let served = within(attempt(n), deadline, abort).await;
+        if !matches!(served.0, Outcome::Error | Outcome::TimedOut)
+            || n >= client.retries
+            || abort.is_cancelled()
+        {
+            return served;
+        }
+        n += 1;
+        // A cheap per-request draw for the jitter: the same request retries alike.
+        let unit = (crate::stats::mix64(seed ^ u64::from(n)) >> 11) as f64 / (1u64 << 53) as f64;
+        tokio::select! {
+            _ = tokio::time::sleep(client.backoff_for(n, unit)) => {}
+            _ = abort.cancelled() => return served,
+        }
+        sent = Instant::now();
+        if measured {
+            tally.retried(sent);
         }
     }
 }
@@ -374,6 +513,12 @@ impl Driver {
             end: start + sc.warmup.0 + sc.duration.0,
         };
         self.shared.loads.open_window(window.measure);
+        self.tally.open(
+            window.measure,
+            sc.duration.0,
+            sc.interval.0,
+            sc.goodput_within.0,
+        );
         self.shared.window_end_ms.store(
             started_at_ms + (sc.warmup.0 + sc.duration.0).as_millis() as u64,
             Relaxed,
@@ -421,6 +566,25 @@ impl Driver {
         // timeline adds up to the totals.
         if let Some(b) = timeline::drain_bucket(&self.shared, &self.recorder, window) {
             timeline.push(b);
+        }
+        // The bucket ending at t (a tick, a ms or two late) holds the requests due in the
+        // interval before it: board slot round(t / interval) - 1. The drain's bucket, past
+        // the window, holds none.
+        let (iv_ms, window_ms) = (
+            (sc.interval.0.as_millis() as u64).max(1),
+            sc.duration.0.as_millis() as u64,
+        );
+        let mut last = None;
+        for b in timeline
+            .iter_mut()
+            .filter(|b| b.t_ms <= window_ms + iv_ms / 2)
+        {
+            let slot = ((b.t_ms + iv_ms / 2) / iv_ms).checked_sub(1);
+            if slot.is_none() || slot == last {
+                continue;
+            }
+            last = slot;
+            (b.goodput, b.retries) = self.tally.bucket(slot.unwrap_or_default() as usize);
         }
         let totals = self.recorder.totals();
         let breaker = self
@@ -485,6 +649,8 @@ impl Driver {
                 divergent_ms: w.probes.divergent_ms(&w.versions, Instant::now()),
                 latency: w.latency(),
             }),
+            goodput: tally.goodput.load(Relaxed),
+            retries: tally.retries.load(Relaxed),
         })
     }
 

@@ -34,6 +34,18 @@ struct Lane {
     permits: Option<tokio::sync::Semaphore>,
     recorder: Arc<Recorder>,
     tally: Arc<Tally>,
+    /// The client's timeout and retries (None: it waits, once).
+    client: Option<crate::scenario::Client>,
+    abort: CancellationToken,
+}
+
+/// An in-flight slot held by an attempt that may outlive the client's wait for it.
+struct Slot(Arc<Lane>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.inflight.fetch_sub(1, Relaxed);
+    }
 }
 
 /// Takes a request off its lane's in-flight count however it ends: finished, abandoned, or
@@ -51,6 +63,9 @@ impl Lane {
     /// Serve one request scheduled at `scheduled` (its in-flight count already taken);
     /// latency counts from then, service time from when it got a permit.
     async fn serve(self: Arc<Lane>, id: u64, scheduled: Instant, measured: bool) {
+        if let Some(client) = self.client {
+            return self.serve_as_client(client, id, scheduled, measured).await;
+        }
         // Declared first, dropped last: no request is in flight once it has been counted.
         let _in_flight = InFlight(&self.inflight);
         let _permit = match &self.permits {
@@ -67,6 +82,50 @@ impl Lane {
             if let Some(st) = self.path.staleness(id, version, began) {
                 self.recorder.record_stale_read(st);
             }
+        }
+    }
+}
+
+impl Lane {
+    /// One request under the client's timeout and retries. Each attempt holds an in-flight
+    /// slot (the first the one taken at dispatch; a retry takes one, whatever the cap, since
+    /// it is the same request) until its work ends, which may be after the client gave up.
+    async fn serve_as_client(
+        self: Arc<Lane>,
+        client: crate::scenario::Client,
+        id: u64,
+        scheduled: Instant,
+        measured: bool,
+    ) {
+        let began = Instant::now();
+        let pending = measured.then(|| Pending::new(&self.recorder, &self.tally, scheduled, began));
+        let seed = id ^ (scheduled.elapsed().as_nanos() as u64).rotate_left(17);
+        let attempt = |n: u32| {
+            if n > 0 {
+                self.inflight.fetch_add(1, Relaxed);
+            }
+            let slot = Slot(self.clone());
+            async move {
+                let lane = &slot.0;
+                let _permit = match &lane.permits {
+                    Some(p) => p.acquire().await.ok(),
+                    None => None,
+                };
+                lane.path.handle(id, measured).await
+            }
+        };
+        let (outcome, _) = super::with_retries(
+            attempt,
+            &client,
+            scheduled,
+            seed,
+            &self.tally,
+            measured,
+            &self.abort,
+        )
+        .await;
+        if let Some(p) = pending {
+            p.finish(outcome);
         }
     }
 }
@@ -97,6 +156,8 @@ pub(super) async fn run(
                     .then(|| tokio::sync::Semaphore::new(sc.max_inflight as usize)),
                 recorder: d.recorder.clone(),
                 tally: d.tally.clone(),
+                client: sc.client,
+                abort: d.shared.abort.clone(),
             })
         })
         .collect();

@@ -128,6 +128,9 @@ fn take(shared: &Shared, recorder: &Recorder, iv: &mut Interval, at: Instant, w:
         redis_up: shared.counters.redis_health.take_bucket_up(),
         postgres_up: shared.counters.pg_health.take_bucket_up(),
         breaker_open: shared.protect.take_bucket_open(),
+        // Filled by scheduled time at the end of the run.
+        goodput: 0,
+        retries: 0,
         partial: false,
     }
 }

@@ -46,6 +46,8 @@ pub enum Outcome {
     /// The app under test (`--target`) answered as expected; whether from its cache is not
     /// visible from outside (Redis INFO and the load ledger tell that).
     Ok,
+    /// The client gave up at `--request-timeout` (the work it started went on).
+    TimedOut,
 }
 
 impl Outcome {
@@ -59,8 +61,9 @@ impl Outcome {
         Outcome::Error,
         Outcome::Rejected,
         Outcome::Ok,
+        Outcome::TimedOut,
     ];
-    pub const COUNT: usize = 8;
+    pub const COUNT: usize = 9;
     pub fn name(self) -> &'static str {
         match self {
             Outcome::Hit => "hit",
@@ -71,7 +74,15 @@ impl Outcome {
             Outcome::Error => "error",
             Outcome::Rejected => "rejected",
             Outcome::Ok => "ok",
+            Outcome::TimedOut => "timed-out",
         }
+    }
+
+    /// Whether the client got a value (goodput, when in time): not an error, a rejection or
+    /// a timeout.
+    #[inline]
+    pub fn answered(self) -> bool {
+        !matches!(self, Outcome::Error | Outcome::Rejected | Outcome::TimedOut)
     }
 }
 

@@ -88,6 +88,28 @@ fn secs(ms: u64) -> String {
     format!("{:.2} s", ms as f64 / 1000.0)
 }
 
+/// The recovery verdict in one line, with its baseline.
+fn recovery(o: &mut String, rc: &crate::results::recovery::Recovery) {
+    use crate::results::recovery::Verdict;
+    let b = &rc.baseline;
+    let base = format!(
+        "baseline {:.1}-{:.1} s: goodput {:.0}/s{}, db {:.0}/s, p99 {:.1} ms",
+        b.from_ms as f64 / 1000.0,
+        b.to_ms as f64 / 1000.0,
+        b.goodput_per_s,
+        b.hit_rate
+            .map_or_else(String::new, |h| format!(", hit rate {:.1}%", h * 100.0)),
+        b.db_calls_per_s,
+        b.p99_ms
+    );
+    let line = match rc.verdict {
+        Verdict::NotJudged => format!("not judged: {}", rc.reason),
+        _ => rc.reason.clone(),
+    };
+    let _ = writeln!(o, "  recovery  {line}");
+    let _ = writeln!(o, "            {base}");
+}
+
 /// A shock: what it did, and the DB calls in the second after it ended.
 fn shock(o: &mut String, f: &FaultReport) {
     let what = match f.kind {
@@ -299,7 +321,7 @@ pub fn summary(r: &RunResult) -> String {
     }
     let _ = writeln!(
         o,
-        "  requests  scheduled {}  completed {}  shed {}  errors {}{}",
+        "  requests  scheduled {}  completed {}  shed {}  errors {}{}{}",
         q.scheduled,
         q.completed,
         q.shed,
@@ -308,7 +330,24 @@ pub fn summary(r: &RunResult) -> String {
             format!("  abandoned {}  unsent {}", q.abandoned, q.unsent)
         } else {
             String::new()
+        },
+        if r.scenario.client.is_some() {
+            format!("  timed out {}  retries {}", q.timed_out, q.retries)
+        } else {
+            String::new()
         }
+    );
+    let _ = writeln!(
+        o,
+        "  goodput   {} of {} scheduled ({:.1}%) answered with a value within {}",
+        q.goodput,
+        q.scheduled,
+        if q.scheduled == 0 {
+            0.0
+        } else {
+            q.goodput as f64 * 100.0 / q.scheduled as f64
+        },
+        r.scenario.goodput_within
     );
     // An app under test's answers are in its http line; hit, miss and the rest are the
     // built-in app's outcomes and would all read 0.
@@ -425,6 +464,9 @@ pub fn summary(r: &RunResult) -> String {
     protect(&mut o, r);
     for f in &r.faults {
         faults(&mut o, f, app);
+    }
+    if let Some(rc) = &r.recovery {
+        recovery(&mut o, rc);
     }
     let _ = writeln!(o, "  latency   {}", lat(&r.latency_ms));
     let _ = writeln!(o, "  service   {}", lat(&r.service_ms));

@@ -362,6 +362,12 @@ pub fn merge(mut shards: Vec<(String, RunResult)>, allow_missing: bool) -> Resul
         missing,
         notes,
     });
+    m.recovery = super::recovery::judge(
+        &m.scenario,
+        &m.faults,
+        super::whole(&m.timeline),
+        m.app.is_some(),
+    );
     m.thresholds = m.judge(&m.scenario.thresholds);
     m.diagnoses = super::diagnose::diagnose(&m);
     Ok(m)

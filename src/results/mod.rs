@@ -6,6 +6,7 @@
 pub mod check;
 pub mod diagnose;
 pub mod merge;
+pub mod recovery;
 pub mod schema;
 pub mod shard;
 pub mod summary;
@@ -91,6 +92,10 @@ pub struct RunResult {
     /// The faults injected, in order, with what each outage and recovery cost (empty without faults).
     #[serde(default)]
     pub faults: Vec<FaultReport>,
+    /// Whether the run came back by itself after its shocks (faults included); absent
+    /// without any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovery: Option<recovery::Recovery>,
     /// Every state change of the instances' circuit breakers (`--breaker`), in order (empty
     /// without a breaker, or when none changed state).
     #[serde(default)]
@@ -436,6 +441,18 @@ pub struct Requests {
     pub abandoned: u64,
     /// Requests sent during the warm-up, excluded from every other figure.
     pub warmup: u64,
+    /// Completed requests the client gave up on at `--request-timeout` (outcome `timed-out`;
+    /// with `--target`, the HTTP timeouts of `--http-timeout`).
+    #[serde(default)]
+    pub timed_out: u64,
+    /// Requests answered with a value (hit, stale, waited, loaded: not an error, a rejection
+    /// or a timeout) within `scenario.goodput_within` of their scheduled start.
+    #[serde(default)]
+    pub goodput: u64,
+    /// Retries the client sent (`--retries`): attempts after the first, each counted once;
+    /// a request with retries is still one request of `scheduled`.
+    #[serde(default)]
+    pub retries: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
@@ -454,6 +471,9 @@ pub struct Outcomes {
     /// zero for the built-in app, whose requests are counted by how they were served.
     #[serde(default)]
     pub ok: u64,
+    /// The client gave up at `--request-timeout` (the work it started went on).
+    #[serde(default)]
+    pub timed_out: u64,
 }
 
 /// The database's side of the measured window. A *load* is a request's need for a value (it
@@ -704,6 +724,13 @@ pub struct Bucket {
     /// Writes committed in the bucket.
     #[serde(default)]
     pub writes: u64,
+    /// Requests due in the bucket (by scheduled start, unlike the other counts) that were
+    /// answered with a value within the goodput deadline.
+    #[serde(default)]
+    pub goodput: u64,
+    /// Retries the client sent in the bucket.
+    #[serde(default)]
+    pub retries: u64,
     /// A bucket shorter than `interval`: what finished in the drain after the window, or the
     /// last bucket of an interrupted run. Its counts are real, but as a rate it would read as
     /// a collapse, so charts and every verdict built on the timeline leave it out. Absent
@@ -735,6 +762,8 @@ impl Default for Bucket {
             errors: 0,
             rejected: 0,
             p99_ms: 0.0,
+            goodput: 0,
+            retries: 0,
             partial: false,
             redis_up: true,
             postgres_up: true,

@@ -119,6 +119,18 @@ pub struct Scenario {
     /// The app under test (`--target`); null: the built-in app.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<crate::app::TargetSpec>,
+    /// The simulated client's timeout and retries (`--request-timeout`, `--retries`); absent
+    /// when it waits for every answer and never retries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<Client>,
+    /// How long an answer may take and still count as goodput: `--goodput-within`, else the
+    /// request timeout, else 1 s.
+    #[serde(default = "survival::default_goodput_within")]
+    pub goodput_within: Dur,
+    /// When a run with a shock counts as back (`--baseline-window`, `--recovery-goodput`,
+    /// `--recovery-hit-points`, `--settle`, `--observe`).
+    #[serde(default)]
+    pub recovery: RecoveryCriteria,
 }
 
 /// The writes of a run: an open loop of UPDATEs beside the reads.
@@ -159,7 +171,7 @@ impl Scenario {
 
 /// Settings that shape what the workload asks of the servers: two results that differ in one
 /// of them measured different things, whatever their strategies.
-pub const WORKLOAD_SETTINGS: [&str; 23] = [
+pub const WORKLOAD_SETTINGS: [&str; 24] = [
     "load",
     "duration",
     "warmup",
@@ -183,6 +195,7 @@ pub const WORKLOAD_SETTINGS: [&str; 23] = [
     "faults",
     "writes",
     "own_load",
+    "client",
 ];
 
 /// Settings of the strategy under test (its parameters, which differ between strategies of one
@@ -207,7 +220,7 @@ pub const STRATEGY_SETTINGS: [&str; 13] = [
 /// Settings that change neither the workload nor the strategy: where the servers are, how the
 /// timeline is cut, what the run is judged by.
 #[cfg(test)]
-const OTHER_SETTINGS: [&str; 12] = [
+const OTHER_SETTINGS: [&str; 14] = [
     "scenario_file",
     "redis_url",
     "pg_url",
@@ -220,6 +233,8 @@ const OTHER_SETTINGS: [&str; 12] = [
     "thresholds",
     "tls",
     "redis_tls",
+    "goodput_within",
+    "recovery",
 ];
 
 impl Scenario {
@@ -321,6 +336,9 @@ mod resolve;
 mod servers;
 
 pub use resolve::{invalidation, resolve, resolve_one};
+pub use survival::{Client, RecoveryCriteria};
+
+mod survival;
 
 #[cfg(test)]
 mod tests {

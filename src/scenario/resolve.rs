@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::servers::{own_load, tls_settings};
-use super::{LoadShape, MAX_DB_CONNECTIONS, Scenario, WriteLoad};
+use super::{Client, LoadShape, MAX_DB_CONNECTIONS, RecoveryCriteria, Scenario, WriteLoad};
 
 /// Most keys a run may seed: each is a Postgres row and a cache entry.
 const MAX_KEYS: u64 = 50_000_000;
@@ -127,6 +127,16 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
         jitter,
         missing_ratio,
         negative_ttl,
+        request_timeout,
+        retries,
+        retry_backoff,
+        retry_jitter,
+        goodput_within,
+        baseline_window,
+        recovery_goodput,
+        recovery_hit_points,
+        settle,
+        observe,
         db_query,
         db_limit,
         breaker,
@@ -847,6 +857,7 @@ fn build(
         ));
     }
 
+    let (client, goodput_within, recovery) = survival_settings(&m)?;
     Ok(Scenario {
         scenario_file: file.map(|p| p.display().to_string()),
         strategy,
@@ -909,7 +920,68 @@ fn build(
         redis_tls,
         own_load,
         target: None,
+        client,
+        goodput_within,
+        recovery,
     })
+}
+
+/// The client's timeout and retries, goodput's deadline and the recovery criterion.
+fn survival_settings(m: &RunFlags) -> Result<(Option<Client>, Dur, RecoveryCriteria), UsageError> {
+    let retries = m.retries.unwrap_or(0);
+    if retries > 100 {
+        return Err(UsageError::new(format!(
+            "--retries {retries}: at most 100 retries of one request"
+        )));
+    }
+    if retries == 0 && (m.retry_backoff.is_some() || m.retry_jitter.is_some()) {
+        return Err(UsageError::new(
+            "--retry-backoff and --retry-jitter shape the retries, and there are none: add --retries N",
+        ));
+    }
+    if m.request_timeout.is_some_and(|d| d.0.is_zero()) {
+        return Err(UsageError::new(
+            "--request-timeout must be longer than 0 (leave it out for a client that waits)",
+        ));
+    }
+    let client = (m.request_timeout.is_some() || retries > 0).then(|| Client {
+        timeout: m.request_timeout,
+        retries,
+        backoff: m.retry_backoff.unwrap_or(Dur(Duration::from_millis(100))),
+        jitter: m.retry_jitter.unwrap_or(Percent(0.0)),
+    });
+    let within = m
+        .goodput_within
+        .or(m.request_timeout)
+        .unwrap_or(Dur(super::survival::DEFAULT_GOODPUT_WITHIN));
+    if within.0.is_zero() {
+        return Err(UsageError::new("--goodput-within must be longer than 0"));
+    }
+    let d = RecoveryCriteria::default();
+    let recovery = RecoveryCriteria {
+        baseline_window: m.baseline_window.unwrap_or(d.baseline_window),
+        goodput: m.recovery_goodput.unwrap_or(d.goodput),
+        hit_points: m.recovery_hit_points.unwrap_or(d.hit_points),
+        settle: m.settle.unwrap_or(d.settle),
+        observe: m.observe.unwrap_or(d.observe),
+    };
+    if !(0.0..=100.0).contains(&recovery.hit_points) {
+        return Err(UsageError::new(format!(
+            "--recovery-hit-points {}: points of hit rate, between 0 and 100",
+            recovery.hit_points
+        )));
+    }
+    for (d, flag) in [
+        (recovery.baseline_window, "--baseline-window"),
+        (recovery.settle, "--settle"),
+    ] {
+        if d.0 < Duration::from_secs(1) {
+            return Err(UsageError::new(format!(
+                "{flag} {d}: the verdict reads whole 1 s windows, so at least 1s"
+            )));
+        }
+    }
+    Ok((client, within, recovery))
 }
 
 #[cfg(test)]

@@ -108,6 +108,9 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
             errors,
             abandoned: raw.abandoned,
             warmup: raw.warmup_requests,
+            timed_out: o(Outcome::TimedOut),
+            goodput: raw.goodput,
+            retries: raw.retries,
         },
         outcomes: results::Outcomes {
             hit: o(Outcome::Hit),
@@ -118,6 +121,7 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
             error: errors,
             rejected: o(Outcome::Rejected),
             ok: o(Outcome::Ok),
+            timed_out: o(Outcome::TimedOut),
         },
         hit_rate: (completed > 0)
             .then(|| (o(Outcome::Hit) + o(Outcome::Stale)) as f64 / completed as f64),
@@ -229,6 +233,7 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
         },
         timeline: raw.timeline,
         faults: fault_reports,
+        recovery: None,
         breaker: raw.breaker,
         servers: results::Servers {
             redis_version,
@@ -259,6 +264,8 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
         shard: None,
         merged: None,
     };
+    r.recovery =
+        results::recovery::judge(sc, &r.faults, results::whole(&r.timeline), r.app.is_some());
     r.thresholds = r.judge(&sc.thresholds);
     r.diagnoses = results::diagnose::diagnose(&r);
     r
