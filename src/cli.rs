@@ -881,6 +881,14 @@ pub struct RunFlags {
     #[serde(skip)]
     pub pause_for: Vec<Dur>,
 
+    /// Run without the scenario file's faults and shocks (a control run).
+    ///
+    /// Drops every [[fault]] of the scenario file, so the same workload runs undisturbed: the
+    /// control that tells a metastable failure from plain overload.
+    #[arg(long, help_heading = "Shocks")]
+    #[serde(skip)]
+    pub no_shocks: bool,
+
     /// Shock: remove a share of the run's cached entries at T.
     ///
     /// Remove a share (--drop-fraction, of --drop-order) of the run's cached entries this long
@@ -1178,7 +1186,7 @@ pub struct RunFlags {
     /// Names: db_calls_max, redundant_loads_max, peak_key_herd_max, peak_concurrent_max,
     /// hit_rate_min, stale_ratio_max, error_rate_max, rejected_rate_max, p50_ms_max,
     /// p95_ms_max, p99_ms_max, stale_read_ratio_max, staleness_p99_ms_max, divergent_keys_max,
-    /// invalidation_failures_max, writes_left_wrong_ratio_max. A limit on a figure the run could
+    /// invalidation_failures_max, writes_left_wrong_ratio_max, recovery_back_ms_max. A limit on a figure the run could
     /// not measure fails (and one the mode can never know is refused before the run).
     #[arg(long = "threshold", value_name = "NAME=VALUE", value_parser = crate::thresholds::parse_arg, help_heading = "Thresholds")]
     #[serde(skip)]

@@ -28,6 +28,7 @@ pub enum Metric {
     StaleSetsRefused,
     InvalidationFailures,
     WritesLeftWrongRatio,
+    RecoveryBack,
 }
 
 /// The unit of a metric, which decides how it is written and what a limit or tolerance may be.
@@ -119,7 +120,7 @@ const fn tol(rel: f64, abs: f64) -> Option<Tolerance> {
 /// the run-to-run spread of `scenarios/ci.toml` on a shared 2-core machine (docs/ci.md): two to
 /// three times the widest range seen for any strategy over 10 runs, narrower than the gap
 /// between a strategy and cache-aside, which is what it degrades to when its protection breaks.
-pub const DEFS: [Def; 22] = [
+pub const DEFS: [Def; 23] = [
     Def {
         metric: Metric::DbCalls,
         name: "db_calls",
@@ -363,6 +364,17 @@ pub const DEFS: [Def; 22] = [
         threshold: true,
         ranked: true,
     },
+    Def {
+        metric: Metric::RecoveryBack,
+        name: "recovery_back",
+        header: "back after",
+        unit: Unit::Ms,
+        better: Better::Lower,
+        what: "from the last shock's end until the run is back by the recovery verdict's criterion, ms (unknown when not recovered or not judged)",
+        tolerance: None,
+        threshold: true,
+        ranked: false,
+    },
 ];
 
 impl Metric {
@@ -476,7 +488,7 @@ mod tests {
     fn threshold_names_keep_their_spelling() {
         assert_eq!(
             threshold_names(),
-            "db_calls_max, redundant_loads_max, peak_key_herd_max, peak_concurrent_max, hit_rate_min, stale_ratio_max, error_rate_max, rejected_rate_max, p50_ms_max, p95_ms_max, p99_ms_max, stale_read_ratio_max, staleness_p99_ms_max, divergent_keys_max, invalidation_failures_max, writes_left_wrong_ratio_max"
+            "db_calls_max, redundant_loads_max, peak_key_herd_max, peak_concurrent_max, hit_rate_min, stale_ratio_max, error_rate_max, rejected_rate_max, p50_ms_max, p95_ms_max, p99_ms_max, stale_read_ratio_max, staleness_p99_ms_max, divergent_keys_max, invalidation_failures_max, writes_left_wrong_ratio_max, recovery_back_ms_max"
         );
         assert_eq!(Metric::by_threshold_name("p99_ms_max"), Some(Metric::P99));
         assert_eq!(Metric::by_threshold_name("stale_max"), None);

@@ -81,6 +81,8 @@ pub struct Record {
     pub recovery_window_ms: u64,
     /// drop-cache: the entries removed.
     pub removed: Option<u64>,
+    /// Shocks: loads asked for (queued ones included) in the recovery window after it.
+    pub loads_after: u64,
     /// slow-db and spike: the factor.
     pub factor: Option<f64>,
     pub note: Option<String>,

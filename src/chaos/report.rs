@@ -48,6 +48,7 @@ pub fn reports(records: &[Record], timeline: &[Bucket]) -> Vec<FaultReport> {
                 recovery_redundant: r.recovery_redundant,
                 recovery_window_ms: r.recovery_window_ms,
                 removed: r.removed,
+                loads_after: r.loads_after,
                 factor: r.factor,
                 note: r.note.clone(),
             }

@@ -137,8 +137,10 @@ pub(super) async fn lane(
             .get(nth + 1)
             .map_or(end, |f| (start + f.at.0).min(end));
         let until = (over + STAMPEDE_WINDOW).min(next).max(over);
-        let (c0, d0) = (calls(), redundant());
+        let begun = || loads.begun.load(Relaxed);
+        let (c0, d0, b0) = (calls(), redundant(), begun());
         sleep_until(until).await;
+        r.loads_after = begun() - b0;
         r.recovery_stampede = calls() - c0;
         r.recovery_redundant = redundant() - d0;
         r.recovery_window_ms = ms_since(Instant::now().min(until), over);

@@ -67,6 +67,8 @@ pub struct LoadTracker {
     pub peak_herd: AtomicU64,
     /// Measured loads started while another load of the same key was in flight.
     pub redundant: AtomicU64,
+    /// Measured loads started (a request's need for a value: queued ones included).
+    pub begun: AtomicU64,
     herds: Box<[Mutex<HashMap<u64, u32>>]>,
     /// What a load costs now, in thousandths of its set cost (0: as set): a slow-db shock
     /// raises it for its duration.
@@ -111,6 +113,7 @@ impl Default for LoadTracker {
             peak_in_flight: AtomicU64::new(0),
             peak_herd: AtomicU64::new(0),
             redundant: AtomicU64::new(0),
+            begun: AtomicU64::new(0),
             herds: (0..HERD_SHARDS)
                 .map(|_| Mutex::new(HashMap::new()))
                 .collect(),
@@ -161,6 +164,7 @@ impl LoadTracker {
             *n
         };
         if self.phase(began) == Phase::Measured {
+            self.begun.fetch_add(1, Relaxed);
             self.peak_in_flight.fetch_max(now, Relaxed);
             self.peak_herd.fetch_max(u64::from(herd), Relaxed);
             if herd > 1 {

@@ -110,6 +110,34 @@ fn recovery(o: &mut String, rc: &crate::results::recovery::Recovery) {
     let _ = writeln!(o, "            {base}");
 }
 
+/// The database's capacity beside the demand before and after the shocks: what decides
+/// whether the cache can refill.
+fn demand(o: &mut String, r: &RunResult, rc: &crate::results::recovery::Recovery) {
+    let sc = &r.scenario;
+    let Some(stmt) = r.db.statement_ms_mean.filter(|&m| m > 0.0) else {
+        return;
+    };
+    if r.app.is_some() {
+        return;
+    }
+    let conns = sc.instances * sc.db_pool;
+    let after = r
+        .faults
+        .iter()
+        .filter(|f| f.kind.is_shock() && f.recovery_window_ms > 0)
+        .map(|f| f.loads_after as f64 * 1000.0 / f.recovery_window_ms as f64)
+        .fold(None::<f64>, |a, v| Some(a.map_or(v, |a| a.max(v))));
+    let _ = writeln!(
+        o,
+        "            capacity ~{:.0} loads/s ({conns} connections / {stmt:.1} ms a statement); steady demand {:.0} loads/s{}",
+        f64::from(conns) * 1000.0 / stmt,
+        rc.baseline.db_calls_per_s,
+        after.map_or_else(String::new, |a| format!(
+            "; right after the shock {a:.0} loads/s asked"
+        ))
+    );
+}
+
 /// A shock: what it did, and the DB calls in the second after it ended.
 fn shock(o: &mut String, f: &FaultReport) {
     let what = match f.kind {
@@ -133,14 +161,15 @@ fn shock(o: &mut String, f: &FaultReport) {
     };
     let _ = writeln!(
         o,
-        "  shock     {} at {}: {what}; db calls during it {}, db errors {}; {} db calls ({} redundant) in the {} ms after it",
+        "  shock     {} at {}: {what}; db calls during it {}, db errors {}; in the {} ms after it {} loads asked, {} db calls sent ({} redundant)",
         f.kind,
         secs(f.at_ms),
         f.db_calls_during,
         f.db_errors_during,
+        f.recovery_window_ms,
+        f.loads_after,
         f.recovery_stampede,
         f.recovery_redundant,
-        f.recovery_window_ms
     );
     if let Some(n) = &f.note
         && f.kind != FaultKind::DropCache
@@ -467,6 +496,7 @@ pub fn summary(r: &RunResult) -> String {
     }
     if let Some(rc) = &r.recovery {
         recovery(&mut o, rc);
+        demand(&mut o, r, rc);
     }
     let _ = writeln!(o, "  latency   {}", lat(&r.latency_ms));
     let _ = writeln!(o, "  service   {}", lat(&r.service_ms));

@@ -302,7 +302,10 @@ impl RunResult {
             Metric::Waited => app_outcomes().and(n(self.outcomes.waited)),
             Metric::Errors => n(self.requests.errors),
             Metric::ErrorRate => Ok(share(
-                self.requests.errors + self.requests.shed + self.requests.unsent,
+                self.requests.errors
+                    + self.requests.timed_out
+                    + self.requests.shed
+                    + self.requests.unsent,
                 self.requests.scheduled,
             )),
             Metric::Rejected => n(self.outcomes.rejected),
@@ -319,6 +322,12 @@ impl RunResult {
             Metric::WritesLeftWrongRatio => Ok(c.writes_left_wrong_ratio),
             Metric::StaleSetsRefused => n(c.stale_sets_refused),
             Metric::InvalidationFailures => n(c.invalidation_failures),
+            Metric::RecoveryBack => match &self.recovery {
+                None => Err("the run has no shock to recover from".to_string()),
+                Some(rc) => rc.back_ms.map(|v| v as f64).ok_or_else(|| {
+                    format!("{}: {}", rc.verdict.name(), rc.reason)
+                }),
+            },
         }
     }
 
@@ -847,6 +856,10 @@ pub struct FaultReport {
     /// drop-cache: the entries it removed (those asked for that were cached).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub removed: Option<u64>,
+    /// Shocks: loads the requests asked for (queued ones included, not only the DB calls
+    /// sent) in the `recovery_window_ms` after it ended: the demand the shock made.
+    #[serde(default)]
+    pub loads_after: u64,
     /// slow-db: how many times its cost a load cost; spike: how many times the rate was offered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub factor: Option<f64>,

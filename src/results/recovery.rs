@@ -130,10 +130,19 @@ pub fn judge(
     let from = first_ms.saturating_sub(base_ms);
     let b = sums(span(timeline, from, first_ms));
     let base_span_s = (first_ms - from) as f64 / 1000.0;
+    // Requests due just before the shock are answered during it: their goodput is the
+    // shock's, not the baseline's. Leave out the last goodput deadline when a second remains.
+    let within = sc.goodput_within.0.as_millis() as u64;
+    let good_to = if first_ms.saturating_sub(within) >= from + SECOND_MS {
+        first_ms - within
+    } else {
+        first_ms
+    };
+    let good = sums(span(timeline, from, good_to)).goodput;
     let baseline = Baseline {
         from_ms: from,
         to_ms: first_ms,
-        goodput_per_s: b.goodput as f64 / base_span_s.max(1e-9),
+        goodput_per_s: good as f64 * 1000.0 / (good_to - from).max(1) as f64,
         hit_rate: (!app && b.requests > 0).then(|| b.served as f64 / b.requests as f64),
         db_calls_per_s: b.db_calls as f64 / base_span_s.max(1e-9),
         p99_ms: b.p99,

@@ -64,7 +64,8 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
         ($($f:ident),* $(,)?) => { RunFlags {
             $($f: flags.$f.or(file.$f),)*
             // Faults given on the command line replace the file's list as a whole.
-            fault: if flags.fault.is_empty() { file.fault } else { flags.fault },
+            fault: if flags.fault.is_empty() && !flags.no_shocks { file.fault } else { flags.fault },
+            no_shocks: flags.no_shocks,
             kill_redis_at: Vec::new(),
             redis_down_for: Vec::new(),
             kill_postgres_at: Vec::new(),
@@ -493,6 +494,11 @@ fn faults_from_flags(flags: &mut RunFlags) -> Result<(), UsageError> {
             .iter()
             .map(|&at| FaultSpec::new(FaultKind::DropCache, at, Dur(Duration::ZERO))),
     );
+    if flags.no_shocks && !faults.is_empty() {
+        return Err(UsageError::new(
+            "--no-shocks runs without faults, and fault or shock flags ask for some: drop one or the other",
+        ));
+    }
     flags.fault = faults;
     Ok(())
 }
@@ -858,6 +864,14 @@ fn build(
     }
 
     let (client, goodput_within, recovery) = survival_settings(&m)?;
+    let thresholds = m.thresholds.clone().unwrap_or_default().overridden_by(&m.threshold);
+    if thresholds
+        .iter()
+        .any(|(t, _)| t == crate::metric::Metric::RecoveryBack)
+    {
+        verdict_possible(&m.fault, duration, &recovery)
+            .map_err(|why| UsageError::new(format!("threshold recovery_back_ms_max needs a recovery verdict, and {why}")))?;
+    }
     Ok(Scenario {
         scenario_file: file.map(|p| p.display().to_string()),
         strategy,
@@ -912,7 +926,7 @@ fn build(
         allow_kill_external: m.allow_kill_external,
         pg_kill_cmd: m.pg_kill_cmd,
         pg_restart_cmd: m.pg_restart_cmd,
-        thresholds: m.thresholds.unwrap_or_default().overridden_by(&m.threshold),
+        thresholds,
         writes,
         invalidate,
         lease_ttl,
@@ -924,6 +938,39 @@ fn build(
         goodput_within,
         recovery,
     })
+}
+
+/// Whether a run with these faults can have a verdict: a shock, a baseline before it, and
+/// `--observe` after it. Err says why not.
+pub fn verdict_possible(
+    faults: &[FaultSpec],
+    duration: Dur,
+    c: &RecoveryCriteria,
+) -> Result<(), String> {
+    let (Some(first), Some(end)) = (
+        faults.iter().map(|f| f.at.0).min(),
+        faults.iter().map(|f| f.ends_at()).max(),
+    ) else {
+        return Err("the run has no shock: add one (--drop-cache-at, --kill-redis-at, --slow-db-at, --spike-at, …)".to_string());
+    };
+    if first < c.baseline_window.0 {
+        return Err(format!(
+            "the first shock at {} leaves no baseline of {} before it: strike later or shorten --baseline-window",
+            Dur(first),
+            c.baseline_window
+        ));
+    }
+    let left = duration.0.saturating_sub(end);
+    if left < c.observe.0 {
+        return Err(format!(
+            "the window leaves {} after the last shock ends at {}, less than --observe {}: lengthen --duration to at least {}, or shorten --observe",
+            Dur(left),
+            Dur(end),
+            c.observe,
+            Dur(end + c.observe.0)
+        ));
+    }
+    Ok(())
 }
 
 /// The client's timeout and retries, goodput's deadline and the recovery criterion.
