@@ -110,7 +110,9 @@ fn windows(r: &RunResult) -> Vec<Window> {
             .map(|f| Window {
                 strategy: r.strategy.clone(),
                 from: f.at_ms as f64 / 1000.0,
-                to: (f.at_ms + f.down_ms) as f64 / 1000.0,
+                // A drop is instant: shaded one bucket wide, so it shows.
+                to: (f.at_ms + f.down_ms.max(r.scenario.interval.0.as_millis() as u64)) as f64
+                    / 1000.0,
                 fault: Some(f.clone()),
             })
             .collect();
@@ -207,6 +209,11 @@ pub fn render(results: &[RunResult]) -> Result<String> {
         / 1000.0;
     let all_windows: Vec<Window> = results.iter().flat_map(windows).collect();
     let shaded = union(all_windows.iter().map(|w| (w.from, w.to)).collect());
+    let recovered: Vec<f64> = results
+        .iter()
+        .filter_map(|r| r.recovery.as_ref())
+        .filter_map(|rc| rc.back_ms.map(|b| (rc.shock_end_ms + b) as f64 / 1000.0))
+        .collect();
     let mut guides: Vec<f64> = series
         .iter()
         .flat_map(|s| s.bursts.iter().map(|b| b.0))
@@ -250,10 +257,13 @@ the lines are not a like-for-like comparison.</p>",
             esc(&labels.join(",")),
             esc(m.title)
         );
-        h.push_str(&chart::draw(m, &series, x_max, &shaded, &guides)?);
+        h.push_str(&chart::draw(
+            m, &series, x_max, &shaded, &guides, &recovered,
+        )?);
         h.push_str("</figure>\n");
     }
     faults_table(&mut h, &all_windows);
+    recovery_table(&mut h, results, &labels);
     notes(&mut h, first);
     h.push_str("</body>\n</html>\n");
     Ok(h)
@@ -379,6 +389,34 @@ fn faults_table(h: &mut String, windows: &[Window]) {
             opt(f.map(|f| f.recovery_stampede)),
             opt(f.and_then(|f| f.recovered_ms)),
             opt(f.and_then(|f| f.hit_rate_recovered_ms)),
+        );
+    }
+    h.push_str("</tbody>\n</table>\n");
+}
+
+/// The recovery verdict of each run with a shock (the green line on the charts is where it
+/// was back).
+fn recovery_table(h: &mut String, results: &[RunResult], labels: &[String]) {
+    if results.iter().all(|r| r.recovery.is_none()) {
+        return;
+    }
+    h.push_str(
+        "<h2>Recovery</h2>\n<table class=\"recovery\">\n<thead><tr><th>strategy</th><th>verdict</th>\
+<th title=\"from the last shock's end until back by the criterion (the green line)\">back after (s)</th>\
+<th>why</th></tr></thead>\n<tbody>\n",
+    );
+    for (r, label) in results.iter().zip(labels) {
+        let Some(rc) = &r.recovery else { continue };
+        let _ = writeln!(
+            h,
+            "<tr class=\"verdict-{}\"><td>{}</td><td>{}</td><td>{}</td><td title=\"{}\">{}</td></tr>",
+            rc.verdict.name(),
+            esc(label),
+            rc.verdict.name(),
+            rc.back_ms
+                .map_or_else(|| "–".to_string(), |b| format!("{:.1}", b as f64 / 1000.0)),
+            esc(&rc.criterion),
+            esc(&rc.reason)
         );
     }
     h.push_str("</tbody>\n</table>\n");

@@ -324,9 +324,10 @@ impl RunResult {
             Metric::InvalidationFailures => n(c.invalidation_failures),
             Metric::RecoveryBack => match &self.recovery {
                 None => Err("the run has no shock to recover from".to_string()),
-                Some(rc) => rc.back_ms.map(|v| v as f64).ok_or_else(|| {
-                    format!("{}: {}", rc.verdict.name(), rc.reason)
-                }),
+                Some(rc) => rc
+                    .back_ms
+                    .map(|v| v as f64)
+                    .ok_or_else(|| format!("{}: {}", rc.verdict.name(), rc.reason)),
             },
         }
     }

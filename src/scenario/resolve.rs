@@ -864,13 +864,20 @@ fn build(
     }
 
     let (client, goodput_within, recovery) = survival_settings(&m)?;
-    let thresholds = m.thresholds.clone().unwrap_or_default().overridden_by(&m.threshold);
+    let thresholds = m
+        .thresholds
+        .clone()
+        .unwrap_or_default()
+        .overridden_by(&m.threshold);
     if thresholds
         .iter()
         .any(|(t, _)| t == crate::metric::Metric::RecoveryBack)
     {
-        verdict_possible(&m.fault, duration, &recovery)
-            .map_err(|why| UsageError::new(format!("threshold recovery_back_ms_max needs a recovery verdict, and {why}")))?;
+        verdict_possible(&m.fault, duration, &recovery).map_err(|why| {
+            UsageError::new(format!(
+                "threshold recovery_back_ms_max needs a recovery verdict, and {why}"
+            ))
+        })?;
     }
     Ok(Scenario {
         scenario_file: file.map(|p| p.display().to_string()),

@@ -140,6 +140,8 @@ pub fn hex(c: RGBColor) -> String {
 /// Fill of a shaded fault window (Redis down); drawn translucent, so it prints as light grey.
 pub const FAULT_FILL: RGBColor = RGBColor(0xE4, 0x1A, 0x1C);
 const FAULT_OPACITY: f64 = 0.16;
+/// The line where a run is back by the recovery verdict.
+pub const RECOVERED: RGBColor = RGBColor(0x1A, 0x98, 0x50);
 /// Vertical guides at load bursts, across every chart so a latency cliff lines up with its cause.
 const GUIDE: RGBColor = RGBColor(0x99, 0x99, 0x99);
 /// Beyond this many bursts the guides are noise (a wide Zipf key space expires continuously).
@@ -229,6 +231,7 @@ pub fn draw(
     x_max: f64,
     faults: &[(f64, f64)],
     guides: &[f64],
+    recovered: &[f64],
 ) -> Result<String> {
     let segments: Vec<Vec<Vec<(f64, f64)>>> = series.iter().map(|s| s.segments(m)).collect();
     let top = segments
@@ -299,6 +302,12 @@ pub fn draw(
                 }))
                 .map_err(plot_err)?;
         }
+        // Where each run was back by the recovery verdict.
+        chart
+            .draw_series(recovered.iter().map(|&x| {
+                PathElement::new(vec![(x, y_min), (x, y_max)], RECOVERED.stroke_width(2))
+            }))
+            .map_err(plot_err)?;
         for (s, segs) in series.iter().zip(&segments) {
             let style = s.look.color.stroke_width(SERIES_WIDTH);
             for seg in segs {
