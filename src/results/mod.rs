@@ -9,6 +9,7 @@ pub mod merge;
 pub mod schema;
 pub mod shard;
 pub mod summary;
+pub mod sweep;
 
 use std::collections::BTreeMap;
 use std::path::Path;
