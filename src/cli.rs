@@ -314,13 +314,13 @@ pub struct SweepCmd {
     #[arg(long, value_name = "LIST", help_heading = "Strategy")]
     pub strategies: String,
 
-    /// An axis: a numeric run flag and its values, e.g. rps=1k..16k:x2 (at most two).
+    /// An axis: a numeric run flag and its values, e.g. rps=1k..16k:x2.
     ///
     /// NAME is any numeric, rate, percentage or duration flag of `run` (rps, ttl, beta, zipf,
     /// keys, db-pool, db-cost, instances, write-rps, value-size, …; `-` or `_`). The values
     /// are a list (rps=1000,2000) or a range START..END:STEP with STEP xF (geometric, e.g.
     /// rps=1k..16k:x2) or +D (arithmetic, e.g. ttl=1s..4s:+1s or missing-ratio=10%..100%:+30%;
-    /// the end is included when a step reaches it). The axis overrides that flag.
+    /// the end is included when a step reaches it). At most two; an axis overrides its flag.
     #[arg(long = "axis", value_name = "NAME=VALUES", help_heading = "Sweep")]
     pub axes: Vec<String>,
 
@@ -329,7 +329,7 @@ pub struct SweepCmd {
     /// For each value of the other axis (or once, with none): the highest rate between
     /// --boundary-min and --boundary-max that holds (recovered from the run's shock, or with no
     /// shock below the knee), to within 5%, in at most --max-runs runs.
-    #[arg(long, value_name = "FLAG", value_parser = ["rps"], requires_all = ["boundary_min", "boundary_max"], help_heading = "Boundary")]
+    #[arg(long, value_name = "FLAG", value_parser = ["rps"], hide_possible_values = true, requires_all = ["boundary_min", "boundary_max"], help_heading = "Boundary")]
     pub boundary: Option<String>,
 
     /// The lowest rate the boundary bisection tries (needed with --boundary).
@@ -350,13 +350,13 @@ pub struct SweepCmd {
     )]
     pub boundary_max: Option<Rate>,
 
-    /// Most runs per strategy for one boundary [default: 8]
+    /// Most runs per strategy for one boundary
     ///
     /// Both ends count: 8 runs bisect 40..200 req/s to within 5%.
     #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(2..=50), help_heading = "Boundary")]
     pub max_runs: u32,
 
-    /// The knee's p99 limit: a point past it is past the knee [default: 100ms]
+    /// The knee's p99: a point above it is past the knee
     ///
     /// The knee is the first point where goodput falls below 99% of the offered rate or the
     /// p99 latency exceeds this.
@@ -384,11 +384,16 @@ pub struct SweepCmd {
     #[command(flatten)]
     pub flags: RunFlags,
 
-    /// Where the sweep goes: sweep.json, summary.md, <strategy>/<axis values>.json.
+    /// Where the sweep goes: sweep.json, summary.md and a file per cell.
+    ///
+    /// DIR/sweep.json, DIR/summary.md and DIR/<strategy>/<axis values>.json, e.g.
+    /// DIR/mutex/rps=1000,ttl=2000.json (with --repeat also DIR/<strategy>/<axis values>/trial-N.json).
     #[arg(long, value_name = "DIR", help_heading = "Output")]
     pub out: PathBuf,
 
-    /// No progress bar and no tables; errors and broken thresholds are still printed.
+    /// No progress bar and no tables; errors are still printed.
+    ///
+    /// Broken thresholds, and why a resumed cell runs again, are printed too.
     #[arg(long, short, help_heading = "Output")]
     pub quiet: bool,
 

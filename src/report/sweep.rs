@@ -107,7 +107,7 @@ fn curve(o: &mut String, d: &SweepDoc, strategy: &str, md: bool) {
         .collect();
     let shock = cells.iter().any(|c| c.shock);
     let mut header = vec![
-        axis.name.clone(),
+        axis.header(),
         "offered/s".into(),
         "goodput/s".into(),
         "DB calls/s".into(),
@@ -164,7 +164,7 @@ fn map(o: &mut String, d: &SweepDoc, strategy: &str, md: bool) {
     let (Some(a), Some(b)) = (d.axes.first(), d.axes.get(1)) else {
         return;
     };
-    let mut header = vec![format!("{} \\ {}", a.name, b.name)];
+    let mut header = vec![format!("{} \\ {}", a.header(), b.header())];
     header.extend(b.values.iter().map(|v| num(*v).to_string()));
     let mut rows = vec![header];
     for va in &a.values {

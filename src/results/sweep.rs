@@ -68,8 +68,22 @@ fn ser_nums<S: Serializer>(v: &[f64], s: S) -> Result<S::Ok, S::Error> {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AxisDoc {
     pub name: String,
+    /// The values' unit: `req/s`, `share` (0..1), `ms`, or empty for a plain number.
+    #[serde(default)]
+    pub unit: String,
     #[serde(serialize_with = "ser_nums")]
     pub values: Vec<f64>,
+}
+
+impl AxisDoc {
+    /// The axis as a table header: `ttl (ms)`.
+    pub fn header(&self) -> String {
+        if self.unit.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{} ({})", self.name, self.unit)
+        }
+    }
 }
 
 /// The figures of one cell (medians over its trials with `--repeat`); null when unknown.

@@ -59,7 +59,7 @@ fn panel(h: &mut String, d: &SweepDoc, strategy: &str) {
         let _ = writeln!(
             h,
             "<text x=\"{LEFT}\" y=\"14\" font-size=\"12\">{} →</text>",
-            esc(&a.name)
+            esc(&a.header())
         );
     }
     if let Some(a) = rows_axis {
@@ -67,7 +67,7 @@ fn panel(h: &mut String, d: &SweepDoc, strategy: &str) {
             h,
             "<text x=\"4\" y=\"{}\" font-size=\"12\">{} ↓</text>",
             TOP - 6.0,
-            esc(&a.name)
+            esc(&a.header())
         );
     }
     for (j, cv) in cols.iter().enumerate() {

@@ -36,6 +36,8 @@ pub struct Point {
 pub struct Axis {
     pub flag: String,
     pub name: String,
+    /// The unit of the points' numbers: `req/s`, `share`, `ms` or empty.
+    pub unit: &'static str,
     pub points: Vec<Point>,
 }
 
@@ -251,6 +253,12 @@ pub fn parse(spec: &str) -> Result<Axis, UsageError> {
     Ok(Axis {
         name: flag.replace('-', "_"),
         flag,
+        unit: match kind {
+            Kind::Rate => "req/s",
+            Kind::Percent => "share",
+            Kind::Dur => "ms",
+            Kind::Int | Kind::Float => "",
+        },
         points,
     })
 }

@@ -68,7 +68,13 @@ fn scenarios_at(cmd: &SweepCmd, set: &[(&str, &str)]) -> Result<Vec<Scenario>, U
         quiet: cmd.quiet,
         trials: cmd.trials,
     };
-    let mut out = comparison::any_scenarios(&compare)?;
+    let mut out = comparison::any_scenarios(&compare).map_err(|e| {
+        if set.is_empty() {
+            return e;
+        }
+        let at: Vec<String> = set.iter().map(|(f, v)| format!("{f}={v}")).collect();
+        UsageError::new(format!("at the sweep's point {}: {e}", at.join(", ")))
+    })?;
     for sc in &mut out {
         sc.thresholds = sc.thresholds.clone().without_boundary();
     }
@@ -262,6 +268,15 @@ impl Sweep<'_> {
         }
     }
 
+    /// What the user must hear even with --quiet (why a cell runs again).
+    fn warn(&self, line: &str) {
+        if self.bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            self.bar.println(line);
+        }
+    }
+
     fn eta(&self, total: u64) -> String {
         let left = total.saturating_sub(self.seen);
         if self.ran == 0 || left == 0 {
@@ -301,17 +316,17 @@ impl Sweep<'_> {
             let r = match results::read_json(p) {
                 Ok(r) => r,
                 Err(e) => {
-                    self.say(&format!("re-running {rel}: {e:#}"));
+                    self.warn(&format!("re-running {rel}: {e:#}"));
                     return None;
                 }
             };
             if r.interrupted {
-                self.say(&format!("re-running {rel}: its run was interrupted"));
+                self.warn(&format!("re-running {rel}: its run was interrupted"));
                 return None;
             }
             let diff = differing(&r.scenario, sc);
             if !diff.is_empty() {
-                self.say(&format!(
+                self.warn(&format!(
                     "re-running {rel}: its stored scenario differs from this sweep's in {}",
                     diff.join(", ")
                 ));
@@ -374,7 +389,7 @@ impl Sweep<'_> {
                         return Ok(None);
                     }
                     if let Some(why) = results::check::unreliable(&r) {
-                        self.say(&format!("warning ({strategy} at {key}): {why}"));
+                        self.warn(&format!("warning ({strategy} at {key}): {why}"));
                     }
                     results::write_json(p, &r)?;
                     trials.push(r);
@@ -547,7 +562,22 @@ pub async fn run(cmd: &SweepCmd) -> Result<Ended> {
         .and_then(|g| g.scenarios.first())
         .unwrap_or(&plan.biggest)
         .describe()
-        .join(", ");
+        .join(", ")
+        + &match (&plan.boundary, plan.axes.is_empty()) {
+            (Some(_), true) => " (at the minimum rate; the rate is bisected)".to_string(),
+            (Some(_), false) => format!(
+                " (at the minimum rate and the first {}; both vary)",
+                plan.axes[0].name
+            ),
+            (None, _) => format!(
+                " (at the first point; {} vary)",
+                plan.axes
+                    .iter()
+                    .map(|a| a.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            ),
+        };
     let mut s = Sweep {
         cmd,
         dir: cmd.out.clone(),
@@ -564,6 +594,7 @@ pub async fn run(cmd: &SweepCmd) -> Result<Ended> {
                 .iter()
                 .map(|a| AxisDoc {
                     name: a.name.clone(),
+                    unit: a.unit.to_string(),
                     values: a.points.iter().map(|p| p.number).collect(),
                 })
                 .collect(),
