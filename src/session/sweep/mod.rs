@@ -51,6 +51,8 @@ struct Plan {
     boundary_rps_min: Option<f64>,
     /// The scenario the servers are sized for (the most DB connections).
     biggest: Scenario,
+    /// The first strategy's scenario at the first point, whose workload the summary names.
+    first: Scenario,
 }
 
 /// The scenarios of one point: the sweep's flags with the point's `--flag value` set by
@@ -209,6 +211,7 @@ fn plan(cmd: &SweepCmd) -> Result<Plan, UsageError> {
     }
     let strategies = first.iter().map(Scenario::label).collect();
     let biggest = biggest.ok_or_else(|| UsageError::new("the sweep has no point to run"))?;
+    let first = first.first().cloned().unwrap_or_else(|| biggest.clone());
     Ok(Plan {
         axes,
         strategies,
@@ -216,6 +219,7 @@ fn plan(cmd: &SweepCmd) -> Result<Plan, UsageError> {
         boundary,
         boundary_rps_min,
         biggest,
+        first,
     })
 }
 
@@ -381,7 +385,8 @@ impl Sweep<'_> {
                         &mut self.env,
                         self.shutdown.clone(),
                         &quiet,
-                        &self.status,
+                        // The cell's line says what a run's own status lines would.
+                        &Status::new(true),
                     )
                     .await
                     .with_context(|| format!("running {strategy} at {key}"))?;
@@ -556,13 +561,7 @@ pub async fn run(cmd: &SweepCmd) -> Result<Ended> {
         b
     };
     let env = Env::start(&plan.biggest, &status).await?;
-    let workload = plan
-        .grid
-        .first()
-        .and_then(|g| g.scenarios.first())
-        .unwrap_or(&plan.biggest)
-        .describe()
-        .join(", ")
+    let workload = plan.first.describe().join(", ")
         + &match (&plan.boundary, plan.axes.is_empty()) {
             (Some(_), true) => " (at the minimum rate; the rate is bisected)".to_string(),
             (Some(_), false) => format!(
