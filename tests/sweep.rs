@@ -350,5 +350,28 @@ fn what_a_sweep_cannot_do_is_refused_with_exit_2() {
         ],
         "boundary_rps_min",
     );
+    // The same limit from a scenario file's [thresholds]: refused by run, and by a sweep
+    // without --boundary.
+    let scenario = dir.path().join("s.toml");
+    std::fs::write(&scenario, "[thresholds]\nboundary_rps_min = 5000\n").unwrap();
+    let file = scenario.to_str().unwrap();
+    refused(
+        &["run", "--scenario", file, "--duration", "1s"],
+        "boundary_rps_min",
+    );
+    refused(
+        &[
+            "sweep",
+            "--strategies",
+            "mutex",
+            "--axis",
+            "ttl=1s,2s",
+            "--scenario",
+            file,
+            "--out",
+            out,
+        ],
+        "--boundary rps",
+    );
     assert!(!Path::new(out).join("sweep.json").exists());
 }

@@ -259,3 +259,58 @@ pub fn text(d: &SweepDoc) -> String {
 pub fn markdown(d: &SweepDoc) -> String {
     render(d, true)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::sweep::{AxisDoc, Figures, Params};
+
+    fn cell(rps: f64, p99: f64) -> Cell {
+        let figures = Figures {
+            offered_per_s: rps,
+            goodput_per_s: rps,
+            p99_ms: Some(p99),
+            ..Figures::default()
+        };
+        Cell {
+            strategy: "mutex".into(),
+            params: Params(vec![("rps".into(), rps)]),
+            result: String::new(),
+            trials: 1,
+            below_knee: doc::below_knee(&figures, 100.0),
+            holds: doc::below_knee(&figures, 100.0),
+            figures,
+            recovery: None,
+            shock: false,
+        }
+    }
+
+    #[test]
+    fn a_curve_marks_its_knee_at_the_first_point_past_it() {
+        let d = SweepDoc {
+            schema: 1,
+            workload: "w".into(),
+            strategies: vec!["mutex".into()],
+            axes: vec![AxisDoc {
+                name: "rps".into(),
+                unit: "req/s".into(),
+                values: vec![100.0, 200.0, 400.0],
+            }],
+            knee_p99_ms: 100.0,
+            cells: vec![cell(100.0, 10.0), cell(200.0, 150.0), cell(400.0, 900.0)],
+            boundary: None,
+            interrupted: false,
+        };
+        let t = text(&d);
+        assert!(t.contains("mutex: knee at rps=200"), "{t}");
+        let row = t.lines().find(|l| l.starts_with("200")).unwrap();
+        assert!(row.ends_with("<- knee"), "{t}");
+        assert!(
+            t.lines()
+                .find(|l| l.starts_with("400"))
+                .unwrap()
+                .ends_with("past")
+        );
+        assert!(markdown(&d).contains("| rps (req/s) |"), "{}", markdown(&d));
+    }
+}
