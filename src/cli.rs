@@ -43,6 +43,12 @@ pub enum Command {
     ///
     /// Each strategy runs on a fresh cache and fresh DB counters.
     Compare(CompareCmd),
+    /// Run strategies at every point of one or two axes of run flags; find the boundary.
+    ///
+    /// Each point is a full run on a fresh cache and fresh counters, as in compare. Writes
+    /// DIR/sweep.json, DIR/<strategy>/<axis values>.json and DIR/summary.md; one axis gives a
+    /// curve with the knee marked, two a survival map (docs/survival.md).
+    Sweep(SweepCmd),
     /// Judge a result against a baseline; exit 1 on a regression.
     ///
     /// The result is a `run --out` file or a `compare --out` directory, the baseline one of the
@@ -292,6 +298,102 @@ pub struct CompareCmd {
     /// No progress bars and no table.
     ///
     /// Errors and broken thresholds are still printed.
+    #[arg(long, short, help_heading = "Output")]
+    pub quiet: bool,
+
+    #[command(flatten)]
+    pub trials: TrialFlags,
+}
+
+/// `stampede sweep`: the run flags along one or two axes (docs/survival.md).
+#[derive(Debug, Args)]
+pub struct SweepCmd {
+    /// Strategies to run at every point, comma-separated, or all.
+    ///
+    /// As for compare: e.g. cache-aside,mutex; `all` is the six presets.
+    #[arg(long, value_name = "LIST", help_heading = "Strategy")]
+    pub strategies: String,
+
+    /// An axis: a numeric run flag and its values, e.g. rps=1k..16k:x2.
+    ///
+    /// NAME is any numeric, rate, percentage or duration flag of `run` (rps, ttl, beta, zipf,
+    /// keys, db-pool, db-cost, instances, write-rps, value-size, …; `-` or `_`). The values
+    /// are a list (rps=1000,2000) or a range START..END:STEP with STEP xF (geometric, e.g.
+    /// rps=1k..16k:x2) or +D (arithmetic, e.g. ttl=1s..4s:+1s or missing-ratio=10%..100%:+30%;
+    /// the end is included when a step reaches it). At most two; an axis overrides its flag.
+    #[arg(long = "axis", value_name = "NAME=VALUES", help_heading = "Sweep")]
+    pub axes: Vec<String>,
+
+    /// Bisect this flag (rps) to the highest rate that still holds.
+    ///
+    /// For each value of the other axis (or once, with none): the highest rate between
+    /// --boundary-min and --boundary-max that holds (recovered from the run's shock, or with no
+    /// shock below the knee), to within 5%, in at most --max-runs runs.
+    #[arg(long, value_name = "FLAG", value_parser = ["rps"], hide_possible_values = true, requires_all = ["boundary_min", "boundary_max"], help_heading = "Boundary")]
+    pub boundary: Option<String>,
+
+    /// The lowest rate the boundary bisection tries (needed with --boundary).
+    #[arg(
+        long,
+        value_name = "RATE",
+        requires = "boundary",
+        help_heading = "Boundary"
+    )]
+    pub boundary_min: Option<Rate>,
+
+    /// The highest rate the boundary bisection tries (needed with --boundary).
+    #[arg(
+        long,
+        value_name = "RATE",
+        requires = "boundary",
+        help_heading = "Boundary"
+    )]
+    pub boundary_max: Option<Rate>,
+
+    /// Most runs per strategy for one boundary
+    ///
+    /// Both ends count: 8 runs bisect 40..200 req/s to within 5%.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(2..=50), help_heading = "Boundary")]
+    pub max_runs: u32,
+
+    /// The knee's p99: a point above it is past the knee
+    ///
+    /// The knee is the first point where goodput falls below 99% of the offered rate or the
+    /// p99 latency exceeds this.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "100ms",
+        help_heading = "Sweep"
+    )]
+    pub knee_p99: Dur,
+
+    /// Skip the cells whose result file exists with the same scenario.
+    ///
+    /// A cell whose stored scenario differs from this sweep's (or that was interrupted) runs
+    /// again, and the sweep says so.
+    #[arg(long, help_heading = "Sweep")]
+    pub resume: bool,
+
+    /// Scenario file (TOML), as for `run`.
+    ///
+    /// Its `strategy` is replaced by each of --strategies, and the axis flags by each point.
+    #[arg(long, value_name = "FILE", help_heading = "Scenario file")]
+    pub scenario: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub flags: RunFlags,
+
+    /// Where the sweep goes: sweep.json, summary.md and a file per cell.
+    ///
+    /// DIR/sweep.json, DIR/summary.md and DIR/<strategy>/<axis values>.json, e.g.
+    /// DIR/mutex/rps=1000,ttl=2000.json (with --repeat also DIR/<strategy>/<axis values>/trial-N.json).
+    #[arg(long, value_name = "DIR", help_heading = "Output")]
+    pub out: PathBuf,
+
+    /// No progress bar and no tables; errors are still printed.
+    ///
+    /// Broken thresholds, and why a resumed cell runs again, are printed too.
     #[arg(long, short, help_heading = "Output")]
     pub quiet: bool,
 
@@ -1186,8 +1288,9 @@ pub struct RunFlags {
     /// Names: db_calls_max, redundant_loads_max, peak_key_herd_max, peak_concurrent_max,
     /// hit_rate_min, stale_ratio_max, error_rate_max, rejected_rate_max, p50_ms_max,
     /// p95_ms_max, p99_ms_max, stale_read_ratio_max, staleness_p99_ms_max, divergent_keys_max,
-    /// invalidation_failures_max, writes_left_wrong_ratio_max, recovery_back_ms_max. A limit on a figure the run could
-    /// not measure fails (and one the mode can never know is refused before the run).
+    /// invalidation_failures_max, writes_left_wrong_ratio_max, recovery_back_ms_max; for `sweep
+    /// --boundary rps` also boundary_rps_min (req/s). A limit on a figure the run could not
+    /// measure fails (and one the mode can never know is refused before the run).
     #[arg(long = "threshold", value_name = "NAME=VALUE", value_parser = crate::thresholds::parse_arg, help_heading = "Thresholds")]
     #[serde(skip)]
     pub threshold: Vec<ThresholdArg>,

@@ -10,8 +10,33 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::metric::{Better, Metric, Unit, threshold_names};
 
+/// The one threshold that is not on a run's figure: the rate a sweep's boundary bisection
+/// finds (`stampede sweep --boundary rps`), in req/s; a sweep judges it, a run cannot.
+pub const BOUNDARY_RPS_MIN: &str = "boundary_rps_min";
+
 fn unknown(name: &str) -> String {
-    format!("unknown threshold `{name}` (valid: {})", threshold_names())
+    format!(
+        "unknown threshold `{name}` (valid: {}, and for `sweep --boundary rps` {BOUNDARY_RPS_MIN})",
+        threshold_names()
+    )
+}
+
+/// A limit on the boundary rate: a number of req/s, as a rate is written (5000 or 5k).
+fn parse_boundary(text: &str) -> Result<f64, String> {
+    let v = text
+        .parse::<crate::values::Rate>()
+        .map_err(|e| format!("threshold {BOUNDARY_RPS_MIN}: {e}"))?
+        .0;
+    check_boundary(v)
+}
+
+fn check_boundary(v: f64) -> Result<f64, String> {
+    if !v.is_finite() || v < 0.0 {
+        return Err(format!(
+            "threshold {BOUNDARY_RPS_MIN} must be 0 or more req/s (got {v})"
+        ));
+    }
+    Ok(v)
 }
 
 fn metric_of(name: &str) -> Result<Metric, String> {
@@ -50,26 +75,45 @@ fn check_limit(m: Metric, v: f64) -> Result<f64, String> {
     Ok(v)
 }
 
-/// The limits of a run, by metric.
+/// The limits of a run, by metric, and a sweep's limit on its boundary rate.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Thresholds(BTreeMap<Metric, f64>);
+pub struct Thresholds {
+    limits: BTreeMap<Metric, f64>,
+    boundary_rps_min: Option<f64>,
+}
 
 impl Thresholds {
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.limits.is_empty() && self.boundary_rps_min.is_none()
     }
 
     /// These thresholds with `other`'s set on top (the command line over the file).
     pub fn overridden_by(mut self, other: &[ThresholdArg]) -> Thresholds {
         for a in other {
-            self.0.insert(a.0, a.1);
+            match *a {
+                ThresholdArg::Metric(m, v) => {
+                    self.limits.insert(m, v);
+                }
+                ThresholdArg::BoundaryRpsMin(v) => self.boundary_rps_min = Some(v),
+            }
         }
         self
     }
 
-    /// Each limit: the metric, the limit, and whether a measured value passes it.
+    /// Each limit on a run's figure: the metric and the limit.
     pub fn iter(&self) -> impl Iterator<Item = (Metric, f64)> + '_ {
-        self.0.iter().map(|(&m, &v)| (m, v))
+        self.limits.iter().map(|(&m, &v)| (m, v))
+    }
+
+    /// The sweep's limit on its boundary rate (req/s), if set.
+    pub fn boundary_rps_min(&self) -> Option<f64> {
+        self.boundary_rps_min
+    }
+
+    /// These thresholds without the boundary's: what each run of a sweep judges.
+    pub fn without_boundary(mut self) -> Thresholds {
+        self.boundary_rps_min = None;
+        self
     }
 }
 
@@ -83,7 +127,12 @@ pub fn passes(m: Metric, limit: f64, measured: f64) -> bool {
 
 /// A threshold given on the command line (`--threshold p99_ms_max=250`).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ThresholdArg(pub Metric, pub f64);
+pub enum ThresholdArg {
+    /// A limit on one of a run's figures.
+    Metric(Metric, f64),
+    /// `boundary_rps_min`: a limit on a sweep's boundary rate, req/s.
+    BoundaryRpsMin(f64),
+}
 
 /// Clap value parser of `--threshold NAME=VALUE`.
 pub fn parse_arg(s: &str) -> Result<ThresholdArg, String> {
@@ -93,8 +142,11 @@ pub fn parse_arg(s: &str) -> Result<ThresholdArg, String> {
             threshold_names()
         )
     })?;
+    if name.trim() == BOUNDARY_RPS_MIN {
+        return Ok(ThresholdArg::BoundaryRpsMin(parse_boundary(value.trim())?));
+    }
     let m = metric_of(name.trim())?;
-    Ok(ThresholdArg(m, parse_limit(m, value)?))
+    Ok(ThresholdArg::Metric(m, parse_limit(m, value)?))
 }
 
 /// A limit as written in TOML: a number, or a string such as "95%".
@@ -109,7 +161,17 @@ impl<'de> Deserialize<'de> for Thresholds {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = BTreeMap::<String, RawLimit>::deserialize(d)?;
         let mut t = BTreeMap::new();
+        let mut boundary_rps_min = None;
         for (name, v) in raw {
+            if name == BOUNDARY_RPS_MIN {
+                let limit = match v {
+                    RawLimit::Num(n) => check_boundary(n),
+                    RawLimit::Text(s) => parse_boundary(&s),
+                }
+                .map_err(serde::de::Error::custom)?;
+                boundary_rps_min = Some(limit);
+                continue;
+            }
             let m = metric_of(&name).map_err(serde::de::Error::custom)?;
             let limit = match v {
                 RawLimit::Num(n) => check_limit(m, n),
@@ -118,16 +180,23 @@ impl<'de> Deserialize<'de> for Thresholds {
             .map_err(serde::de::Error::custom)?;
             t.insert(m, limit);
         }
-        Ok(Thresholds(t))
+        Ok(Thresholds {
+            limits: t,
+            boundary_rps_min,
+        })
     }
 }
 
 impl Serialize for Thresholds {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_map(
-            self.0
+            self.limits
                 .iter()
-                .map(|(&m, v)| (m.threshold_name().unwrap_or_default(), v)),
+                .map(|(&m, v)| (m.threshold_name().unwrap_or_default(), *v))
+                .chain(
+                    self.boundary_rps_min
+                        .map(|v| (BOUNDARY_RPS_MIN.to_string(), v)),
+                ),
         )
     }
 }
@@ -179,6 +248,16 @@ impl schemars::JsonSchema for Thresholds {
             .into();
             properties.insert(name, limit);
         }
+        let mut boundary = if written {
+            serde_json::json!({ "type": "number" })
+        } else {
+            serde_json::json!({ "anyOf": [
+                { "type": "number", "minimum": 0 },
+                { "type": "string" },
+            ]})
+        };
+        boundary["description"] = "stampede sweep --boundary rps only: exit 1 when a strategy's boundary rate (req/s) is below this; a run or a comparison refuses it.".into();
+        properties.insert(BOUNDARY_RPS_MIN.to_string(), boundary);
         schemars::json_schema!({
             "description": "Limits on the run's figures; a broken one makes the run exit 1.",
             "type": "object",
@@ -228,10 +307,17 @@ mod tests {
     fn parses_flags_and_rejects_unknown_names() {
         assert_eq!(
             parse_arg("p99_ms_max=250").unwrap(),
-            ThresholdArg(Metric::P99, 250.0)
+            ThresholdArg::Metric(Metric::P99, 250.0)
         );
-        assert_eq!(parse_arg("hit_rate_min=95%").unwrap().1, 0.95);
-        assert_eq!(parse_arg("hit_rate_min=0.9").unwrap().1, 0.9);
+        assert_eq!(
+            parse_arg("hit_rate_min=95%").unwrap(),
+            ThresholdArg::Metric(Metric::HitRate, 0.95)
+        );
+        assert_eq!(
+            parse_arg("boundary_rps_min=5k").unwrap(),
+            ThresholdArg::BoundaryRpsMin(5000.0)
+        );
+        assert!(parse_arg("boundary_rps_min=-1").is_err());
         let e = parse_arg("p99_max=3").unwrap_err();
         assert!(e.contains("p99_max") && e.contains("p99_ms_max"), "{e}");
         assert!(parse_arg("hit_rate_min=2").is_err());
@@ -246,11 +332,21 @@ mod tests {
         struct F {
             thresholds: Thresholds,
         }
-        let f: F =
-            toml::from_str("[thresholds]\ndb_calls_max = 300\nhit_rate_min = \"90%\"\n").unwrap();
+        let f: F = toml::from_str(
+            "[thresholds]\ndb_calls_max = 300\nhit_rate_min = \"90%\"\nboundary_rps_min = 5000\n",
+        )
+        .unwrap();
         assert_eq!(
             serde_json::to_string(&f.thresholds).unwrap(),
-            r#"{"db_calls_max":300.0,"hit_rate_min":0.9}"#
+            r#"{"db_calls_max":300.0,"hit_rate_min":0.9,"boundary_rps_min":5000.0}"#
+        );
+        assert_eq!(f.thresholds.boundary_rps_min(), Some(5000.0));
+        assert!(
+            f.thresholds
+                .clone()
+                .without_boundary()
+                .boundary_rps_min()
+                .is_none()
         );
         let e = toml::from_str::<F>("[thresholds]\ndb_calls = 3\n")
             .err()

@@ -44,7 +44,15 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "results and what renders them",
-        &["results", "report", "live", "chaos"],
+        &[
+            "results",
+            "results::sweep",
+            "report",
+            "report::sweep",
+            "report::html::map",
+            "live",
+            "chaos",
+        ],
     ),
     ("the run's traffic", &["driver"]),
     (
@@ -61,6 +69,8 @@ const LAYERS: &[(&str, &[&str])] = &[
             "session::comparison",
             "session::single",
             "session::cleanup",
+            "session::sweep",
+            "session::sweep::axes",
             "app::run",
         ],
     ),

@@ -8,8 +8,8 @@ mod common;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{Servers, redis_keys};
 use common::{BIN, cleanup, cpu_turn, run, run_ok};
+use common::{Servers, redis_keys};
 
 /// The entry keys (`<prefix><id>`) and the others of the run's namespace.
 fn split_keys(keys: &[String]) -> (usize, Vec<String>) {

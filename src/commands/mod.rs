@@ -7,6 +7,7 @@ mod compare;
 mod conventions;
 mod merge;
 mod run;
+mod sweep;
 
 use std::process::ExitCode;
 
@@ -22,6 +23,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Run(cmd) => run::run(cmd).await,
         Command::Report(cmd) => report_cmd(cmd),
         Command::Compare(cmd) => compare::run(cmd).await,
+        Command::Sweep(cmd) => sweep::run(cmd).await,
         Command::Check(cmd) => check::run(cmd),
         Command::Cleanup(cmd) => {
             session::cleanup::cleanup(&cmd).await?;
@@ -40,6 +42,11 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
 
 /// Render results already written: the HTML report with --html, else each one's summary.
 fn report_cmd(cmd: ReportCmd) -> Result<ExitCode> {
+    if let [dir] = cmd.inputs.as_slice()
+        && session::sweep::is_sweep(dir)
+    {
+        return sweep::report(dir, cmd.html.as_deref());
+    }
     let results = report::html::load(&cmd.inputs)?;
     match &cmd.html {
         Some(p) => {

@@ -5,6 +5,7 @@
 //! `compare` and `run --html` call [`write`]; `stampede report` reads results with [`load`].
 
 mod chart;
+pub mod map;
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

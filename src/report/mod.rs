@@ -4,5 +4,6 @@
 
 pub mod html;
 pub mod markdown;
+pub mod sweep;
 pub mod tables;
 pub mod terminal;

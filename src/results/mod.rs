@@ -10,6 +10,7 @@ pub mod recovery;
 pub mod schema;
 pub mod shard;
 pub mod summary;
+pub mod sweep;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -335,7 +335,7 @@ pub const MAX_DB_CONNECTIONS: u32 = 2000;
 mod resolve;
 mod servers;
 
-pub use resolve::{invalidation, resolve, resolve_one};
+pub use resolve::{invalidation, resolve, resolve_one, verdict_possible};
 pub use survival::{Client, RecoveryCriteria};
 
 mod survival;

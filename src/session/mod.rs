@@ -14,6 +14,7 @@ pub mod faults;
 pub(crate) mod heartbeat;
 pub mod shards;
 pub mod single;
+pub mod sweep;
 pub mod trials;
 
 use anyhow::Result;

@@ -18,11 +18,13 @@ use crate::values::Dur;
 
 /// The scenario of `run`: the file and flags resolved, with the app under test if any.
 pub fn scenario(cmd: &RunCmd) -> Result<Scenario> {
-    Ok(crate::app::scenario::with_target(
+    let sc = crate::app::scenario::with_target(
         scenario::resolve(cmd.scenario.as_ref(), cmd.flags())?,
         &cmd.flags,
         &cmd.target,
-    )?)
+    )?;
+    super::comparison::refuse_boundary(&sc)?;
+    Ok(sc)
 }
 
 /// What a run did: one result to show, or trials already written and shown.

@@ -1,0 +1,362 @@
+//! The axes of a sweep: `--axis NAME=VALUES`, where NAME is any numeric flag of `run` and
+//! VALUES a list or a range, and each point's run flags, built by clap itself from the sweep's
+//! own flags with `--NAME VALUE` on top, so any run flag is an axis with no code of its own.
+
+use std::any::TypeId;
+
+use clap::{ArgAction, Args, Command, FromArgMatches};
+
+use crate::cli::RunFlags;
+use crate::error::UsageError;
+use crate::values::{Dur, Percent, Rate};
+
+/// Most points one axis may have.
+const MAX_POINTS: usize = 200;
+
+/// What a flag's values are, which decides how a range steps and how a value is written in
+/// sweep.json (rates in req/s, shares as 0..1, durations in ms).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Kind {
+    Rate,
+    Percent,
+    Dur,
+    Int,
+    Float,
+}
+
+/// One value of an axis: the text clap is given, and the number sweep.json records.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Point {
+    pub text: String,
+    pub number: f64,
+}
+
+/// One axis: the flag (`db-pool`), its name in sweep.json (`db_pool`), its points.
+#[derive(Debug, Clone)]
+pub struct Axis {
+    pub flag: String,
+    pub name: String,
+    /// The unit of the points' numbers: `req/s`, `share`, `ms` or empty.
+    pub unit: &'static str,
+    pub points: Vec<Point>,
+}
+
+/// The run flags as a command of their own, for clap to parse one point's `--NAME VALUE`.
+/// A plain `bool` flag becomes `--flag=true|false`, so that one absent from a point is
+/// absent from its matches (a switch's implicit `false` would otherwise reset the sweep's).
+fn run_flags_command() -> Command {
+    RunFlags::augment_args(Command::new("sweep-point").no_binary_name(true)).mut_args(|a| {
+        if matches!(a.get_action(), ArgAction::SetTrue) {
+            a.action(ArgAction::Set)
+                .value_parser(clap::value_parser!(bool))
+        } else {
+            a
+        }
+    })
+}
+
+fn kind_of(arg: &clap::Arg) -> Option<Kind> {
+    let t = arg.get_value_parser().type_id();
+    let is = |id: TypeId| t == id;
+    if is(TypeId::of::<Rate>()) {
+        Some(Kind::Rate)
+    } else if is(TypeId::of::<Percent>()) {
+        Some(Kind::Percent)
+    } else if is(TypeId::of::<Dur>()) {
+        Some(Kind::Dur)
+    } else if [
+        TypeId::of::<u64>(),
+        TypeId::of::<u32>(),
+        TypeId::of::<u16>(),
+        TypeId::of::<u8>(),
+        TypeId::of::<usize>(),
+        TypeId::of::<i64>(),
+        TypeId::of::<i32>(),
+    ]
+    .into_iter()
+    .any(is)
+    {
+        Some(Kind::Int)
+    } else if is(TypeId::of::<f64>()) || is(TypeId::of::<f32>()) {
+        Some(Kind::Float)
+    } else {
+        None
+    }
+}
+
+/// The axis's number of one value as written, and the text clap gets for it.
+fn value(kind: Kind, flag: &str, s: &str) -> Result<f64, UsageError> {
+    let bad = |e: String| UsageError::new(format!("--axis {flag}: {e}"));
+    let s = s.trim();
+    Ok(match kind {
+        Kind::Rate => s.parse::<Rate>().map_err(bad)?.0,
+        Kind::Percent => s.parse::<Percent>().map_err(bad)?.0,
+        Kind::Dur => s.parse::<Dur>().map_err(bad)?.0.as_secs_f64() * 1000.0,
+        Kind::Int => {
+            let v: f64 = s
+                .parse()
+                .map_err(|_| bad(format!("'{s}' is not a whole number, which --{flag} takes")))?;
+            if v.fract() != 0.0 {
+                return Err(bad(format!(
+                    "'{s}' is not a whole number, which --{flag} takes"
+                )));
+            }
+            v
+        }
+        Kind::Float => s
+            .parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite())
+            .ok_or_else(|| bad(format!("'{s}' is not a number")))?,
+    })
+}
+
+/// A number as clap is given it for a flag of this kind.
+fn text(kind: Kind, v: f64) -> String {
+    match kind {
+        Kind::Rate | Kind::Float => trim(v),
+        Kind::Int => format!("{}", v.round() as i64),
+        Kind::Percent => format!("{}%", trim(v * 100.0)),
+        Kind::Dur => {
+            let us = (v * 1000.0).round() as u64;
+            if us.is_multiple_of(1000) {
+                format!("{}ms", us / 1000)
+            } else {
+                format!("{us}us")
+            }
+        }
+    }
+}
+
+/// A number without float noise: 0.1 + 0.2 is written 0.3.
+pub fn trim(v: f64) -> String {
+    let r = (v * 1e9).round() / 1e9;
+    if r.fract() == 0.0 && r.abs() < 9e15 {
+        format!("{}", r as i64)
+    } else {
+        format!("{r}")
+    }
+}
+
+fn point(kind: Kind, v: f64) -> Point {
+    let v = if kind == Kind::Int { v.round() } else { v };
+    Point {
+        text: text(kind, v),
+        number: (v * 1e9).round() / 1e9,
+    }
+}
+
+/// `START..END:STEP`, STEP `xF` (geometric, F > 1) or `+D` (arithmetic, D in the axis's
+/// unit); the end is included when a step reaches it within rounding.
+fn range(kind: Kind, flag: &str, spec: &str) -> Result<Vec<Point>, UsageError> {
+    let bad = |why: &str| {
+        UsageError::new(format!(
+            "--axis {flag}={spec}: {why}; a range is START..END:STEP with STEP xF (geometric, e.g. 1k..16k:x2) or +D (arithmetic, e.g. 1s..4s:+1s)"
+        ))
+    };
+    let (bounds, step) = spec
+        .split_once(':')
+        .ok_or_else(|| bad("no step after the range"))?;
+    let (a, b) = bounds
+        .split_once("..")
+        .ok_or_else(|| bad("no `..` between start and end"))?;
+    let (start, end) = (value(kind, flag, a)?, value(kind, flag, b)?);
+    if end < start {
+        return Err(bad("the end is below the start"));
+    }
+    let step = step.trim();
+    let next: Box<dyn Fn(f64) -> f64> = if let Some(f) = step.strip_prefix(['x', '*']) {
+        let f: f64 = f
+            .trim()
+            .parse()
+            .map_err(|_| bad("the factor after x is not a number"))?;
+        if !(f.is_finite() && f > 1.0) {
+            return Err(bad("a geometric step's factor must be above 1"));
+        }
+        if start <= 0.0 {
+            return Err(bad("a geometric range must start above 0"));
+        }
+        Box::new(move |v| v * f)
+    } else if let Some(d) = step.strip_prefix('+') {
+        let d = value(kind, flag, d)?;
+        if d <= 0.0 {
+            return Err(bad("an arithmetic step must be above 0"));
+        }
+        Box::new(move |v| v + d)
+    } else {
+        return Err(bad("the step is neither xF nor +D"));
+    };
+    let mut out: Vec<Point> = Vec::new();
+    let mut v = start;
+    let tolerance = 1e-6 * end.abs().max(1e-9);
+    while v <= end + tolerance {
+        let p = point(kind, v.min(end.max(v - tolerance)));
+        if out.last() != Some(&p) {
+            out.push(p);
+        }
+        if out.len() > MAX_POINTS {
+            return Err(bad(&format!("more than {MAX_POINTS} points")));
+        }
+        v = next(v);
+    }
+    Ok(out)
+}
+
+/// Parse `--axis NAME=VALUES`.
+pub fn parse(spec: &str) -> Result<Axis, UsageError> {
+    let (name, values) = spec.split_once('=').ok_or_else(|| {
+        UsageError::new(format!(
+            "--axis {spec}: expected NAME=VALUES such as rps=1000,2000 or rps=1k..16k:x2"
+        ))
+    })?;
+    let flag = name.trim().replace('_', "-");
+    let cmd = run_flags_command();
+    let Some(arg) = cmd
+        .get_arguments()
+        .find(|a| a.get_long() == Some(flag.as_str()))
+    else {
+        let hint = if flag == "strategy" {
+            " (the strategies are --strategies, each run at every point)".to_string()
+        } else {
+            String::new()
+        };
+        return Err(UsageError::new(format!(
+            "--axis {flag}: not a flag of `stampede run`{hint}; an axis is a numeric run flag such as rps, ttl, keys, db-pool or db-cost"
+        )));
+    };
+    let Some(kind) = kind_of(arg) else {
+        return Err(UsageError::new(format!(
+            "--axis {flag}: --{flag} is not numeric (an axis is a number, a rate, a percentage or a duration): compare its values with `stampede compare`, or run them one by one"
+        )));
+    };
+    let values = values.trim();
+    let points = if values.contains("..") {
+        range(kind, &flag, values)?
+    } else {
+        let mut out: Vec<Point> = Vec::new();
+        for v in values.split(',').map(str::trim).filter(|v| !v.is_empty()) {
+            let p = point(kind, value(kind, &flag, v)?);
+            if out.contains(&p) {
+                return Err(UsageError::new(format!(
+                    "--axis {flag}: {v} is given twice: each point runs once"
+                )));
+            }
+            out.push(p);
+        }
+        out
+    };
+    if points.is_empty() {
+        return Err(UsageError::new(format!(
+            "--axis {flag}: no values: give a list (1000,2000) or a range (1k..16k:x2)"
+        )));
+    }
+    Ok(Axis {
+        name: flag.replace('-', "_"),
+        flag,
+        unit: match kind {
+            Kind::Rate => "req/s",
+            Kind::Percent => "share",
+            Kind::Dur => "ms",
+            Kind::Int | Kind::Float => "",
+        },
+        points,
+    })
+}
+
+/// The run flags of one point: `base` with each `--flag value` set by clap, which checks the
+/// value as `run` would.
+pub fn flags_at(base: &RunFlags, set: &[(&str, &str)]) -> Result<RunFlags, UsageError> {
+    let mut args: Vec<String> = Vec::new();
+    for (flag, v) in set {
+        args.push(format!("--{flag}={v}"));
+    }
+    let m = run_flags_command()
+        .try_get_matches_from(&args)
+        .map_err(|e| {
+            let names: Vec<&str> = set.iter().map(|(f, _)| *f).collect();
+            let msg = e.to_string();
+            let first = msg
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim_start_matches("error: ");
+            UsageError::new(format!("--axis {}: {first}", names.join(", --axis ")))
+        })?;
+    let mut flags = base.clone();
+    flags
+        .update_from_arg_matches(&m)
+        .map_err(|e| UsageError::new(format!("--axis: {e}")))?;
+    Ok(flags)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn numbers(spec: &str) -> Vec<f64> {
+        parse(spec)
+            .unwrap()
+            .points
+            .iter()
+            .map(|p| p.number)
+            .collect()
+    }
+
+    #[test]
+    fn lists_and_ranges() {
+        assert_eq!(numbers("rps=1k..16k:x2"), vec![1e3, 2e3, 4e3, 8e3, 16e3]);
+        assert_eq!(
+            numbers("missing-ratio=10%..100%:+30%"),
+            vec![0.1, 0.4, 0.7, 1.0]
+        );
+        assert_eq!(
+            numbers("ttl=1s..4s:+1s"),
+            vec![1000.0, 2000.0, 3000.0, 4000.0]
+        );
+        assert_eq!(numbers("db_pool=2,4,8"), vec![2.0, 4.0, 8.0]);
+        assert_eq!(numbers("zipf=0.8..1.2:+0.2"), vec![0.8, 1.0, 1.2]);
+        let a = parse("drop_fraction=1..2:+1");
+        assert!(a.is_err() || a.unwrap().name == "drop_fraction");
+        assert_eq!(parse("ttl=1s,2s").unwrap().points[1].text, "2000ms");
+        assert_eq!(parse("missing-ratio=0.5").unwrap().points[0].text, "50%");
+    }
+
+    #[test]
+    fn refusals_name_the_axis() {
+        for (spec, word) in [
+            ("nope=1,2", "nope"),
+            ("strategy=mutex", "strategies"),
+            ("arrival=poisson", "not numeric"),
+            ("rps=1k..16k", "step"),
+            ("rps=16k..1k:x2", "below the start"),
+            ("rps=1k..2k:x1", "above 1"),
+            ("keys=1.5", "whole number"),
+            ("ttl=10", "duration"),
+            ("rps", "NAME=VALUES"),
+        ] {
+            let e = parse(spec).unwrap_err().to_string();
+            assert!(e.contains(word), "{spec}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_point_sets_its_flag_and_keeps_the_rest() {
+        let base = RunFlags {
+            keys: Some(200),
+            allow_kill_external: true,
+            ..RunFlags::default()
+        };
+        let f = flags_at(&base, &[("rps", "400"), ("ttl", "2000ms")]).unwrap();
+        assert_eq!(f.rps.map(|r| r.0), Some(400.0));
+        assert_eq!(f.ttl.map(|d| d.0.as_millis()), Some(2000));
+        assert_eq!(f.keys, Some(200));
+        assert!(
+            f.allow_kill_external,
+            "a switch of the sweep survives a point"
+        );
+        let e = flags_at(&base, &[("db-pool", "-3")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("db-pool"), "{e}");
+    }
+}
