@@ -1008,7 +1008,7 @@ pub struct RunFlags {
     #[serde(skip)]
     pub drop_fraction: Option<Percent>,
 
-    /// Which entries a cache drop removes first: hottest or random [default: hottest]
+    /// Drop order: hottest or random [default: hottest]
     ///
     /// hottest: the most popular keys first (the cheapest way to hurt). random: a seeded random
     /// share of the keys.

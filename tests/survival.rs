@@ -243,7 +243,7 @@ fn timeouts_retries_and_goodput_add_up() {
         "--start",
         "cold",
         "--db-cost",
-        "50ms",
+        "100ms",
         "--duration",
         "2s",
         "--request-timeout",

@@ -349,6 +349,8 @@ fn shape(
 ) {
     r.strategy = t.name().to_string();
     r.http = Some(http.counts.figures());
+    // The client's timeouts over HTTP are --http-timeout's (their outcome is `error`).
+    r.requests.timed_out = r.http.as_ref().map_or(0, |h| h.timeouts);
     let d = &mut r.db;
     // What the built-in app's own bookkeeping would have said is not there: the app's loads
     // are seen only from the servers.

@@ -33,6 +33,28 @@ pub fn with_target(
             "--warm writes stampede's own cache entries, which an app under test does not read: use --warmup to let the app fill its cache",
         ));
     }
+    if let Some(f) = sc.faults.iter().find(|f| {
+        matches!(
+            f.kind,
+            crate::fault::FaultKind::DropCache | crate::fault::FaultKind::SlowDb
+        )
+    }) {
+        // The app's cache entries and its queries are its own: stampede knows neither.
+        return Err(UsageError::new(format!(
+            "a {} shock acts on the built-in app's {}, and an app under test has its own: with --target use a spike, a --kill-redis-at (its Redis comes back empty) or a --kill-postgres-at",
+            f.kind,
+            if f.kind == crate::fault::FaultKind::DropCache {
+                "cache entries"
+            } else {
+                "loads"
+            }
+        )));
+    }
+    if sc.client.is_some_and(|c| c.timeout.is_some()) {
+        return Err(UsageError::new(
+            "--request-timeout is the built-in app's client deadline: with --target, --http-timeout is the client's",
+        ));
+    }
     if sc.writes.is_some() {
         // The consistency figures are exact only because the tool sees every commit; an
         // app's own writes it cannot see.

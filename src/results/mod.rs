@@ -304,7 +304,7 @@ impl RunResult {
             Metric::Errors => n(self.requests.errors),
             Metric::ErrorRate => Ok(share(
                 self.requests.errors
-                    + self.requests.timed_out
+                    + self.outcomes.timed_out
                     + self.requests.shed
                     + self.requests.unsent,
                 self.requests.scheduled,

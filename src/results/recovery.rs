@@ -97,11 +97,14 @@ fn sums<'a>(buckets: impl Iterator<Item = &'a Bucket>) -> Sums {
     s
 }
 
-/// The buckets that end in `(from, to]` ms (whole ones only).
-fn span(timeline: &[Bucket], from: u64, to: u64) -> impl Iterator<Item = &Bucket> {
-    timeline
-        .iter()
-        .filter(move |b| !b.partial && b.t_ms > from && b.t_ms <= to)
+/// The buckets that end in `(from, to]` ms (whole ones only). A bucket is stamped when its
+/// tick ran, a ms or two after it was due: it is taken at its tick, `t_ms` rounded to the
+/// interval `iv`.
+fn span(timeline: &[Bucket], iv: u64, from: u64, to: u64) -> impl Iterator<Item = &Bucket> {
+    timeline.iter().filter(move |b| {
+        let tick = (b.t_ms + iv / 2) / iv * iv;
+        !b.partial && tick > from && tick <= to
+    })
 }
 
 /// The verdict of a run with shocks (None without any). `timeline` is the whole buckets;
@@ -128,7 +131,7 @@ pub fn judge(
     let iv = (sc.interval.0.as_millis() as u64).max(1);
     let settle_s = c.settle.0.as_millis().div_ceil(u128::from(SECOND_MS)) as usize;
     let from = first_ms.saturating_sub(base_ms);
-    let b = sums(span(timeline, from, first_ms));
+    let b = sums(span(timeline, iv, from, first_ms));
     let base_span_s = (first_ms - from) as f64 / 1000.0;
     // Requests due just before the shock are answered during it: their goodput is the
     // shock's, not the baseline's. Leave out the last goodput deadline when a second remains.
@@ -138,7 +141,7 @@ pub fn judge(
     } else {
         first_ms
     };
-    let good = sums(span(timeline, from, good_to)).goodput;
+    let good = sums(span(timeline, iv, from, good_to)).goodput;
     let baseline = Baseline {
         from_ms: from,
         to_ms: first_ms,
@@ -196,12 +199,12 @@ pub fn judge(
             c.observe
         )));
     }
-    // Whole seconds from the first bucket boundary at or after the end.
+    // Whole seconds from the first bucket tick at or after the end.
     let start = end_ms.div_ceil(iv) * iv;
     let mut seconds = Vec::new();
     let mut t = start;
     while t + SECOND_MS <= window_ms {
-        let s = sums(span(timeline, t, t + SECOND_MS));
+        let s = sums(span(timeline, iv, t, t + SECOND_MS));
         let goodput_ratio = s.goodput as f64 / baseline.goodput_per_s;
         let hit_rate = (!app && s.requests > 0).then(|| s.served as f64 / s.requests as f64);
         let hit_ok = match (hit_floor, hit_rate) {
@@ -225,10 +228,25 @@ pub fn judge(
         Some(i) => Recovery {
             verdict: Verdict::Recovered,
             back_ms: Some(seconds[i].from_ms),
-            reason: format!(
-                "recovered {:.1} s after {what}",
-                seconds[i].from_ms as f64 / 1000.0
-            ),
+            reason: {
+                let mut r = format!(
+                    "recovered {:.1} s after {what}",
+                    seconds[i].from_ms as f64 / 1000.0
+                );
+                // Fell back for as long as it had to hold: the other stable state again.
+                let fell = (i + settle_s..seconds.len()).find(|&j| {
+                    j + settle_s <= seconds.len()
+                        && seconds[j..j + settle_s].iter().all(|s| !s.back)
+                });
+                if let Some(j) = fell {
+                    r.push_str(&format!(
+                        ", then fell back {:.1} s after it (goodput {:.0}% of baseline at the end)",
+                        seconds[j].from_ms as f64 / 1000.0,
+                        seconds.last().map_or(0.0, |s| s.goodput_ratio * 100.0)
+                    ));
+                }
+                r
+            },
             baseline,
             shock_end_ms: end_ms,
             criterion,
