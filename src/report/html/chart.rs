@@ -464,7 +464,7 @@ mod tests {
                 bursts: bursts(&tl),
             })
             .collect();
-        let svg = draw(&METRICS[1], &series, 1.0, &[(0.2, 0.4)], &[]).unwrap();
+        let svg = draw(&METRICS[1], &series, 1.0, &[(0.2, 0.4)], &[], &[]).unwrap();
         assert!(svg.contains(&format!(
             r#"stroke="{}" stroke-width="2" points"#,
             hex(look(0).color)
