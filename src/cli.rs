@@ -1037,7 +1037,7 @@ pub struct RunFlags {
     #[serde(skip)]
     pub slow_db_for: Vec<Dur>,
 
-    /// How many times its cost a load costs in a slow-db shock [default: 4]
+    /// Slow-db: how many times its cost a load costs [default: 4]
     ///
     /// Applies to every slow-db shock, the scenario file's included.
     #[arg(long, value_name = "K", help_heading = "Shocks")]
@@ -1059,7 +1059,7 @@ pub struct RunFlags {
     #[serde(skip)]
     pub spike_for: Vec<Dur>,
 
-    /// How many times the rate is offered in a spike [default: 2]
+    /// Spike: how many times the rate is offered [default: 2]
     ///
     /// Applies to every spike, the scenario file's included.
     #[arg(long, value_name = "K", help_heading = "Shocks")]
@@ -1119,7 +1119,7 @@ pub struct RunFlags {
     #[arg(long, value_name = "DURATION", help_heading = "Client")]
     pub request_timeout: Option<Dur>,
 
-    /// Send a request that failed or timed out again, up to N times [default: 0]
+    /// Retry a failed or timed-out request up to N times [default: 0]
     ///
     /// Each retry waits --retry-backoff (doubled for each one after), is counted
     /// (requests.retries) and keeps the request's latency counted from its first attempt's
@@ -1135,33 +1135,33 @@ pub struct RunFlags {
     #[arg(long, value_name = "P", help_heading = "Client")]
     pub retry_jitter: Option<Percent>,
 
-    /// An answer counts as goodput within D [default: --request-timeout, else 1s]
+    /// Goodput's deadline [default: --request-timeout, else 1s]
     ///
     /// Goodput counts the requests answered with a value (hit, stale, waited, loaded) within D
     /// of their scheduled start: not errors, rejections or timeouts.
     #[arg(long, value_name = "DURATION", help_heading = "Client")]
     pub goodput_within: Option<Dur>,
 
-    /// Recovery: the steady span before the first shock to get back to [default: 2s]
+    /// Baseline span before the first shock [default: 2s]
     ///
     /// The baseline of the recovery verdict: goodput, hit rate, DB calls/s and p99 over this
     /// span before the first shock.
     #[arg(long, value_name = "DURATION", help_heading = "Recovery verdict")]
     pub baseline_window: Option<Dur>,
 
-    /// Recovery: the share of the baseline's goodput that counts as back [default: 95%]
+    /// Share of the baseline's goodput that is back [default: 95%]
     #[arg(long, value_name = "P", help_heading = "Recovery verdict")]
     pub recovery_goodput: Option<Percent>,
 
-    /// Recovery: points under the baseline's hit rate still back [default: 5]
+    /// Hit-rate points under the baseline still back [default: 5]
     #[arg(long, value_name = "POINTS", help_heading = "Recovery verdict")]
     pub recovery_hit_points: Option<f64>,
 
-    /// Recovery: how long goodput and hit rate must stay back [default: 2s]
+    /// How long both must stay back [default: 2s]
     #[arg(long, value_name = "DURATION", help_heading = "Recovery verdict")]
     pub settle: Option<Dur>,
 
-    /// Recovery: least time after the last shock for a verdict [default: 10s]
+    /// Least time after the last shock for a verdict [default: 10s]
     ///
     /// With less of the window left after the last shock ends, the verdict is not-judged.
     #[arg(long, value_name = "DURATION", help_heading = "Recovery verdict")]

@@ -288,9 +288,14 @@ fn timeouts_retries_and_goodput_add_up() {
     assert!(q("retries") >= 2 * q("timed_out"), "{}", r.json["requests"]);
     // Goodput: answered with a value within the 20 ms timeout, so never a timed-out one.
     assert!(q("goodput") <= q("completed") - q("timed_out") - q("errors"));
-    // The loads cut off from their clients still ran and wrote back: the DB calls are about
-    // one per key, not one per attempt.
-    assert!(r.u("/db/calls") <= 400, "{}", r.json["db"]);
+    // The loads cut off from their clients still ran and wrote back: later requests hit,
+    // and the database saw fewer statements than the client sent attempts.
+    assert!(r.u("/outcomes/hit") > 0, "{}", r.json["outcomes"]);
+    assert!(
+        r.u("/db/calls") < q("scheduled") + q("retries"),
+        "{}",
+        r.json["db"]
+    );
 }
 
 #[test]

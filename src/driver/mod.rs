@@ -586,6 +586,12 @@ impl Driver {
             last = slot;
             (b.goodput, b.retries) = self.tally.bucket(slot.unwrap_or_default() as usize);
         }
+        // Retries sent after the window (during the drain) go in the last bucket, so the
+        // timeline still adds up to the total.
+        let placed: u64 = timeline.iter().map(|b| b.retries).sum();
+        if let Some(b) = timeline.last_mut() {
+            b.retries += self.tally.retries.load(Relaxed).saturating_sub(placed);
+        }
         let totals = self.recorder.totals();
         let breaker = self
             .shared

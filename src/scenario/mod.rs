@@ -119,9 +119,9 @@ pub struct Scenario {
     /// The app under test (`--target`); null: the built-in app.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<crate::app::TargetSpec>,
-    /// The simulated client's timeout and retries (`--request-timeout`, `--retries`); absent
+    /// The simulated client's timeout and retries (`--request-timeout`, `--retries`); null
     /// when it waits for every answer and never retries.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub client: Option<Client>,
     /// How long an answer may take and still count as goodput: `--goodput-within`, else the
     /// request timeout, else 1 s.
