@@ -670,6 +670,49 @@ pub struct RunFlags {
     #[arg(long, value_name = "DURATION", help_heading = "Load")]
     pub warmup: Option<Dur>,
 
+    /// Replay this access trace as the traffic (.gz/.zst streamed)
+    ///
+    /// Each distinct trace key becomes one item (ids in order of first appearance), seeded
+    /// with the trace's value size for it; requests go out at the trace's timestamps (times
+    /// --speed). The trace decides the rate, the duration and the keys: --duration selects a
+    /// slice of trace time, --rps re-times the trace at a constant rate keeping its order.
+    /// docs/traces.md has the formats.
+    #[arg(long, value_name = "FILE", help_heading = "Trace")]
+    pub trace: Option<PathBuf>,
+
+    /// The trace's format [default: detected from its content]
+    ///
+    /// twitter (cache-trace CSV), meta (CacheLib KV replay CSV, v1 or v2), csv or jsonl
+    /// (timestamp and key, optional value_size, op, ttl), monitor (redis-cli MONITOR output).
+    #[arg(long, value_name = "FORMAT", value_enum, help_heading = "Trace")]
+    pub trace_format: Option<crate::trace::Format>,
+
+    /// Map csv/jsonl columns: timestamp=ts,key=k,...
+    #[arg(long, value_name = "MAP", help_heading = "Trace")]
+    pub trace_columns: Option<String>,
+
+    /// Replay reads only, or SETs/DELETEs too as writes [default: reads]
+    ///
+    /// reads: a look-aside trace's SETs and DELETEs are mostly the app's own write-backs; they
+    /// are counted and skipped. all: they are replayed as writes (--invalidate applies).
+    #[arg(long, value_name = "OPS", value_enum, help_heading = "Trace")]
+    pub trace_ops: Option<crate::replay::TraceOps>,
+
+    /// Replay the trace X times faster than recorded [default: 1]
+    #[arg(long, value_name = "X", help_heading = "Trace")]
+    pub speed: Option<f64>,
+
+    /// Place each whole second's requests: even or random [default: even]
+    ///
+    /// For traces stamped in whole seconds: evenly over the second in trace order, or at
+    /// seeded random instants within it (the count per second kept exactly).
+    #[arg(long, value_name = "HOW", value_enum, help_heading = "Trace")]
+    pub trace_spread: Option<crate::replay::Spread>,
+
+    /// Skip the trace's first D of trace time [default: 0s]
+    #[arg(long, value_name = "DURATION", help_heading = "Trace")]
+    pub trace_skip: Option<Dur>,
+
     /// Distinct item ids (database rows and keys) [default: 10000]
     ///
     /// Number of distinct item ids in the database and in the key space.

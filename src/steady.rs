@@ -102,12 +102,28 @@ pub fn draw(params: &SteadyParams, rng_seed: u64) -> Vec<KeyState> {
     if p.keys == 0 || p.ttl_ms == 0 {
         return Vec::new();
     }
+    let norm = zipf_norm(p.keys, p.zipf);
+    draw_by(params, rng_seed, |rank| {
+        p.rps * (rank as f64).powf(-p.zipf) / norm
+    })
+}
+
+/// [`draw`] with each key's request rate given (a replayed trace's own per-key rates) instead
+/// of the Zipf law's; `zipf` and `rps` are then unused.
+pub fn draw_by(
+    params: &SteadyParams,
+    rng_seed: u64,
+    rate_of: impl Fn(u64) -> f64,
+) -> Vec<KeyState> {
+    let p = params;
+    if p.keys == 0 || p.ttl_ms == 0 {
+        return Vec::new();
+    }
     let jitter = if p.jitter.is_finite() {
         p.jitter.clamp(0.0, 1.0)
     } else {
         0.0
     };
-    let norm = zipf_norm(p.keys, p.zipf);
     let mut rng = StdRng::seed_from_u64(rng_seed);
     let mut present = Vec::new();
     for rank in 1..=p.keys {
@@ -125,7 +141,7 @@ pub fn draw(params: &SteadyParams, rng_seed: u64) -> Vec<KeyState> {
             rng.random::<f64>(),
         );
         let ttl = jittered_ttl(p.ttl_ms, jitter, u_ttl);
-        let rate = p.rps * (rank as f64).powf(-p.zipf) / norm;
+        let rate = rate_of(rank);
         if p.stale_ms > 0 {
             if let Some(k) = swr_state(rank, ttl, p.stale_ms, rate, u_present, u_left) {
                 present.push(k);

@@ -535,10 +535,23 @@ impl Driver {
                 .clone()
                 .map(|e| timeline::Feed::new(e, self.shed_live.clone())),
         );
-        let writer = writes::spawn(self, window, &shutdown)?;
+        // A replay's reader thread starts now, ahead of the window's start by the lead.
+        let (read_feed, write_feed) = match &sc.trace {
+            Some(t) => {
+                let f = crate::replay::spawn(
+                    t,
+                    sc.value_size as u32,
+                    crate::stats::derive_seed(sc.seed, crate::stats::Purpose::Arrivals, 1),
+                )
+                .map_err(anyhow::Error::msg)?;
+                (Some(f.reads), f.writes)
+            }
+            None => (None, None),
+        };
+        let writer = writes::spawn(self, window, &shutdown, write_feed)?;
         let traffic = match sc.load {
             LoadShape::Open { rps, arrival } => {
-                open_loop::run(self, rps, arrival, window, &shutdown).await?
+                open_loop::run(self, rps, arrival, window, &shutdown, read_feed).await?
             }
             LoadShape::Closed { clients } => {
                 closed_loop::run(self, clients, window, &shutdown).await?

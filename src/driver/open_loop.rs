@@ -19,6 +19,7 @@ const UNSENT_AFTER: Duration = Duration::from_millis(50);
 use crate::fault::FaultKind;
 use crate::metrics::Recorder;
 use crate::pacer::{self, Pacer};
+use crate::replay::Feed;
 use crate::results::DispatchLag;
 use crate::stats::{Purpose, derive_seed};
 use crate::workload::{Arrival, KeySampler, Schedule, Warp};
@@ -140,6 +141,7 @@ pub(super) async fn run(
     arrival: Arrival,
     w: Window,
     shutdown: &CancellationToken,
+    trace: Option<Feed>,
 ) -> Result<Traffic> {
     let sc = &d.sc;
     let n = d.paths.len();
@@ -161,13 +163,6 @@ pub(super) async fn run(
             })
         })
         .collect();
-    let mut keys = KeySampler::new(
-        sc.keys,
-        sc.zipf,
-        derive_seed(sc.seed, Purpose::Keys, 0),
-        sc.missing_ratio.0,
-    )
-    .map_err(crate::error::UsageError)?;
     let (start, measure_start, end) = (w.start, w.measure, w.end);
     let warmup_ns = (measure_start - start).as_nanos() as u64;
     // Spikes count from the measured window's start, like every fault.
@@ -183,8 +178,20 @@ pub(super) async fn run(
             )
         })
         .collect();
-    let mut schedule = Schedule::new(rps, arrival, derive_seed(sc.seed, Purpose::Arrivals, 0))
-        .warped(Warp::new(spikes));
+    let mut source = match trace {
+        Some(feed) => Source::Trace(feed),
+        None => Source::Synthetic {
+            schedule: Schedule::new(rps, arrival, derive_seed(sc.seed, Purpose::Arrivals, 0))
+                .warped(Warp::new(spikes)),
+            keys: KeySampler::new(
+                sc.keys,
+                sc.zipf,
+                derive_seed(sc.seed, Purpose::Keys, 0),
+                sc.missing_ratio.0,
+            )
+            .map_err(crate::error::UsageError)?,
+        },
+    };
     let total_ns = (end - start).as_nanos() as u64;
     let (mut scheduled, mut shed, mut warmup, mut dispatched) = (0u64, 0u64, 0u64, 0u64);
     let mut lag = Lag::new();
@@ -214,21 +221,20 @@ pub(super) async fn run(
     // draws every key so that its requests get the keys the unsharded run gives them.
     let mut j = 0u64;
     loop {
-        let off = schedule.next_offset();
-        if off >= total_ns {
+        let Some(off) = source.next_offset(total_ns).await else {
             break;
-        }
+        };
         let this = j;
         j += 1;
         if d.shard.is_some_and(|s| !s.owns(this)) {
-            let _ = keys.next_id();
+            let _ = source.next_id();
             continue;
         }
         let at = start + Duration::from_nanos(off);
         let now = Instant::now();
         if now >= give_up {
             // This request and every one after it in the window: counted, not drawn.
-            let mut rest = 1 + schedule.count_until(total_ns);
+            let mut rest = 1 + source.count_until(total_ns).await;
             if let Some(s) = d.shard {
                 rest = s.owned_in(this, rest);
             }
@@ -262,7 +268,7 @@ pub(super) async fn run(
                 tokio::task::yield_now().await;
             }
         }
-        let id = keys.next_id();
+        let id = source.next_id();
         let measured = off >= warmup_ns;
         if measured {
             scheduled += 1;
@@ -284,7 +290,12 @@ pub(super) async fn run(
         }
         batch.push(lane.clone().serve(id, at, measured));
     }
-    let key_digest = keys.digest();
+    let key_digest = source.digest();
+    if let Source::Trace(feed) = &source
+        && let Some(why) = feed.failure()
+    {
+        anyhow::bail!("the trace replay stopped short: {why}");
+    }
     batch.send();
     drain(&lanes, &d.shared.abort, drain_limit(shutdown), shutdown).await;
     trimmer.abort();
@@ -297,6 +308,69 @@ pub(super) async fn run(
         lag: Some(lag.figures()),
         key_digest,
     })
+}
+
+/// Where the schedule and the keys come from: the seeded workload, or a trace's replay.
+enum Source {
+    Synthetic {
+        schedule: Schedule,
+        keys: KeySampler,
+    },
+    /// The replay's next request, once its offset has been read (its id goes with it).
+    Trace(Feed),
+}
+
+impl Source {
+    /// The next request's offset from the start, or None past the end of the window (or of
+    /// the trace).
+    #[inline]
+    async fn next_offset(&mut self, total_ns: u64) -> Option<u64> {
+        match self {
+            Source::Synthetic { schedule, .. } => {
+                Some(schedule.next_offset()).filter(|o| *o < total_ns)
+            }
+            Source::Trace(feed) => feed
+                .peek()
+                .await
+                .map(|d| d.off_ns)
+                .filter(|o| *o < total_ns),
+        }
+    }
+
+    /// The id of the request whose offset [`Source::next_offset`] just gave.
+    #[inline]
+    fn next_id(&mut self) -> u64 {
+        match self {
+            Source::Synthetic { keys, .. } => keys.next_id(),
+            Source::Trace(feed) => feed.take().map_or(0, |d| d.id),
+        }
+    }
+
+    /// How many more requests are due before `end_ns` (the generator gave up on them).
+    async fn count_until(&mut self, end_ns: u64) -> u64 {
+        match self {
+            Source::Synthetic { schedule, .. } => schedule.count_until(end_ns),
+            Source::Trace(feed) => {
+                let _ = feed.take();
+                let mut n = 0;
+                while let Some(d) = feed.peek().await {
+                    if d.off_ns >= end_ns {
+                        break;
+                    }
+                    let _ = feed.take();
+                    n += 1;
+                }
+                n
+            }
+        }
+    }
+
+    fn digest(&self) -> (u64, u64) {
+        match self {
+            Source::Synthetic { keys, .. } => keys.digest(),
+            Source::Trace(feed) => feed.digest(),
+        }
+    }
 }
 
 /// How late the loop reached each request it dispatched or shed: a histogram of µs (two

@@ -60,20 +60,27 @@ impl Driver {
                     LoadShape::Open { rps, .. } => rps * (1.0 - sc.missing_ratio.0),
                     LoadShape::Closed { .. } => f64::MAX / 1e6,
                 };
-                steady::draw(
-                    &SteadyParams {
-                        keys: sc.keys,
-                        zipf: sc.zipf,
-                        rps,
-                        // Under swr the soft TTL, and the stale window apart (see
-                        // SteadyParams::stale_ms).
-                        ttl_ms: policy.ttl_ms,
-                        jitter: sc.jitter.0,
-                        warm_top: sc.warm,
-                        stale_ms: policy.life_ms() - policy.ttl_ms,
-                    },
-                    derive_seed(sc.seed, Purpose::Steady, 0),
-                )
+                let params = SteadyParams {
+                    keys: sc.keys,
+                    zipf: sc.zipf,
+                    rps,
+                    // Under swr the soft TTL, and the stale window apart (see
+                    // SteadyParams::stale_ms).
+                    ttl_ms: policy.ttl_ms,
+                    jitter: sc.jitter.0,
+                    warm_top: sc.warm,
+                    stale_ms: policy.life_ms() - policy.ttl_ms,
+                };
+                let seed = derive_seed(sc.seed, Purpose::Steady, 0);
+                match &sc.trace {
+                    // A replay's keys at the rates the trace itself asks them.
+                    Some(t) => {
+                        let index = t.index(sc.value_size as u32).map_err(anyhow::Error::msg)?;
+                        let run_s = t.found.run_s;
+                        steady::draw_by(&params, seed, |id| index.rate(id, run_s))
+                    }
+                    None => steady::draw(&params, seed),
+                }
             }
             Start::Cold => full_ttl(1..=sc.warm),
             Start::Synchronized => full_ttl(1..=sc.keys),

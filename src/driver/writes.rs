@@ -16,6 +16,7 @@ use crate::cache::Admin;
 use crate::instance::Instance;
 use crate::metrics::Writes;
 use crate::origin::Db;
+use crate::replay::Feed;
 use crate::stats::{Purpose, derive_seed};
 use crate::strategy::envelope::Meta;
 use crate::workload::KeySampler;
@@ -35,10 +36,14 @@ pub(super) fn spawn(
     d: &Driver,
     w: Window,
     shutdown: &CancellationToken,
+    trace: Option<Feed>,
 ) -> Result<Option<JoinHandle<()>>> {
     let (Some(load), Some(writes)) = (d.sc.writes, d.shared.writes.clone()) else {
         return Ok(None);
     };
+    if let Some(feed) = trace {
+        return Ok(replay(d, w, shutdown, feed, writes));
+    }
     let mut keys = KeySampler::new(
         d.sc.keys,
         load.zipf,
@@ -76,6 +81,46 @@ pub(super) fn spawn(
             due += gap;
         }
     })))
+}
+
+/// The writes of a trace replayed with every op: each SET or DELETE at its own time from the
+/// start of the traffic (the warm-up's too: they change the database like any other).
+fn replay(
+    d: &Driver,
+    w: Window,
+    shutdown: &CancellationToken,
+    mut feed: Feed,
+    writes: Arc<Writes>,
+) -> Option<JoinHandle<()>> {
+    let instances: Vec<Arc<Instance>> = d.builtin_instances();
+    if instances.is_empty() {
+        return None;
+    }
+    let (stop, abort) = (shutdown.clone(), d.shared.abort.clone());
+    Some(tokio::spawn(async move {
+        let mut i = 0usize;
+        while let Some(next) = feed.next().await {
+            let due = w.start + Duration::from_nanos(next.off_ns);
+            if due >= w.end || stop.is_cancelled() {
+                break;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep_until(due.into()) => {}
+                _ = stop.cancelled() => break,
+            }
+            let inst = instances[i % instances.len()].clone();
+            i += 1;
+            let (writes, abort) = (writes.clone(), abort.clone());
+            writes.in_flight.fetch_add(1, Relaxed);
+            tokio::spawn(async move {
+                let _in_flight = InFlight(&writes.in_flight);
+                tokio::select! {
+                    _ = inst.write(next.id, due) => {}
+                    _ = abort.cancelled() => {}
+                }
+            });
+        }
+    }))
 }
 
 /// Wait until no write and no write's probe is in flight, at most `limit`.

@@ -328,6 +328,9 @@ pub fn summary(r: &RunResult) -> String {
         describe(r),
         if r.interrupted { "  [INTERRUPTED]" } else { "" }
     );
+    if let Some(t) = &r.scenario.trace {
+        let _ = writeln!(o, "  {}", t.describe());
+    }
     let app = r.http.is_some();
     if let Some(st) = &r.start
         && app

@@ -131,6 +131,9 @@ pub struct Scenario {
     /// `--recovery-hit-points`, `--settle`, `--observe`).
     #[serde(default)]
     pub recovery: RecoveryCriteria,
+    /// The recorded trace replayed as the traffic (`--trace`); absent for a synthetic workload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::replay::TraceSpec>,
 }
 
 /// The writes of a run: an open loop of UPDATEs beside the reads.
@@ -171,7 +174,7 @@ impl Scenario {
 
 /// Settings that shape what the workload asks of the servers: two results that differ in one
 /// of them measured different things, whatever their strategies.
-pub const WORKLOAD_SETTINGS: [&str; 24] = [
+pub const WORKLOAD_SETTINGS: [&str; 25] = [
     "load",
     "duration",
     "warmup",
@@ -196,6 +199,7 @@ pub const WORKLOAD_SETTINGS: [&str; 24] = [
     "writes",
     "own_load",
     "client",
+    "trace",
 ];
 
 /// Settings of the strategy under test (its parameters, which differ between strategies of one
@@ -250,6 +254,13 @@ impl Scenario {
         };
         let mut parts = vec![
             match self.load {
+                _ if self.trace.is_some() => format!(
+                    "trace replay, mean {} req/s",
+                    Rate(match self.load {
+                        LoadShape::Open { rps, .. } => rps,
+                        LoadShape::Closed { .. } => 0.0,
+                    })
+                ),
                 LoadShape::Closed { clients } => format!("closed loop, {clients} clients"),
                 LoadShape::Open { rps, arrival } => format!(
                     "open loop {} req/s ({})",
@@ -263,6 +274,8 @@ impl Scenario {
             format!("{} measured", self.duration),
             if self.keys == 1 {
                 "1 key".to_string()
+            } else if self.trace.is_some() {
+                format!("{} trace keys", self.keys)
             } else {
                 format!("{} keys (zipf {})", self.keys, self.zipf)
             },
@@ -307,10 +320,17 @@ impl Scenario {
     /// The settings among `keys` in which `self` and `other` differ, as "key: a, b" with the
     /// values as the results file writes them.
     pub fn differences(&self, other: &Scenario, keys: &[&str]) -> Vec<(String, String, String)> {
-        let (a, b) = (
+        let (mut a, mut b) = (
             serde_json::to_value(self).unwrap_or_default(),
             serde_json::to_value(other).unwrap_or_default(),
         );
+        // A trace is the same trace wherever it lies: its bytes (the digest) and the slice and
+        // pacing chosen decide, not its path.
+        for v in [&mut a, &mut b] {
+            if let Some(t) = v.get_mut("trace").and_then(|t| t.as_object_mut()) {
+                t.remove("path");
+            }
+        }
         let show = |v: Option<&serde_json::Value>| match v {
             None | Some(serde_json::Value::Null) => "unset".to_string(),
             Some(serde_json::Value::String(s)) => s.clone(),
@@ -334,6 +354,7 @@ pub const MAX_DB_CONNECTIONS: u32 = 2000;
 
 mod resolve;
 mod servers;
+mod trace;
 
 pub use resolve::{invalidation, resolve, resolve_one, verdict_possible};
 pub use survival::{Client, RecoveryCriteria};

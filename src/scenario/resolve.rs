@@ -88,6 +88,13 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
     }
     let mut m = pick!(
         strategy,
+        trace,
+        trace_format,
+        trace_columns,
+        trace_ops,
+        speed,
+        trace_spread,
+        trace_skip,
         rps,
         clients,
         arrival,
@@ -763,7 +770,15 @@ fn build(
 
     let strategy = StrategySpec::parse(m.strategy.as_deref().unwrap_or("cache-aside"))
         .map_err(UsageError::new)?;
+    let trace = super::trace::settings(&m)?;
     let load = match (m.rps, m.clients) {
+        // The trace's own mean rate: the schedule is the trace's.
+        _ if trace.is_some() => LoadShape::Open {
+            rps: trace
+                .as_ref()
+                .map_or(0.0, |t| t.found.requests as f64 / t.found.run_s),
+            arrival: Arrival::Constant,
+        },
         (_, Some(c)) => LoadShape::Closed { clients: c },
         (Some(Rate(r)), None) => LoadShape::Open {
             rps: r,
@@ -778,6 +793,7 @@ fn build(
     let (tls, redis_tls) = tls_settings(&m)?;
     // Under --db-sql the keys are the user's: --keys only caps them (0: all).
     let keys = match &own_load {
+        _ if trace.is_some() => trace.as_ref().map_or(0, |t| t.found.distinct_keys),
         Some(_) => m.keys.unwrap_or(0),
         None => m.keys.unwrap_or(10_000),
     };
@@ -795,7 +811,10 @@ fn build(
         )));
     }
     let jitter = m.jitter.unwrap_or(Percent(strategy.default_jitter()));
-    let duration = m.duration.unwrap_or(Dur(Duration::from_secs(10)));
+    let duration = match &trace {
+        Some(t) => super::trace::duration(t, m.warmup),
+        None => m.duration.unwrap_or(Dur(Duration::from_secs(10))),
+    };
     let sleep_cost = own_load.is_none() && m.db_query.unwrap_or(DbQuery::Sleep) == DbQuery::Sleep;
     apply_shock_flags(&mut m, matches!(load, LoadShape::Closed { .. }), sleep_cost)?;
     schedule::check(&mut m.fault, duration, |i, f| fault_name(&faults_src, i, f))
@@ -823,6 +842,18 @@ fn build(
         rps: r.0,
         zipf: m.write_zipf.unwrap_or(zipf),
     });
+    // A replay of every op writes what the trace writes, at its times: the rate is its mean.
+    let writes = match &trace {
+        Some(t)
+            if t.ops == crate::replay::TraceOps::All && t.found.writes + t.found.deletes > 0 =>
+        {
+            Some(WriteLoad {
+                rps: (t.found.writes + t.found.deletes) as f64 / t.found.run_s,
+                zipf,
+            })
+        }
+        _ => writes,
+    };
     if writes.is_none() {
         for (key, set) in [
             ("write_zipf", m.write_zipf.is_some()),
@@ -944,6 +975,7 @@ fn build(
         client,
         goodput_within,
         recovery,
+        trace,
     })
 }
 

@@ -1,0 +1,131 @@
+//! `--trace` and its settings: what may go with a replay and what the trace decides (the
+//! rate, the duration, the keys), and the first pass over it, done here so a malformed trace
+//! is a usage error before any server starts.
+
+use std::time::Duration;
+
+use crate::cli::RunFlags;
+use crate::error::UsageError;
+use crate::replay::{self, Spread, TraceOps, TraceSpec};
+use crate::values::Dur;
+
+/// The replay's spec after its first pass, or None without `--trace` (then its settings are
+/// refused, never silently ignored).
+pub(super) fn settings(m: &RunFlags) -> Result<Option<TraceSpec>, UsageError> {
+    let Some(path) = &m.trace else {
+        for (flag, set) in [
+            ("--trace-format", m.trace_format.is_some()),
+            ("--trace-columns", m.trace_columns.is_some()),
+            ("--trace-ops", m.trace_ops.is_some()),
+            ("--speed", m.speed.is_some()),
+            ("--trace-spread", m.trace_spread.is_some()),
+            ("--trace-skip", m.trace_skip.is_some()),
+        ] {
+            if set {
+                return Err(UsageError::new(format!(
+                    "{flag} is a setting of a trace replay, and there is none: add --trace FILE"
+                )));
+            }
+        }
+        return Ok(None);
+    };
+    // What the trace decides, or what has no meaning with one.
+    for (flag, set, why) in [
+        (
+            "--clients",
+            m.clients.is_some(),
+            "a trace is replayed at its own times (open loop)",
+        ),
+        (
+            "--keys",
+            m.keys.is_some(),
+            "the trace's distinct keys are the items",
+        ),
+        (
+            "--zipf",
+            m.zipf.is_some(),
+            "the popularity is the trace's own",
+        ),
+        (
+            "--arrival",
+            m.arrival.is_some(),
+            "requests go out at the trace's timestamps",
+        ),
+        (
+            "--missing-ratio",
+            m.missing_ratio.is_some(),
+            "every trace key is an item",
+        ),
+        (
+            "--warm",
+            m.warm.is_some(),
+            "item ids follow first appearance, not popularity; use --start steady (the default) or cold",
+        ),
+        (
+            "--db-sql",
+            m.db_sql.is_some(),
+            "the trace's keys are seeded as the tool's own items",
+        ),
+        (
+            "--keys-sql",
+            m.keys_sql.is_some(),
+            "the trace's keys are seeded as the tool's own items",
+        ),
+        (
+            "--keys-file",
+            m.keys_file.is_some(),
+            "the trace's keys are seeded as the tool's own items",
+        ),
+    ] {
+        if set {
+            return Err(UsageError::new(format!(
+                "{flag} does not go with --trace: {why}"
+            )));
+        }
+    }
+    let ops = m.trace_ops.unwrap_or(TraceOps::Reads);
+    if ops == TraceOps::All && m.write_rps.is_some() {
+        return Err(UsageError::new(
+            "--trace-ops all replays the trace's own SETs and DELETEs as the writes: drop --write-rps (or replay reads only with --trace-ops reads)",
+        ));
+    }
+    if m.speed.is_some() && m.rps.is_some() {
+        return Err(UsageError::new(
+            "--speed scales the trace's own timestamps and --rps replaces them with a constant rate: choose one",
+        ));
+    }
+    let speed = m.speed.unwrap_or(1.0);
+    if !(speed.is_finite() && speed > 0.0) {
+        return Err(UsageError::new(format!(
+            "--speed must be a number more than 0 (got {speed})"
+        )));
+    }
+    let opts = replay::Options {
+        path: path.clone(),
+        format: m.trace_format,
+        columns: m.trace_columns.clone(),
+        ops,
+        speed,
+        spread: m.trace_spread.unwrap_or(Spread::Even),
+        skip_s: m.trace_skip.map_or(0.0, |d| d.0.as_secs_f64()),
+        slice_s: m.duration.map(|d| d.0.as_secs_f64()),
+        retime_rps: m.rps.map(|r| r.0),
+        default_size: m.value_size.unwrap_or(1024) as u32,
+    };
+    let spec = replay::load(&opts).map_err(UsageError::new)?;
+    let warmup = m.warmup.map_or(0.0, |d| d.0.as_secs_f64());
+    if warmup >= spec.found.run_s {
+        return Err(UsageError::new(format!(
+            "--warmup {} is the whole replay ({:.3} s of run time) or more: nothing would be measured",
+            m.warmup.unwrap_or(Dur(Duration::ZERO)),
+            spec.found.run_s
+        )));
+    }
+    Ok(Some(spec))
+}
+
+/// The measured window of a replay: the replay's run time less the warm-up.
+pub(super) fn duration(spec: &TraceSpec, warmup: Option<Dur>) -> Dur {
+    let w = warmup.map_or(0.0, |d| d.0.as_secs_f64());
+    Dur(Duration::from_secs_f64(spec.found.run_s - w))
+}
