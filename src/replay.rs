@@ -147,6 +147,7 @@ struct Req<'a> {
     key: &'a [u8],
     op: Op,
     size: Option<u32>,
+    ttl_s: u32,
     /// Whether the run sends it (else counted as skipped).
     sent: bool,
 }
@@ -235,6 +236,7 @@ impl Requests {
                     key: rec.key,
                     op: rec.op,
                     size: rec.value_size.filter(|s| *s > 0),
+                    ttl_s: rec.ttl_s.unwrap_or(0),
                     sent,
                 };
                 if !f(req) {
@@ -407,9 +409,12 @@ impl TraceSpec {
             None => format!("at its timestamps ×{}", self.speed),
         };
         format!(
-            "trace {} ({:?}, {} bytes): {} requests ({} reads, {} writes, {} deletes; {} skipped) over {} distinct keys, {timing}, {:.1} s",
+            "trace {} ({}, {} bytes): {} requests ({} reads, {} writes, {} deletes; {} skipped) over {} distinct keys, {timing}, {:.1} s",
             self.path.display(),
-            self.format,
+            serde_json::to_value(self.format)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
             self.bytes,
             f.requests,
             f.reads,
@@ -428,6 +433,15 @@ pub struct Due {
     /// Nanoseconds from the start of the traffic.
     pub off_ns: u64,
     pub id: u64,
+    /// The TTL the trace gave a SET, s (0: none given).
+    pub ttl_s: u32,
+}
+
+impl Due {
+    /// The TTL the trace gave this write, if any.
+    pub fn ttl_ms(&self) -> Option<u64> {
+        (self.ttl_s > 0).then(|| u64::from(self.ttl_s) * 1000)
+    }
 }
 
 /// Requests per batch sent to the run, and the most trace time one batch may span (so a
@@ -537,7 +551,7 @@ pub fn spawn(spec: &TraceSpec, default_size: u32, seed: u64) -> Result<Feeds, St
             let mut out = Out::new(rtx, with_writes.then_some(wtx));
             let mut rng = SmallRng::seed_from_u64(seed);
             // Under whole-second stamps, one second's requests wait here to be placed.
-            let mut second: Option<(u64, Vec<(u64, bool)>)> = None;
+            let mut second: Option<(u64, Vec<(u64, bool, u32)>)> = None;
             let r = walk.each(|r| {
                 if !r.sent {
                     return true;
@@ -546,10 +560,11 @@ pub fn spawn(spec: &TraceSpec, default_size: u32, seed: u64) -> Result<Feeds, St
                     return true;
                 };
                 let write = r.op != Op::Get;
+                let ttl = if r.op == Op::Set { r.ttl_s } else { 0 };
                 match spread {
                     None => {
                         let off = (r.t / speed * 1e9) as u64;
-                        out.push(off, u64::from(id), write)
+                        out.push(off, u64::from(id), write, ttl)
                     }
                     Some(how) => {
                         let s = r.t as u64;
@@ -562,10 +577,11 @@ pub fn spawn(spec: &TraceSpec, default_size: u32, seed: u64) -> Result<Feeds, St
                             }
                             None => true,
                         };
-                        second
-                            .get_or_insert_with(|| (s, Vec::new()))
-                            .1
-                            .push((u64::from(id), write));
+                        second.get_or_insert_with(|| (s, Vec::new())).1.push((
+                            u64::from(id),
+                            write,
+                            ttl,
+                        ));
                         ok
                     }
                 }
@@ -587,7 +603,7 @@ pub fn spawn(spec: &TraceSpec, default_size: u32, seed: u64) -> Result<Feeds, St
 /// Place one whole second's requests over that second of run time.
 fn place(
     sec: u64,
-    reqs: &[(u64, bool)],
+    reqs: &[(u64, bool, u32)],
     how: Spread,
     speed: f64,
     rng: &mut SmallRng,
@@ -599,13 +615,13 @@ fn place(
         Spread::Even => reqs
             .iter()
             .enumerate()
-            .all(|(k, &(id, w))| out.push(at(k as f64 / n as f64), id, w)),
+            .all(|(k, &(id, w, ttl))| out.push(at(k as f64 / n as f64), id, w, ttl)),
         Spread::Random => {
             let mut fr: Vec<f64> = (0..n).map(|_| rng.random::<f64>()).collect();
             fr.sort_by(f64::total_cmp);
             reqs.iter()
                 .zip(fr)
-                .all(|(&(id, w), f)| out.push(at(f), id, w))
+                .all(|(&(id, w, ttl), f)| out.push(at(f), id, w, ttl))
         }
     }
 }
@@ -665,11 +681,12 @@ impl Out {
         }
     }
 
-    fn push(&mut self, off: u64, id: u64, write: bool) -> bool {
+    fn push(&mut self, off: u64, id: u64, write: bool, ttl_s: u32) -> bool {
         self.last = self.last.max(off);
         let d = Due {
             off_ns: self.last,
             id,
+            ttl_s,
         };
         // A sparse stream's batch goes out once the other stream has moved past its span.
         if let Some(w) = &mut self.writes
@@ -702,6 +719,7 @@ impl Out {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn write(body: &str) -> (tempfile::TempDir, PathBuf) {
         let dir = tempfile::tempdir().expect("temp dir");

@@ -115,7 +115,7 @@ fn replay(
             tokio::spawn(async move {
                 let _in_flight = InFlight(&writes.in_flight);
                 tokio::select! {
-                    _ = inst.write(next.id, due) => {}
+                    _ = inst.write_with_ttl(next.id, due, next.ttl_ms()) => {}
                     _ = abort.cancelled() => {}
                 }
             });

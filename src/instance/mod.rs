@@ -485,6 +485,12 @@ impl Instance {
     /// UPDATE is a write error; a failed or late invalidation is counted apart (the cache may
     /// keep the old version until its TTL).
     pub async fn write(self: &Arc<Self>, id: u64, due: Instant) {
+        self.write_with_ttl(id, due, None).await
+    }
+
+    /// [`Instance::write`] whose cache entry (under `--invalidate set|versioned`) lives
+    /// `ttl_ms` rather than the run's TTL: a replayed trace's SET carries its own.
+    pub async fn write_with_ttl(self: &Arc<Self>, id: u64, due: Instant, ttl_ms: Option<u64>) {
         let sh = &self.shared;
         let Some(w) = sh.writes.as_ref() else {
             return;
@@ -520,9 +526,13 @@ impl Instance {
             Invalidate::DeleteFirst => deleted_first.unwrap_or(Ok(())),
             Invalidate::Set | Invalidate::Versioned => {
                 let delta_us = started.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
-                let (meta, px) =
-                    sh.freshness
-                        .stamp(now_ms(), delta_us, version, rand::rng().random::<f64>());
+                let (meta, px) = match ttl_ms {
+                    Some(t) => sh.freshness.stamp_at(now_ms(), t, t, delta_us, version),
+                    None => {
+                        sh.freshness
+                            .stamp(now_ms(), delta_us, version, rand::rng().random::<f64>())
+                    }
+                };
                 let versioned = sh.invalidate == Invalidate::Versioned;
                 match self
                     .cache
