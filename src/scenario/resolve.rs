@@ -820,6 +820,11 @@ fn build(
     schedule::check(&mut m.fault, duration, |i, f| fault_name(&faults_src, i, f))
         .map_err(UsageError)?;
     check_external_faults(&m)?;
+    if trace.is_some() && m.fault.iter().any(|f| f.kind == FaultKind::Spike) {
+        return Err(UsageError::new(
+            "a spike multiplies the synthetic schedule's rate, and a trace's times are its own: replay a busier stretch (--trace-skip), or all of it faster (--speed)",
+        ));
+    }
     let value_size = m.value_size.unwrap_or(1024);
     if own_load.is_none() && keys.saturating_mul(value_size as u64) > MAX_DATA_BYTES {
         return Err(UsageError::new(format!(
