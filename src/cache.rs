@@ -18,6 +18,9 @@ use crate::strategy::invalidate::{CHECKED_SET_LUA, WRITER_SET_LUA};
 use crate::strategy::lock::RELEASE_LUA;
 use crate::tls::RedisTls;
 
+mod memory;
+pub use memory::{DEFAULT_SAMPLES, EvictionPolicy, MemoryConfig, MemoryLimit, MemoryStats};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CacheError {
     /// The deadline (`--redis-timeout`) passed first.
@@ -185,8 +188,11 @@ impl Cache {
                 self.counters.redis_health.note_ok();
                 Ok(v)
             }
-            Ok(Err(_)) => {
+            Ok(Err(e)) => {
                 bump(&self.counters.redis_errors);
+                if memory::is_oom(&e) {
+                    bump(&self.counters.redis_oom);
+                }
                 Err(CacheError::Failed)
             }
             Err(_) => {

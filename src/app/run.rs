@@ -55,7 +55,7 @@ pub async fn run_on(
         &env.pg_url,
         &schema,
         sc.keys,
-        sc.value_size,
+        &sc.sizes(),
         None,
         logged,
         sc.db_cost.0,

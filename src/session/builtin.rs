@@ -58,7 +58,7 @@ pub(super) async fn run_on(
                 &env.pg_url,
                 &run_id,
                 sc.keys,
-                sc.value_size,
+                &sc.sizes(),
                 connections,
                 logged,
                 sc.db_cost.0,

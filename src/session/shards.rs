@@ -145,7 +145,7 @@ async fn seed(sc: &Scenario, env: &Env, run_id: &str) -> Result<Db> {
         &env.pg_url,
         run_id,
         sc.keys,
-        sc.value_size,
+        &sc.sizes(),
         Some(sc.instances * sc.db_pool),
         sc.faults_on(Server::Postgres),
         sc.db_cost.0,
