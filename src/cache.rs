@@ -351,6 +351,8 @@ pub const HEARTBEAT_TTL: Duration = Duration::from_secs(5);
 pub struct RedisStats {
     pub keyspace_hits: u64,
     pub keyspace_misses: u64,
+    /// Keys evicted to stay under `maxmemory`, since the server started.
+    pub evicted_keys: u64,
 }
 
 /// The tool's own connection for reading INFO and cleaning up; never used by requests, so its
@@ -540,6 +542,7 @@ impl Admin {
         Ok(RedisStats {
             keyspace_hits: num("keyspace_hits"),
             keyspace_misses: num("keyspace_misses"),
+            evicted_keys: num("evicted_keys"),
         })
     }
 
