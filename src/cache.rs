@@ -594,16 +594,40 @@ impl Admin {
 
     /// The heartbeat, lasting `life` unless renewed: `stampede prepare` leaves one that lasts
     /// until its shards start theirs.
+    ///
+    /// At `maxmemory` under noeviction Redis refuses the SET with OOM; the key is then
+    /// renewed with PEXPIRE, which Redis never refuses for memory (it allocates nothing), so
+    /// a full cache does not make a live run look dead to `stampede cleanup`. Only a key that
+    /// is already gone cannot be renewed so.
     pub async fn heartbeat_for(&self, life: Duration) -> Result<()> {
         let mut c = self.conn.clone();
-        redis::cmd("SET")
-            .arg(format!("{}{HEARTBEAT}", self.prefix))
+        let key = format!("{}{HEARTBEAT}", self.prefix);
+        let px = life.as_millis().clamp(1, u128::from(u64::MAX)) as u64;
+        let set = redis::cmd("SET")
+            .arg(&key)
             .arg(std::process::id())
             .arg("PX")
-            .arg(life.as_millis().clamp(1, u128::from(u64::MAX)) as u64)
+            .arg(px)
             .query_async::<()>(&mut c)
-            .await
-            .context("writing the run's heartbeat")
+            .await;
+        match set {
+            Err(e) if memory::is_oom(&e) => {
+                let renewed: bool = redis::cmd("PEXPIRE")
+                    .arg(&key)
+                    .arg(px)
+                    .query_async(&mut c)
+                    .await
+                    .context("renewing the run's heartbeat with PEXPIRE after SET was refused with OOM")?;
+                if renewed {
+                    Ok(())
+                } else {
+                    Err(anyhow::anyhow!(
+                        "Redis refused the heartbeat's SET with OOM (maxmemory reached under noeviction) and the key had already expired, so PEXPIRE could not renew it"
+                    ))
+                }
+            }
+            r => r.context("writing the run's heartbeat"),
+        }
     }
 
     /// Run namespaces (`stampede:<id>:`) with keys in this Redis and no live heartbeat: runs
