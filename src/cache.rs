@@ -18,6 +18,9 @@ use crate::strategy::invalidate::{CHECKED_SET_LUA, WRITER_SET_LUA};
 use crate::strategy::lock::RELEASE_LUA;
 use crate::tls::RedisTls;
 
+mod memory;
+pub use memory::{DEFAULT_SAMPLES, EvictionPolicy, MemoryConfig, MemoryLimit, MemoryStats};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CacheError {
     /// The deadline (`--redis-timeout`) passed first.
@@ -185,8 +188,11 @@ impl Cache {
                 self.counters.redis_health.note_ok();
                 Ok(v)
             }
-            Ok(Err(_)) => {
+            Ok(Err(e)) => {
                 bump(&self.counters.redis_errors);
+                if memory::is_oom(&e) {
+                    bump(&self.counters.redis_oom);
+                }
                 Err(CacheError::Failed)
             }
             Err(_) => {
@@ -345,6 +351,8 @@ pub const HEARTBEAT_TTL: Duration = Duration::from_secs(5);
 pub struct RedisStats {
     pub keyspace_hits: u64,
     pub keyspace_misses: u64,
+    /// Keys evicted to stay under `maxmemory`, since the server started.
+    pub evicted_keys: u64,
 }
 
 /// The tool's own connection for reading INFO and cleaning up; never used by requests, so its
@@ -534,6 +542,7 @@ impl Admin {
         Ok(RedisStats {
             keyspace_hits: num("keyspace_hits"),
             keyspace_misses: num("keyspace_misses"),
+            evicted_keys: num("evicted_keys"),
         })
     }
 
@@ -585,16 +594,40 @@ impl Admin {
 
     /// The heartbeat, lasting `life` unless renewed: `stampede prepare` leaves one that lasts
     /// until its shards start theirs.
+    ///
+    /// At `maxmemory` under noeviction Redis refuses the SET with OOM; the key is then
+    /// renewed with PEXPIRE, which Redis never refuses for memory (it allocates nothing), so
+    /// a full cache does not make a live run look dead to `stampede cleanup`. Only a key that
+    /// is already gone cannot be renewed so.
     pub async fn heartbeat_for(&self, life: Duration) -> Result<()> {
         let mut c = self.conn.clone();
-        redis::cmd("SET")
-            .arg(format!("{}{HEARTBEAT}", self.prefix))
+        let key = format!("{}{HEARTBEAT}", self.prefix);
+        let px = life.as_millis().clamp(1, u128::from(u64::MAX)) as u64;
+        let set = redis::cmd("SET")
+            .arg(&key)
             .arg(std::process::id())
             .arg("PX")
-            .arg(life.as_millis().clamp(1, u128::from(u64::MAX)) as u64)
+            .arg(px)
             .query_async::<()>(&mut c)
-            .await
-            .context("writing the run's heartbeat")
+            .await;
+        match set {
+            Err(e) if memory::is_oom(&e) => {
+                let renewed: bool = redis::cmd("PEXPIRE")
+                    .arg(&key)
+                    .arg(px)
+                    .query_async(&mut c)
+                    .await
+                    .context("renewing the run's heartbeat with PEXPIRE after SET was refused with OOM")?;
+                if renewed {
+                    Ok(())
+                } else {
+                    Err(anyhow::anyhow!(
+                        "Redis refused the heartbeat's SET with OOM (maxmemory reached under noeviction) and the key had already expired, so PEXPIRE could not renew it"
+                    ))
+                }
+            }
+            r => r.context("writing the run's heartbeat"),
+        }
     }
 
     /// Run namespaces (`stampede:<id>:`) with keys in this Redis and no live heartbeat: runs

@@ -15,7 +15,7 @@ use crate::strategy::lock::LockTimeoutPolicy;
 use crate::workload::{Arrival, Start};
 
 use crate::thresholds::{ThresholdArg, Thresholds};
-use crate::values::{Dur, Percent, Rate};
+use crate::values::{Dur, Percent, Rate, Size};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -734,6 +734,52 @@ pub struct RunFlags {
     /// Bytes of payload per item [default: 1024]
     #[arg(long, value_name = "BYTES", help_heading = "Keys and values")]
     pub value_size: Option<usize>,
+
+    /// Payload sizes per item: 100..10k or lognormal:mean=1k,sd=2k
+    ///
+    /// Each item gets its own payload size, drawn from this distribution with the run's seed
+    /// (the same seed, the same sizes): `MIN..MAX` uniform with both ends included, or
+    /// `lognormal:mean=M,sd=S` with the sizes' own mean and standard deviation. Sizes read as
+    /// --maxmemory's (k: 1000, kb: 1024). A write keeps each item's size. Instead of
+    /// --value-size.
+    #[arg(
+        long,
+        value_name = "DIST",
+        conflicts_with = "value_size",
+        help_heading = "Keys and values"
+    )]
+    pub value_size_dist: Option<crate::sizes::SizeDist>,
+
+    /// Managed Redis: its memory limit, e.g. 8mb [default: none]
+    ///
+    /// Set on the managed Redis (CONFIG SET) before the start state is written, and given to
+    /// it again after a kill-redis fault. Bytes, or with a unit as Redis reads one (k, m, g:
+    /// powers of 1000; kb, mb, gb: of 1024); 0 is no limit. The start state then stops at
+    /// the limit. On --redis-url the server's own configuration is read and reported, never
+    /// changed, and this flag is refused.
+    #[arg(long, value_name = "SIZE", help_heading = "Redis memory")]
+    pub maxmemory: Option<Size>,
+
+    /// What Redis does at the limit [default: noeviction]
+    ///
+    /// Redis's maxmemory-policy: noeviction (writes are refused with OOM; the request is still
+    /// answered from the database), allkeys-lru, allkeys-lfu, allkeys-random, volatile-lru,
+    /// volatile-lfu, volatile-random or volatile-ttl. Needs --maxmemory.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "POLICY",
+        hide_possible_values = true,
+        help_heading = "Redis memory"
+    )]
+    pub maxmemory_policy: Option<crate::cache::EvictionPolicy>,
+
+    /// Keys the approximate LRU/LFU/TTL samples [default: 5]
+    ///
+    /// Redis's maxmemory-samples, 1 to 64: more is closer to the exact policy and costs more
+    /// CPU per eviction. Needs --maxmemory.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64), help_heading = "Redis memory")]
+    pub maxmemory_samples: Option<u32>,
 
     /// TTL of a cache entry (the soft expiry under swr) [default: 3s]
     ///

@@ -29,6 +29,7 @@ mod scenario;
 pub mod servers;
 mod session;
 pub mod shard;
+pub mod sizes;
 mod stats;
 mod steady;
 pub mod strategy;

@@ -17,6 +17,7 @@ use tokio_postgres::types::Type;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::error::{EnvError, UsageError};
+use crate::sizes::Sizes;
 use crate::ledger::{self, LedgerLoad};
 
 mod own;
@@ -311,8 +312,57 @@ async fn check_room(admin: &tokio_postgres::Client, url: &str, connections: u32)
     Ok(())
 }
 
+/// Items sent per statement when each has its own size: one int4 array of this many.
+const SIZED_CHUNK: u64 = 1_000_000;
+
+/// Seed items 1..=keys into `schema.items`, item `id` with `sizes.of(id)` bytes. Generated
+/// inside the server: no payload crosses the network, far faster than COPY for synthetic
+/// payloads. Each payload differs (md5 of the id) so nothing compresses away. Per-item sizes
+/// travel as an int array, unnested with its ordinality (one statement per million items).
+async fn seed_items(
+    admin: &tokio_postgres::Client,
+    schema: &str,
+    keys: u64,
+    sizes: &Sizes,
+) -> Result<()> {
+    let fail = || format!("seeding {keys} items into {schema}.items");
+    match sizes {
+        Sizes::Fixed(value_size) => {
+            let seed = format!(
+                "INSERT INTO {schema}.items (id, version, payload)
+                 SELECT g, 1, substr(repeat(md5(g::text), $2::int), 1, $3::int) FROM generate_series(1, $1::int8) g"
+            );
+            let repeats = value_size.div_ceil(32) as i32;
+            admin
+                .execute(&seed, &[&(keys as i64), &repeats, &(*value_size as i32)])
+                .await
+                .with_context(fail)?;
+        }
+        Sizes::PerItem(_) => {
+            let seed = format!(
+                "INSERT INTO {schema}.items (id, version, payload)
+                 SELECT $1::int8 + g.n, 1, substr(repeat(md5(($1::int8 + g.n)::text), (g.len + 31) / 32), 1, g.len)
+                 FROM unnest($2::int4[]) WITH ORDINALITY AS g(len, n)"
+            );
+            let mut from = 0u64;
+            while from < keys {
+                let to = (from + SIZED_CHUNK).min(keys);
+                let lens: Vec<i32> = (from + 1..=to)
+                    .map(|id| sizes.of(id).min(i32::MAX as usize) as i32)
+                    .collect();
+                admin
+                    .execute(&seed, &[&(from as i64), &lens])
+                    .await
+                    .with_context(fail)?;
+                from = to;
+            }
+        }
+    }
+    Ok(())
+}
+
 impl Db {
-    /// Create the run's schema and seed `keys` items of `value_size` bytes. The tables are
+    /// Create the run's schema and seed `keys` items, item `id` with `sizes.of(id)` bytes. The tables are
     /// unlogged (no WAL: faster to seed) unless `logged`: a Postgres crash empties unlogged
     /// tables, so a run with a Postgres fault needs logged ones, committed durably.
     /// `connections`, on a server the tool did not start, is what the run's pools will open:
@@ -322,7 +372,7 @@ impl Db {
         url: &str,
         run_id: &str,
         keys: u64,
-        value_size: usize,
+        sizes: &Sizes,
         connections: Option<u32>,
         logged: bool,
         ledger_cost: Duration,
@@ -332,7 +382,7 @@ impl Db {
             url,
             &schema,
             keys,
-            value_size,
+            sizes,
             connections,
             logged,
             ledger_cost,
@@ -346,7 +396,7 @@ impl Db {
         url: &str,
         schema: &str,
         keys: u64,
-        value_size: usize,
+        sizes: &Sizes,
         connections: Option<u32>,
         logged: bool,
         ledger_cost: Duration,
@@ -384,17 +434,7 @@ impl Db {
             ))
             .await
             .context("creating the run's heartbeat")?;
-        // Generated inside the server: no rows cross the network, far faster than COPY for
-        // synthetic payloads. Each payload differs (md5 of the id) so nothing compresses away.
-        let seed = format!(
-            "INSERT INTO {schema}.items (id, version, payload)
-             SELECT g, 1, substr(repeat(md5(g::text), $2::int), 1, $3::int) FROM generate_series(1, $1::int8) g"
-        );
-        let repeats = value_size.div_ceil(32) as i32;
-        admin
-            .execute(&seed, &[&(keys as i64), &repeats, &(value_size as i32)])
-            .await
-            .with_context(|| format!("seeding {keys} items into {schema}.items"))?;
+        seed_items(&admin, &schema, keys, sizes).await?;
         admin
             .batch_execute(&format!(
                 "ALTER TABLE {schema}.items ADD PRIMARY KEY (id); ANALYZE {schema}.items;"

@@ -1,5 +1,5 @@
 //! Value types for flags and scenario files: rates ("10k"), durations ("250ms"), percentages
-//! ("10%"). Each parses from a command-line string and from a TOML string or number, and
+//! ("10%"), sizes in bytes ("8mb"). Each parses from a command-line string and from a TOML string or number, and
 //! serializes back to the same human form so a results file shows what the user wrote. Their
 //! JSON Schemas, which accept what these parsers accept, are in [`schema`].
 
@@ -145,6 +145,63 @@ impl fmt::Display for Percent {
 }
 serde_via_str!(Percent);
 
+/// A number of bytes as Redis writes one in its configuration: a whole number with an
+/// optional unit, `k`/`m`/`g` for powers of 1000 and `kb`/`mb`/`gb` for powers of 1024 (any
+/// case), so `--maxmemory 8mb` is what `maxmemory 8mb` is in redis.conf. Written back in the
+/// largest unit that divides it exactly (`8mb`, `10k`, `1500`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Size(pub u64);
+
+/// The units of [`Size`], largest first, so that [`Size`]'s `Display` picks the largest.
+const SIZE_UNITS: [(&str, u64); 7] = [
+    ("gb", 1 << 30),
+    ("g", 1_000_000_000),
+    ("mb", 1 << 20),
+    ("m", 1_000_000),
+    ("kb", 1 << 10),
+    ("k", 1000),
+    ("b", 1),
+];
+
+impl FromStr for Size {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+        let (num, unit) = t.split_at(digits);
+        let unit = unit.trim().to_ascii_lowercase();
+        let bad = || {
+            format!(
+                "'{s}' is not a size: write a whole number of bytes with an optional unit, such as 1048576, 8mb or 10k (k, m, g: powers of 1000; kb, mb, gb: of 1024)"
+            )
+        };
+        let n: u64 = num.parse().map_err(|_| bad())?;
+        let mult = if unit.is_empty() {
+            1
+        } else {
+            SIZE_UNITS
+                .iter()
+                .find(|(u, _)| *u == unit)
+                .map(|(_, m)| *m)
+                .ok_or_else(bad)?
+        };
+        n.checked_mul(mult)
+            .map(Size)
+            .ok_or_else(|| format!("'{s}' is too large a size"))
+    }
+}
+
+impl fmt::Display for Size {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.0;
+        match SIZE_UNITS[..6].iter().find(|(_, m)| n > 0 && n % m == 0) {
+            Some((u, m)) => write!(f, "{}{u}", n / m),
+            None => write!(f, "{n}"),
+        }
+    }
+}
+serde_via_str!(Size);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -177,5 +234,24 @@ mod tests {
         assert!("30".parse::<Percent>().is_err());
         assert!("130%".parse::<Percent>().is_err());
         assert_eq!(Percent(0.1).to_string(), "10%");
+    }
+
+    #[test]
+    fn sizes_read_as_redis_reads_them_and_write_back() {
+        assert_eq!("8mb".parse::<Size>().unwrap().0, 8 << 20);
+        assert_eq!(" 1GB ".parse::<Size>().unwrap().0, 1 << 30);
+        assert_eq!("10k".parse::<Size>().unwrap().0, 10_000);
+        assert_eq!("2 kb".parse::<Size>().unwrap().0, 2048);
+        assert_eq!("1500".parse::<Size>().unwrap().0, 1500);
+        assert_eq!("7b".parse::<Size>().unwrap().0, 7);
+        for bad in ["", "mb", "1.5mb", "-1", "8 megs", "99999999999999999999"] {
+            assert!(bad.parse::<Size>().is_err(), "{bad}");
+        }
+        for (n, w) in [(8 << 20, "8mb"), (10_000, "10k"), (1500, "1500"), (0, "0")] {
+            assert_eq!(Size(n).to_string(), w);
+            assert_eq!(w.parse::<Size>().unwrap(), Size(n));
+        }
+        let toml_num: Size = toml::Value::Integer(4096).try_into().unwrap();
+        assert_eq!(toml_num, Size(4096));
     }
 }

@@ -55,7 +55,7 @@ pub async fn run_on(
         &env.pg_url,
         &schema,
         sc.keys,
-        sc.value_size,
+        &sc.sizes(),
         None,
         logged,
         sc.db_cost.0,
@@ -316,11 +316,14 @@ async fn measure(
             mode: Start::Cold,
             keys_cached: 0,
             expiring_in_window: 0,
+            left_out_at_limit: 0,
+            budget_note: None,
             ms: 0,
         },
         // Writes are refused with --target: the tool cannot see the app's commits.
         divergence: None,
         writes_server: None,
+        memory: None,
     };
     let mut r = build(sc, measured, setup, env);
     shape(

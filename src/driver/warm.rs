@@ -18,6 +18,7 @@ use crate::results::StartFigures;
 use crate::scenario::LoadShape;
 use crate::stats::{Purpose, derive_seed};
 use crate::steady::{self, KeyState, SteadyParams};
+use crate::values::Size;
 use crate::workload::Start;
 
 /// Keys read and written per round trip.
@@ -95,16 +96,32 @@ impl Driver {
         // of the warm-up and the window expires in the run.
         let window_end =
             at.unwrap_or_else(now_ms) + (sc.warmup.0 + sc.duration.0).as_millis() as u64;
-        for chunk in states.chunks(CHUNK) {
+        // Under a memory limit the start state stops at the budget, most popular keys first
+        // (the order of `states`): what a cache at its limit keeps, never an OOM.
+        let mut budget = match sc.memory_limit() {
+            Some(l) => Some(Budget::new(admin, l.maxmemory.0, sc.value_size).await?),
+            None => None,
+        };
+        let mut i = 0;
+        while i < states.len() {
             if shutdown.is_cancelled() {
                 break;
             }
+            let mut len = CHUNK.min(states.len() - i);
+            if let Some(b) = &budget {
+                len = len.min(b.room());
+                if len == 0 {
+                    break;
+                }
+            }
+            let chunk = &states[i..i + len];
             let ids: Vec<i64> = chunk.iter().map(|k| k.rank as i64).collect();
             let rows = db.rows(&ids).await?;
             let real_now = now_ms();
             let now = at.map_or(real_now, |a| a.max(real_now));
             let wait = now - real_now;
             let mut entries = Vec::with_capacity(rows.len());
+            let mut expiring_here = 0;
             for (k, (_, payload, version)) in chunk.iter().zip(&rows) {
                 let (meta, px) = if k.rank <= written_now {
                     policy.stamp(now, delta_us, *version as u64, rng.random::<f64>())
@@ -112,19 +129,114 @@ impl Driver {
                     policy.stamp_at(now, k.ttl_ms, k.remaining_ms, delta_us, *version as u64)
                 };
                 if meta.soft_expiry_ms < window_end {
-                    expiring += 1;
+                    expiring_here += 1;
                 }
                 entries.push((k.rank, meta.encode(payload.as_bytes()), px + wait));
             }
-            admin.set_many(&entries).await?;
+            match admin.set_many(&entries).await {
+                Ok(()) => {}
+                // Noeviction refused a write: the limit is reached sooner than measured (the
+                // server's own allocations grew). What was written before it stays.
+                Err(e) if budget.is_some() && format!("{e:#}").contains("OOM") => {
+                    if let Some(b) = budget.as_mut() {
+                        b.refused = true;
+                    }
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
             cached += entries.len() as u64;
+            expiring += expiring_here;
+            i += len;
+            if let Some(b) = budget.as_mut() {
+                b.wrote(admin, entries.len()).await?;
+            }
         }
+        let left_out = states.len() as u64 - cached;
+        let budget_note = budget.as_ref().map(|b| b.note(cached, states.len() as u64));
         Ok(StartFigures {
             mode: sc.start,
             keys_cached: cached,
             expiring_in_window: expiring,
             ms: t.elapsed().as_millis() as u64,
+            left_out_at_limit: if budget.is_some() { left_out } else { 0 },
+            budget_note,
         })
+    }
+}
+
+/// Share of `maxmemory` the start state may fill: the rest is left for the run's own keys
+/// (the heartbeat, locks, lease tokens) and the server's buffers, so that the first write
+/// of the traffic is not already refused.
+const BUDGET_SHARE: f64 = 0.95;
+
+/// Keys written per round trip under a limit at most: small enough that the last chunk
+/// cannot overshoot the budget by much.
+const LIMITED_CHUNK: usize = 250;
+
+/// The room left for the start state under a memory limit, measured from the server's
+/// `used_memory` after every chunk.
+struct Budget {
+    maxmemory: u64,
+    budget: u64,
+    used: u64,
+    /// Bytes one entry costs, measured from the last chunk (estimated before the first).
+    per_key: f64,
+    /// A write was refused with OOM before the budget was reached.
+    refused: bool,
+}
+
+impl Budget {
+    async fn new(admin: &Admin, maxmemory: u64, value_size: usize) -> Result<Budget> {
+        let used = admin.memory_stats().await?.used_memory;
+        Ok(Budget {
+            maxmemory,
+            budget: (maxmemory as f64 * BUDGET_SHARE) as u64,
+            used,
+            // The payload, the entry's 40-byte header, the key and Redis's per-key overhead.
+            per_key: value_size as f64 + 40.0 + 100.0,
+            refused: false,
+        })
+    }
+
+    /// How many more entries fit.
+    fn room(&self) -> usize {
+        let left = self.budget.saturating_sub(self.used) as f64;
+        ((left / self.per_key.max(1.0)) as usize).min(LIMITED_CHUNK)
+    }
+
+    /// `n` entries were written: measure what they cost.
+    async fn wrote(&mut self, admin: &Admin, n: usize) -> Result<()> {
+        let used = admin.memory_stats().await?.used_memory;
+        if n > 0 && used > self.used {
+            self.per_key = (used - self.used) as f64 / n as f64;
+        }
+        self.used = used;
+        Ok(())
+    }
+
+    /// The status line's account of it.
+    fn note(&self, cached: u64, drawn: u64) -> String {
+        let why = if self.refused {
+            "a write was refused with OOM"
+        } else {
+            "the budget was reached"
+        };
+        if cached >= drawn {
+            format!(
+                " (under maxmemory {}: all fit, used_memory {} of a {} budget)",
+                Size(self.maxmemory),
+                self.used,
+                self.budget
+            )
+        } else {
+            format!(
+                "; stopped at the memory limit ({why}): the {cached} most popular of the {drawn} keys the start would hold, used_memory {} of maxmemory {} (start state budget {}%)",
+                self.used,
+                Size(self.maxmemory),
+                (BUDGET_SHARE * 100.0) as u32
+            )
+        }
     }
 }
 

@@ -12,6 +12,9 @@ use serde::Serialize;
 pub struct Counters {
     pub redis_errors: AtomicU64,
     pub redis_timeouts: AtomicU64,
+    /// Redis commands refused with OOM (a write at `maxmemory` under noeviction): also in
+    /// `redis_errors`.
+    pub redis_oom: AtomicU64,
     pub background_refreshes: AtomicU64,
     pub refreshes_skipped: AtomicU64,
     pub early_recomputes: AtomicU64,
@@ -110,6 +113,7 @@ macro_rules! counters_snapshot {
 counters_snapshot!(
     redis_errors,
     redis_timeouts,
+    redis_oom,
     background_refreshes,
     refreshes_skipped,
     early_recomputes,

@@ -4,6 +4,7 @@
 
 pub mod html;
 pub mod markdown;
+mod memory;
 pub mod sweep;
 pub mod tables;
 pub mod terminal;

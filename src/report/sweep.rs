@@ -114,6 +114,10 @@ fn curve(o: &mut String, d: &SweepDoc, strategy: &str, md: bool) {
         "p99 ms".into(),
         "peak herd".into(),
     ];
+    // Along a memory axis what changes first is the hit rate.
+    if axis.is_size() {
+        header.insert(4, "hit rate".into());
+    }
     if shock {
         header.push("recovery".into());
     }
@@ -125,13 +129,20 @@ fn curve(o: &mut String, d: &SweepDoc, strategy: &str, md: bool) {
         let mut r = vec![
             c.params
                 .get(&axis.name)
-                .map_or(String::new(), |v| num(v).to_string()),
+                .map_or(String::new(), |v| axis.show(v)),
             format!("{:.0}", f.offered_per_s),
             format!("{:.0}", f.goodput_per_s),
             opt(f.db_calls_per_s, 0),
             opt(f.p99_ms, 1),
             opt(f.peak_key_herd, 0),
         ];
+        if axis.is_size() {
+            r.insert(
+                4,
+                f.hit_rate
+                    .map_or("—".into(), |h| format!("{:.1}%", h * 100.0)),
+            );
+        }
         if shock {
             r.push(match recovery_s(c) {
                 Some(s) => format!("{s:.1} s"),
@@ -151,7 +162,7 @@ fn curve(o: &mut String, d: &SweepDoc, strategy: &str, md: bool) {
         &format!(
             "{strategy}: {}",
             match knee.and_then(|k| cells[k].params.get(&axis.name)) {
-                Some(v) => format!("knee at {}={}", axis.name, num(v)),
+                Some(v) => format!("knee at {}={}", axis.name, axis.show(v)),
                 None => "no knee in the range".to_string(),
             }
         ),
@@ -165,10 +176,10 @@ fn map(o: &mut String, d: &SweepDoc, strategy: &str, md: bool) {
         return;
     };
     let mut header = vec![format!("{} \\ {}", a.header(), b.header())];
-    header.extend(b.values.iter().map(|v| num(*v).to_string()));
+    header.extend(b.values.iter().map(|v| b.show(*v)));
     let mut rows = vec![header];
     for va in &a.values {
-        let mut r = vec![num(*va).to_string()];
+        let mut r = vec![a.show(*va)];
         for vb in &b.values {
             r.push(
                 d.cell(strategy, &[(a.name.clone(), *va), (b.name.clone(), *vb)])

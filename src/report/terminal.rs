@@ -484,6 +484,7 @@ pub fn summary(r: &RunResult) -> String {
         rd.errors,
         rd.timeouts
     );
+    super::memory::memory(&mut o, r);
     let l = &r.lock;
     if l.acquired + l.contended + l.unavailable > 0 {
         let _ = writeln!(

@@ -5,6 +5,7 @@
 
 pub mod check;
 pub mod diagnose;
+pub mod memory;
 pub mod merge;
 pub mod recovery;
 pub mod schema;
@@ -414,6 +415,13 @@ pub struct StartFigures {
     pub expiring_in_window: u64,
     /// How long reading and writing them took, ms.
     pub ms: u64,
+    /// Under a memory limit: keys the start would have held that were not written because
+    /// the limit's budget was reached (the most popular are written first). 0 without one.
+    #[serde(default)]
+    pub left_out_at_limit: u64,
+    /// What the status line says of the limit (not written to the result).
+    #[serde(skip)]
+    pub budget_note: Option<String>,
 }
 
 /// One threshold judged against a run.
@@ -634,6 +642,19 @@ pub struct RedisFigures {
     /// closed. Counted by the tool from the TTLs it wrote.
     #[serde(default)]
     pub expiries: u64,
+    /// The run's Redis commands refused with OOM (a write at `maxmemory` under
+    /// noeviction: a write-back, a lock or lease SET, a version marker), counted by the tool;
+    /// also in `errors`. A refused write-back still serves the request from the database.
+    #[serde(default)]
+    pub oom_errors: u64,
+    /// Keys Redis evicted to stay under `maxmemory` (INFO `evicted_keys`, change from the
+    /// start state written to the end: the warm-up's traffic included, as INFO has no
+    /// windows; every client's on an external Redis). Null when INFO could not be read at both ends or Redis restarted.
+    #[serde(default)]
+    pub evicted_keys: Option<u64>,
+    /// The server's memory: its limit, peak, what it held at the end, what a key cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<memory::MemoryFigures>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]

@@ -64,11 +64,14 @@ fn ser_nums<S: Serializer>(v: &[f64], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(v.iter().map(|x| num(*x)))
 }
 
+/// The unit of an axis of sizes (`maxmemory`), whose values are bytes.
+pub const BYTES: &str = "bytes";
+
 /// One axis as sweep.json has it: the name (with `_`) and its values in its unit.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AxisDoc {
     pub name: String,
-    /// The values' unit: `req/s`, `share` (0..1), `ms`, or empty for a plain number.
+    /// The values' unit: `req/s`, `share` (0..1), `ms`, `bytes`, or empty for a plain number.
     #[serde(default)]
     pub unit: String,
     #[serde(serialize_with = "ser_nums")]
@@ -76,6 +79,21 @@ pub struct AxisDoc {
 }
 
 impl AxisDoc {
+    /// One value as a table shows it: a size as it is written (`8mb`), any other number as
+    /// sweep.json has it.
+    pub fn show(&self, v: f64) -> String {
+        if self.unit == BYTES && v >= 0.0 && v.fract() == 0.0 {
+            crate::values::Size(v as u64).to_string()
+        } else {
+            num(v).to_string()
+        }
+    }
+
+    /// Whether the axis is one of the cache's memory, whose effect is the hit rate.
+    pub fn is_size(&self) -> bool {
+        self.unit == BYTES
+    }
+
     /// The axis as a table header: `ttl (ms)`.
     pub fn header(&self) -> String {
         if self.unit.is_empty() {

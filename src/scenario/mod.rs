@@ -4,10 +4,13 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::cache::MemoryLimit;
 use crate::fault::{FaultSpec, Server};
 use crate::origin::{DbQuery, LoadCost, OwnLoad};
 use crate::protect::BreakerSpec;
 use crate::redact;
+use crate::sizes::{SizeDist, Sizes};
+use crate::stats::{Purpose, derive_seed};
 use crate::strategy::StrategySpec;
 use crate::strategy::invalidate::Invalidate;
 use crate::strategy::lock::LockTimeoutPolicy;
@@ -37,7 +40,17 @@ pub struct Scenario {
     pub keys: u64,
     pub zipf: f64,
     pub seed: u64,
+    /// Bytes of payload per item; with `value_size_dist`, the distribution's mean (rounded).
     pub value_size: usize,
+    /// Each item's own payload size, drawn from this with the run's seed
+    /// (`--value-size-dist`); absent when every item has `value_size` bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_size_dist: Option<SizeDist>,
+    /// The managed Redis's memory limit (`--maxmemory`, `--maxmemory-policy`,
+    /// `--maxmemory-samples`); absent: no limit, as before limits existed (and always on an
+    /// external Redis, whose configuration is reported, never changed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryLimit>,
     pub ttl: Dur,
     pub db_cost: Dur,
     pub db_pool: u32,
@@ -166,6 +179,29 @@ impl Scenario {
         }
     }
 
+    /// Each item's payload size: drawn from `value_size_dist` with the run's seed, else
+    /// `value_size` for every item.
+    pub fn sizes(&self) -> Sizes {
+        // A replay's items have the trace's sizes (its index is there once resolved; a
+        // changed trace fails the replay itself, loudly).
+        if let Some(i) = self
+            .trace
+            .as_ref()
+            .and_then(|t| t.index(self.value_size as u32).ok())
+        {
+            return Sizes::per_item(i.sizes.clone());
+        }
+        match &self.value_size_dist {
+            Some(d) => d.draw(self.keys, derive_seed(self.seed, Purpose::Sizes, 0)),
+            None => Sizes::Fixed(self.value_size),
+        }
+    }
+
+    /// The memory limit set on Redis, when there is one (a `maxmemory` above 0).
+    pub fn memory_limit(&self) -> Option<&MemoryLimit> {
+        self.memory.as_ref().filter(|m| m.maxmemory.0 > 0)
+    }
+
     /// Whether a fault strikes this server.
     pub fn faults_on(&self, server: Server) -> bool {
         self.faults.iter().any(|f| f.kind.server() == server)
@@ -174,7 +210,7 @@ impl Scenario {
 
 /// Settings that shape what the workload asks of the servers: two results that differ in one
 /// of them measured different things, whatever their strategies.
-pub const WORKLOAD_SETTINGS: [&str; 25] = [
+pub const WORKLOAD_SETTINGS: [&str; 27] = [
     "load",
     "duration",
     "warmup",
@@ -182,6 +218,8 @@ pub const WORKLOAD_SETTINGS: [&str; 25] = [
     "zipf",
     "seed",
     "value_size",
+    "value_size_dist",
+    "memory",
     "ttl",
     "db_cost",
     "db_pool",
@@ -352,6 +390,7 @@ fn start_cold() -> Start {
 /// backend process of several MB, and a managed server is given exactly this many.
 pub const MAX_DB_CONNECTIONS: u32 = 2000;
 
+mod memory;
 mod resolve;
 mod servers;
 mod trace;

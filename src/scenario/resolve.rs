@@ -104,6 +104,10 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
         zipf,
         seed,
         value_size,
+        value_size_dist,
+        maxmemory,
+        maxmemory_policy,
+        maxmemory_samples,
         ttl,
         db_cost,
         db_pool,
@@ -163,6 +167,12 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
         invalidate,
         lease_ttl,
     );
+    // A payload size given on the command line replaces the file's, whichever form it takes.
+    if flags.value_size.is_some() {
+        m.value_size_dist = None;
+    } else if flags.value_size_dist.is_some() {
+        m.value_size = None;
+    }
     // A load shape given on the command line replaces the file's, whichever kind it is.
     if flags.rps.is_some() {
         m.clients = None;
@@ -825,14 +835,16 @@ fn build(
             "a spike multiplies the synthetic schedule's rate, and a trace's times are its own: replay a busier stretch (--trace-skip), or all of it faster (--speed)",
         ));
     }
-    let value_size = m.value_size.unwrap_or(1024);
-    if own_load.is_none() && keys.saturating_mul(value_size as u64) > MAX_DATA_BYTES {
+    let (value_size, value_size_dist) = super::memory::value_sizes(&m)?;
+    let payload = (keys as f64 * value_size as f64) as u64;
+    if own_load.is_none() && payload > MAX_DATA_BYTES {
         return Err(UsageError::new(format!(
             "--keys {keys} × --value-size {value_size} is {} GiB of payload, more than {} GiB: the seeded table and a full cache must fit the machine; fewer keys or smaller values",
-            keys.saturating_mul(value_size as u64) >> 30,
+            payload >> 30,
             MAX_DATA_BYTES >> 30
         )));
     }
+    let memory = super::memory::limit(&m)?;
     let (instances, db_pool) = (m.instances.unwrap_or(2), m.db_pool.unwrap_or(16));
     if u64::from(instances) * u64::from(db_pool) > u64::from(MAX_DB_CONNECTIONS) {
         return Err(UsageError::new(format!(
@@ -925,6 +937,8 @@ fn build(
         zipf,
         seed: m.seed.unwrap_or(42),
         value_size,
+        value_size_dist,
+        memory,
         ttl: m.ttl.unwrap_or(Dur(Duration::from_secs(3))),
         db_cost: m.db_cost.unwrap_or(Dur(Duration::from_millis(10))),
         db_pool,

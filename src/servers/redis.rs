@@ -46,6 +46,9 @@ pub struct ManagedRedis {
     watchdog: Watchdog,
     /// With `--tls`: the certificates made for this server (in `dir`); it then speaks TLS only.
     tls: Option<Box<crate::tls::RunCerts>>,
+    /// Configuration a run set on the server (its memory limit, as `--name value` pairs),
+    /// given again to every restart: a crashed cache comes back empty, not unconfigured.
+    config: Vec<String>,
 }
 
 impl ManagedRedis {
@@ -73,6 +76,7 @@ impl ManagedRedis {
             dir,
             watchdog,
             tls: None,
+            config: Vec::new(),
         };
         if tls {
             redis.tls = Some(Box::new(
@@ -145,6 +149,13 @@ impl ManagedRedis {
                 Err(e) => return Err(e.into_inner()),
             }
         }
+    }
+
+    /// Arguments (`--maxmemory`, `8388608`, …) that every later restart starts the server
+    /// with, replacing those given before: the configuration a run set on the running server
+    /// (by CONFIG SET), so that the server a kill-redis fault brings back has it too.
+    pub fn keep_config(&mut self, args: Vec<String>) {
+        self.config = args;
     }
 
     /// Stop gracefully: SIGTERM, up to 2 s to exit, then SIGKILL; reap. Idempotent.
@@ -270,6 +281,7 @@ impl ManagedRedis {
             .arg(self.log_path())
             .args(["--protected-mode", "yes"])
             .args(["--daemonize", "no"])
+            .args(&self.config)
             .current_dir(self.dir.path())
             .stdin(Stdio::null())
             .stdout(Stdio::from(out))

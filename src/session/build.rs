@@ -28,6 +28,8 @@ pub(crate) struct Measured {
     /// server's count of the write statement.
     pub(crate) divergence: Option<Result<Divergence, String>>,
     pub(crate) writes_server: Option<u64>,
+    /// Redis's memory at the end (the built-in app's runs).
+    pub(crate) memory: Option<results::memory::MemoryFigures>,
 }
 
 /// The result of a run, built once from everything measured.
@@ -43,6 +45,7 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
         start,
         divergence,
         writes_server,
+        memory,
     } = m;
     let db = setup.db;
     let generator = generator_figures(sc, &raw);
@@ -214,6 +217,11 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
             cold_misses: c.cold_misses,
             negative_hits: c.negative_hits,
             expiries: c.expiring_writes + start.expiring_in_window,
+            oom_errors: c.redis_oom,
+            evicted_keys: redis
+                .filter(|_| !redis_restarted)
+                .map(|(b, a)| a.evicted_keys.saturating_sub(b.evicted_keys)),
+            memory,
         },
         lock: results::LockFigures {
             acquired: c.lock_acquired,

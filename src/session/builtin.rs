@@ -58,7 +58,7 @@ pub(super) async fn run_on(
                 &env.pg_url,
                 &run_id,
                 sc.keys,
-                sc.value_size,
+                &sc.sizes(),
                 connections,
                 logged,
                 sc.db_cost.0,
@@ -201,15 +201,20 @@ async fn measure(
         Some(ms) => (ms * 1000.0) as u32,
         None => sc.db_cost.0.as_micros().min(u128::from(u32::MAX)) as u32,
     };
+    // The limit is in place before the start state is written, which then stops at it.
+    let memory_config = super::memory::configure(sc, env, setup.admin)
+        .await
+        .context("setting the managed Redis's memory limit")?;
     let start = driver
         .warm(setup.db, setup.admin, delta_us, &shutdown)
         .await
         .context("warming the cache")?;
     status.line(&format!(
-        "start {}: {} keys cached in {} ms",
+        "start {}: {} keys cached in {} ms{}",
         start.mode.name(),
         start.keys_cached,
-        start.ms
+        start.ms,
+        start.budget_note.as_deref().unwrap_or("")
     ));
     let before = setup.admin.stats().await.ok();
     let live = Live::new(sc.duration.0, out.quiet);
@@ -225,6 +230,11 @@ async fn measure(
     let faults = faults?;
     bar.finish_and_clear();
     let after = setup.admin.stats().await.ok();
+    let redis_restarted = faults
+        .as_ref()
+        .is_some_and(|d| !d.restarted_pids.is_empty());
+    let memory =
+        super::memory::figures(sc, setup.admin, memory_config.as_ref(), redis_restarted).await;
     // Read after INFO: reading the written keys back counts in the keyspace figures.
     let divergence = driver
         .divergence(setup.db, setup.admin)
@@ -271,6 +281,7 @@ async fn measure(
         start,
         divergence,
         writes_server,
+        memory: Some(memory),
     };
     let result = build(sc, measured, &setup, env);
     for f in result.faults.iter().filter_map(|f| f.note.as_deref()) {

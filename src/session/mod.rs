@@ -11,6 +11,7 @@ pub mod cleanup;
 pub mod comparison;
 pub mod env;
 pub mod faults;
+mod memory;
 pub(crate) mod heartbeat;
 pub mod shards;
 pub mod single;

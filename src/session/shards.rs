@@ -145,7 +145,7 @@ async fn seed(sc: &Scenario, env: &Env, run_id: &str) -> Result<Db> {
         &env.pg_url,
         run_id,
         sc.keys,
-        sc.value_size,
+        &sc.sizes(),
         Some(sc.instances * sc.db_pool),
         sc.faults_on(Server::Postgres),
         sc.db_cost.0,
@@ -431,6 +431,8 @@ async fn shard_on(
             mode: sc.start,
             keys_cached: 0,
             expiring_in_window: 0,
+            left_out_at_limit: 0,
+            budget_note: None,
             ms: 0,
         };
         (at, nothing)
@@ -508,6 +510,7 @@ async fn shard_on(
         // Writes are refused with shards (see `run`).
         divergence: None,
         writes_server: None,
+        memory: None,
     };
     let mut r = build(sc, measured, &setup, env);
     r.histograms.by_outcome_us = by_outcome;

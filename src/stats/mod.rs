@@ -34,18 +34,21 @@ pub enum Purpose {
     Writes,
     /// The entries a random cache drop removes.
     Drops,
+    /// The payload sizes of `--value-size-dist`.
+    Sizes,
 }
 
 impl Purpose {
     /// Every purpose, in declaration order.
     #[cfg(test)]
-    pub const ALL: [Purpose; 6] = [
+    pub const ALL: [Purpose; 7] = [
         Purpose::Keys,
         Purpose::Client,
         Purpose::Steady,
         Purpose::Arrivals,
         Purpose::Writes,
         Purpose::Drops,
+        Purpose::Sizes,
     ];
 
     /// The purpose's fixed tag: its name in ASCII, padded to 8 bytes. Fixed, not the enum's
@@ -58,6 +61,7 @@ impl Purpose {
             Purpose::Arrivals => *b"arrivals",
             Purpose::Writes => *b"writes__",
             Purpose::Drops => *b"drops___",
+            Purpose::Sizes => *b"sizes___",
         })
     }
 }

@@ -18,7 +18,7 @@
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 
-use super::{Dur, Percent, Rate};
+use super::{Dur, Percent, Rate, Size};
 
 /// A finite number as Rust's `f64::from_str` reads it, without its sign (`inf` and `nan` are
 /// not finite, and every value type refuses them).
@@ -232,6 +232,35 @@ impl JsonSchema for Percent {
             "anyOf": [
                 { "type": "number", "minimum": 0, "maximum": 1 },
                 { "type": "string", "pattern": share_pattern() },
+            ],
+        })
+    }
+}
+
+/// A string `Size::from_str` accepts: whole digits, then optionally a unit (b, k, kb, m, mb,
+/// g, gb in any case) with whitespace before it, and whitespace around.
+fn size_pattern() -> String {
+    r"^\s*[0-9]+(?:\s*(?:[bB]|[kKmMgG][bB]?))?\s*$".to_string()
+}
+
+impl JsonSchema for Size {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Size".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        if generator.contract().is_serialize() {
+            return json_schema!({
+                "description": "Bytes, in the largest unit that divides them: \"8mb\", \"10k\", \"1500\".",
+                "type": "string",
+                "pattern": r"^[0-9]+(?:k|kb|m|mb|g|gb)?$",
+            });
+        }
+        json_schema!({
+            "description": "Bytes: a whole number, or a string with a unit as Redis reads one (k, m, g: powers of 1000; kb, mb, gb: of 1024) such as \"8mb\".",
+            "anyOf": [
+                { "type": "integer", "minimum": 0 },
+                { "type": "string", "pattern": size_pattern() },
             ],
         })
     }
@@ -463,6 +492,23 @@ pub(crate) mod tests {
                 continue;
             }
             agree(&p, &s, parses, "percentage");
+        }
+    }
+
+    #[test]
+    fn the_size_pattern_accepts_what_the_parser_accepts() {
+        let p = re(&size_pattern());
+        const PIECES: [&str; 14] = [
+            "0", "1", "8", "00", " ", "b", "B", "k", "Kb", "m", "MB", "g", ".", "-",
+        ];
+        let mut rng = Rng::new(17);
+        for _ in 0..100_000 {
+            let s = rng.string(&PIECES, 6);
+            // A number past u64 once its unit is applied is refused; no pattern tells.
+            if s.chars().filter(char::is_ascii_digit).count() > 9 {
+                continue;
+            }
+            agree(&p, &s, s.parse::<Size>().is_ok(), "size");
         }
     }
 

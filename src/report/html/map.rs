@@ -77,7 +77,7 @@ fn panel(h: &mut String, d: &SweepDoc, strategy: &str) {
                 "<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"middle\">{}</text>",
                 LEFT + CELL_W * (j as f64 + 0.5),
                 TOP - 8.0,
-                num(*v)
+                cols_axis.map_or_else(|| num(*v).to_string(), |a| a.show(*v))
             );
         }
     }
@@ -89,7 +89,7 @@ fn panel(h: &mut String, d: &SweepDoc, strategy: &str) {
                 "<text x=\"{}\" y=\"{}\" font-size=\"12\" text-anchor=\"end\">{}</text>",
                 LEFT - 6.0,
                 y + CELL_H / 2.0 + 4.0,
-                num(*v)
+                rows_axis.map_or_else(|| num(*v).to_string(), |a| a.show(*v))
             );
         }
         for (j, cv) in cols.iter().enumerate() {

@@ -8,7 +8,10 @@ use clap::{ArgAction, Args, Command, FromArgMatches};
 
 use crate::cli::RunFlags;
 use crate::error::UsageError;
-use crate::values::{Dur, Percent, Rate};
+use crate::values::{Dur, Percent, Rate, Size};
+
+/// The unit of a size axis in sweep.json, by which the renderers write its values as sizes.
+pub use crate::results::sweep::BYTES;
 
 /// Most points one axis may have.
 const MAX_POINTS: usize = 200;
@@ -22,6 +25,8 @@ pub enum Kind {
     Dur,
     Int,
     Float,
+    /// Bytes (`--maxmemory`): written in sweep.json as bytes.
+    Size,
 }
 
 /// One value of an axis: the text clap is given, and the number sweep.json records.
@@ -64,6 +69,8 @@ fn kind_of(arg: &clap::Arg) -> Option<Kind> {
         Some(Kind::Percent)
     } else if is(TypeId::of::<Dur>()) {
         Some(Kind::Dur)
+    } else if is(TypeId::of::<Size>()) {
+        Some(Kind::Size)
     } else if [
         TypeId::of::<u64>(),
         TypeId::of::<u32>(),
@@ -92,6 +99,7 @@ fn value(kind: Kind, flag: &str, s: &str) -> Result<f64, UsageError> {
         Kind::Rate => s.parse::<Rate>().map_err(bad)?.0,
         Kind::Percent => s.parse::<Percent>().map_err(bad)?.0,
         Kind::Dur => s.parse::<Dur>().map_err(bad)?.0.as_secs_f64() * 1000.0,
+        Kind::Size => s.parse::<Size>().map_err(bad)?.0 as f64,
         Kind::Int => {
             let v: f64 = s
                 .parse()
@@ -115,7 +123,7 @@ fn value(kind: Kind, flag: &str, s: &str) -> Result<f64, UsageError> {
 fn text(kind: Kind, v: f64) -> String {
     match kind {
         Kind::Rate | Kind::Float => trim(v),
-        Kind::Int => format!("{}", v.round() as i64),
+        Kind::Int | Kind::Size => format!("{}", v.round() as i64),
         Kind::Percent => format!("{}%", trim(v * 100.0)),
         Kind::Dur => {
             let us = (v * 1000.0).round() as u64;
@@ -139,7 +147,11 @@ pub fn trim(v: f64) -> String {
 }
 
 fn point(kind: Kind, v: f64) -> Point {
-    let v = if kind == Kind::Int { v.round() } else { v };
+    let v = if matches!(kind, Kind::Int | Kind::Size) {
+        v.round()
+    } else {
+        v
+    };
     Point {
         text: text(kind, v),
         number: (v * 1e9).round() / 1e9,
@@ -226,7 +238,7 @@ pub fn parse(spec: &str) -> Result<Axis, UsageError> {
     };
     let Some(kind) = kind_of(arg) else {
         return Err(UsageError::new(format!(
-            "--axis {flag}: --{flag} is not numeric (an axis is a number, a rate, a percentage or a duration): compare its values with `stampede compare`, or run them one by one"
+            "--axis {flag}: --{flag} is not numeric (an axis is a number, a rate, a percentage, a duration or a size): compare its values with `stampede compare`, or run them one by one"
         )));
     };
     let values = values.trim();
@@ -257,6 +269,7 @@ pub fn parse(spec: &str) -> Result<Axis, UsageError> {
             Kind::Rate => "req/s",
             Kind::Percent => "share",
             Kind::Dur => "ms",
+            Kind::Size => BYTES,
             Kind::Int | Kind::Float => "",
         },
         points,

@@ -1,0 +1,111 @@
+//! The settings of the cache's memory: each item's payload size (`--value-size` or
+//! `--value-size-dist`) and the managed Redis's limit (`--maxmemory`, `--maxmemory-policy`,
+//! `--maxmemory-samples`), checked and resolved after the file and the flags are merged.
+
+use crate::cache::{DEFAULT_SAMPLES, EvictionPolicy, MemoryLimit};
+use crate::cli::RunFlags;
+use crate::error::UsageError;
+use crate::sizes::SizeDist;
+
+/// The payload size of every item (the distribution's mean, rounded, under
+/// `--value-size-dist`) and the distribution, if any.
+pub(super) fn value_sizes(m: &RunFlags) -> Result<(usize, Option<SizeDist>), UsageError> {
+    match (m.value_size, m.value_size_dist) {
+        (Some(_), Some(_)) => Err(UsageError::new(
+            "value_size and value_size_dist are both set: every item has one size or each has its own, not both; keep one",
+        )),
+        (_, Some(d)) => Ok((d.mean().round() as usize, Some(d))),
+        (v, None) => Ok((v.unwrap_or(1024), None)),
+    }
+}
+
+/// The managed Redis's memory limit, or none. A limit is a setting of the server the tool
+/// starts: on the user's Redis (`--redis-url`) the tool never changes the configuration, so
+/// the flags are refused there (its own configuration is read and reported instead).
+pub(super) fn limit(m: &RunFlags) -> Result<Option<MemoryLimit>, UsageError> {
+    let given = [
+        ("maxmemory", m.maxmemory.is_some()),
+        ("maxmemory_policy", m.maxmemory_policy.is_some()),
+        ("maxmemory_samples", m.maxmemory_samples.is_some()),
+    ];
+    let Some((first, _)) = given.iter().find(|(_, set)| *set) else {
+        return Ok(None);
+    };
+    let flag = |k: &str| format!("--{}", k.replace('_', "-"));
+    if m.redis_url.is_some() {
+        return Err(UsageError::new(format!(
+            "{} sets the memory limit of the Redis stampede starts, and --redis-url is your server: stampede never changes its configuration (its maxmemory, policy and samples are read and reported in the result). Set them on the server yourself (CONFIG SET maxmemory …), or drop --redis-url to run on a managed Redis",
+            flag(first)
+        )));
+    }
+    let Some(maxmemory) = m.maxmemory else {
+        return Err(UsageError::new(format!(
+            "{} is a setting of the memory limit, and there is none: add --maxmemory SIZE (scenario file: maxmemory)",
+            flag(first)
+        )));
+    };
+    if let Some(n) = m.maxmemory_samples
+        && !(1..=64).contains(&n)
+    {
+        return Err(UsageError::new(format!(
+            "maxmemory_samples {n}: Redis takes 1 to 64"
+        )));
+    }
+    Ok(Some(MemoryLimit {
+        maxmemory,
+        policy: m.maxmemory_policy.unwrap_or(EvictionPolicy::Noeviction),
+        samples: m.maxmemory_samples.unwrap_or(DEFAULT_SAMPLES),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::values::Size;
+
+    #[test]
+    fn a_limit_needs_maxmemory_and_a_managed_redis() {
+        let none = limit(&RunFlags::default()).unwrap();
+        assert_eq!(none, None);
+        let l = limit(&RunFlags {
+            maxmemory: Some(Size(8 << 20)),
+            ..Default::default()
+        })
+        .unwrap()
+        .unwrap();
+        assert_eq!(l.policy, EvictionPolicy::Noeviction);
+        assert_eq!(l.samples, 5);
+        let e = limit(&RunFlags {
+            maxmemory_policy: Some(EvictionPolicy::AllkeysLru),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("--maxmemory-policy"), "{e}");
+        let e = limit(&RunFlags {
+            maxmemory: Some(Size(8 << 20)),
+            redis_url: Some("redis://127.0.0.1:1".into()),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("never changes"), "{e}");
+    }
+
+    #[test]
+    fn one_size_or_a_distribution() {
+        let d: SizeDist = "100..300".parse().unwrap();
+        let (v, dist) = value_sizes(&RunFlags {
+            value_size_dist: Some(d),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!((v, dist), (200, Some(d)));
+        assert!(
+            value_sizes(&RunFlags {
+                value_size: Some(10),
+                value_size_dist: Some(d),
+                ..Default::default()
+            })
+            .is_err()
+        );
+    }
+}
