@@ -684,7 +684,13 @@ pub struct RunFlags {
     ///
     /// twitter (cache-trace CSV), meta (CacheLib KV replay CSV, v1 or v2), csv or jsonl
     /// (timestamp and key, optional value_size, op, ttl), monitor (redis-cli MONITOR output).
-    #[arg(long, value_name = "FORMAT", value_enum, hide_possible_values = true, help_heading = "Trace")]
+    #[arg(
+        long,
+        value_name = "FORMAT",
+        value_enum,
+        hide_possible_values = true,
+        help_heading = "Trace"
+    )]
     pub trace_format: Option<crate::trace::Format>,
 
     /// Map csv/jsonl columns: timestamp=ts,key=k,...
@@ -695,7 +701,13 @@ pub struct RunFlags {
     ///
     /// reads: a look-aside trace's SETs and DELETEs are mostly the app's own write-backs; they
     /// are counted and skipped. all: they are replayed as writes (--invalidate applies).
-    #[arg(long, value_name = "OPS", value_enum, hide_possible_values = true, help_heading = "Trace")]
+    #[arg(
+        long,
+        value_name = "OPS",
+        value_enum,
+        hide_possible_values = true,
+        help_heading = "Trace"
+    )]
     pub trace_ops: Option<crate::replay::TraceOps>,
 
     /// Replay the trace X times faster than recorded [default: 1]
@@ -706,7 +718,13 @@ pub struct RunFlags {
     ///
     /// For traces stamped in whole seconds: evenly over the second in trace order, or at
     /// seeded random instants within it (the count per second kept exactly).
-    #[arg(long, value_name = "HOW", value_enum, hide_possible_values = true, help_heading = "Trace")]
+    #[arg(
+        long,
+        value_name = "HOW",
+        value_enum,
+        hide_possible_values = true,
+        help_heading = "Trace"
+    )]
     pub trace_spread: Option<crate::replay::Spread>,
 
     /// Skip the trace's first D of trace time [default: 0s]

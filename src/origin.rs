@@ -17,8 +17,8 @@ use tokio_postgres::types::Type;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::error::{EnvError, UsageError};
-use crate::sizes::Sizes;
 use crate::ledger::{self, LedgerLoad};
+use crate::sizes::Sizes;
 
 mod own;
 use crate::metrics::{LoadGuard, Phase};
@@ -378,16 +378,7 @@ impl Db {
         ledger_cost: Duration,
     ) -> Result<Db> {
         let schema = format!("stampede_{run_id}");
-        Db::setup_in(
-            url,
-            &schema,
-            keys,
-            sizes,
-            connections,
-            logged,
-            ledger_cost,
-        )
-        .await
+        Db::setup_in(url, &schema, keys, sizes, connections, logged, ledger_cost).await
     }
 
     /// [`Db::setup`] in a schema of the caller's naming (`--schema`: an app under test that
@@ -526,6 +517,22 @@ impl Db {
     /// The rows of `ids` (payload and version), read in one statement on the admin
     /// connection: cache warming reads in bulk, not one load per key through the app's pools,
     /// and is not a DB call.
+    /// The payload bytes of every seeded item, as the server counts them.
+    pub async fn payload_bytes(&self) -> Result<u64> {
+        let admin = self.admin().await?;
+        let row = admin
+            .query_one(
+                &format!(
+                    "SELECT coalesce(sum(octet_length(payload)), 0)::int8 FROM {}.items",
+                    self.schema
+                ),
+                &[],
+            )
+            .await
+            .context("counting the seeded payload bytes")?;
+        Ok(row.get::<_, i64>(0) as u64)
+    }
+
     pub async fn rows(&self, ids: &[i64]) -> Result<Vec<(i64, String, i64)>> {
         if let Some(own) = &self.own {
             return self.own_rows(own, ids).await;

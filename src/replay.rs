@@ -96,6 +96,9 @@ pub struct Found {
     pub whole_seconds: bool,
     /// Items whose value size came from the trace (the others got `--value-size`).
     pub sized_keys: u64,
+    /// The payload bytes of all the items together, as seeded.
+    #[serde(default)]
+    pub value_bytes: u64,
 }
 
 /// The key map of the slice and what each item needs: its size and its request count.
@@ -318,6 +321,7 @@ pub fn load(o: &Options) -> Result<TraceSpec, String> {
             *s = o.default_size;
         }
     }
+    found.value_bytes = sizes.iter().map(|s| u64::from(*s)).sum();
     // The slice lasts to its end when one was asked for (and the trace reaches it), else to
     // just after its last request: the whole last second for whole-second stamps, one mean
     // gap otherwise.

@@ -88,6 +88,17 @@ fn a_csv_trace_replays_at_its_own_times_every_request_once() {
     }
     // The database answered every miss, as Postgres counted.
     assert_eq!(r.u("/db/calls"), r.u("/db/calls_server"));
+    // Each item has its key's value size from the trace (100 + k bytes for item k), as
+    // Postgres counts the seeded payloads.
+    let body = std::fs::read_to_string(&trace).expect("reading the trace");
+    let keys: std::collections::HashSet<u64> = body
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split(',').nth(1)?.strip_prefix("item")?.parse().ok())
+        .collect();
+    let want: u64 = keys.iter().map(|k| 100 + k).sum();
+    assert_eq!(r.u("/scenario/trace/found/value_bytes"), want);
+    assert_eq!(r.u("/db/seeded_bytes"), want, "as Postgres counted");
 }
 
 #[test]

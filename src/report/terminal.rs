@@ -330,6 +330,14 @@ pub fn summary(r: &RunResult) -> String {
     );
     if let Some(t) = &r.scenario.trace {
         let _ = writeln!(o, "  {}", t.describe());
+        let _ = writeln!(
+            o,
+            "  items     {} keys seeded with the trace's value sizes ({} of them given by it), {} bytes (Postgres counted {})",
+            t.found.distinct_keys,
+            t.found.sized_keys,
+            t.found.value_bytes,
+            opt(r.db.seeded_bytes)
+        );
     }
     let app = r.http.is_some();
     if let Some(st) = &r.start

@@ -600,6 +600,10 @@ pub struct DbFigures {
     /// (median of a few runs), ms. Null under `sleep`, whose cost is `--db-cost`.
     #[serde(default)]
     pub heavy_query_ms: Option<f64>,
+    /// A trace replay: the payload bytes of the seeded items as Postgres counts them
+    /// (sum of octet_length), beside the trace's own sizes (`scenario.trace`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seeded_bytes: Option<u64>,
     /// Writes committed (`--write-rps`): one UPDATE each, its own transaction, not in `calls`.
     #[serde(default)]
     pub writes: u64,

@@ -54,12 +54,12 @@ pub(super) fn settings(m: &RunFlags) -> Result<Option<TraceSpec>, UsageError> {
         (
             "--missing-ratio",
             m.missing_ratio.is_some(),
+            "every trace key is an item",
+        ),
         (
             "--value-size-dist",
             m.value_size_dist.is_some(),
             "each item has the trace's value size for it (--value-size for a key the trace gives none)",
-        ),
-            "every trace key is an item",
         ),
         (
             "--warm",

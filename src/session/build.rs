@@ -171,6 +171,7 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
             early_lead_ms_mean: (c.early_recomputes > 0)
                 .then(|| c.early_lead_us as f64 / 1000.0 / c.early_recomputes as f64),
             heavy_query_ms: setup.heavy_query_ms,
+            seeded_bytes: None,
             writes: raw.writes.as_ref().map_or(0, |w| w.committed),
             writes_server,
             write_errors: raw.writes.as_ref().map_or(0, |w| w.errors),

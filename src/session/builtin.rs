@@ -68,6 +68,11 @@ pub(super) async fn run_on(
         }
     };
     let heavy_query_ms = heavy_setup(sc, &db, status).await;
+    // A replay's items carry the trace's sizes: Postgres's own count of them, for the record.
+    let seeded_bytes = match &sc.trace {
+        Some(_) => db.payload_bytes().await.ok(),
+        None => None,
+    };
     let seed_ms = seed_start.elapsed().as_millis() as u64;
     let admin = match cache::Admin::open(&env.redis_url, &env.redis_tls, prefix.clone()).await {
         Ok(a) => a,
@@ -105,6 +110,7 @@ pub(super) async fn run_on(
                 .await;
             r.map(|mut r| {
                 r.servers.heartbeat = Some(beat.figures());
+                r.db.seeded_bytes = seeded_bytes;
                 r
             })
         }
