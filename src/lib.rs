@@ -33,5 +33,6 @@ mod steady;
 pub mod strategy;
 mod thresholds;
 pub mod tls;
+pub mod trace;
 mod values;
 mod workload;
