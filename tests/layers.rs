@@ -15,7 +15,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "leaves: values, redaction, counters, statistics, the workload",
         &[
             "values", "redact", "error", "metric", "metrics", "ledger", "stats", "steady",
-            "workload", "pacer", "shard",
+            "workload", "pacer", "shard", "trace",
         ],
     ),
     (

@@ -15,6 +15,7 @@ pub(crate) mod heartbeat;
 pub mod shards;
 pub mod single;
 pub mod sweep;
+pub mod traces;
 pub mod trials;
 
 use anyhow::Result;

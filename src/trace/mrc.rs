@@ -28,6 +28,38 @@ pub const AUTO_RATE: f64 = 0.01;
 /// SHARDS's modulus P: keys whose hash mod P is under rate × P are sampled.
 const SHARDS_P: u64 = 1 << 24;
 
+/// Cache sizes in objects, as `--sizes 10,100,1k` gives them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sizes(pub Vec<u64>);
+
+impl std::str::FromStr for Sizes {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Sizes, String> {
+        let mut v = Vec::new();
+        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let lower = part.to_ascii_lowercase();
+            let (num, mult) = match lower.as_bytes().last() {
+                Some(b'k') => (&lower[..lower.len() - 1], 1e3),
+                Some(b'm') => (&lower[..lower.len() - 1], 1e6),
+                Some(b'g') => (&lower[..lower.len() - 1], 1e9),
+                _ => (&lower[..], 1.0),
+            };
+            let n: f64 = num
+                .parse()
+                .map_err(|_| format!("{part:?} is not a size (e.g. 100, 1k, 2.5m)"))?;
+            let n = (n * mult).round();
+            if !(1.0..1e15).contains(&n) {
+                return Err(format!("{part:?}: a cache holds at least 1 object"));
+            }
+            v.push(n as u64);
+        }
+        if v.is_empty() {
+            return Err("no sizes given".into());
+        }
+        Ok(Sizes(v))
+    }
+}
+
 /// One point of the curve.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq)]
 pub struct Point {
