@@ -124,7 +124,8 @@ pub struct MrcCmd {
 
     /// SHARDS sampling rate in (0, 1]; 1 = exact [default: auto]
     ///
-    /// By default the curve is exact up to 10 M requests and sampled at 0.01 past that.
+    /// By default the curve is exact up to 10 M requests and sampled at 0.01 past that when
+    /// the sample holds 10 000 keys or more (a million distinct keys).
     #[arg(long, value_name = "R", help_heading = "Curve")]
     pub sampling_rate: Option<f64>,
 

@@ -11,7 +11,9 @@ use crate::cli::{MrcCmd, TraceFlags, TraceStatsCmd};
 use crate::error::UsageError;
 use crate::stats::{Purpose, derive_seed};
 use crate::trace::analysis::{TraceStats, analyse};
-use crate::trace::mrc::{AUTO_EXACT_LIMIT, AUTO_RATE, Curve, Mrc, trace_curve};
+use crate::trace::mrc::{
+    AUTO_EXACT_LIMIT, AUTO_MIN_SAMPLED_KEYS, AUTO_RATE, Curve, Mrc, trace_curve,
+};
 use crate::trace::{Reader, TraceError, fingerprint};
 use crate::workload::KeySampler;
 
@@ -88,11 +90,15 @@ fn workload_curve(cmd: &MrcCmd, rate: Option<f64>, sizes: Option<&[u64]>) -> Res
     let bytes = cmd.value_size.unwrap_or(DEFAULT_VALUE_SIZE);
     let mut sampler = KeySampler::new(keys, zipf, derive_seed(seed, Purpose::Keys, 0), 0.0)
         .map_err(UsageError)?;
-    let rate = rate.unwrap_or(if requests > AUTO_EXACT_LIMIT {
-        AUTO_RATE
-    } else {
-        1.0
-    });
+    // As for a trace: SHARDS by default only where it samples enough keys to be accurate.
+    let sampled_keys = keys as f64 * AUTO_RATE;
+    let rate = rate.unwrap_or(
+        if requests > AUTO_EXACT_LIMIT && sampled_keys >= AUTO_MIN_SAMPLED_KEYS as f64 {
+            AUTO_RATE
+        } else {
+            1.0
+        },
+    );
     let mut m = Mrc::shards(rate);
     for _ in 0..requests {
         m.access(sampler.next_id(), Some(bytes));
@@ -130,7 +136,7 @@ fn table(what: &str, c: &Curve) -> String {
     let sampling = if c.sampling_rate >= 1.0 {
         "exact".to_string()
     } else {
-        format!("SHARDS at rate {}", c.sampling_rate)
+        format!("SHARDS at rate {:.4}", c.sampling_rate)
     };
     let _ = writeln!(
         o,
@@ -142,6 +148,13 @@ fn table(what: &str, c: &Curve) -> String {
         "bytes = objects × {:.0} B (the mean value size of the distinct keys)",
         c.mean_object_bytes
     );
+    if c.sampling_rate < 1.0 {
+        let _ = writeln!(
+            o,
+            "sampled: sizes under {:.0} objects (10/rate) are underestimated or overestimated by up to tens of points",
+            10.0 / c.sampling_rate
+        );
+    }
     let _ = writeln!(o, "{:>14} {:>16} {:>9}", "objects", "bytes", "hit rate");
     for p in &c.curve {
         let _ = writeln!(

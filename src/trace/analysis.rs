@@ -183,10 +183,11 @@ impl Accumulator {
         k.0 += n;
         if let Some(v) = r.value_size {
             k.1 = v;
-            self.sizes.saturating_record_n(u64::from(v), n);
+            // Auto-resizing: record_n grows the histogram (the saturating variant would clamp).
+            let _ = self.sizes.record_n(u64::from(v), n);
         }
         if let Some(t) = r.ttl_s {
-            self.ttls.saturating_record_n(u64::from(t), n);
+            let _ = self.ttls.record_n(u64::from(t), n);
         }
         if let Some(t) = r.time_s {
             self.first_s = self.first_s.min(t);

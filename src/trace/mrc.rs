@@ -20,10 +20,18 @@ use serde::Serialize;
 use super::analysis::IdMap;
 use super::{Op, Reader, TraceError, key_hash};
 
-/// Above this many requests a trace's curve comes from SHARDS at [`AUTO_RATE`] unless a rate
-/// is given: the exact curve's memory and time grow with the keys, SHARDS's with rate × keys.
+/// Above this many requests a curve comes from SHARDS at [`AUTO_RATE`] unless a rate is
+/// given, provided SHARDS has sampled at least [`AUTO_MIN_SAMPLED_KEYS`] keys by then (a
+/// million distinct keys at 1%): the exact curve's time grows with the requests and its memory
+/// with the keys, SHARDS's by the rate less; but with few keys sampled, the few hottest keys
+/// being in or out of the sample swings its estimate by tens of points, and the exact curve
+/// is cheap anyway.
 pub const AUTO_EXACT_LIMIT: u64 = 10_000_000;
 pub const AUTO_RATE: f64 = 0.01;
+pub const AUTO_MIN_SAMPLED_KEYS: u64 = 10_000;
+
+/// SHARDS's smallest default size, in sampled distances (so 10/rate objects).
+pub const SHARDS_MIN_SCALED: f64 = 10.0;
 
 /// SHARDS's modulus P: keys whose hash mod P is under rate × P are sampled.
 const SHARDS_P: u64 = 1 << 24;
@@ -92,15 +100,22 @@ pub struct Curve {
 }
 
 impl Curve {
-    /// The hit rate of an LRU cache of `objects` objects.
+    /// The hit rate of an LRU cache of `objects` objects. Under SHARDS a size falls between
+    /// two sampled distances (objects × rate is fractional): the hits are interpolated
+    /// linearly between them, and below the first one, from 0.
     pub fn hit_rate(&self, objects: u64) -> f64 {
         if self.denom <= 0.0 || objects == 0 {
             return 0.0;
         }
-        let d = ((objects as f64 * self.sampling_rate).floor() as usize).min(self.cum.len() - 1);
-        // The correction goes to the first bucket: every size that resolves a distance has it.
-        let adjust = if d > 0 { self.adjust } else { 0.0 };
-        ((self.cum[d] as f64 + adjust) / self.denom).clamp(0.0, 1.0)
+        let last = self.cum.len() - 1;
+        let d = objects as f64 * self.sampling_rate;
+        let lo = (d.floor() as usize).min(last);
+        let hi = (d.ceil() as usize).min(last);
+        let frac = if hi > lo { d - lo as f64 } else { 0.0 };
+        // The correction goes to the first bucket, so it grows in with it too.
+        let with_adjust = |i: usize| self.cum[i] as f64 + if i > 0 { self.adjust } else { 0.0 };
+        let hits = with_adjust(lo) + frac * (with_adjust(hi) - with_adjust(lo));
+        (hits / self.denom).clamp(0.0, 1.0)
     }
 }
 
@@ -256,10 +271,15 @@ impl StackDistances {
 }
 
 /// The sizes a curve is evaluated at when none are given: 1, 2, 5, 10, 20, 50, … up to the
-/// distinct keys, and the distinct keys themselves; from 1/rate up under SHARDS, the smallest
-/// size its scaled distances resolve.
+/// distinct keys, and the distinct keys themselves; under SHARDS from 10/rate up, where its
+/// error is that docs/traces.md states (below, a size spans a handful of sampled distances
+/// and the few hottest keys being in or out of the sample dominate).
 pub fn default_sizes(distinct: u64, rate: f64) -> Vec<u64> {
-    let from = (1.0 / rate).ceil().max(1.0) as u64;
+    let from = if rate >= 1.0 {
+        1
+    } else {
+        (SHARDS_MIN_SCALED / rate).ceil() as u64
+    };
     let mut v = vec![from];
     let mut p = 1u64;
     'outer: loop {
@@ -413,7 +433,8 @@ pub fn shards_curve(
 /// A trace's curve. Gets and sets are accesses (a set writes the key, so it is in the cache
 /// after), `op_count` of them for a Meta line; a delete removes the key; other lines are
 /// skipped. Without a rate, the exact curve runs alongside SHARDS at [`AUTO_RATE`] until
-/// [`AUTO_EXACT_LIMIT`] requests, and past that only SHARDS goes on.
+/// [`AUTO_EXACT_LIMIT`] requests, and past that only SHARDS goes on if it has sampled
+/// [`AUTO_MIN_SAMPLED_KEYS`] keys (else only the exact curve does).
 pub fn trace_curve(
     reader: &mut Reader,
     rate: Option<f64>,
@@ -448,6 +469,9 @@ pub fn trace_curve(
         {
             exact = None;
         }
+    }
+    if exact.is_some() {
+        sampled = None;
     }
     Ok(match (exact, sampled) {
         (Some(m), _) | (None, Some(m)) => m.curve(sizes),

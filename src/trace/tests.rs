@@ -324,6 +324,8 @@ fn analysis_counts_requests_keys_ops_and_rates() {
     let rate = s.rate_per_s.as_ref().unwrap();
     assert_eq!((rate.seconds, rate.max, rate.median), (3, 2, 1));
     assert_eq!(s.working_set_bytes, 100 + 200 + 50);
+    // Past the histogram's first range (it grows, never clamps).
+    assert_eq!(s.ttl_s.as_ref().map(|t| t.max), Some(3600));
     assert!(s.text().contains("distinct keys"));
 }
 
@@ -404,5 +406,8 @@ fn stack_distances_match_a_brute_force_lru_at_every_size() {
 #[test]
 fn default_sizes_are_log_spaced_up_to_the_keys() {
     assert_eq!(default_sizes(120, 1.0), vec![1, 2, 5, 10, 20, 50, 100, 120]);
-    assert_eq!(default_sizes(1000, 0.01), vec![100, 200, 500, 1000]);
+    assert_eq!(
+        default_sizes(100_000, 0.01),
+        vec![1000, 2000, 5000, 10_000, 20_000, 50_000, 100_000]
+    );
 }
