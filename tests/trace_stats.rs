@@ -46,9 +46,9 @@ fn csv_trace(dir: &Path, name: &str, ranks: &[u64]) -> PathBuf {
 }
 
 /// The fitted exponent is within this of the one drawn from, at 10k keys and 200k requests:
-/// measured 0.9 → 0.9xx and 1.2 → 1.2xx (docs/traces.md); ranking keys by their observed
-/// counts flattens the tail a little, which the fit sees.
-const ZIPF_ERROR: f64 = 0.05;
+/// measured 0.9 → 0.902 and 1.2 → 1.195 (docs/traces.md); ranking keys by their observed
+/// counts reorders the noisy tail, which the fit sees.
+const ZIPF_ERROR: f64 = 0.02;
 
 #[test]
 fn trace_stats_recovers_the_zipf_exponent_drawn_from() {
