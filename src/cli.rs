@@ -4,10 +4,14 @@
 //! Every flag has a help heading, and its doc comment a first paragraph that fits on one line
 //! of `-h` (the summary) before the paragraphs `--help` adds (tests/help.rs holds both).
 
+mod traces;
+
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
 use serde::Deserialize;
+pub use traces::{MrcCmd, TraceFlags, TraceStatsCmd};
 
 use crate::fault::FaultSpec;
 use crate::origin::DbQuery;
@@ -84,6 +88,17 @@ pub enum Command {
     /// Draft-07, for an editor to validate a scenario as it is typed or a program to read
     /// results by (docs/results.md).
     Schema(SchemaCmd),
+    /// Print the figures of an access trace: rate, keys, Zipf fit, sizes.
+    ///
+    /// Requests, duration, rate per second, distinct keys, one-hit wonders, the fitted Zipf
+    /// exponent, the working set, the op mix and the value-size and TTL distributions
+    /// (docs/traces.md defines each).
+    TraceStats(TraceStatsCmd),
+    /// Print the LRU miss-ratio curve of a trace or of a run's workload.
+    ///
+    /// Exact (Mattson stack distances) up to 10 M requests, SHARDS sampling past that or at
+    /// --sampling-rate; in objects and in bytes (docs/traces.md).
+    Mrc(MrcCmd),
 }
 
 #[derive(Debug, Args)]

@@ -35,6 +35,6 @@ mod steady;
 pub mod strategy;
 mod thresholds;
 pub mod tls;
-mod trace;
+pub mod trace;
 mod values;
 mod workload;

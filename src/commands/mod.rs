@@ -8,6 +8,7 @@ mod conventions;
 mod merge;
 mod run;
 mod sweep;
+mod traces;
 
 use std::process::ExitCode;
 
@@ -37,6 +38,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Completions(cmd) => conventions::completions(cmd),
         Command::Man => conventions::man(),
         Command::Schema(cmd) => conventions::schema(cmd),
+        Command::TraceStats(cmd) => traces::stats(cmd),
+        Command::Mrc(cmd) => traces::mrc(cmd),
     }
 }
 

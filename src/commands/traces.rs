@@ -1,0 +1,19 @@
+//! `stampede trace-stats` and `stampede mrc`: read a trace (or draw a run's workload), print
+//! its figures or its LRU miss-ratio curve (the work is `session::traces`).
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use crate::cli::{MrcCmd, TraceStatsCmd};
+use crate::session::traces;
+
+pub fn stats(cmd: TraceStatsCmd) -> Result<ExitCode> {
+    print!("{}", traces::trace_stats(&cmd)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn mrc(cmd: MrcCmd) -> Result<ExitCode> {
+    print!("{}", traces::mrc(&cmd)?);
+    Ok(ExitCode::SUCCESS)
+}
