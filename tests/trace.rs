@@ -218,3 +218,87 @@ fn check_refuses_to_compare_runs_of_different_traces() {
     assert_ne!(out.status.code(), Some(0), "{text}");
     assert!(text.contains("trace"), "{text}");
 }
+
+/// The same 600 requests (200 a second for 3 s over 50 keys, plus SETs and an op the replay
+/// skips) in each format: each replays exactly its reads, `op_count` expanded.
+#[test]
+fn every_format_replays_its_reads_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let reqs: Vec<(u64, u64)> = (0..600u64).map(|i| (i / 200, (i * 7) % 50)).collect();
+    let t0 = 1_700_000_000u64;
+    let mut twitter = String::new();
+    let mut meta = String::from("op_time,key,key_size,op,op_count,size,cache_hits,ttl\n");
+    let mut jsonl = String::new();
+    let mut monitor = String::from("OK\n");
+    for (n, &(s, k)) in reqs.iter().enumerate() {
+        twitter.push_str(&format!("{},key{k},5,{},1,get,0\n", t0 + s, 100 + k));
+        jsonl.push_str(&format!(
+            "{{\"timestamp\": {}, \"key\": \"key{k}\", \"value_size\": {}}}\n",
+            t0 + s,
+            100 + k
+        ));
+        monitor.push_str(&format!(
+            "{}.{:06} [0 127.0.0.1:6000] \"GET\" \"key{k}\"\n",
+            t0 + s,
+            (n % 200) * 5000 + 1
+        ));
+        // Meta: every other line stands for two requests (op_count 2).
+        if n % 2 == 0 {
+            meta.push_str(&format!("{},key{k},5,GET,2,{},0,0\n", t0 + s, 100 + k));
+        }
+        if n % 50 == 0 {
+            twitter.push_str(&format!("{},key{k},5,{},1,set,60\n", t0 + s, 100 + k));
+            meta.push_str(&format!("{},key{k},5,SET,1,{},0,60\n", t0 + s, 100 + k));
+            monitor.push_str(&format!(
+                "{}.{:06} [0 127.0.0.1:6000] \"INFO\"\n",
+                t0 + s,
+                (n % 200) * 5000 + 2
+            ));
+        }
+    }
+    // Meta's lines are every other request's (key (7n) mod 50 for even n: 25 keys).
+    for (name, body, format, keys) in [
+        ("t.twitter", twitter, "twitter", 50),
+        ("t.meta", meta, "meta", 25),
+        ("t.jsonl", jsonl, "jsonl", 50),
+        ("t.monitor", monitor, "monitor", 50),
+    ] {
+        let p = dir.path().join(name);
+        std::fs::write(&p, body).expect("writing the trace");
+        let r = run_ok(&[
+            "--trace",
+            p.to_str().expect("utf-8"),
+            "--trace-format",
+            format,
+        ]);
+        r.assert_counts_add_up();
+        assert_eq!(r.u("/requests/scheduled"), 600, "{format}");
+        assert_eq!(r.u("/scenario/keys"), keys, "{format}");
+        assert_eq!(r.u("/db/calls"), r.u("/db/calls_server"), "{format}");
+    }
+}
+
+#[test]
+fn a_compressed_trace_streams_and_a_truncated_one_is_an_error() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let csv = csv_trace(dir.path());
+    let raw = std::fs::read(&csv).expect("read");
+    let zst = dir.path().join("trace.csv.zst");
+    std::fs::write(&zst, zstd::encode_all(&raw[..], 3).expect("zstd")).expect("write");
+    let r = run_ok(&["--trace", zst.to_str().expect("utf-8"), "--duration", "1s"]);
+    assert_eq!(r.u("/requests/scheduled"), PER_SECOND[0] as u64);
+    let whole = std::fs::read(&zst).expect("read");
+    let cut = dir.path().join("cut.csv.zst");
+    std::fs::write(&cut, &whole[..whole.len() / 2]).expect("write");
+    let out = stampede()
+        .args(["run", "--trace", cut.to_str().expect("utf-8")])
+        .output()
+        .expect("running stampede");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a truncated trace is an error: {err}"
+    );
+    assert!(err.contains("cut.csv.zst"), "{err}");
+}
