@@ -695,6 +695,16 @@ pub struct RunFlags {
     #[arg(long, value_name = "FILE", help_heading = "Trace")]
     pub trace: Option<PathBuf>,
 
+    /// A synthetic workload with a trace's shape (trace-stats --json)
+    ///
+    /// Reads what `stampede trace-stats FILE --json` wrote and takes its shape as the
+    /// defaults: --keys (distinct keys), --zipf (the fitted exponent), --rps (the mean rate;
+    /// the reads' share of it, the rest as --write-rps), --value-size-dist (a lognormal with the
+    /// trace's mean and median value size) and --ttl (the median TTL). Flags given win. A team
+    /// can share the shape without the trace.
+    #[arg(long, value_name = "FILE", help_heading = "Trace")]
+    pub workload_from: Option<PathBuf>,
+
     /// The trace's format [default: detected from its content]
     ///
     /// twitter (cache-trace CSV), meta (CacheLib KV replay CSV, v1 or v2), csv or jsonl

@@ -89,6 +89,7 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
     let mut m = pick!(
         strategy,
         trace,
+        workload_from,
         trace_format,
         trace_columns,
         trace_ops,
@@ -777,6 +778,7 @@ fn build(
         _ => Src::Flags,
     };
     let mut m = merge(flags, from_file);
+    super::trace::workload_from(&mut m)?;
 
     let strategy = StrategySpec::parse(m.strategy.as_deref().unwrap_or("cache-aside"))
         .map_err(UsageError::new)?;

@@ -134,3 +134,77 @@ pub(super) fn duration(spec: &TraceSpec, warmup: Option<Dur>) -> Dur {
     let w = warmup.map_or(0.0, |d| d.0.as_secs_f64());
     Dur(Duration::from_secs_f64(spec.found.run_s - w))
 }
+
+/// `--workload-from FILE`: the shape `trace-stats --json` wrote, as the defaults of the
+/// synthetic workload (flags and the scenario file win). Each field read is checked, and a
+/// missing or odd one is named.
+pub(super) fn workload_from(m: &mut RunFlags) -> Result<(), UsageError> {
+    let Some(path) = m.workload_from.clone() else {
+        return Ok(());
+    };
+    if m.trace.is_some() {
+        return Err(UsageError::new(
+            "--workload-from synthesizes a workload with a trace's shape and --trace replays the trace itself: choose one",
+        ));
+    }
+    let shown = path.display();
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| UsageError::new(format!("--workload-from {shown}: {e}")))?;
+    let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        UsageError::new(format!(
+            "--workload-from {shown}: not JSON ({e}); write it with `stampede trace-stats TRACE --json > {shown}`"
+        ))
+    })?;
+    let num = |ptr: &str| v.pointer(ptr).and_then(serde_json::Value::as_f64);
+    let need = |ptr: &str| {
+        num(ptr).ok_or_else(|| {
+            UsageError::new(format!(
+                "--workload-from {shown}: no number at {ptr}; is it `stampede trace-stats --json` output?"
+            ))
+        })
+    };
+    let keys = need("/distinct_keys")?;
+    let zipf = need("/zipf_exponent")?;
+    let rate = num("/rate_per_s/mean").or_else(|| {
+        let (n, d) = (num("/requests")?, num("/duration_s")?);
+        (d > 0.0).then(|| n / d)
+    });
+    let Some(rate) = rate.filter(|r| *r > 0.0) else {
+        return Err(UsageError::new(format!(
+            "--workload-from {shown}: the trace has no rate (no timestamps): give --rps"
+        )));
+    };
+    if keys < 1.0 || !(zipf.is_finite() && zipf > 0.0) {
+        return Err(UsageError::new(format!(
+            "--workload-from {shown}: distinct_keys {keys} and zipf_exponent {zipf} do not make a workload (at least one key, an exponent above 0)"
+        )));
+    }
+    let reads = num("/ops/read_share").unwrap_or(1.0).clamp(0.0, 1.0);
+    m.keys.get_or_insert(keys as u64);
+    m.zipf.get_or_insert(zipf);
+    m.rps.get_or_insert(crate::values::Rate(rate * reads.max(1e-9)));
+    if m.write_rps.is_none() && m.clients.is_none() && reads < 1.0 {
+        m.write_rps = Some(crate::values::Rate(rate * (1.0 - reads)));
+    }
+    if m.value_size.is_none() && m.value_size_dist.is_none() {
+        match (num("/value_size/mean"), num("/value_size/p50")) {
+            // A lognormal's median is e^mu and its mean e^(mu + sigma²/2): the two give sigma.
+            (Some(mean), Some(p50)) if mean > p50 && p50 >= 1.0 => {
+                let s2 = 2.0 * (mean / p50).ln();
+                let sd = mean * (s2.exp() - 1.0).sqrt();
+                m.value_size_dist = Some(crate::sizes::SizeDist::LogNormal {
+                    mean: crate::values::Size(mean.round() as u64),
+                    sd: crate::values::Size(sd.round().max(1.0) as u64),
+                });
+            }
+            (Some(mean), _) if mean >= 1.0 => m.value_size = Some(mean.round() as usize),
+            _ => {}
+        }
+    }
+    if m.ttl.is_none()
+        && let Some(t) = num("/ttl_s/p50").filter(|t| *t > 0.0)
+    {
+        m.ttl = Some(Dur(Duration::from_secs_f64(t)));
+    }
+    Ok(())
+}
