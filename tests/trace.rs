@@ -302,3 +302,56 @@ fn a_compressed_trace_streams_and_a_truncated_one_is_an_error() {
     );
     assert!(err.contains("cut.csv.zst"), "{err}");
 }
+
+#[test]
+fn workload_from_takes_a_traces_shape_without_the_trace() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let trace = csv_trace(dir.path());
+    let out = stampede()
+        .args(["trace-stats", trace.to_str().expect("utf-8"), "--json"])
+        .output()
+        .expect("running trace-stats");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shape = dir.path().join("shape.json");
+    std::fs::write(&shape, &out.stdout).expect("write");
+    let stats: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let r = run_ok(&[
+        "--workload-from",
+        shape.to_str().expect("utf-8"),
+        "--duration",
+        "2s",
+    ]);
+    // The synthetic workload has the trace's keys, exponent and mean rate (reads, and its
+    // SETs' share as writes).
+    assert_eq!(
+        r.u("/scenario/keys"),
+        stats["distinct_keys"].as_u64().expect("keys")
+    );
+    let z = stats["zipf_exponent"].as_f64().expect("zipf");
+    assert!((r.f("/scenario/zipf") - z).abs() < 0.001);
+    let rate = stats["rate_per_s"]["mean"].as_f64().expect("rate");
+    let reads = stats["ops"]["read_share"].as_f64().expect("share");
+    assert_eq!(r.f("/scenario/load/rps"), (rate * reads).round());
+    assert!(
+        r.json["scenario"]["writes"]["rps"]
+            .as_f64()
+            .expect("writes")
+            >= 1.0
+    );
+    assert!(r.json["scenario"]["value_size_dist"].is_string() || r.u("/scenario/value_size") > 0);
+    let out = stampede()
+        .args([
+            "run",
+            "--workload-from",
+            shape.to_str().expect("utf-8"),
+            "--trace",
+        ])
+        .arg(&trace)
+        .output()
+        .expect("running stampede");
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -181,10 +181,13 @@ pub(super) fn workload_from(m: &mut RunFlags) -> Result<(), UsageError> {
     }
     let reads = num("/ops/read_share").unwrap_or(1.0).clamp(0.0, 1.0);
     m.keys.get_or_insert(keys as u64);
-    m.zipf.get_or_insert(zipf);
-    m.rps.get_or_insert(crate::values::Rate(rate * reads.max(1e-9)));
-    if m.write_rps.is_none() && m.clients.is_none() && reads < 1.0 {
-        m.write_rps = Some(crate::values::Rate(rate * (1.0 - reads)));
+    // Rounded as a user would write them (3 digits of exponent, whole requests a second).
+    m.zipf.get_or_insert((zipf * 1000.0).round() / 1000.0);
+    m.rps
+        .get_or_insert(crate::values::Rate((rate * reads).round().max(1.0)));
+    let writes = (rate * (1.0 - reads)).round();
+    if m.write_rps.is_none() && m.clients.is_none() && writes >= 1.0 {
+        m.write_rps = Some(crate::values::Rate(writes));
     }
     if m.value_size.is_none() && m.value_size_dist.is_none() {
         match (num("/value_size/mean"), num("/value_size/p50")) {
