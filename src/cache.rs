@@ -617,7 +617,9 @@ impl Admin {
                     .arg(px)
                     .query_async(&mut c)
                     .await
-                    .context("renewing the run's heartbeat with PEXPIRE after SET was refused with OOM")?;
+                    .context(
+                        "renewing the run's heartbeat with PEXPIRE after SET was refused with OOM",
+                    )?;
                 if renewed {
                     Ok(())
                 } else {

@@ -17,8 +17,8 @@ use tokio_postgres::types::Type;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::error::{EnvError, UsageError};
-use crate::sizes::Sizes;
 use crate::ledger::{self, LedgerLoad};
+use crate::sizes::Sizes;
 
 mod own;
 use crate::metrics::{LoadGuard, Phase};
@@ -378,16 +378,7 @@ impl Db {
         ledger_cost: Duration,
     ) -> Result<Db> {
         let schema = format!("stampede_{run_id}");
-        Db::setup_in(
-            url,
-            &schema,
-            keys,
-            sizes,
-            connections,
-            logged,
-            ledger_cost,
-        )
-        .await
+        Db::setup_in(url, &schema, keys, sizes, connections, logged, ledger_cost).await
     }
 
     /// [`Db::setup`] in a schema of the caller's naming (`--schema`: an app under test that

@@ -99,7 +99,9 @@ impl SizeDist {
                 let mu = m.ln() - sigma2 / 2.0;
                 match LogNormal::new(mu, sigma2.sqrt()) {
                     Ok(d) => (0..n)
-                        .map(|_| d.sample(&mut rng).round().clamp(1.0, MAX_ITEM_BYTES as f64) as u32)
+                        .map(|_| {
+                            d.sample(&mut rng).round().clamp(1.0, MAX_ITEM_BYTES as f64) as u32
+                        })
                         .collect(),
                     Err(_) => vec![mean.0 as u32; n],
                 }
@@ -145,7 +147,9 @@ impl FromStr for SizeDist {
         };
         let (min, max) = (size(a)?, size(b)?);
         if min > max {
-            return Err(format!("'{s}': the smallest size comes first ({max}..{min})"));
+            return Err(format!(
+                "'{s}': the smallest size comes first ({max}..{min})"
+            ));
         }
         Ok(SizeDist::Uniform { min, max })
     }
@@ -218,7 +222,13 @@ mod tests {
                 sd: Size(2048)
             }
         );
-        for bad in ["100", "10k..100", "0..5", "lognormal:mean=1k", "normal:mean=1,sd=2"] {
+        for bad in [
+            "100",
+            "10k..100",
+            "0..5",
+            "lognormal:mean=1k",
+            "normal:mean=1,sd=2",
+        ] {
             assert!(bad.parse::<SizeDist>().is_err(), "{bad}");
         }
     }

@@ -18,7 +18,11 @@ const SAMPLE_HALF: u64 = 500;
 /// and read back what the server runs with; on an external Redis only read it. A refused
 /// CONFIG GET (an ACL) leaves the configuration unknown rather than failing the run; a
 /// refused CONFIG SET on the tool's own server fails it.
-pub(super) async fn configure(sc: &Scenario, env: &mut Env, admin: &Admin) -> Result<Option<MemoryConfig>> {
+pub(super) async fn configure(
+    sc: &Scenario,
+    env: &mut Env,
+    admin: &Admin,
+) -> Result<Option<MemoryConfig>> {
     if sc.redis_url.is_none() {
         let limit = sc.memory.unwrap_or(MemoryLimit::UNLIMITED);
         admin.set_memory_limit(&limit).await?;
@@ -67,7 +71,8 @@ pub(super) async fn figures(
         notes.push("an external Redis: the peak and the keys are every client's".to_string());
     }
     if restarted {
-        notes.push("Redis restarted during the run: the peak is the restarted server's".to_string());
+        notes
+            .push("Redis restarted during the run: the peak is the restarted server's".to_string());
     }
     MemoryFigures {
         maxmemory: config.map(|c| c.maxmemory),
