@@ -12,7 +12,7 @@ pub mod comparison;
 pub mod env;
 pub mod faults;
 pub(crate) mod heartbeat;
-mod memory;
+pub(crate) mod memory;
 pub mod shards;
 pub mod single;
 pub mod sweep;
