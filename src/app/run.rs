@@ -294,13 +294,9 @@ async fn measure(
     let redis_restarted = faults
         .as_ref()
         .is_some_and(|d| !d.restarted_pids.is_empty());
-    let memory = crate::session::memory::figures(
-        sc,
-        setup.admin,
-        memory_config.as_ref(),
-        redis_restarted,
-    )
-    .await;
+    let memory =
+        crate::session::memory::figures(sc, setup.admin, memory_config.as_ref(), redis_restarted)
+            .await;
     let mut notes = Vec::new();
     let (pid, log, ready_ms) = match &mut started {
         Some(s) => {
