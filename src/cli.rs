@@ -807,7 +807,7 @@ pub struct RunFlags {
     ///
     /// Redis's maxmemory-policy: noeviction (writes are refused with OOM; the request is still
     /// answered from the database), allkeys-lru, allkeys-lfu, allkeys-random, volatile-lru,
-    /// volatile-lfu, volatile-random or volatile-ttl. Needs --maxmemory.
+    /// volatile-lfu, volatile-random or volatile-ttl. Acts once --maxmemory sets a limit.
     #[arg(
         long,
         value_enum,
@@ -820,7 +820,7 @@ pub struct RunFlags {
     /// Keys the approximate LRU/LFU/TTL samples [default: 5]
     ///
     /// Redis's maxmemory-samples, 1 to 64: more is closer to the exact policy and costs more
-    /// CPU per eviction. Needs --maxmemory.
+    /// CPU per eviction.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64), help_heading = "Redis memory")]
     pub maxmemory_samples: Option<u32>,
 

@@ -194,7 +194,10 @@ impl FromStr for Size {
 impl fmt::Display for Size {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.0;
-        match SIZE_UNITS[..6].iter().find(|(_, m)| n > 0 && n % m == 0) {
+        match SIZE_UNITS[..6]
+            .iter()
+            .find(|(_, m)| n > 0 && n.is_multiple_of(*m))
+        {
             Some((u, m)) => write!(f, "{}{u}", n / m),
             None => write!(f, "{n}"),
         }

@@ -64,6 +64,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "session::builtin",
             "session::faults",
             "session::heartbeat",
+            "session::memory",
             "session::shards",
             "session::trials",
             "session::comparison",

@@ -103,8 +103,10 @@ pub async fn run_on(
                 r.servers.heartbeat = Some(beat.figures());
                 r
             });
-        if sc.redis_url.is_some()
-            && let Err(e) = admin.remove_namespace().await
+        // On the managed Redis too: the next run of a comparison must have its memory limit
+        // to itself (the failure to remove from the tool's own server needs no warning).
+        if let Err(e) = admin.remove_namespace().await
+            && sc.redis_url.is_some()
         {
             eprintln!(
                 "warning: could not remove this run's keys from {}: {e:#}",
@@ -245,6 +247,10 @@ async fn measure(
         .version()
         .await
         .map_err(|e| EnvError(format!("reading Redis INFO: {e:#}")))?;
+    // The app's cache is the run's Redis: a limit is in place before the app starts.
+    let memory_config = crate::session::memory::configure(sc, env, setup.admin)
+        .await
+        .context("setting the managed Redis's memory limit")?;
     let port = match &t.app_cmd {
         Some(_) => crate::servers::free_port().context("finding a free port for the app")?,
         None => 0,
@@ -285,6 +291,12 @@ async fn measure(
     let faults = faults?;
     bar.finish_and_clear();
     let after = setup.admin.stats().await.ok();
+    let redis_restarted = faults
+        .as_ref()
+        .is_some_and(|d| !d.restarted_pids.is_empty());
+    let memory =
+        crate::session::memory::figures(sc, setup.admin, memory_config.as_ref(), redis_restarted)
+            .await;
     let mut notes = Vec::new();
     let (pid, log, ready_ms) = match &mut started {
         Some(s) => {
@@ -323,7 +335,7 @@ async fn measure(
         // Writes are refused with --target: the tool cannot see the app's commits.
         divergence: None,
         writes_server: None,
-        memory: None,
+        memory: Some(memory),
     };
     let mut r = build(sc, measured, setup, env);
     shape(

@@ -79,3 +79,48 @@ pub(crate) fn memory(o: &mut String, r: &RunResult) {
         );
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::memory::MemoryFigures;
+
+    fn baseline() -> RunResult {
+        serde_json::from_str(include_str!("../../results/baseline-ci/cache-aside.json")).unwrap()
+    }
+
+    #[test]
+    fn no_lines_without_a_limit_or_evictions_and_each_figure_named_with_one() {
+        let mut r = baseline();
+        let mut o = String::new();
+        memory(&mut o, &r);
+        assert!(o.is_empty(), "{o}");
+        r.redis.oom_errors = 12;
+        r.redis.evicted_keys = Some(0);
+        r.redis.memory = Some(MemoryFigures {
+            maxmemory: Some(8 << 20),
+            policy: Some("noeviction".into()),
+            samples: Some(5),
+            set_by_tool: true,
+            used_memory_peak: Some(8 << 20),
+            used_memory_end: Some(8 << 20),
+            keys_at_end: Some(6700),
+            entries_at_end: Some(6698),
+            bytes_per_key_sampled: Some(1096.0),
+            sampled_keys: 1000,
+            used_memory_per_key: Some(1252.0),
+            note: None,
+        });
+        memory(&mut o, &r);
+        for s in [
+            "maxmemory 8mb noeviction (samples 5, set by stampede)",
+            "evicted keys 0 (INFO)",
+            "writes refused with OOM 12",
+            "used_memory peak 8.0 MiB",
+            "keys at end 6700 (the run's entries 6698)",
+            "1096 B by MEMORY USAGE (1000 entries sampled), 1252 B by used_memory / keys",
+        ] {
+            assert!(o.contains(s), "{s} in\n{o}");
+        }
+    }
+}

@@ -38,12 +38,6 @@ pub(super) fn limit(m: &RunFlags) -> Result<Option<MemoryLimit>, UsageError> {
             flag(first)
         )));
     }
-    let Some(maxmemory) = m.maxmemory else {
-        return Err(UsageError::new(format!(
-            "{} is a setting of the memory limit, and there is none: add --maxmemory SIZE (scenario file: maxmemory)",
-            flag(first)
-        )));
-    };
     if let Some(n) = m.maxmemory_samples
         && !(1..=64).contains(&n)
     {
@@ -51,8 +45,10 @@ pub(super) fn limit(m: &RunFlags) -> Result<Option<MemoryLimit>, UsageError> {
             "maxmemory_samples {n}: Redis takes 1 to 64"
         )));
     }
+    // A policy without a limit is Redis's own "no limit" (maxmemory 0) with that policy: it
+    // acts once a limit is set, as a sweep along --maxmemory does at each point.
     Ok(Some(MemoryLimit {
-        maxmemory,
+        maxmemory: m.maxmemory.unwrap_or_default(),
         policy: m.maxmemory_policy.unwrap_or(EvictionPolicy::Noeviction),
         samples: m.maxmemory_samples.unwrap_or(DEFAULT_SAMPLES),
     }))
@@ -75,12 +71,13 @@ mod tests {
         .unwrap();
         assert_eq!(l.policy, EvictionPolicy::Noeviction);
         assert_eq!(l.samples, 5);
-        let e = limit(&RunFlags {
+        let l = limit(&RunFlags {
             maxmemory_policy: Some(EvictionPolicy::AllkeysLru),
             ..Default::default()
         })
-        .unwrap_err();
-        assert!(e.to_string().contains("--maxmemory-policy"), "{e}");
+        .unwrap()
+        .unwrap();
+        assert_eq!((l.maxmemory.0, l.policy), (0, EvictionPolicy::AllkeysLru));
         let e = limit(&RunFlags {
             maxmemory: Some(Size(8 << 20)),
             redis_url: Some("redis://127.0.0.1:1".into()),

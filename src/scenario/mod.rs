@@ -329,6 +329,12 @@ impl Scenario {
             parts.push(format!("db-pool {}", self.db_pool));
             parts.push(plural(u64::from(self.instances), "instance"));
         }
+        if let Some(d) = &self.value_size_dist {
+            parts.push(format!("value sizes {d}"));
+        }
+        if let Some(l) = self.memory_limit() {
+            parts.push(format!("maxmemory {} {}", l.maxmemory, l.policy));
+        }
         if self.warm > 0 {
             parts.push(format!("{} keys warmed", self.warm));
         }
@@ -407,12 +413,15 @@ mod tests {
 
     #[test]
     fn every_setting_is_the_workload_s_the_strategy_s_or_neither() {
-        // With writes and a lease, so that every optional setting is written.
+        // With writes, a lease, a memory limit and a size distribution, so that every
+        // optional setting is written.
         let s = resolve(
             None,
             RunFlags {
                 strategy: Some("lease".into()),
                 write_rps: Some(Rate(10.0)),
+                maxmemory: Some(crate::values::Size(8 << 20)),
+                value_size_dist: Some("100..10k".parse().unwrap()),
                 ..Default::default()
             },
         )

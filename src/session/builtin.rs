@@ -116,8 +116,12 @@ pub(super) async fn run_on(
         }
         Err(e) => Err(e),
     };
-    if sc.redis_url.is_some()
-        && let Err(e) = admin.remove_namespace().await
+    // A managed Redis is shared by the runs of a comparison or a sweep: a run's entries left
+    // there would take the next run's memory (under its limit, evicted or refused in its
+    // place), so they go on either server. The managed server is the tool's own and stops
+    // with the session: a failure there (a Redis a fault left down) needs no warning.
+    if let Err(e) = admin.remove_namespace().await
+        && sc.redis_url.is_some()
     {
         eprintln!(
             "warning: could not remove this run's keys from {}: {e:#}",

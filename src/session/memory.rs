@@ -18,7 +18,7 @@ const SAMPLE_HALF: u64 = 500;
 /// and read back what the server runs with; on an external Redis only read it. A refused
 /// CONFIG GET (an ACL) leaves the configuration unknown rather than failing the run; a
 /// refused CONFIG SET on the tool's own server fails it.
-pub(super) async fn configure(
+pub(crate) async fn configure(
     sc: &Scenario,
     env: &mut Env,
     admin: &Admin,
@@ -35,7 +35,7 @@ pub(super) async fn configure(
 
 /// The memory figures at the end of the run. `restarted`: Redis restarted during it (the
 /// peak is then the last server's).
-pub(super) async fn figures(
+pub(crate) async fn figures(
     sc: &Scenario,
     admin: &Admin,
     config: Option<&MemoryConfig>,

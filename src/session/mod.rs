@@ -12,11 +12,10 @@ pub mod comparison;
 pub mod env;
 pub mod faults;
 pub(crate) mod heartbeat;
-mod memory;
+pub(crate) mod memory;
 pub mod shards;
 pub mod single;
 pub mod sweep;
-pub mod traces;
 pub mod trials;
 
 use anyhow::Result;

@@ -123,7 +123,9 @@ fn value(kind: Kind, flag: &str, s: &str) -> Result<f64, UsageError> {
 fn text(kind: Kind, v: f64) -> String {
     match kind {
         Kind::Rate | Kind::Float => trim(v),
-        Kind::Int | Kind::Size => format!("{}", v.round() as i64),
+        Kind::Int => format!("{}", v.round() as i64),
+        // As the user writes it (`8mb`): clap reads it back, and labels and file names show it.
+        Kind::Size => Size(v.round().max(0.0) as u64).to_string(),
         Kind::Percent => format!("{}%", trim(v * 100.0)),
         Kind::Dur => {
             let us = (v * 1000.0).round() as u64;
@@ -332,6 +334,23 @@ mod tests {
         assert!(a.is_err() || a.unwrap().name == "drop_fraction");
         assert_eq!(parse("ttl=1s,2s").unwrap().points[1].text, "2000ms");
         assert_eq!(parse("missing-ratio=0.5").unwrap().points[0].text, "50%");
+        let m = parse("maxmemory=4mb,8mb,16mb,32mb").unwrap();
+        assert_eq!(m.unit, "bytes");
+        let p: Vec<(f64, &str)> = m
+            .points
+            .iter()
+            .map(|p| (p.number, p.text.as_str()))
+            .collect();
+        assert_eq!(
+            p,
+            vec![
+                (4194304.0, "4mb"),
+                (8388608.0, "8mb"),
+                (16777216.0, "16mb"),
+                (33554432.0, "32mb")
+            ]
+        );
+        assert_eq!(numbers("maxmemory=4mb..16mb:x2").len(), 3);
     }
 
     #[test]
