@@ -16,6 +16,7 @@ pub(crate) mod memory;
 pub mod shards;
 pub mod single;
 pub mod sweep;
+pub mod traces;
 pub mod trials;
 
 use anyhow::Result;
