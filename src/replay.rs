@@ -555,7 +555,7 @@ pub fn spawn(spec: &TraceSpec, default_size: u32, seed: u64) -> Result<Feeds, St
             let mut out = Out::new(rtx, with_writes.then_some(wtx));
             let mut rng = SmallRng::seed_from_u64(seed);
             // Under whole-second stamps, one second's requests wait here to be placed.
-            let mut second: Option<(u64, Vec<(u64, bool, u32)>)> = None;
+            let mut second: Option<(u64, Vec<Pending>)> = None;
             let r = walk.each(|r| {
                 if !r.sent {
                     return true;
@@ -604,10 +604,13 @@ pub fn spawn(spec: &TraceSpec, default_size: u32, seed: u64) -> Result<Feeds, St
     Ok(feeds)
 }
 
+/// A request of the second being placed: its id, whether it is a write, its TTL (s).
+type Pending = (u64, bool, u32);
+
 /// Place one whole second's requests over that second of run time.
 fn place(
     sec: u64,
-    reqs: &[(u64, bool, u32)],
+    reqs: &[Pending],
     how: Spread,
     speed: f64,
     rng: &mut SmallRng,
