@@ -169,6 +169,8 @@ struct Requests {
     /// Requests walked so far (the clock of a re-timed trace).
     k: u64,
     path: PathBuf,
+    /// The latest request time walked, s from the slice's start.
+    last_t: f64,
 }
 
 impl Requests {
@@ -190,6 +192,7 @@ impl Requests {
             first: None,
             k: 0,
             path: o.path.clone(),
+            last_t: 0.0,
         })
     }
 
@@ -207,6 +210,22 @@ impl Requests {
                 Op::Set | Op::Delete => self.ops == TraceOps::All,
                 Op::Other => false,
             };
+            // A line that is not a request (MONITOR's banner, another command) may have no
+            // time of its own: it is counted where the trace is.
+            if !sent && rec.time_s.is_none() && untimed_rate.is_none() {
+                let t = self.last_t;
+                if !f(Req {
+                    t,
+                    key: rec.key,
+                    op: rec.op,
+                    size: None,
+                    ttl_s: 0,
+                    sent,
+                }) {
+                    return Ok(());
+                }
+                continue;
+            }
             for _ in 0..rec.count.max(1) {
                 let t_abs = match (untimed_rate, rec.time_s) {
                     (Some(r), _) => {
@@ -234,6 +253,7 @@ impl Requests {
                 if self.slice_s.is_some_and(|s| t >= s) {
                     return Ok(());
                 }
+                self.last_t = t;
                 let req = Req {
                     t,
                     key: rec.key,
@@ -264,6 +284,11 @@ pub fn load(o: &Options) -> Result<TraceSpec, String> {
     };
     let mut last_t = 0.0f64;
     walk.each(|r| {
+        // Not a request (another command, a banner): no item, counted as skipped.
+        if r.op == Op::Other {
+            found.skipped += 1;
+            return true;
+        }
         let id = match ids.get(r.key) {
             Some(id) => *id,
             None => {

@@ -435,8 +435,11 @@ mod tests {
                 .count();
             assert_eq!(n, 1, "setting {k} must be in exactly one list");
         }
+        // `trace` is written only by a replay (which refuses a size distribution): a workload
+        // setting, and the one key this scenario cannot have.
+        assert!(v.get("trace").is_none() && WORKLOAD_SETTINGS.contains(&"trace"));
         assert_eq!(
-            keys.len(),
+            keys.len() + 1,
             WORKLOAD_SETTINGS.len() + STRATEGY_SETTINGS.len() + OTHER_SETTINGS.len()
         );
     }
