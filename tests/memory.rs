@@ -229,7 +229,7 @@ fn a_sweep_along_maxmemory_gives_one_cell_per_size_with_its_own_hit_rate() {
         let _turn = cpu_turn();
         stampede()
             .args(["sweep", "--strategies", "cache-aside"])
-            .args(["--axis", "maxmemory=2mb,16mb"])
+            .args(["--axis", "maxmemory=0,2mb,16mb"])
             .args(["--maxmemory-policy", "allkeys-lru"])
             .args(OUTGROWN)
             .arg("--out")
@@ -248,19 +248,40 @@ fn a_sweep_along_maxmemory_gives_one_cell_per_size_with_its_own_hit_rate() {
     let axis = &doc["axes"][0];
     assert_eq!(axis["name"], "maxmemory");
     assert_eq!(axis["unit"], "bytes");
-    assert_eq!(axis["values"], serde_json::json!([2 << 20, 16 << 20]));
+    assert_eq!(axis["values"], serde_json::json!([0, 2 << 20, 16 << 20]));
     let cells = doc["cells"].as_array().expect("cells[]");
-    assert_eq!(cells.len(), 2, "{doc}");
+    assert_eq!(cells.len(), 3, "{doc}");
     let hit = |c: &Value| c["figures"]["hit_rate"].as_f64().expect("hit rate");
-    let (small, large) = if cells[0]["params"]["maxmemory"] == 2 << 20 {
-        (&cells[0], &cells[1])
-    } else {
-        (&cells[1], &cells[0])
+    let lru = |c: &Value| {
+        c["figures"]["lru_hit_rate"]
+            .as_f64()
+            .expect("exact LRU hit rate")
     };
+    let at = |m: u64| {
+        cells
+            .iter()
+            .find(|c| c["params"]["maxmemory"] == m)
+            .expect("a cell at each size")
+    };
+    let (unlimited, small, large) = (at(0), at(2 << 20), at(16 << 20));
     assert!(hit(small) < hit(large), "{} vs {}", hit(small), hit(large));
+    // Without a limit nothing is evicted (the TTL outlives the run): Redis's hit rate is an
+    // infinite LRU's on the same measured requests, but for a cold key's concurrent misses.
+    assert!(
+        (hit(unlimited) - lru(unlimited)).abs() < 0.01,
+        "unlimited: measured {} vs exact LRU {}",
+        hit(unlimited),
+        lru(unlimited)
+    );
+    // Under a limit the exact LRU holds as many entries as the budget at the measured bytes
+    // per key; Redis's sampled LRU lands near it.
+    assert!(small["figures"]["lru_objects"].as_f64().expect("entries") > 0.0);
+    assert!((hit(small) - lru(small)).abs() < 0.1, "{small}");
     let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
     assert!(
-        summary.contains("| 2mb |") && summary.contains("hit rate"),
+        summary.contains("| 2mb |")
+            && summary.contains("hit rate")
+            && summary.contains("exact LRU"),
         "{summary}"
     );
     for c in cells {

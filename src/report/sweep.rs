@@ -115,8 +115,15 @@ fn curve(o: &mut String, d: &SweepDoc, strategy: &str, md: bool) {
         "peak herd".into(),
     ];
     // Along a memory axis what changes first is the hit rate.
+    // Beside it, an exact LRU of the entries the budget holds, on the same requests.
+    let lru = axis.is_size() && cells.iter().any(|c| c.figures.lru_hit_rate.is_some());
     if axis.is_size() {
         header.insert(4, "hit rate".into());
+        if lru {
+            header.insert(5, "entries".into());
+            header.insert(6, "exact LRU".into());
+            header.insert(7, "gap".into());
+        }
     }
     if shock {
         header.push("recovery".into());
@@ -142,6 +149,21 @@ fn curve(o: &mut String, d: &SweepDoc, strategy: &str, md: bool) {
                 f.hit_rate
                     .map_or("—".into(), |h| format!("{:.1}%", h * 100.0)),
             );
+            if lru {
+                r.insert(5, opt(f.lru_objects, 0));
+                r.insert(
+                    6,
+                    f.lru_hit_rate
+                        .map_or("—".into(), |h| format!("{:.1}%", h * 100.0)),
+                );
+                r.insert(
+                    7,
+                    match (f.hit_rate, f.lru_hit_rate) {
+                        (Some(m), Some(e)) => format!("{:+.1} pts", (m - e) * 100.0),
+                        _ => "—".into(),
+                    },
+                );
+            }
         }
         if shock {
             r.push(match recovery_s(c) {

@@ -121,6 +121,16 @@ pub struct Figures {
     pub errors_per_s: f64,
     /// Where goodput came from: `requests.goodput` or `outcomes`.
     pub goodput_from: String,
+    /// Redis's used memory over the keys it held at the end (`redis.memory`), bytes: what
+    /// one entry costs with the server's own share.
+    #[serde(default)]
+    pub bytes_per_key: Option<f64>,
+    /// Along a `maxmemory` axis: the entries the budget holds at `bytes_per_key`, and the
+    /// exact LRU hit rate of the same request sequence at that size.
+    #[serde(default)]
+    pub lru_objects: Option<f64>,
+    #[serde(default)]
+    pub lru_hit_rate: Option<f64>,
 }
 
 /// One strategy at one point.
@@ -219,6 +229,9 @@ pub fn figures(r: &RunResult) -> (Figures, Option<Value>) {
         hit_rate: r.hit_rate,
         errors_per_s: (r.requests.errors + r.requests.shed + r.requests.unsent) as f64 / secs,
         goodput_from: from.to_string(),
+        bytes_per_key: count("/redis/memory/used_memory_per_key"),
+        lru_objects: None,
+        lru_hit_rate: None,
     };
     let recovery = v.get("recovery").filter(|x| !x.is_null()).cloned();
     (f, recovery)
@@ -261,6 +274,9 @@ pub fn median_figures(all: &[Figures]) -> Figures {
             .first()
             .map(|f| f.goodput_from.clone())
             .unwrap_or_default(),
+        bytes_per_key: opt(&|f| f.bytes_per_key),
+        lru_objects: None,
+        lru_hit_rate: None,
     }
 }
 

@@ -5,6 +5,7 @@
 //! at once and sweep.json after each, so a Ctrl-C or a failure keeps what ran.
 
 pub mod axes;
+mod lru;
 
 use std::collections::BTreeMap;
 use std::io::IsTerminal as _;
@@ -248,6 +249,8 @@ struct Sweep<'a> {
     skipped: u32,
     /// Cells done or skipped, for the ETA.
     seen: u64,
+    /// Along a maxmemory axis, the exact LRU curve of the requests sent.
+    lru: Option<lru::Lru>,
 }
 
 fn file_name(strategy: &str) -> String {
@@ -414,7 +417,14 @@ impl Sweep<'_> {
         };
         let figures: Vec<(Figures, Option<serde_json::Value>)> =
             trials.iter().map(doc::figures).collect();
-        let median = doc::median_figures(&figures.iter().map(|f| f.0.clone()).collect::<Vec<_>>());
+        let mut median =
+            doc::median_figures(&figures.iter().map(|f| f.0.clone()).collect::<Vec<_>>());
+        if let (Some(curve), Some(m)) = (&self.lru, params.get("maxmemory"))
+            && let Some((objects, h)) = lru::at(curve, m, median.bytes_per_key)
+        {
+            median.lru_objects = Some(objects);
+            median.lru_hit_rate = Some(h);
+        }
         // The trial that stands for the cell: the median by p99.
         let mut order: Vec<usize> = (0..figures.len()).collect();
         order.sort_by(|&a, &b| {
@@ -617,6 +627,10 @@ pub async fn run(cmd: &SweepCmd) -> Result<Ended> {
         ran: 0,
         skipped: 0,
         seen: 0,
+        lru: lru::curve(
+            &plan.first,
+            &plan.axes.iter().map(|a| a.name.clone()).collect::<Vec<_>>(),
+        ),
     };
     let outcome = drive(&mut s, &plan, total).await;
     s.env.stop();
