@@ -553,6 +553,36 @@ pub struct Feeds {
     pub writes: Option<Feed>,
 }
 
+/// Walk the reads the replay sends, in order: `f(run seconds from the start, item id, its
+/// size)` (the sequence an exact LRU model of the replay runs over).
+pub fn each_read(
+    spec: &TraceSpec,
+    default_size: u32,
+    mut f: impl FnMut(f64, u64, u32),
+) -> Result<(), String> {
+    let index = spec.index(default_size)?;
+    let mut walk = Requests::open(&spec.options(default_size))?;
+    let speed = if spec.retime_rps.is_some() {
+        1.0
+    } else {
+        spec.speed
+    };
+    walk.each(|r| {
+        if r.sent
+            && r.op == Op::Get
+            && let Some(&id) = index.ids.get(r.key)
+        {
+            let size = index
+                .sizes
+                .get(id as usize - 1)
+                .copied()
+                .unwrap_or(default_size);
+            f(r.t / speed, u64::from(id), size);
+        }
+        true
+    })
+}
+
 /// Start the second pass: a thread reads the trace again and sends its schedule ahead of the
 /// run. It ends at the end of the trace or when the run drops the feeds.
 pub fn spawn(spec: &TraceSpec, default_size: u32, seed: u64) -> Result<Feeds, String> {

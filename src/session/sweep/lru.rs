@@ -9,7 +9,7 @@
 
 use crate::scenario::{LoadShape, Scenario};
 use crate::stats::{Purpose, derive_seed};
-use crate::trace::mrc::{Curve, exact_curve, trace_curve};
+use crate::trace::mrc::{Curve, Mrc, exact_curve};
 
 /// The exact curves of the whole sequence and of its warm-up, and their lengths.
 pub(super) struct Lru {
@@ -26,16 +26,21 @@ pub(super) fn curve(sc: &Scenario, axes: &[String]) -> Option<Lru> {
         return None;
     }
     match &sc.trace {
+        // A replay: the reads it sends, at their run times (the warm-up by time).
         Some(t) => {
-            let columns = match t.columns.as_deref() {
-                Some(c) => Some(c.parse().ok()?),
-                None => None,
-            };
-            let mut r =
-                crate::trace::Reader::open(&t.path, Some(t.format), columns.as_ref()).ok()?;
+            let warmup_s = sc.warmup.0.as_secs_f64();
+            let (mut all, mut pre, mut w) = (Mrc::exact(), Mrc::exact(), 0u64);
+            crate::replay::each_read(t, sc.value_size as u32, |at, id, size| {
+                all.access(id, Some(size));
+                if at < warmup_s {
+                    pre.access(id, Some(size));
+                    w += 1;
+                }
+            })
+            .ok()?;
             Some(Lru {
-                all: trace_curve(&mut r, Some(1.0), None).ok()?,
-                warmup: None,
+                all: all.curve(None),
+                warmup: (w > 0).then(|| (pre.curve(None), w)),
             })
         }
         None => {
