@@ -369,11 +369,18 @@ fn db_timeout_turns_a_saturated_database_into_counted_errors() {
     let max = r.f("/latency_ms/max");
     assert!(max < 3000.0, "max latency {max} ms with --db-timeout 30ms");
     // A statement the server cancelled is not counted by pg_stat_statements; a load that
-    // never got a connection is no DB call at all.
-    assert_eq!(
+    // never got a connection is no DB call at all. A statement that timed out for the tool
+    // may still have finished on the server in the same instant (seen on a loaded machine:
+    // 175 sent, 140 + 39 timed out), so the server's count lies between the calls less the
+    // errors and the calls.
+    let (calls, server, errors) = (
         r.u("/db/calls"),
-        r.u("/db/calls_server") + r.u("/db/statement_errors"),
-        "{}",
+        r.u("/db/calls_server"),
+        r.u("/db/statement_errors"),
+    );
+    assert!(
+        server <= calls && calls <= server + errors,
+        "calls {calls}, server {server}, errors {errors}: {}",
         r.json["db"]
     );
     assert!(r.u("/db/calls_server") > 0);
