@@ -550,6 +550,8 @@ pub struct ReportCmd {
     /// Results files, or directories of them (one results file per strategy).
     ///
     /// In a directory, summary.json is skipped; several results are overlaid and compared.
+    /// Sweep directories (`sweep --out`) give their maps, and along maxmemory the measured hit
+    /// rates over the exact LRU curve; `mrc --json`'s document gives its curve (with --html).
     #[arg(
         required = true,
         value_name = "RESULT.json|DIR",

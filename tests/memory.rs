@@ -284,6 +284,32 @@ fn a_sweep_along_maxmemory_gives_one_cell_per_size_with_its_own_hit_rate() {
             && summary.contains("exact LRU"),
         "{summary}"
     );
+    // The report draws the measured points over the exact LRU curve, in bytes, with the gap.
+    let curve = doc["lru_curve"].as_array().expect("lru_curve[]");
+    assert!(curve.len() > 10, "{doc}");
+    let page = dir.path().join("sweep.html");
+    let o = stampede()
+        .arg("report")
+        .arg(&out)
+        .arg("--html")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let page = std::fs::read_to_string(&page).unwrap();
+    assert!(
+        page.contains("<h2>Hit rate against maxmemory</h2>"),
+        "{page}"
+    );
+    let row = format!(
+        "<td>allkeys-lru</td><td>2mb</td><td>{:.0}</td><td>{:.1}%</td><td>{:.1}%</td>",
+        small["figures"]["lru_objects"].as_f64().unwrap(),
+        hit(small) * 100.0,
+        lru(small) * 100.0
+    );
+    assert!(page.contains(&row), "{row} not in {page}");
+    // Two budgets, each measured and computed: four markers.
+    assert_eq!(page.matches("<circle").count(), 4, "{page}");
     for c in cells {
         let r = read_json(&out.join(c["result"].as_str().unwrap())).unwrap();
         assert_servers_gone(&r);

@@ -152,6 +152,42 @@ fn mrc_exact_curve_is_a_brute_force_lru_at_every_size() {
     }
 }
 
+#[test]
+fn report_draws_an_mrc_document_as_a_chart() {
+    let dir = tempfile::tempdir().unwrap();
+    let ranks = zipf_ranks(300, 0.8, 5_000, 4);
+    let p = csv_trace(dir.path(), "t.csv", &ranks);
+    let out = stampede()
+        .args(["mrc", "--trace", p.to_str().unwrap(), "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let j: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let doc = dir.path().join("mrc.json");
+    std::fs::write(&doc, &out.stdout).unwrap();
+    let page = dir.path().join("mrc.html");
+    let o = stampede()
+        .arg("report")
+        .arg(&doc)
+        .arg("--html")
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let page = std::fs::read_to_string(&page).unwrap();
+    // Against objects and against bytes, and every point in the table.
+    assert_eq!(page.matches("<svg").count(), 2, "{page}");
+    for (n, h) in curve(&j) {
+        let row = format!("<tr><td>{n}</td>");
+        assert!(page.contains(&row), "{row}");
+        assert!(page.contains(&format!("<td>{:.2}%</td>", h * 100.0)));
+    }
+    // Without --html there is nothing to print but the table mrc prints: said so.
+    let o = stampede().arg("report").arg(&doc).output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--html"));
+}
+
 /// SHARDS at 1% on 2M requests over 200k keys (Zipf 0.9): the mean and the largest absolute
 /// error of its hit rates against the exact curve's, over its default sizes (10/rate objects
 /// up). Measured over seeds 1-4: mean 0.019-0.027, largest 0.08-0.11, at the smallest size

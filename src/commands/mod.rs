@@ -10,12 +10,13 @@ mod run;
 mod sweep;
 mod traces;
 
+use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::cli::{Cli, Command, ReportCmd};
-use crate::error::{EXIT_FAILED_CHECK, EXIT_INTERRUPTED};
+use crate::error::{EXIT_FAILED_CHECK, EXIT_INTERRUPTED, UsageError};
 use crate::report;
 use crate::session::{self, Status};
 
@@ -45,10 +46,13 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
 
 /// Render results already written: the HTML report with --html, else each one's summary.
 fn report_cmd(cmd: ReportCmd) -> Result<ExitCode> {
-    if let [dir] = cmd.inputs.as_slice()
-        && session::sweep::is_sweep(dir)
+    if cmd.inputs.iter().all(|d| session::sweep::is_sweep(d)) {
+        return sweep::report(&cmd.inputs, cmd.html.as_deref());
+    }
+    if let [file] = cmd.inputs.as_slice()
+        && let Some(page) = report::html::curve::mrc_report(file)?
     {
-        return sweep::report(dir, cmd.html.as_deref());
+        return mrc_report(file, &page, cmd.html.as_deref());
     }
     let results = report::html::load(&cmd.inputs)?;
     match &cmd.html {
@@ -66,6 +70,25 @@ fn report_cmd(cmd: ReportCmd) -> Result<ExitCode> {
             }
         }
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `report` of `mrc --json`'s document: its chart with `--html`, else where to find it.
+fn mrc_report(file: &Path, page: &str, html: Option<&Path>) -> Result<ExitCode> {
+    let Some(out) = html else {
+        return Err(UsageError::new(format!(
+            "{} is a miss-ratio curve (`mrc --json`): give --html FILE for its chart, or run `stampede mrc` for the table",
+            file.display()
+        ))
+        .into());
+    };
+    std::fs::write(out, page)
+        .with_context(|| format!("writing the HTML report to {}", out.display()))?;
+    eprintln!(
+        "HTML chart of the miss-ratio curve in {} written to {}",
+        file.display(),
+        out.display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 

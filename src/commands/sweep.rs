@@ -2,7 +2,7 @@
 //! boundary rate, bisected), each point a full run on a fresh cache and fresh counters; and
 //! `stampede report` of a sweep's directory.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -21,20 +21,28 @@ pub async fn run(cmd: SweepCmd) -> Result<ExitCode> {
     ))
 }
 
-/// A sweep's directory: its maps as HTML with `--html`, else its summary.
-pub fn report(dir: &Path, html: Option<&Path>) -> Result<ExitCode> {
-    let doc = report::html::map::load(dir)?;
+/// Sweeps' directories (one, or the same sweep under other settings): their maps as HTML with
+/// `--html`, else their summaries.
+pub fn report(dirs: &[PathBuf], html: Option<&Path>) -> Result<ExitCode> {
+    let docs = dirs
+        .iter()
+        .map(|d| report::html::map::load(d))
+        .collect::<Result<Vec<_>>>()?;
     match html {
         Some(p) => {
-            report::html::map::write(&doc, p)?;
+            report::html::map::write(&docs, p)?;
+            let cells: usize = docs.iter().map(|d| d.cells.len()).sum();
             eprintln!(
-                "HTML report of the sweep in {} ({} cells) written to {}",
-                dir.display(),
-                doc.cells.len(),
+                "HTML report of {} sweep(s) ({cells} cells) written to {}",
+                docs.len(),
                 p.display()
             );
         }
-        None => print!("{}", report::sweep::text(&doc)),
+        None => {
+            for d in &docs {
+                print!("{}", report::sweep::text(d));
+            }
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

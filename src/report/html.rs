@@ -5,6 +5,7 @@
 //! `compare` and `run --html` call [`write`]; `stampede report` reads results with [`load`].
 
 mod chart;
+pub mod curve;
 pub mod map;
 
 use std::fmt::Write as _;

@@ -190,6 +190,16 @@ fn curve(o: &mut String, d: &SweepDoc, strategy: &str, md: bool) {
         ),
     );
     o.push_str(&table(&rows, md));
+    if lru {
+        let policy = cells
+            .iter()
+            .find_map(|c| c.figures.policy.as_deref())
+            .unwrap_or("unknown");
+        o.push_str(&format!(
+            "{}entries: what the budget holds at the bytes per key Redis measured (used_memory / keys); exact LRU: an ideal LRU of that many entries on the same requests and window; gap: Redis ({policy}) less exact LRU\n",
+            if md { "\n" } else { "" }
+        ));
+    }
 }
 
 /// Two axes: the survival map, rows the first axis, columns the second.
@@ -333,6 +343,7 @@ mod tests {
             cells: vec![cell(100.0, 10.0), cell(200.0, 150.0), cell(400.0, 900.0)],
             boundary: None,
             interrupted: false,
+            lru_curve: None,
         };
         let t = text(&d);
         assert!(t.contains("mutex: knee at rps=200"), "{t}");

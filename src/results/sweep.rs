@@ -131,6 +131,9 @@ pub struct Figures {
     pub lru_objects: Option<f64>,
     #[serde(default)]
     pub lru_hit_rate: Option<f64>,
+    /// The `maxmemory-policy` the cell's Redis ran with (`redis.memory.policy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
 }
 
 /// One strategy at one point.
@@ -189,6 +192,18 @@ pub struct SweepDoc {
     pub boundary: Option<BTreeMap<String, Vec<BoundaryEntry>>>,
     /// Ctrl-C cut it short: the cells are those that finished.
     pub interrupted: bool,
+    /// Along a `maxmemory` axis: the exact LRU curve of the requests the sweep sends, over the
+    /// measured window, for the report to draw the measured hit rates on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lru_curve: Option<Vec<LruPoint>>,
+}
+
+/// A point of the exact LRU curve of a sweep's requests: the hit rate over the measured window
+/// of an LRU of `objects` entries.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LruPoint {
+    pub objects: f64,
+    pub hit_rate: f64,
 }
 
 impl SweepDoc {
@@ -232,6 +247,7 @@ pub fn figures(r: &RunResult) -> (Figures, Option<Value>) {
         bytes_per_key: count("/redis/memory/used_memory_per_key"),
         lru_objects: None,
         lru_hit_rate: None,
+        policy: r.redis.memory.as_ref().and_then(|m| m.policy.clone()),
     };
     let recovery = v.get("recovery").filter(|x| !x.is_null()).cloned();
     (f, recovery)
@@ -277,6 +293,7 @@ pub fn median_figures(all: &[Figures]) -> Figures {
         bytes_per_key: opt(&|f| f.bytes_per_key),
         lru_objects: None,
         lru_hit_rate: None,
+        policy: all.iter().find_map(|f| f.policy.clone()),
     }
 }
 

@@ -209,7 +209,7 @@ pub fn bursts(timeline: &[Bucket]) -> Vec<(f64, f64)> {
     out
 }
 
-fn fmt_num(v: f64) -> String {
+pub(super) fn fmt_num(v: f64) -> String {
     let a = v.abs();
     if a >= 1e6 {
         format!("{:.1}M", v / 1e6)
@@ -419,7 +419,7 @@ fn dashed(svg: String, looks: impl Iterator<Item = Look>) -> String {
     svg
 }
 
-fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
+pub(super) fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
     anyhow!("drawing a chart: {e:?}")
 }
 

@@ -7,6 +7,7 @@
 //! depend on what comes after it, so the window's hits are the whole sequence's less the
 //! warm-up's, each from its own exact curve.
 
+use crate::results::sweep::LruPoint;
 use crate::scenario::{LoadShape, Scenario};
 use crate::stats::{Purpose, derive_seed};
 use crate::trace::mrc::{Curve, Mrc, exact_curve};
@@ -83,6 +84,11 @@ pub(super) fn at(lru: &Lru, maxmemory: f64, bytes_per_key: Option<f64>) -> Optio
         let per_key = bytes_per_key.filter(|b| *b > 0.0)?;
         (maxmemory / per_key).floor() as u64
     };
+    Some((objects as f64, window_rate(lru, objects)))
+}
+
+/// The exact LRU hit rate of the measured window at `objects` entries.
+fn window_rate(lru: &Lru, objects: u64) -> f64 {
     let n = lru.all.requests as f64;
     let hits = lru.all.hit_rate(objects) * n;
     let rate = match &lru.warmup {
@@ -91,5 +97,24 @@ pub(super) fn at(lru: &Lru, maxmemory: f64, bytes_per_key: Option<f64>) -> Optio
         }
         _ => hits / n.max(1.0),
     };
-    Some((objects as f64, rate.clamp(0.0, 1.0)))
+    rate.clamp(0.0, 1.0)
+}
+
+/// Points of the window's curve: 12 sizes a decade, from one entry to every key, for the
+/// report to draw the measured hit rates on.
+pub(super) fn points(lru: &Lru) -> Vec<LruPoint> {
+    let keys = lru.all.distinct_keys.max(1);
+    let mut sizes: Vec<u64> = (0..)
+        .map(|k| 10f64.powf(k as f64 / 12.0).round() as u64)
+        .take_while(|s| *s < keys)
+        .collect();
+    sizes.push(keys);
+    sizes.dedup();
+    sizes
+        .into_iter()
+        .map(|o| LruPoint {
+            objects: o as f64,
+            hit_rate: window_rate(lru, o),
+        })
+        .collect()
 }

@@ -597,6 +597,10 @@ pub async fn run(cmd: &SweepCmd) -> Result<Ended> {
                     .join(" and ")
             ),
         };
+    let lru = lru::curve(
+        &plan.first,
+        &plan.axes.iter().map(|a| a.name.clone()).collect::<Vec<_>>(),
+    );
     let mut s = Sweep {
         cmd,
         dir: cmd.out.clone(),
@@ -621,16 +625,14 @@ pub async fn run(cmd: &SweepCmd) -> Result<Ended> {
             cells: Vec::new(),
             boundary: plan.boundary.as_ref().map(|_| BTreeMap::new()),
             interrupted: false,
+            lru_curve: lru.as_ref().map(lru::points),
         },
         knee_p99_ms: cmd.knee_p99.0.as_secs_f64() * 1000.0,
         started: Instant::now(),
         ran: 0,
         skipped: 0,
         seen: 0,
-        lru: lru::curve(
-            &plan.first,
-            &plan.axes.iter().map(|a| a.name.clone()).collect::<Vec<_>>(),
-        ),
+        lru,
     };
     let outcome = drive(&mut s, &plan, total).await;
     s.env.stop();
