@@ -30,6 +30,42 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// Sends each write as a task of its own to the built-in instances in turn (writes are refused
+/// with --target), counted in flight until it ends, cut short when the run aborts.
+struct Sender {
+    instances: Vec<Arc<Instance>>,
+    writes: Arc<Writes>,
+    abort: CancellationToken,
+    next: usize,
+}
+
+impl Sender {
+    /// None when there is no built-in instance to write through.
+    fn new(d: &Driver, writes: Arc<Writes>) -> Option<Sender> {
+        let instances = d.builtin_instances();
+        (!instances.is_empty()).then(|| Sender {
+            instances,
+            writes,
+            abort: d.shared.abort.clone(),
+            next: 0,
+        })
+    }
+
+    fn send(&mut self, id: u64, due: Instant, ttl_ms: Option<u64>) {
+        let inst = self.instances[self.next % self.instances.len()].clone();
+        self.next += 1;
+        let (writes, abort) = (self.writes.clone(), self.abort.clone());
+        writes.in_flight.fetch_add(1, Relaxed);
+        tokio::spawn(async move {
+            let _in_flight = InFlight(&writes.in_flight);
+            tokio::select! {
+                _ = inst.write(id, due, ttl_ms) => {}
+                _ = abort.cancelled() => {}
+            }
+        });
+    }
+}
+
 /// Start the writes of the measured window (None without writes): one every 1/rate from the
 /// window's start until its end, or until the run is stopped.
 pub(super) fn spawn(
@@ -41,8 +77,12 @@ pub(super) fn spawn(
     let (Some(load), Some(writes)) = (d.sc.writes, d.shared.writes.clone()) else {
         return Ok(None);
     };
+    let Some(mut sender) = Sender::new(d, writes) else {
+        return Ok(None);
+    };
+    let stop = shutdown.clone();
     if let Some(feed) = trace {
-        return Ok(replay(d, w, shutdown, feed, writes));
+        return Ok(Some(tokio::spawn(replay(w, stop, feed, sender))));
     }
     let mut keys = KeySampler::new(
         d.sc.keys,
@@ -51,76 +91,35 @@ pub(super) fn spawn(
         0.0,
     )
     .map_err(crate::error::UsageError)?;
-    // Writes go through the built-in instances only (they are refused with --target).
-    let instances: Vec<Arc<Instance>> = d.builtin_instances();
-    if instances.is_empty() {
-        return Ok(None);
-    }
-    let (stop, abort) = (shutdown.clone(), d.shared.abort.clone());
     let gap = Duration::from_secs_f64(1.0 / load.rps);
     Ok(Some(tokio::spawn(async move {
         let mut due = w.measure;
-        let mut i = 0usize;
         while due < w.end && !stop.is_cancelled() {
             tokio::select! {
                 _ = tokio::time::sleep_until(due.into()) => {}
                 _ = stop.cancelled() => break,
             }
-            let id = keys.next_id();
-            let inst = instances[i % instances.len()].clone();
-            i += 1;
-            let (writes, abort) = (writes.clone(), abort.clone());
-            writes.in_flight.fetch_add(1, Relaxed);
-            tokio::spawn(async move {
-                let _in_flight = InFlight(&writes.in_flight);
-                tokio::select! {
-                    _ = inst.write(id, due) => {}
-                    _ = abort.cancelled() => {}
-                }
-            });
+            sender.send(keys.next_id(), due, None);
             due += gap;
         }
     })))
 }
 
 /// The writes of a trace replayed with every op: each SET or DELETE at its own time from the
-/// start of the traffic (the warm-up's too: they change the database like any other).
-fn replay(
-    d: &Driver,
-    w: Window,
-    shutdown: &CancellationToken,
-    mut feed: Feed,
-    writes: Arc<Writes>,
-) -> Option<JoinHandle<()>> {
-    let instances: Vec<Arc<Instance>> = d.builtin_instances();
-    if instances.is_empty() {
-        return None;
-    }
-    let (stop, abort) = (shutdown.clone(), d.shared.abort.clone());
-    Some(tokio::spawn(async move {
-        let mut i = 0usize;
-        while let Some(next) = feed.next().await {
-            let due = w.start + Duration::from_nanos(next.off_ns);
-            if due >= w.end || stop.is_cancelled() {
-                break;
-            }
-            tokio::select! {
-                _ = tokio::time::sleep_until(due.into()) => {}
-                _ = stop.cancelled() => break,
-            }
-            let inst = instances[i % instances.len()].clone();
-            i += 1;
-            let (writes, abort) = (writes.clone(), abort.clone());
-            writes.in_flight.fetch_add(1, Relaxed);
-            tokio::spawn(async move {
-                let _in_flight = InFlight(&writes.in_flight);
-                tokio::select! {
-                    _ = inst.write_with_ttl(next.id, due, next.ttl_ms()) => {}
-                    _ = abort.cancelled() => {}
-                }
-            });
+/// start of the traffic (the warm-up's too: they change the database like any other), a SET's
+/// entry with the trace's TTL.
+async fn replay(w: Window, stop: CancellationToken, mut feed: Feed, mut sender: Sender) {
+    while let Some(next) = feed.next().await {
+        let due = w.start + Duration::from_nanos(next.off_ns);
+        if due >= w.end || stop.is_cancelled() {
+            break;
         }
-    }))
+        tokio::select! {
+            _ = tokio::time::sleep_until(due.into()) => {}
+            _ = stop.cancelled() => break,
+        }
+        sender.send(next.id, due, next.ttl_ms());
+    }
 }
 
 /// Wait until no write and no write's probe is in flight, at most `limit`.

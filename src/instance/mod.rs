@@ -483,14 +483,10 @@ impl Instance {
     /// One write of `id`, due at `due`: the UPDATE (its own transaction), the commit recorded
     /// in the run's commit log as soon as it is acknowledged, then the invalidation. A failed
     /// UPDATE is a write error; a failed or late invalidation is counted apart (the cache may
-    /// keep the old version until its TTL).
-    pub async fn write(self: &Arc<Self>, id: u64, due: Instant) {
-        self.write_with_ttl(id, due, None).await
-    }
-
-    /// [`Instance::write`] whose cache entry (under `--invalidate set|versioned`) lives
-    /// `ttl_ms` rather than the run's TTL: a replayed trace's SET carries its own.
-    pub async fn write_with_ttl(self: &Arc<Self>, id: u64, due: Instant, ttl_ms: Option<u64>) {
+    /// keep the old version until its TTL). Under `--invalidate set|versioned` the entry it
+    /// writes lives `ttl_ms` when given (a replayed trace's SET carries its own), else the
+    /// run's TTL.
+    pub async fn write(self: &Arc<Self>, id: u64, due: Instant, ttl_ms: Option<u64>) {
         let sh = &self.shared;
         let Some(w) = sh.writes.as_ref() else {
             return;
