@@ -653,3 +653,69 @@ async fn a_prepared_run_outlives_cleanup_until_its_shards_start() {
     assert!(redis_keys(&ru, "stampede:gap:*").await.is_empty());
     assert!(!schemas(&pu).await.contains(&"stampede_gap".to_string()));
 }
+
+/// A trace replayed over two shards: request i goes to shard i mod 2, so the shards' schedules
+/// add up to the trace's requests, each within one of half, and the merge is the whole replay.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_shards_split_a_trace_replay_by_request() {
+    use std::fmt::Write as _;
+    let servers = Servers::start(None).await;
+    let (ru, pu) = (servers.redis.url(), servers.pg.url());
+    let dir = tempfile::tempdir().unwrap();
+    // 3 s of trace: 401, 300 and 500 requests over 150 keys.
+    let mut csv = String::from("timestamp,key,value_size\n");
+    let mut n = 0u64;
+    for (sec, count) in [(0u64, 401u64), (1, 300), (2, 500)] {
+        for j in 0..count {
+            let _ = writeln!(csv, "{sec},k{},{}", (j * 7 + sec) % 150, 100 + j % 40);
+            n += 1;
+        }
+    }
+    let trace = dir.path().join("t.csv");
+    std::fs::write(&trace, csv).unwrap();
+    let args: Vec<String> = [
+        "--trace",
+        trace.to_str().unwrap(),
+        "--redis-url",
+        &ru,
+        "--pg-url",
+        &pu,
+        "--warmup",
+        "0s",
+        "--ttl",
+        "1h",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let (d, a) = (dir.path().to_path_buf(), args.clone());
+    let ended = tokio::task::spawn_blocking(move || {
+        let _turn = cpu_turn();
+        spawn_shards(2, &strs(&a), "tr2", &d).wait()
+    })
+    .await
+    .unwrap();
+    for (i, (code, err)) in ended.iter().enumerate() {
+        assert_eq!(*code, 0, "shard {i}/2 failed:\n{err}");
+    }
+    let files: Vec<PathBuf> = (0..2)
+        .map(|i| dir.path().join(format!("shard-{i}.json")))
+        .collect();
+    let shards: Vec<Value> = files.iter().map(|f| read_json(f).unwrap()).collect();
+    let scheduled: Vec<u64> = shards.iter().map(|s| u(s, "/requests/scheduled")).collect();
+    assert_eq!(scheduled.iter().sum::<u64>(), n, "{scheduled:?}");
+    for s in &scheduled {
+        assert!(s.abs_diff(n / 2) <= 1, "{scheduled:?} of {n}");
+    }
+    for s in &shards {
+        assert_eq!(s["scenario"]["trace"]["found"]["requests"], n);
+    }
+    let (code, text, merged, _keep) = merge(&[], &[dir.path().to_path_buf()]);
+    assert_eq!(code, 0, "{text}");
+    let m = merged.unwrap();
+    assert_eq!(u(&m, "/requests/scheduled"), n);
+    assert_eq!(
+        u(&m, "/db/calls"),
+        u(&m, "/db/calls_server") + u(&m, "/db/statement_errors")
+    );
+}
