@@ -294,8 +294,9 @@ impl Scenario {
             match self.load {
                 _ if self.trace.is_some() => format!(
                     "trace replay, mean {} req/s",
+                    // The trace's own mean, which is no round figure.
                     Rate(match self.load {
-                        LoadShape::Open { rps, .. } => rps,
+                        LoadShape::Open { rps, .. } => rps.round(),
                         LoadShape::Closed { .. } => 0.0,
                     })
                 ),
