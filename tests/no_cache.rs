@@ -61,7 +61,12 @@ fn no_cache_composes_with_nothing() {
         assert!(err.contains("no-cache composes with nothing"), "{s}: {err}");
     }
     let o = stampede()
-        .args(["compare", "--quiet", "--strategies", "no-cache,swr+no-cache"])
+        .args([
+            "compare",
+            "--quiet",
+            "--strategies",
+            "no-cache,swr+no-cache",
+        ])
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));

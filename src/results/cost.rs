@@ -173,7 +173,10 @@ mod tests {
         assert!((h - 0.647).abs() < 0.001);
         let r = c.with_load(Some(1.0), "no-cache");
         assert_eq!((r.load_ms, r.run_load_ms), (Some(1.0), Some(0.244)));
-        assert!(r.break_even_hit_rate.unwrap() < h, "a dearer load lowers h*");
+        assert!(
+            r.break_even_hit_rate.unwrap() < h,
+            "a dearer load lowers h*"
+        );
         assert_eq!(r.load_ms_from, "no-cache");
         let none = CostFigures::measured((0, 0), (500, 1), (0, 0));
         assert_eq!((none.redis_read_ms, none.break_even_hit_rate), (None, None));

@@ -434,11 +434,15 @@ fn timeline(rs: &[&RunResult], start_ms: u64, interval: u64) -> Vec<Bucket> {
 /// The shards' cost figures as one run's: every mean weighed by what it averages (reads,
 /// loads, write-backs); None when a shard has none.
 fn merged_cost(rs: &[&RunResult]) -> Option<super::cost::CostFigures> {
-    let cs: Vec<&super::cost::CostFigures> = rs.iter().map(|r| r.cost.as_ref()).collect::<Option<_>>()?;
+    let cs: Vec<&super::cost::CostFigures> =
+        rs.iter().map(|r| r.cost.as_ref()).collect::<Option<_>>()?;
     let sum = |v: &dyn Fn(&super::cost::CostFigures) -> (Option<f64>, u64)| {
         cs.iter().fold((0u64, 0u64), |(us, n), c| {
             let (mean, k) = v(c);
-            (us + (mean.unwrap_or(0.0) * 1000.0 * k as f64).round() as u64, n + k)
+            (
+                us + (mean.unwrap_or(0.0) * 1000.0 * k as f64).round() as u64,
+                n + k,
+            )
         })
     };
     Some(super::cost::CostFigures::measured(
