@@ -264,8 +264,9 @@ pub struct MetricsFlags {
 pub struct CompareCmd {
     /// Strategies to run, comma-separated, or all (the six presets).
     ///
-    /// E.g. cache-aside,mutex,swr+mutex,lease; `all` is the six presets (lease is named
-    /// explicitly).
+    /// E.g. cache-aside,mutex,swr+mutex,lease; `all` is the six presets (lease and
+    /// no-cache are named explicitly). With no-cache, every other strategy's break-even
+    /// takes its load time (L) from the no-cache run.
     #[arg(
         long,
         value_name = "LIST",
@@ -578,7 +579,8 @@ pub struct RunCmd {
     /// A preset (cache-aside, mutex, single-flight, xfetch, swr, jitter), lease, or a
     /// combination with `+` of at most one of cache-aside|xfetch|swr (expire is another name
     /// for cache-aside) with mutex, single-flight and/or jitter, or with lease (and jitter),
-    /// such as swr+mutex or swr+lease.
+    /// such as swr+mutex or swr+lease. no-cache (alone) loads every request, the baseline
+    /// of the break-even hit rate.
     #[arg(long, short = 's', value_name = "NAME", help_heading = "Strategy")]
     pub strategy: Option<String>,
 

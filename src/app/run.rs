@@ -393,6 +393,8 @@ fn shape(
     d.peak_active_sampled = Some(sampled.peak_active);
     d.statement_ms_mean = None;
     d.pool_wait_ms_mean = None;
+    // The app's own Redis reads, loads and write-backs are not seen from outside.
+    r.cost = None;
     d.pool_busy = 0.0;
     // The herds are known only from the load ledger: an app that does not load through
     // `stampede_load(id)` leaves them unknown, never 0.

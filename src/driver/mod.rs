@@ -23,7 +23,9 @@ use crate::cache::Cache;
 use crate::exporter::Export;
 use crate::instance::{self, Instance, Served, Shared};
 use crate::live::Live;
-use crate::metrics::{Counters, CountersSnapshot, LoadTracker, Outcome, Recorder, Totals, Writes};
+use crate::metrics::{
+    CostSums, CostTimes, Counters, CountersSnapshot, LoadTracker, Outcome, Recorder, Totals, Writes,
+};
 use crate::origin::Db;
 use crate::protect::{self, Guard};
 use crate::results::{BreakerEvent, Bucket, DispatchLag};
@@ -47,6 +49,8 @@ pub struct Raw {
     pub counters: CountersSnapshot,
     /// The measured window's database figures.
     pub db: DbRaw,
+    /// The measured window's Redis reads and write-backs, timed (for the break-even).
+    pub cost: CostSums,
     pub timeline: Vec<Bucket>,
     /// Every state change of the instances' breakers, in order.
     pub breaker: Vec<BreakerEvent>,
@@ -513,6 +517,7 @@ impl Driver {
             end: start + sc.warmup.0 + sc.duration.0,
         };
         self.shared.loads.open_window(window.measure);
+        self.shared.cost.open_window(window.measure);
         self.tally.open(
             window.measure,
             sc.duration.0,
@@ -649,6 +654,7 @@ impl Driver {
             warmup_requests: traffic.warmup,
             counters,
             db,
+            cost: self.shared.cost.sums(),
             timeline,
             breaker,
             interrupted,
@@ -717,6 +723,7 @@ fn shared(sc: &Scenario) -> Arc<Shared> {
         },
         counters: counters.clone(),
         loads: Arc::new(LoadTracker::default()),
+        cost: CostTimes::default(),
         refreshes_in_flight: AtomicU64::new(0),
         window_end_ms: AtomicU64::new(0),
         abort: CancellationToken::new(),

@@ -51,6 +51,17 @@ impl Driver {
         let sc = &self.sc;
         let t = Instant::now();
         let policy = &self.shared.freshness;
+        // No cache: nothing to hold at the start either.
+        if !policy.caches() {
+            return Ok(StartFigures {
+                mode: sc.start,
+                keys_cached: 0,
+                expiring_in_window: 0,
+                ms: 0,
+                left_out_at_limit: 0,
+                budget_note: None,
+            });
+        }
         // Which keys are present, and whether each was drawn with its own TTL and remaining
         // time (steady) or is written now (the K most popular, and synchronized).
         let states: Vec<KeyState> = match sc.start {

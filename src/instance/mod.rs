@@ -12,7 +12,7 @@ use rand::RngExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::{Cache, CacheError, SetCheck};
-use crate::metrics::{Counters, LoadTracker, Outcome, Writes, bump};
+use crate::metrics::{CostTimes, Counters, LoadTracker, Outcome, Writes, bump};
 use crate::origin::{LoadFailure, Origin};
 use crate::protect::{self, Guard, Refused};
 use crate::strategy::Coordination;
@@ -37,6 +37,8 @@ pub struct Shared {
     pub lock: lock::Settings,
     pub counters: Arc<Counters>,
     pub loads: Arc<LoadTracker>,
+    /// The requests' Redis reads and the loads' write-backs, timed for the break-even.
+    pub cost: CostTimes,
     /// Background refreshes still running (the driver waits for them at the end).
     pub refreshes_in_flight: AtomicU64,
     /// When the measured window closes, unix ms (0 until the driver fixes it): a write that
@@ -155,7 +157,14 @@ impl Instance {
     /// path or idle alike, so memory would grow with the peak number of workers.
     pub async fn handle(self: &Arc<Self>, id: u64) -> Served {
         let sh = &self.shared;
-        let meta = match self.read(id).await {
+        // No cache: the same load as a miss's, with nothing read before it or kept after.
+        if !sh.freshness.caches() {
+            return Box::pin(self.fill(id, None)).await;
+        }
+        let began = Instant::now();
+        let found = self.read(id).await;
+        sh.cost.read(began);
+        let meta = match found {
             Found::Entry(m) => m,
             Found::Absent => {
                 bump(&sh.counters.cold_misses);
@@ -436,7 +445,11 @@ impl Instance {
         // XFetch's delta is the whole load as the app waits for it, pool wait included: that
         // is how long a recompute keeps the value from being refreshed (docs/design.md).
         let delta_us = took.as_micros().min(u128::from(u32::MAX)) as u32;
+        if !sh.freshness.caches() {
+            return loaded.map(|row| row.map_or(0, |r| r.version()));
+        }
         let now = now_ms();
+        let write_back = Instant::now();
         let (written, version) = match loaded {
             Ok(Some(row)) => {
                 let version = row.version();
@@ -475,6 +488,7 @@ impl Instance {
             },
             Err(f) => return Err(f),
         };
+        sh.cost.write_back(write_back);
         // A failed write-back still served the request (fail open); it was counted in `cache`.
         let _: Result<(), CacheError> = written;
         Ok(version)
@@ -502,7 +516,7 @@ impl Instance {
             }
         }
         let writing = Writing(probes, id);
-        let deleted_first = if sh.invalidate == Invalidate::DeleteFirst {
+        let deleted_first = if sh.invalidate == Invalidate::DeleteFirst && sh.freshness.caches() {
             Some(self.cache.delete(id).await)
         } else {
             None
@@ -517,6 +531,11 @@ impl Instance {
         // The fills that may have read the row before this commit: the probe waits for them.
         let fills_at_commit = probes.in_flight.fills_of(id);
         w.note_committed();
+        // No cache, nothing to invalidate or read back: the database is the only copy.
+        if !sh.freshness.caches() {
+            w.record_latency(due.elapsed().as_micros() as u64);
+            return;
+        }
         let invalidated = match sh.invalidate {
             Invalidate::Delete => self.cache.delete(id).await,
             Invalidate::DeleteFirst => deleted_first.unwrap_or(Ok(())),

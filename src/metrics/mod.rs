@@ -10,10 +10,12 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 mod consistency;
+mod cost;
 mod counters;
 mod loads;
 
 pub use consistency::{Probes, Versions, Writes};
+pub use cost::{CostSums, CostTimes};
 pub use counters::{Counters, CountersSnapshot, ServerHealth, bump};
 pub use loads::{LoadGuard, LoadTracker, Phase, StatementGuard};
 
@@ -189,14 +191,14 @@ struct Shard {
     interval: Interval,
 }
 
-const SHARDS: usize = 8;
+pub(crate) const SHARDS: usize = 8;
 
 thread_local! {
     static SHARD_INDEX: Cell<usize> = const { Cell::new(usize::MAX) };
 }
 static NEXT_SHARD: AtomicUsize = AtomicUsize::new(0);
 
-fn shard_index() -> usize {
+pub(crate) fn shard_index() -> usize {
     SHARD_INDEX.with(|c| {
         let mut i = c.get();
         if i == usize::MAX {

@@ -348,6 +348,11 @@ pub fn summary(r: &RunResult) -> String {
             "  start     {}: the app's cache is its own (stampede neither fills nor counts its entries)",
             st.mode.name()
         );
+    } else if !r.scenario.strategy.caches() {
+        let _ = writeln!(
+            o,
+            "  start     no cache: nothing is kept in Redis, every request loads from the database"
+        );
     } else if let Some(st) = &r.start {
         let _ = writeln!(
             o,
@@ -481,6 +486,9 @@ pub fn summary(r: &RunResult) -> String {
     }
     if let Some(how) = &d.calls_server_read {
         let _ = writeln!(o, "            server count: {how}");
+    }
+    if let Some(line) = crate::results::cost::line(r) {
+        let _ = writeln!(o, "  cost      {line}");
     }
     let rd = &r.redis;
     let _ = writeln!(

@@ -11,7 +11,7 @@ use crate::strategy::{Coordination, Freshness};
 use crate::workload::Start;
 
 /// Every diagnosis code, with when it is given.
-pub const CODES: [(&str, &str); 5] = [
+pub const CODES: [(&str, &str); 6] = [
     (
         "no-expiry",
         "no cache entry expired in the measured window, so expiry herds and every freshness policy had nothing to act on",
@@ -28,6 +28,10 @@ pub const CODES: [(&str, &str); 5] = [
     (
         "generator-behind",
         "the load generator fell behind its schedule or used most of the machine",
+    ),
+    (
+        "below-break-even",
+        "the run's hit rate is below its break-even hit rate: the cache cost more latency than loading every request would have",
     ),
 ];
 
@@ -64,7 +68,9 @@ pub fn diagnose(r: &RunResult) -> Vec<Diagnosis> {
     let sc = &r.scenario;
     let secs = sc.duration.0.as_secs_f64().max(1e-9);
     let expired = r.redis.expiries > 0;
-    if !expired && r.requests.completed > 0 {
+    // Without a cache nothing can expire, and no mechanism is there to fire.
+    let caches = sc.strategy.caches();
+    if caches && !expired && r.requests.completed > 0 {
         let why = if sc.ttl.0 >= sc.duration.0
             && r.start.as_ref().is_none_or(|s| s.mode != Start::Steady)
         {
@@ -131,7 +137,33 @@ pub fn diagnose(r: &RunResult) -> Vec<Diagnosis> {
             ),
         ));
     }
+    if let Some(m) = below_break_even(r) {
+        out.push(d("below-break-even", m));
+    }
     out
+}
+
+/// The hit rate below the break-even, with the figures it comes from.
+fn below_break_even(r: &RunResult) -> Option<String> {
+    let c = r.cost.as_ref()?;
+    let (h, hr) = (c.break_even_hit_rate?, r.hit_rate?);
+    if hr >= h {
+        return None;
+    }
+    let ms = |v: Option<f64>| v.unwrap_or(0.0);
+    let from = if c.load_ms_from == super::cost::THIS_RUN {
+        String::new()
+    } else {
+        format!(", L from {}", c.load_ms_from)
+    };
+    Some(format!(
+        "the hit rate {:.1}% is below the break-even {:.1}% (Redis read G {:.3} ms, load L {:.3} ms{from}, write-back S {:.3} ms: a hit costs G, a miss G + L + S): every request loading would have been faster on average; raise the hit rate (longer TTL, fewer keys) or do not cache loads this cheap",
+        hr * 100.0,
+        h * 100.0,
+        ms(c.redis_read_ms),
+        ms(c.load_ms),
+        ms(c.write_back_ms),
+    ))
 }
 
 /// The strategy's mechanism, named, when it never fired.

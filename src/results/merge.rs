@@ -190,6 +190,7 @@ pub fn merge(mut shards: Vec<(String, RunResult)>, allow_missing: bool) -> Resul
                 / total as f64
         })
     };
+    m.cost = merged_cost(&rs);
     let d = &mut m.db;
     // A shard whose DB calls are unknown leaves the sum unknown.
     d.calls = rs.iter().map(|r| r.db.calls).sum::<Option<u64>>();
@@ -428,4 +429,25 @@ fn timeline(rs: &[&RunResult], start_ms: u64, interval: u64) -> Vec<Bucket> {
             b
         })
         .collect()
+}
+
+/// The shards' cost figures as one run's: every mean weighed by what it averages (reads,
+/// loads, write-backs); None when a shard has none.
+fn merged_cost(rs: &[&RunResult]) -> Option<super::cost::CostFigures> {
+    let cs: Vec<&super::cost::CostFigures> =
+        rs.iter().map(|r| r.cost.as_ref()).collect::<Option<_>>()?;
+    let sum = |v: &dyn Fn(&super::cost::CostFigures) -> (Option<f64>, u64)| {
+        cs.iter().fold((0u64, 0u64), |(us, n), c| {
+            let (mean, k) = v(c);
+            (
+                us + (mean.unwrap_or(0.0) * 1000.0 * k as f64).round() as u64,
+                n + k,
+            )
+        })
+    };
+    Some(super::cost::CostFigures::measured(
+        sum(&|c| (c.redis_read_ms, c.redis_reads)),
+        sum(&|c| (c.run_load_ms, c.loads)),
+        sum(&|c| (c.write_back_ms, c.write_backs)),
+    ))
 }

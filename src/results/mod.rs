@@ -4,6 +4,7 @@
 //! (check, compare, the renderers) works on these types, never on loose JSON.
 
 pub mod check;
+pub mod cost;
 pub mod diagnose;
 pub mod memory;
 pub mod merge;
@@ -79,6 +80,10 @@ pub struct RunResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hit_rate_unknown: Option<String>,
     pub db: DbFigures,
+    /// What a hit and a miss cost in this run, and the break-even hit rate (absent for an app
+    /// under test, and in results written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost: Option<cost::CostFigures>,
     pub redis: RedisFigures,
     pub lock: LockFigures,
     /// From the scheduled start (open loop; coordinated omission corrected) to completion.

@@ -180,6 +180,12 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
                 .as_ref()
                 .map(|w| results::Latency::of(&w.latency)),
         },
+        // L is the load as the app waits for it: its pool wait, then its statement.
+        cost: Some(results::cost::CostFigures::measured(
+            (raw.cost.read_us, raw.cost.reads),
+            (d.pool_wait_us + d.statement_us, d.calls),
+            (raw.cost.write_back_us, raw.cost.write_backs),
+        )),
         redis: results::RedisFigures {
             keyspace_hit_rate: redis
                 .filter(|_| !redis_restarted)

@@ -11,7 +11,7 @@ use crate::cli::{OutputFlags, TrialFlags};
 use crate::metric::Metric;
 use crate::report::{self, markdown, tables};
 use crate::results::summary::CompareSummary;
-use crate::results::{self, RunResult};
+use crate::results::{self, RunResult, cost};
 use crate::scenario::Scenario;
 use crate::stats;
 
@@ -94,23 +94,31 @@ pub async fn run_trials(scenarios: &[Scenario], trials: TrialFlags, out: &Output
             sc.label()
         };
         status.line(&format!("[{}/{total}] {label}", k + 1));
-        let r = match run_on(&sc, &mut env, shutdown.clone(), &quiet, &status).await {
+        let mut r = match run_on(&sc, &mut env, shutdown.clone(), &quiet, &status).await {
             Ok(r) => r,
             Err(e) => {
                 failure = Some(e.context(format!("running strategy {}", sc.label())));
                 break;
             }
         };
+        // The same trial's run without a cache, if it ran already, gives this run's L.
+        if let Some(n) = no_cache_of(&done, t) {
+            cost::rebase(&mut r, n);
+        }
         if let Some(why) = results::check::unreliable(&r) {
             eprintln!("warning ({label}): {why}");
         }
         status.line(&format!(
-            "[{}/{total}] {label}: {} DB calls, peak herd {}, hit rate {}, p99 {}{}{}",
+            "[{}/{total}] {label}: {} DB calls, peak herd {}, hit rate {}, p99 {}{}{}{}",
             k + 1,
             r.shown(Metric::DbCalls),
             r.shown(Metric::PeakKeyHerd),
             r.shown(Metric::HitRate),
             r.shown(Metric::P99),
+            match r.cost.as_ref().and_then(|c| c.break_even_hit_rate) {
+                Some(h) => format!(", break-even {:.1}%", h * 100.0),
+                None => String::new(),
+            },
             if r.scenario.writes.is_some() {
                 format!(
                     ", {} writes, {} left wrong, {} stale reads, {} divergent keys",
@@ -131,7 +139,16 @@ pub async fn run_trials(scenarios: &[Scenario], trials: TrialFlags, out: &Output
             failure = Some(e);
             break;
         }
+        let no_cache = cost::is_no_cache(&r);
         done[si].push(r);
+        // Without a cache now: the same trial's caching runs that ran before take its L, and
+        // their files are written again.
+        if no_cache
+            && let Err(e) = rebase_trial(&mut done, si, t, out.dir.as_deref(), repeat, &status)
+        {
+            failure = Some(e);
+            break;
+        }
         summary = summarize(scenarios, &done, interrupted || shutdown.is_cancelled());
         if let Some(dir) = &out.dir
             && let Err(e) = write_summary(dir, &summary)
@@ -189,6 +206,40 @@ pub async fn run_trials(scenarios: &[Scenario], trials: TrialFlags, out: &Output
         interrupted: summary.interrupted,
         broken,
     })
+}
+
+/// Trial `t`'s run without a cache, if one ran.
+fn no_cache_of(done: &[Vec<RunResult>], t: usize) -> Option<&RunResult> {
+    done.iter()
+        .filter_map(|d| d.get(t))
+        .find(|r| cost::is_no_cache(r))
+}
+
+/// Trial `t` of scenario `si` ran without a cache: every caching run of that trial done before
+/// it takes its L for the break-even, and is written again.
+fn rebase_trial(
+    done: &mut [Vec<RunResult>],
+    si: usize,
+    t: usize,
+    dir: Option<&Path>,
+    repeat: u32,
+    status: &Status,
+) -> Result<()> {
+    let Some(n) = done[si].get(t).cloned() else {
+        return Ok(());
+    };
+    for r in done.iter_mut().filter_map(|d| d.get_mut(t)) {
+        if !cost::rebase(r, &n) {
+            continue;
+        }
+        if let Some(line) = cost::line(r) {
+            status.line(&format!("{}: {line}", r.strategy));
+        }
+        if let Some(dir) = dir {
+            results::write_json(&trial_path(dir, &r.strategy, t as u32, repeat), r)?;
+        }
+    }
+    Ok(())
 }
 
 fn summarize(scenarios: &[Scenario], done: &[Vec<RunResult>], interrupted: bool) -> CompareSummary {

@@ -36,12 +36,21 @@ pub struct Policy {
 }
 
 impl Policy {
+    /// Whether entries are kept at all: under `no-cache` nothing is read from Redis or
+    /// written back to it, and every request loads.
+    pub fn caches(&self) -> bool {
+        self.kind != Freshness::NoCache
+    }
+
     /// Judge an entry read at `now_ms`; `u` is uniform in (0, 1] (only XFetch draws on it).
     pub fn judge(&self, meta: &Meta, now_ms: f64, u: f64) -> Verdict {
         if meta.negative {
             return Verdict::Fresh;
         }
         match self.kind {
+            // Nothing is read under no-cache; an entry found anyway (left by another run in
+            // the namespace) is not this strategy's to serve.
+            Freshness::NoCache => Verdict::Expired,
             Freshness::Expire => Verdict::Fresh,
             Freshness::Xfetch => {
                 if self.beta <= 0.0 {

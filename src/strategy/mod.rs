@@ -1,6 +1,7 @@
 //! A strategy is three orthogonal choices (docs/design.md): freshness (when a value is loaded
 //! again), coordination (who loads it) and TTL jitter. The CLI's six names are presets of
-//! these, and `+` composes them. This module parses and names them (their JSON Schema is in
+//! these, and `+` composes them; `no-cache` (every request loads, nothing is kept) is the
+//! freshness that composes with nothing, the baseline a cache is measured against. This module parses and names them (their JSON Schema is in
 //! [`schema`]); the request path that applies them lives in [`crate::instance`].
 
 pub mod envelope;
@@ -24,6 +25,9 @@ pub enum Freshness {
     Xfetch,
     /// Soft expiry: serve stale within a window and refresh in the background.
     Swr,
+    /// No cache: every request loads from the database, Redis is neither read nor written.
+    /// The baseline of the break-even hit rate (docs/strategies.md).
+    NoCache,
 }
 
 /// Who performs a load when one is needed.
@@ -83,7 +87,10 @@ pub const PRESETS: [&str; 6] = [
     "jitter",
 ];
 
-const VALID_FORMS: &str = "valid: cache-aside, mutex, single-flight, xfetch, swr, jitter, lease, or `+` \
+/// The name of the strategy without a cache, which composes with nothing.
+pub const NO_CACHE: &str = "no-cache";
+
+const VALID_FORMS: &str = "valid: no-cache (alone), cache-aside, mutex, single-flight, xfetch, swr, jitter, lease, or `+` \
     joining at most one freshness (cache-aside, xfetch, swr) with mutex and/or single-flight, or \
     with lease, and/or jitter, e.g. swr+mutex, xfetch+single-flight, mutex+single-flight, swr+lease";
 
@@ -93,6 +100,22 @@ impl StrategySpec {
         let (mut mutex, mut sf, mut jitter, mut lease) = (false, false, false, false);
         if s.trim().is_empty() {
             return Err(format!("empty strategy ({VALID_FORMS})"));
+        }
+        if s.trim() == NO_CACHE {
+            return Ok(StrategySpec {
+                freshness: Freshness::NoCache,
+                coordination: Coordination::None,
+                jitter_preset: false,
+            });
+        }
+        if s.split('+').any(|p| p.trim() == NO_CACHE) {
+            let with = match s.split('+').map(str::trim).find(|p| *p != NO_CACHE) {
+                Some(other) => format!("combines no-cache with {other}"),
+                None => "names no-cache twice".to_string(),
+            };
+            return Err(format!(
+                "'{s}' {with}: no-cache composes with nothing (without a cache there is nothing to coordinate, refresh or jitter); use --strategy no-cache alone ({VALID_FORMS})"
+            ));
         }
         for part in s.split('+').map(str::trim) {
             let f = match part {
@@ -141,6 +164,11 @@ impl StrategySpec {
         })
     }
 
+    /// Whether the strategy keeps values in Redis at all (false for `no-cache` only).
+    pub fn caches(&self) -> bool {
+        self.freshness != Freshness::NoCache
+    }
+
     /// Whether a stale value can exist to be served (the lock timeout policy `stale` needs one).
     pub fn serves_stale(&self) -> bool {
         self.freshness == Freshness::Swr
@@ -156,6 +184,7 @@ impl fmt::Display for StrategySpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut parts: Vec<&str> = Vec::with_capacity(4);
         match self.freshness {
+            Freshness::NoCache => return f.write_str(NO_CACHE),
             Freshness::Expire => {}
             Freshness::Xfetch => parts.push("xfetch"),
             Freshness::Swr => parts.push("swr"),
@@ -218,6 +247,9 @@ mod tests {
                 .to_string(),
             "mutex+single-flight"
         );
+        let n = StrategySpec::parse(" no-cache ").unwrap();
+        assert_eq!(n.to_string(), "no-cache");
+        assert!(!n.caches() && n.coordination == Coordination::None);
         assert_eq!(
             StrategySpec::parse("cache-aside+mutex")
                 .unwrap()
@@ -237,6 +269,10 @@ mod tests {
             "lease+mutex",
             "lease+single-flight",
             "lease+lease",
+            "no-cache+mutex",
+            "cache-aside+no-cache",
+            "no-cache+no-cache",
+            "no-cache+jitter",
         ] {
             let e = StrategySpec::parse(bad).unwrap_err();
             assert!(e.contains("valid:"), "{bad}: {e}");

@@ -10,9 +10,9 @@ use super::{Coordination, Freshness, PRESETS, StrategySpec};
 const FRESHNESS: &str = "cache-aside|expire|xfetch|swr";
 const PARTS: &str = "cache-aside|expire|xfetch|swr|mutex|single-flight|jitter|lease";
 
-/// The grammar: parts joined by `+`, each trimmed of whitespace.
+/// The grammar: `no-cache` alone, or parts joined by `+`, each trimmed of whitespace.
 fn grammar() -> String {
-    format!(r"^\s*(?:{PARTS})\s*(?:\+\s*(?:{PARTS})\s*)*$")
+    format!(r"^(?:\s*no-cache\s*|\s*(?:{PARTS})\s*(?:\+\s*(?:{PARTS})\s*)*)$")
 }
 
 /// Matches a strategy the grammar allows but the parser refuses: two freshness policies, one
@@ -36,7 +36,7 @@ fn refused() -> String {
 
 /// Every strategy by its canonical name, as `Display` writes it.
 fn canonical_names() -> Vec<String> {
-    let mut names = Vec::new();
+    let mut names = vec![super::NO_CACHE.to_string()];
     for freshness in [Freshness::Expire, Freshness::Xfetch, Freshness::Swr] {
         for coordination in [
             Coordination::None,
@@ -68,19 +68,19 @@ impl JsonSchema for StrategySpec {
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
         if generator.contract().is_serialize() {
             return json_schema!({
-                "description": "The strategy's canonical name: its freshness, then mutex, single-flight, lease and jitter, joined by +.",
+                "description": "The strategy's canonical name: no-cache, or its freshness, then mutex, single-flight, lease and jitter, joined by +.",
                 "type": "string",
                 "enum": canonical_names(),
             });
         }
         json_schema!({
-            "description": "A preset (cache-aside, mutex, single-flight, xfetch, swr, jitter), lease, or a combination with + of at most one of cache-aside|xfetch|swr (expire is another name for cache-aside) with mutex, single-flight and/or jitter, or with lease (and jitter), such as swr+mutex or swr+lease.",
+            "description": "no-cache (alone: every request loads, nothing is cached), a preset (cache-aside, mutex, single-flight, xfetch, swr, jitter), lease, or a combination with + of at most one of cache-aside|xfetch|swr (expire is another name for cache-aside) with mutex, single-flight and/or jitter, or with lease (and jitter), such as swr+mutex or swr+lease.",
             "type": "string",
             "allOf": [
                 { "pattern": grammar() },
                 { "not": { "pattern": refused() } },
             ],
-            "examples": PRESETS.iter().chain(["lease", "swr+mutex", "swr+lease"].iter()).collect::<Vec<_>>(),
+            "examples": PRESETS.iter().chain(["lease", "swr+mutex", "swr+lease", "no-cache"].iter()).collect::<Vec<_>>(),
         })
     }
 }
@@ -116,6 +116,7 @@ mod tests {
             "single-flight",
             "jitter",
             "lease",
+            "no-cache",
             "",
             " mutex ",
             "magic",
@@ -143,6 +144,6 @@ mod tests {
         for name in canonical_names() {
             assert_eq!(StrategySpec::parse(&name).unwrap().to_string(), name);
         }
-        assert_eq!(canonical_names().len(), 30);
+        assert_eq!(canonical_names().len(), 31);
     }
 }
