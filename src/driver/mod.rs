@@ -5,6 +5,7 @@
 
 mod closed_loop;
 mod open_loop;
+mod rewarm;
 mod timeline;
 mod warm;
 mod writes;
@@ -70,6 +71,11 @@ pub struct Raw {
     pub goodput: u64,
     /// Retries sent by the client (each attempt after the first).
     pub retries: u64,
+    /// Runs of the re-warm job that started in the measured window.
+    pub rewarm_runs: u64,
+    /// How long, within the measured window and its drain, at least one instance limited its
+    /// own loads because the global rate limit's Redis did not answer.
+    pub rate_fallback: Duration,
 }
 
 /// What the writes did.
@@ -90,6 +96,7 @@ pub struct WritesRaw {
 pub struct DbRaw {
     pub calls: u64,
     pub warmup_calls: u64,
+    pub rewarm_calls: u64,
     pub statement_errors: u64,
     pub statement_timeouts: u64,
     pub pool_timeouts: u64,
@@ -107,6 +114,7 @@ impl DbRaw {
         DbRaw {
             calls: t.calls.load(Relaxed),
             warmup_calls: t.warmup_calls.load(Relaxed),
+            rewarm_calls: t.rewarm_calls.load(Relaxed),
             statement_errors: t.statement_errors.load(Relaxed),
             statement_timeouts: t.statement_timeouts.load(Relaxed),
             pool_timeouts: t.pool_timeouts.load(Relaxed),
@@ -421,7 +429,8 @@ impl Driver {
                     shard.is_some(),
                 )
                 .await?;
-            let guard = Guard::new(i, sc.db_limit, sc.breaker.as_ref());
+            let guard = Guard::new(i, sc.db_limit, sc.breaker.as_ref())
+                .with_rate(sc.db_rate.as_ref(), sc.instances);
             instances.push(Path::Builtin(Arc::new(Instance::new(
                 cache,
                 origin,
@@ -549,6 +558,7 @@ impl Driver {
             None => (None, None),
         };
         let writer = writes::spawn(self, window, &shutdown, write_feed)?;
+        let rewarm = rewarm::spawn(self, window, &shutdown);
         let traffic = match sc.load {
             LoadShape::Open { rps, arrival } => {
                 open_loop::run(self, rps, arrival, window, &shutdown, read_feed).await?
@@ -560,6 +570,10 @@ impl Driver {
         if let Some(w) = writer {
             let _ = w.await;
         }
+        let rewarm_runs = match rewarm {
+            Some(r) => r.await.unwrap_or(0),
+            None => 0,
+        };
         if let Some(w) = &self.shared.writes {
             writes::drain(w, drain_limit(&shutdown)).await;
         }
@@ -670,6 +684,12 @@ impl Driver {
             }),
             goodput: tally.goodput.load(Relaxed),
             retries: tally.retries.load(Relaxed),
+            rewarm_runs,
+            rate_fallback: self
+                .shared
+                .protect
+                .rate_fallbacks
+                .time_within(window.measure, Instant::now()),
         })
     }
 
