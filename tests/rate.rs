@@ -1,6 +1,6 @@
 //! The rate limit and the re-warm job on real servers. `--db-rate R --db-burst B` holds the DB
-//! calls of every timeline bucket (and of every second) to R ± B, counted by the tool per
-//! bucket and by Postgres in all; the global scope holds the whole run to R through Redis, and
+//! calls of every timeline bucket (and of every second) to R·t + B, and the window to about R,
+//! counted by the tool per bucket and by Postgres in all; the global scope holds the whole run to R through Redis, and
 //! while Redis is paused the instances hold themselves to R / instances and say for how long.
 //! `--rewarm-every D --rewarm-top K` sends K DB calls right after every D and none between.
 
@@ -25,31 +25,43 @@ fn buckets(r: &Run) -> Vec<(u64, u64, u64)> {
     out
 }
 
-/// Every bucket of `r` holds at most rate × its length + burst calls (and a call for the tick
-/// being a ms or two late), and every second of ten buckets at most rate + burst; every
-/// second with refusals in it at least rate − burst. The server's count is the tool's.
+/// Every bucket of `r` holds at most rate × its length + burst DB calls, and every second of
+/// ten buckets at most rate × its span + burst; over the window, at least 3/4 of the rate
+/// (the demand is about twice it). The server's count is the tool's.
+///
+/// The tolerances are what the measurement needs, not slack for the limiter: a call is counted
+/// when its statement starts, a little after the limiter let it go (the pool's checkout, and
+/// under the global scope the Lua call's answer), so a window is judged as if it were a bucket
+/// (100 ms) longer, and a bucket shorter than one (a tick late the bucket before) as a whole
+/// one; and the machine is shared: a stall of the process loses the tokens that overflow the
+/// bucket meanwhile, hence no lower bound per second.
 fn assert_held(r: &Run, rate: f64, burst: u64) {
     let b = buckets(r);
     assert!(b.len() >= 20, "{} whole buckets", b.len());
+    let calls_in = |ms: u64| (rate * ms as f64 / 1000.0).ceil() as u64;
     for &(at, len, calls) in &b {
-        let most = (rate * len as f64 / 1000.0).ceil() as u64 + burst + 1;
+        let most = calls_in(len.max(100)) + burst + 1;
         assert!(
             calls <= most,
-            "bucket ending at {at} ms: {calls} DB calls in {len} ms, more than {most}: {:?}",
-            b
+            "bucket ending at {at} ms: {calls} DB calls in {len} ms, more than {most}: {b:?}"
         );
     }
     for w in b.windows(10) {
         let span = w[9].0 - w[0].0 + w[0].1;
         let calls: u64 = w.iter().map(|x| x.2).sum();
-        let most = (rate * span as f64 / 1000.0).ceil() as u64 + burst + 1;
-        let least = (rate * span as f64 / 1000.0) as u64 - burst;
+        let most = calls_in(span + 100) + burst + 1;
         assert!(
-            (least..=most).contains(&calls),
-            "the {span} ms up to {} ms: {calls} DB calls, not within {least}..={most}",
+            calls <= most,
+            "the {span} ms up to {} ms: {calls} DB calls, more than {most}",
             w[9].0
         );
     }
+    let window = b.last().map_or(0, |x| x.0);
+    let all: u64 = b.iter().map(|x| x.2).sum();
+    assert!(
+        all >= calls_in(window) * 3 / 4,
+        "{all} DB calls in {window} ms at {rate}/s: the limit was not reached"
+    );
     assert_eq!(
         r.json["db"]["calls_server"].as_u64(),
         Some(r.u("/db/calls")),
@@ -64,7 +76,13 @@ const BUSY: [&str; 4] = ["--duration", "4s", "--db-burst", "20"];
 
 #[test]
 fn a_global_rate_limit_holds_every_bucket_to_r_plus_burst_and_refuses_the_rest() {
-    let r = run_ok(&[&BUSY[..], &["--db-rate", "200", "--db-rate-scope", "global"]].concat());
+    let r = run_ok(
+        &[
+            &BUSY[..],
+            &["--db-rate", "200", "--db-rate-scope", "global"],
+        ]
+        .concat(),
+    );
     let per_bucket: Vec<u64> = buckets(&r).iter().map(|b| b.2).collect();
     eprintln!(
         "global 200/s burst 20: DB calls per 100 ms {per_bucket:?}; {} refused, {} rejected, {} stale",
@@ -81,7 +99,11 @@ fn a_global_rate_limit_holds_every_bucket_to_r_plus_burst_and_refuses_the_rest()
     assert_eq!(r.u("/db/rate_fallback_ms"), 0, "Redis answered every call");
     let sc: &Value = &r.json["scenario"]["db_rate"];
     assert_eq!(
-        (sc["rate"].as_f64(), sc["burst"].as_u64(), sc["scope"].as_str()),
+        (
+            sc["rate"].as_f64(),
+            sc["burst"].as_u64(),
+            sc["scope"].as_str()
+        ),
         (Some(200.0), Some(20), Some("global"))
     );
 
@@ -154,7 +176,10 @@ fn rewarm_sends_its_calls_on_schedule_and_none_between() {
     // At 1 s, 2 s and 3 s into the 3.5 s window: 3 runs of 100 loads, each one DB call.
     assert_eq!(runs, 3);
     assert_eq!(calls, 300, "{}", r.json["db"]);
-    assert!(r.u("/db/calls") >= calls, "rewarm calls are among the DB calls");
+    assert!(
+        r.u("/db/calls") >= calls,
+        "rewarm calls are among the DB calls"
+    );
     for k in 1..=3u64 {
         // A run's 100 loads (50 per instance, 16 at once, 10 ms each) end within 300 ms.
         let near: u64 = b

@@ -18,7 +18,11 @@ use crate::instance::Instance;
 
 /// Start the job (None without `--rewarm-every`, or with no built-in instance). It hands
 /// back how many of its runs started in the measured window.
-pub(super) fn spawn(d: &Driver, w: Window, shutdown: &CancellationToken) -> Option<JoinHandle<u64>> {
+pub(super) fn spawn(
+    d: &Driver,
+    w: Window,
+    shutdown: &CancellationToken,
+) -> Option<JoinHandle<u64>> {
     let r = d.sc.rewarm?;
     let instances: Vec<Arc<Instance>> = d.builtin_instances();
     if instances.is_empty() {

@@ -315,7 +315,9 @@ mod tests {
         drop((b, c));
         assert_eq!(g.in_flight.load(Relaxed), 0);
         let open = Guard::new(0, None, None);
-        let many: Vec<_> = (0..100).map(|_| open.admit_local(&board).unwrap()).collect();
+        let many: Vec<_> = (0..100)
+            .map(|_| open.admit_local(&board).unwrap())
+            .collect();
         assert_eq!(many.len(), 100);
     }
 
@@ -379,7 +381,10 @@ mod tests {
         let probe = g.admit_local(&board).expect("probe");
         assert!(g.admit_local(&board).is_err());
         drop(probe);
-        assert!(g.admit_local(&board).is_ok(), "the probe's place is free again");
+        assert!(
+            g.admit_local(&board).is_ok(),
+            "the probe's place is free again"
+        );
     }
 
     /// The rate limit is checked after the bulkhead and the breaker, and a refusal frees what
@@ -400,7 +405,11 @@ mod tests {
             drop(g.admit(&board, never).await.expect("within the burst"));
         }
         assert_eq!(g.admit(&board, never).await.err(), Some(Refused::Rate));
-        assert_eq!(g.in_flight.load(Relaxed), 0, "a refusal frees the bulkhead's place");
+        assert_eq!(
+            g.in_flight.load(Relaxed),
+            0,
+            "a refusal frees the bulkhead's place"
+        );
         let global = RateSpec {
             scope: RateScope::Global,
             ..spec
@@ -415,11 +424,17 @@ mod tests {
             }
         };
         assert!(g.admit(&board, redis(Some(true))).await.is_ok());
-        assert_eq!(g.admit(&board, redis(Some(false))).await.err(), Some(Refused::Rate));
+        assert_eq!(
+            g.admit(&board, redis(Some(false))).await.err(),
+            Some(Refused::Rate)
+        );
         // Redis down: the share is 1/3 per second, burst 1: this load goes, the next not, and
         // Redis is not asked again during the hold.
         assert!(g.admit(&board, redis(None)).await.is_ok());
-        assert_eq!(g.admit(&board, redis(Some(true))).await.err(), Some(Refused::Rate));
+        assert_eq!(
+            g.admit(&board, redis(Some(true))).await.err(),
+            Some(Refused::Rate)
+        );
         assert_eq!(asked.get(), 3);
         let t = Instant::now() + Duration::from_secs(1);
         assert!(board.rate_fallbacks.time_within(board.origin, t) > Duration::ZERO);

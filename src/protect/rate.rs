@@ -213,7 +213,12 @@ impl Limiter {
         if now_ns >= hold
             && self
                 .hold_until_ns
-                .compare_exchange(hold, now_ns + FALLBACK_HOLD.as_nanos() as u64, Relaxed, Relaxed)
+                .compare_exchange(
+                    hold,
+                    now_ns + FALLBACK_HOLD.as_nanos() as u64,
+                    Relaxed,
+                    Relaxed,
+                )
                 .is_ok()
         {
             return Check::Global;
@@ -301,7 +306,9 @@ mod tests {
         assert!(!g.take(t0 + 10 * MS));
         // Over any second, at most rate + burst.
         let g = Gcra::new(100.0, 5);
-        let went = (0..100_000u64).filter(|i| g.take(t0 + i * MS / 100)).count();
+        let went = (0..100_000u64)
+            .filter(|i| g.take(t0 + i * MS / 100))
+            .count();
         assert!((100..=105).contains(&went), "{went} in 1 s");
         // After an idle spell the bucket is full again, never fuller.
         let later = t0 + 60_000 * MS;
@@ -330,7 +337,9 @@ mod tests {
         let (started, _) = l.unreachable(0);
         assert!(started);
         // The share: 50/s, burst 5; 4 of which one went with the failed call.
-        let went = (0..10).filter(|_| matches!(l.check(1), Check::Decided(true))).count();
+        let went = (0..10)
+            .filter(|_| matches!(l.check(1), Check::Decided(true)))
+            .count();
         assert_eq!(went, 4);
         let hold = FALLBACK_HOLD.as_nanos() as u64;
         assert!(matches!(l.check(hold), Check::Global));

@@ -280,7 +280,7 @@ fn protect(o: &mut String, r: &RunResult) {
         let _ = writeln!(
             o,
             "  db-rate   {}: {} loads refused (none sent to Postgres){fallback}",
-            rate.describe(sc.instances),
+            rate.describe(sc.instances).trim_start_matches("db-rate "),
             d.rate_refusals
         );
     }

@@ -6,9 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::servers::{own_load, tls_settings};
-use super::{
-    Client, LoadShape, MAX_DB_CONNECTIONS, RecoveryCriteria, Rewarm, Scenario, WriteLoad,
-};
+use super::{Client, LoadShape, MAX_DB_CONNECTIONS, RecoveryCriteria, Rewarm, Scenario, WriteLoad};
 
 /// Most keys a run may seed: each is a Postgres row and a cache entry.
 const MAX_KEYS: u64 = 50_000_000;
