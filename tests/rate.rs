@@ -108,7 +108,7 @@ fn a_global_rate_limit_holds_every_bucket_to_r_plus_burst_and_refuses_the_rest()
     );
 
     // Per instance, each of the 2 instances has its own 200/s: the database sees twice it.
-    let r = run_ok(&[&BUSY[..], &["--db-rate", "200", "--duration", "3s"]].concat());
+    let r = run_ok(&["--duration", "3s", "--db-burst", "20", "--db-rate", "200"]);
     let per_bucket: Vec<u64> = buckets(&r).iter().map(|b| b.2).collect();
     eprintln!("per instance 200/s burst 20, 2 instances: {per_bucket:?}");
     assert_held(&r, 400.0, 40);
@@ -145,8 +145,11 @@ fn a_global_rate_limit_whose_redis_is_paused_falls_back_to_its_share_and_counts_
         (800..=1700).contains(&fallback),
         "fallback {fallback} ms for a 1 s pause"
     );
-    // Two shares of 100/s, burst 10 each: the same bound, held through the pause.
-    assert_held(&r, 200.0, 20);
+    // Two shares of 100/s, burst 10 each: the same rate through the pause. While the
+    // instances switch back one by one, one already draws on the global bucket (full again
+    // after the pause: its burst) while the other still draws on its share (its burst too):
+    // up to twice the burst at that moment, never more.
+    assert_held(&r, 200.0, 40);
 }
 
 #[test]
