@@ -377,8 +377,9 @@ fn check(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
         "loads let through at once while half-open",
     )?;
     at_least(f.breaker_min_loads, 1, src, "breaker_min_loads")?;
+    // Not finite (NaN included) is refused when the rate is parsed.
     if let Some(Rate(r)) = f.db_rate
-        && !(r > 0.0)
+        && r <= 0.0
     {
         return Err(UsageError::new(format!(
             "{} must be more than 0 loads per second (got {r})",
