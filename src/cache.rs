@@ -13,6 +13,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 
 use crate::error::EnvError;
 use crate::metrics::{Counters, bump};
+use crate::protect::rate::{GCRA_LUA, GlobalAsk};
 use crate::redact;
 use crate::strategy::invalidate::{CHECKED_SET_LUA, WRITER_SET_LUA};
 use crate::strategy::lock::RELEASE_LUA;
@@ -47,6 +48,18 @@ impl KeyBuf {
         k.len = 96 - w.len();
         k
     }
+    /// A key of the run's namespace with no id.
+    fn named(prefix: &str, name: &str) -> KeyBuf {
+        let mut k = KeyBuf {
+            buf: [0; 96],
+            len: 0,
+        };
+        let mut w = &mut k.buf[..];
+        let _ = write!(w, "{prefix}{name}");
+        k.len = 96 - w.len();
+        k
+    }
+
     fn as_bytes(&self) -> &[u8] {
         &self.buf[..self.len]
     }
@@ -72,12 +85,15 @@ pub struct Cache {
     release: redis::Script,
     checked_set: redis::Script,
     writer_set: redis::Script,
+    rate: redis::Script,
     counters: Arc<Counters>,
 }
 
 /// The key of an entry's lease token and of its writers' version marker.
 const LEASE: &str = "lease:";
 const MARKER: &str = "ver:";
+/// The key of the run's global rate limit (`--db-rate-scope global`): its bucket's TAT.
+const RATE: &str = "rate:db";
 
 /// What a conditional SET checks (see [`Cache::set_checked`]).
 #[derive(Debug, Clone, Copy)]
@@ -163,6 +179,7 @@ impl Cache {
             release: redis::Script::new(RELEASE_LUA),
             checked_set: redis::Script::new(CHECKED_SET_LUA),
             writer_set: redis::Script::new(WRITER_SET_LUA),
+            rate: redis::Script::new(GCRA_LUA),
             counters,
         })
     }
@@ -330,6 +347,16 @@ impl Cache {
     /// `SET lease:id token NX PX ttl`: true when this caller now holds the key's lease.
     pub async fn try_lease(&self, id: u64, token: u64, ttl_ms: u64) -> Result<bool, CacheError> {
         self.try_token(LEASE, id, token, ttl_ms).await
+    }
+
+    /// One load's turn in the run's global rate limit, in one Lua call within
+    /// `--redis-timeout`: Ok(true) when it may go.
+    pub async fn rate_take(&self, ask: GlobalAsk) -> Result<bool, CacheError> {
+        let k = KeyBuf::named(&self.prefix, RATE);
+        let mut c = self.conn();
+        let mut inv = self.rate.key(k.as_bytes());
+        inv.arg(ask.step_us).arg(ask.tau_us);
+        Ok(self.deadline(inv.invoke_async::<i64>(&mut c)).await? == 1)
     }
 
     /// Give the lease back if it is still this caller's (a load that failed, or found the

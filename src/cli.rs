@@ -15,6 +15,7 @@ pub use traces::{MrcCmd, TraceFlags, TraceStatsCmd};
 
 use crate::fault::FaultSpec;
 use crate::origin::DbQuery;
+use crate::protect::rate::RateScope;
 use crate::strategy::lock::LockTimeoutPolicy;
 use crate::workload::{Arrival, Start};
 
@@ -973,6 +974,22 @@ pub struct RunFlags {
     )]
     pub lock_timeout_policy: Option<LockTimeoutPolicy>,
 
+    /// Refresh-ahead: re-load the hot keys every D [default: off]
+    ///
+    /// A background job re-loads the --rewarm-top most popular keys every D from the start of
+    /// the traffic and writes them with a full TTL, fresh or not (refresh-ahead on a
+    /// schedule), under the strategy's coordination; its loads are DB calls, also counted
+    /// apart (db.rewarm_calls).
+    #[arg(long, value_name = "DURATION", help_heading = "Strategy")]
+    pub rewarm_every: Option<Dur>,
+
+    /// Refresh-ahead: how many of the hottest keys [default: 100]
+    ///
+    /// The keys of popularity rank 1..=K (the most requested) are re-loaded every
+    /// --rewarm-every.
+    #[arg(long, value_name = "K", help_heading = "Strategy")]
+    pub rewarm_top: Option<u64>,
+
     /// Spread TTLs within ±P [default: 0%; 10% under jitter]
     ///
     /// Spread every TTL written uniformly within ±P (e.g. 10%); 0% by default, 10% for
@@ -1015,6 +1032,38 @@ pub struct RunFlags {
     /// past its window), or else fails fast with outcome `rejected` (not an error).
     #[arg(long, value_name = "N", help_heading = "Protection")]
     pub db_limit: Option<u32>,
+
+    /// Rate limit: most loads per second [default: off]
+    ///
+    /// A token bucket on loads: at most R a second (accepts 1k), --db-burst at once after an
+    /// idle spell, per instance or for the whole run (--db-rate-scope). A load over the limit
+    /// is not queued, it is refused without reaching Postgres, like the bulkhead's (stale if
+    /// held, else `rejected`); the re-warm job's loads pass through it too.
+    #[arg(long, value_name = "R", help_heading = "Protection")]
+    pub db_rate: Option<Rate>,
+
+    /// Rate limit: loads let through at once [default: R/10]
+    ///
+    /// The token bucket's size: after an idle spell this many loads go at once, then one every
+    /// 1/R. Default: a tenth of a second's worth (R/10), at least 1.
+    #[arg(long, value_name = "B", help_heading = "Protection")]
+    pub db_burst: Option<u32>,
+
+    /// Rate limit per instance or global [default: instance]
+    ///
+    /// instance: one bucket of R per app instance (the database sees up to R × instances).
+    ///
+    /// global: one bucket of R for the whole run, kept in Redis (GCRA in one Lua call, on
+    /// Redis's clock, within --redis-timeout); while Redis cannot answer, each instance limits
+    /// itself to R / instances, and the time it did is reported.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "SCOPE",
+        hide_possible_values = true,
+        help_heading = "Protection"
+    )]
+    pub db_rate_scope: Option<RateScope>,
 
     /// A circuit breaker on each instance's loads [default: off]
     ///

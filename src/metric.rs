@@ -237,7 +237,7 @@ pub const DEFS: [Def; 23] = [
         header: "rejected",
         unit: Unit::Count,
         better: Better::Lower,
-        what: "requests whose load --db-limit or the breaker refused, with no stale value to serve",
+        what: "requests whose load --db-limit, the breaker or --db-rate refused, with no stale value to serve",
         tolerance: None,
         threshold: false,
         ranked: true,

@@ -57,13 +57,18 @@ pub enum LoadFailure {
     Limited,
     /// Refused before it started, nothing sent to Postgres: the instance's breaker is open.
     BreakerOpen,
+    /// Refused before it started, nothing sent to Postgres: `--db-rate` had no token left.
+    RateLimited,
 }
 
 impl LoadFailure {
     /// Whether the load was refused by a protection (the request is served stale or rejected,
     /// not failed).
     pub fn refused(self) -> bool {
-        matches!(self, LoadFailure::Limited | LoadFailure::BreakerOpen)
+        matches!(
+            self,
+            LoadFailure::Limited | LoadFailure::BreakerOpen | LoadFailure::RateLimited
+        )
     }
 }
 

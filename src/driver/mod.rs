@@ -5,6 +5,7 @@
 
 mod closed_loop;
 mod open_loop;
+mod rewarm;
 mod timeline;
 mod warm;
 mod writes;
@@ -74,6 +75,11 @@ pub struct Raw {
     pub goodput: u64,
     /// Retries sent by the client (each attempt after the first).
     pub retries: u64,
+    /// Runs of the re-warm job that started in the measured window.
+    pub rewarm_runs: u64,
+    /// How long, within the measured window and its drain, at least one instance limited its
+    /// own loads because the global rate limit's Redis did not answer.
+    pub rate_fallback: Duration,
 }
 
 /// What the writes did.
@@ -94,6 +100,7 @@ pub struct WritesRaw {
 pub struct DbRaw {
     pub calls: u64,
     pub warmup_calls: u64,
+    pub rewarm_calls: u64,
     pub statement_errors: u64,
     pub statement_timeouts: u64,
     pub pool_timeouts: u64,
@@ -111,6 +118,7 @@ impl DbRaw {
         DbRaw {
             calls: t.calls.load(Relaxed),
             warmup_calls: t.warmup_calls.load(Relaxed),
+            rewarm_calls: t.rewarm_calls.load(Relaxed),
             statement_errors: t.statement_errors.load(Relaxed),
             statement_timeouts: t.statement_timeouts.load(Relaxed),
             pool_timeouts: t.pool_timeouts.load(Relaxed),
@@ -425,7 +433,8 @@ impl Driver {
                     shard.is_some(),
                 )
                 .await?;
-            let guard = Guard::new(i, sc.db_limit, sc.breaker.as_ref());
+            let guard = Guard::new(i, sc.db_limit, sc.breaker.as_ref())
+                .with_rate(sc.db_rate.as_ref(), sc.instances);
             instances.push(Path::Builtin(Arc::new(Instance::new(
                 cache,
                 origin,
@@ -554,6 +563,7 @@ impl Driver {
             None => (None, None),
         };
         let writer = writes::spawn(self, window, &shutdown, write_feed)?;
+        let rewarm = rewarm::spawn(self, window, &shutdown);
         let traffic = match sc.load {
             LoadShape::Open { rps, arrival } => {
                 open_loop::run(self, rps, arrival, window, &shutdown, read_feed).await?
@@ -565,6 +575,10 @@ impl Driver {
         if let Some(w) = writer {
             let _ = w.await;
         }
+        let rewarm_runs = match rewarm {
+            Some(r) => r.await.unwrap_or(0),
+            None => 0,
+        };
         if let Some(w) = &self.shared.writes {
             writes::drain(w, drain_limit(&shutdown)).await;
         }
@@ -676,6 +690,12 @@ impl Driver {
             }),
             goodput: tally.goodput.load(Relaxed),
             retries: tally.retries.load(Relaxed),
+            rewarm_runs,
+            rate_fallback: self
+                .shared
+                .protect
+                .rate_fallbacks
+                .time_within(window.measure, Instant::now()),
         })
     }
 

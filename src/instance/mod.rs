@@ -411,29 +411,61 @@ impl Instance {
 
     /// One load of `id` (a wait for a connection, then one DB call), and the result written
     /// back with the freshness policy's TTLs: the version loaded (0 for a missing item).
-    /// Refused without reaching the database when `--db-limit` loads are in flight or the
-    /// breaker is open. Under a lease the SET presents `lease`; with versioned invalidation
+    /// Refused without reaching the database when `--db-limit` loads are in flight, the
+    /// breaker is open or `--db-rate` has no token left. Under a lease the SET presents `lease`; with versioned invalidation
     /// it is refused when a newer version is cached or announced (counted in
     /// `stale_sets_refused`; the request still serves what it loaded).
     pub async fn load_and_store(&self, id: u64, lease: Option<u64>) -> Result<u64, LoadFailure> {
+        self.load_and_store_as(id, lease, false).await
+    }
+
+    /// Re-warm `id` (`--rewarm-every`): load it and write it back with a full TTL whether or
+    /// not its entry is still fresh, under the coordination as a background refresh is (a key
+    /// whose lock or lease another loader holds is left to it). Through the same protections
+    /// as any load: a refused one keeps the entry there is.
+    pub async fn rewarm(&self, id: u64) {
         let sh = &self.shared;
-        let permit = self.guard.admit(&sh.protect).map_err(|r| match r {
-            Refused::Limit => {
-                bump(&sh.counters.limit_refusals);
-                LoadFailure::Limited
-            }
-            Refused::Breaker => {
-                bump(&sh.counters.breaker_refusals);
-                LoadFailure::BreakerOpen
-            }
-        })?;
+        let Some(claim) = self.coord.refresh(&self.cache, &sh.counters, id).await else {
+            return;
+        };
+        let r = self.load_and_store_as(id, claim.lease_token(), true).await;
+        claim.release(&self.cache, &sh.counters, id, r).await;
+    }
+
+    /// [`Instance::load_and_store`]; `rewarm`: a load of the re-warm job.
+    async fn load_and_store_as(
+        &self,
+        id: u64,
+        lease: Option<u64>,
+        rewarm: bool,
+    ) -> Result<u64, LoadFailure> {
+        let sh = &self.shared;
+        let global = |ask| async move { self.cache.rate_take(ask).await.ok() };
+        let permit = self
+            .guard
+            .admit(&sh.protect, global)
+            .await
+            .map_err(|r| match r {
+                Refused::Limit => {
+                    bump(&sh.counters.limit_refusals);
+                    LoadFailure::Limited
+                }
+                Refused::Breaker => {
+                    bump(&sh.counters.breaker_refusals);
+                    LoadFailure::BreakerOpen
+                }
+                Refused::Rate => {
+                    bump(&sh.counters.rate_refusals);
+                    LoadFailure::RateLimited
+                }
+            })?;
         let started = Instant::now();
         // With writes, the fill (this load and its write-back) is in flight for the write
         // probes: one that read the row before a commit may write it back after the
         // invalidation, and a probe waits for it.
         let _fill = sh.writes.as_ref().map(|w| w.probes.in_flight.fill(id));
         let loaded = {
-            let load = sh.loads.begin(id);
+            let load = sh.loads.begin_as(id, rewarm);
             self.origin.load(id, &load).await
         };
         if loaded.is_ok() {
@@ -648,7 +680,11 @@ mod tests {
 
     #[test]
     fn a_refused_load_serves_the_stale_value_held_else_rejects() {
-        for f in [LoadFailure::Limited, LoadFailure::BreakerOpen] {
+        for f in [
+            LoadFailure::Limited,
+            LoadFailure::BreakerOpen,
+            LoadFailure::RateLimited,
+        ] {
             assert_eq!(outcome_of(Err(f), Outcome::Miss, true), Outcome::Stale);
             assert_eq!(
                 outcome_of(Err(f), Outcome::Waited, false),

@@ -33,6 +33,8 @@ pub struct Counters {
     pub limit_refusals: AtomicU64,
     /// Loads refused because the instance's breaker was open.
     pub breaker_refusals: AtomicU64,
+    /// Loads refused because `--db-rate` had no token left.
+    pub rate_refusals: AtomicU64,
     /// Cache SETs refused because they would have stored an older version (versioned) or
     /// presented a lease token no longer the key's (deleted by a write, or run out).
     pub stale_sets_refused: AtomicU64,
@@ -128,6 +130,7 @@ counters_snapshot!(
     expiring_writes,
     limit_refusals,
     breaker_refusals,
+    rate_refusals,
     stale_sets_refused,
     invalidation_failures,
 );

@@ -39,6 +39,8 @@ pub struct LoadTracker {
     pub calls: AtomicU64,
     /// Statements sent during the warm-up.
     pub warmup_calls: AtomicU64,
+    /// Of `calls`, those of the re-warm job (`--rewarm-every`).
+    pub rewarm_calls: AtomicU64,
     /// Measured statements started since the timeline last took this counter.
     pub interval_calls: AtomicU64,
     /// Measured statements that the server received and that ended in an error
@@ -99,6 +101,7 @@ impl Default for LoadTracker {
             measured_from: OnceLock::new(),
             calls: AtomicU64::new(0),
             warmup_calls: AtomicU64::new(0),
+            rewarm_calls: AtomicU64::new(0),
             interval_calls: AtomicU64::new(0),
             statement_errors: AtomicU64::new(0),
             statement_timeouts: AtomicU64::new(0),
@@ -127,6 +130,8 @@ pub struct LoadGuard<'a> {
     tracker: &'a LoadTracker,
     key: u64,
     began: Instant,
+    /// A load of the re-warm job, not of a request.
+    rewarm: bool,
 }
 
 /// One statement running on a held connection; dropping it ends the statement.
@@ -153,6 +158,12 @@ impl LoadTracker {
     /// A load of `key` starts: it is in flight (queued for a connection or running) until the
     /// guard drops.
     pub fn begin(&self, key: u64) -> LoadGuard<'_> {
+        self.begin_as(key, false)
+    }
+
+    /// [`LoadTracker::begin`], for the re-warm job when `rewarm`: its statements are counted
+    /// in `rewarm_calls` too.
+    pub fn begin_as(&self, key: u64, rewarm: bool) -> LoadGuard<'_> {
         let began = Instant::now();
         let now = self.in_flight.fetch_add(1, Relaxed) + 1;
         let herd = {
@@ -175,6 +186,7 @@ impl LoadTracker {
             tracker: self,
             key,
             began,
+            rewarm,
         }
     }
 
@@ -205,6 +217,9 @@ impl<'a> LoadGuard<'a> {
             Phase::Measured => {
                 t.calls.fetch_add(1, Relaxed);
                 t.interval_calls.fetch_add(1, Relaxed);
+                if self.rewarm {
+                    t.rewarm_calls.fetch_add(1, Relaxed);
+                }
                 t.peak_concurrent.fetch_max(running, Relaxed);
                 let waited = (now - self.began).as_micros() as u64;
                 t.pool_wait_us.fetch_add(waited, Relaxed);

@@ -42,8 +42,8 @@ pub enum Outcome {
     Fallback,
     /// The request failed (database error or timeout, lock timeout under the error policy).
     Error,
-    /// Its load was refused by `--db-limit` or the breaker and there was no stale value to
-    /// serve: it failed fast, by design, without reaching the database.
+    /// Its load was refused by `--db-limit`, the breaker or `--db-rate` and there was no
+    /// stale value to serve: it failed fast, by design, without reaching the database.
     Rejected,
     /// The app under test (`--target`) answered as expected; whether from its cache is not
     /// visible from outside (Redis INFO and the load ledger tell that).

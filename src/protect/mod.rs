@@ -1,14 +1,18 @@
 //! Defence in depth for the database, per app instance, in front of every load: a bulkhead
-//! (`--db-limit`: at most N loads in flight; one more is refused, never queued) and a circuit
+//! (`--db-limit`: at most N loads in flight; one more is refused, never queued), a circuit
 //! breaker (`--breaker`: refuse loads while the database is failing or slow, probe it after a
-//! cooldown). A refused load sends nothing to Postgres; the request path serves the stale
-//! value it holds, if any, else the request fails fast with outcome `rejected`.
+//! cooldown) and a rate limit (`--db-rate`: at most R loads a second, B at once, per instance
+//! or for the whole run). A refused load sends nothing to Postgres; the request path serves
+//! the stale value it holds, if any, else the request fails fast with outcome `rejected`.
 //!
-//! The breaker's rules are the pure state machine of [`breaker`]; this is its thin shell on the
-//! request path: an atomic for the bulkhead, a short mutex per instance for the breaker (never
-//! held across an await), and the run-wide [`Board`] where transitions are logged.
+//! The breaker's rules are the pure state machine of [`breaker`], the rate limit's the GCRA of
+//! [`rate`]; this is their thin shell on the request path: an atomic for the bulkhead and the
+//! per-instance bucket, a short mutex per instance for the breaker (never held across an
+//! await), one Redis call for the global bucket, and the run-wide [`Board`] where transitions
+//! and fallbacks are logged.
 
 pub mod breaker;
+pub mod rate;
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
@@ -73,6 +77,8 @@ pub enum Refused {
     Limit,
     /// The instance's breaker is open (or half-open with every probe out).
     Breaker,
+    /// `--db-rate`: the bucket had no token left.
+    Rate,
 }
 
 /// A state change of one instance's breaker.
@@ -94,6 +100,8 @@ pub struct Board {
     not_closed: AtomicU32,
     /// A breaker was not closed at some moment since the timeline last asked.
     went_open: AtomicBool,
+    /// When instances limited their own loads because the global rate limit was unreachable.
+    pub rate_fallbacks: rate::Fallbacks,
 }
 
 impl Default for Board {
@@ -103,6 +111,7 @@ impl Default for Board {
             events: Mutex::new(Vec::new()),
             not_closed: AtomicU32::new(0),
             went_open: AtomicBool::new(false),
+            rate_fallbacks: rate::Fallbacks::default(),
         }
     }
 }
@@ -110,6 +119,10 @@ impl Default for Board {
 impl Board {
     fn now_ms(&self) -> u64 {
         self.origin.elapsed().as_millis() as u64
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.origin.elapsed().as_nanos() as u64
     }
 
     fn log(&self, instance: u32, t: Transition, settings: &breaker::Settings) {
@@ -158,6 +171,7 @@ pub struct Guard {
     limit: u32,
     in_flight: AtomicU32,
     breaker: Option<Mutex<Breaker>>,
+    rate: Option<rate::Limiter>,
 }
 
 /// The right to run one load: hand its result back with [`Permit::finish`]; dropped
@@ -176,12 +190,57 @@ impl Guard {
             limit: limit.unwrap_or(0),
             in_flight: AtomicU32::new(0),
             breaker: breaker.map(|b| Mutex::new(Breaker::new(b.settings()))),
+            rate: None,
         }
     }
 
-    /// Whether a load may start now.
+    /// With the rate limit of `--db-rate` (`instances`: how many share a global one).
+    pub fn with_rate(mut self, spec: Option<&rate::RateSpec>, instances: u32) -> Guard {
+        self.rate = spec.map(|s| rate::Limiter::new(*s, instances));
+        self
+    }
+
+    /// Whether a load may start now: the bulkhead, the breaker, then the rate limit, which
+    /// goes last so that a token is spent only on a load that will run. `global` asks the
+    /// run's bucket in Redis (its GCRA arguments given): Some(went), or None when Redis could
+    /// not answer in time. It is called only under `--db-rate-scope global`.
     #[inline]
-    pub fn admit<'a>(&'a self, board: &'a Board) -> Result<Permit<'a>, Refused> {
+    pub async fn admit<'a, F>(
+        &'a self,
+        board: &'a Board,
+        global: impl FnOnce(rate::GlobalAsk) -> F,
+    ) -> Result<Permit<'a>, Refused>
+    where
+        F: Future<Output = Option<bool>>,
+    {
+        let permit = self.admit_local(board)?;
+        let Some(r) = &self.rate else {
+            return Ok(permit);
+        };
+        let went = match r.check(board.now_ns()) {
+            rate::Check::Decided(went) => went,
+            rate::Check::Global => match global(r.ask()).await {
+                Some(went) => {
+                    if r.answered() {
+                        board.rate_fallbacks.ended(Instant::now());
+                    }
+                    went
+                }
+                None => {
+                    let (started, went) = r.unreachable(board.now_ns());
+                    if started {
+                        board.rate_fallbacks.started(Instant::now());
+                    }
+                    went
+                }
+            },
+        };
+        // Dropping `permit` frees the bulkhead's place and gives the breaker's ticket back.
+        if went { Ok(permit) } else { Err(Refused::Rate) }
+    }
+
+    /// The bulkhead and the breaker.
+    fn admit_local<'a>(&'a self, board: &'a Board) -> Result<Permit<'a>, Refused> {
         let mut permit = Permit {
             guard: self,
             board,
@@ -248,15 +307,17 @@ mod tests {
     fn the_bulkhead_refuses_past_its_limit_and_frees_places_on_drop() {
         let board = Board::default();
         let g = Guard::new(0, Some(2), None);
-        let a = g.admit(&board).expect("1 of 2");
-        let b = g.admit(&board).expect("2 of 2");
-        assert_eq!(g.admit(&board).err(), Some(Refused::Limit));
+        let a = g.admit_local(&board).expect("1 of 2");
+        let b = g.admit_local(&board).expect("2 of 2");
+        assert_eq!(g.admit_local(&board).err(), Some(Refused::Limit));
         a.finish(false, Duration::from_millis(1));
-        let c = g.admit(&board).expect("a place was freed");
+        let c = g.admit_local(&board).expect("a place was freed");
         drop((b, c));
         assert_eq!(g.in_flight.load(Relaxed), 0);
         let open = Guard::new(0, None, None);
-        let many: Vec<_> = (0..100).map(|_| open.admit(&board).unwrap()).collect();
+        let many: Vec<_> = (0..100)
+            .map(|_| open.admit_local(&board).unwrap())
+            .collect();
         assert_eq!(many.len(), 100);
     }
 
@@ -272,15 +333,15 @@ mod tests {
         let g = Guard::new(3, Some(10), Some(&spec));
         assert!(!board.take_bucket_open());
         for _ in 0..2 {
-            g.admit(&board)
+            g.admit_local(&board)
                 .unwrap()
                 .finish(true, Duration::from_millis(5));
         }
         assert!(board.take_bucket_open(), "opened");
         // Cooldown 0: the next admission half-opens it and is the probe; the one after is
         // refused (one probe), and frees its bulkhead place.
-        let probe = g.admit(&board).expect("probe");
-        assert_eq!(g.admit(&board).err(), Some(Refused::Breaker));
+        let probe = g.admit_local(&board).expect("probe");
+        assert_eq!(g.admit_local(&board).err(), Some(Refused::Breaker));
         assert_eq!(g.in_flight.load(Relaxed), 1);
         assert!(board.take_bucket_open(), "half-open");
         probe.finish(false, Duration::from_millis(5));
@@ -314,12 +375,68 @@ mod tests {
             ..BreakerSpec::DEFAULT
         };
         let g = Guard::new(0, None, Some(&spec));
-        g.admit(&board)
+        g.admit_local(&board)
             .unwrap()
             .finish(true, Duration::from_millis(1));
-        let probe = g.admit(&board).expect("probe");
-        assert!(g.admit(&board).is_err());
+        let probe = g.admit_local(&board).expect("probe");
+        assert!(g.admit_local(&board).is_err());
         drop(probe);
-        assert!(g.admit(&board).is_ok(), "the probe's place is free again");
+        assert!(
+            g.admit_local(&board).is_ok(),
+            "the probe's place is free again"
+        );
+    }
+
+    /// The rate limit is checked after the bulkhead and the breaker, and a refusal frees what
+    /// they gave; under the global scope a Redis that does not answer puts the instance on
+    /// its share, logged on the board until Redis answers again.
+    #[tokio::test]
+    async fn the_rate_limit_refuses_past_its_burst_and_falls_back_when_redis_is_unreachable() {
+        use rate::{RateScope, RateSpec};
+        let board = Board::default();
+        let never = |_| async { unreachable!("a per-instance limit never asks Redis") };
+        let spec = RateSpec {
+            rate: 1.0,
+            burst: 3,
+            scope: RateScope::Instance,
+        };
+        let g = Guard::new(0, Some(10), None).with_rate(Some(&spec), 2);
+        for _ in 0..3 {
+            drop(g.admit(&board, never).await.expect("within the burst"));
+        }
+        assert_eq!(g.admit(&board, never).await.err(), Some(Refused::Rate));
+        assert_eq!(
+            g.in_flight.load(Relaxed),
+            0,
+            "a refusal frees the bulkhead's place"
+        );
+        let global = RateSpec {
+            scope: RateScope::Global,
+            ..spec
+        };
+        let g = Guard::new(1, None, None).with_rate(Some(&global), 3);
+        let asked = std::cell::Cell::new(0);
+        let redis = |went: Option<bool>| {
+            let asked = &asked;
+            move |_| {
+                asked.set(asked.get() + 1);
+                async move { went }
+            }
+        };
+        assert!(g.admit(&board, redis(Some(true))).await.is_ok());
+        assert_eq!(
+            g.admit(&board, redis(Some(false))).await.err(),
+            Some(Refused::Rate)
+        );
+        // Redis down: the share is 1/3 per second, burst 1: this load goes, the next not, and
+        // Redis is not asked again during the hold.
+        assert!(g.admit(&board, redis(None)).await.is_ok());
+        assert_eq!(
+            g.admit(&board, redis(Some(true))).await.err(),
+            Some(Refused::Rate)
+        );
+        assert_eq!(asked.get(), 3);
+        let t = Instant::now() + Duration::from_secs(1);
+        assert!(board.rate_fallbacks.time_within(board.origin, t) > Duration::ZERO);
     }
 }

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use crate::fault::FaultKind;
 use crate::metric::Metric;
 use crate::protect::breaker::State;
+use crate::protect::rate::RateScope;
 use crate::results::{FaultReport, Latency, RunResult};
 
 /// Breaker events listed one per line in the summary; the rest are counted (all are in the JSON).
@@ -268,6 +269,28 @@ fn protect(o: &mut String, r: &RunResult) {
             d.limit_refusals
         );
     }
+    if let Some(rate) = &sc.db_rate {
+        let fallback = match rate.scope {
+            RateScope::Global if d.rate_fallback_ms > 0 => format!(
+                "; Redis did not answer for the global bucket: instances limited themselves to R/{} for {} ms",
+                sc.instances, d.rate_fallback_ms
+            ),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            o,
+            "  db-rate   {}: {} loads refused (none sent to Postgres){fallback}",
+            rate.describe(sc.instances).trim_start_matches("db-rate "),
+            d.rate_refusals
+        );
+    }
+    if let Some(w) = sc.rewarm {
+        let _ = writeln!(
+            o,
+            "  re-warm   top {} keys every {}: {} runs in the window, {} DB calls (in the calls above)",
+            w.top, w.every, d.rewarm_runs, d.rewarm_calls
+        );
+    }
     let Some(b) = &sc.breaker else { return };
     let count = |from: State, to: State| {
         r.breaker
@@ -407,7 +430,11 @@ pub fn summary(r: &RunResult) -> String {
             oc.waited,
             oc.fallback,
             oc.error,
-            if oc.rejected > 0 || r.scenario.db_limit.is_some() || r.scenario.breaker.is_some() {
+            if oc.rejected > 0
+                || r.scenario.db_limit.is_some()
+                || r.scenario.breaker.is_some()
+                || r.scenario.db_rate.is_some()
+            {
                 format!("  rejected {} ({:.1}%)", oc.rejected, pct(oc.rejected))
             } else {
                 String::new()

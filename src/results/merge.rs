@@ -205,6 +205,12 @@ pub fn merge(mut shards: Vec<(String, RunResult)>, allow_missing: bool) -> Resul
     d.connect_errors = sum(&|r| r.db.connect_errors);
     d.limit_refusals = sum(&|r| r.db.limit_refusals);
     d.breaker_refusals = sum(&|r| r.db.breaker_refusals);
+    d.rate_refusals = sum(&|r| r.db.rate_refusals);
+    d.rewarm_calls = sum(&|r| r.db.rewarm_calls);
+    // Each shard runs the job on its own instances' share of the keys, on one schedule.
+    d.rewarm_runs = rs.iter().map(|r| r.db.rewarm_runs).max().unwrap_or(0);
+    // Shards fall back on their own: the longest any did (spells of two are not one).
+    d.rate_fallback_ms = rs.iter().map(|r| r.db.rate_fallback_ms).max().unwrap_or(0);
     d.warmup_calls = sum(&|r| r.db.warmup_calls);
     d.background_refreshes = sum(&|r| r.db.background_refreshes);
     d.refreshes_skipped = sum(&|r| r.db.refreshes_skipped);

@@ -487,8 +487,8 @@ pub struct Outcomes {
     pub waited: u64,
     pub fallback: u64,
     pub error: u64,
-    /// Refused a load by `--db-limit` or the breaker, with no stale value to serve: failed
-    /// fast by design, not counted as errors.
+    /// Refused a load by `--db-limit`, the breaker or `--db-rate`, with no stale value to
+    /// serve: failed fast by design, not counted as errors.
     #[serde(default)]
     pub rejected: u64,
     /// Requests the app under test (`--target`) answered as expected (status and body);
@@ -545,6 +545,22 @@ pub struct DbFigures {
     /// probe out): no statement sent.
     #[serde(default)]
     pub breaker_refusals: u64,
+    /// Loads refused because the rate limit (`--db-rate`) had no token left: no statement
+    /// sent (served stale, or rejected, as under the bulkhead).
+    #[serde(default)]
+    pub rate_refusals: u64,
+    /// Under `--db-rate-scope global`: how long, in the measured window, at least one
+    /// instance limited its own loads to R / instances because Redis did not answer the
+    /// global bucket's call, ms.
+    #[serde(default)]
+    pub rate_fallback_ms: u64,
+    /// Of `calls`, the statements of the re-warm job (`--rewarm-every`).
+    #[serde(default)]
+    pub rewarm_calls: u64,
+    /// Runs of the re-warm job that started in the measured window (each re-loads
+    /// `--rewarm-top` keys, less those refused or left to another loader).
+    #[serde(default)]
+    pub rewarm_runs: u64,
     /// Statements sent during the warm-up (not in `calls`; sent under another statement text,
     /// so the server counts them apart).
     pub warmup_calls: u64,

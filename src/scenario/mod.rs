@@ -8,6 +8,7 @@ use crate::cache::MemoryLimit;
 use crate::fault::{FaultSpec, Server};
 use crate::origin::{DbQuery, LoadCost, OwnLoad};
 use crate::protect::BreakerSpec;
+use crate::protect::rate::RateSpec;
 use crate::redact;
 use crate::sizes::{SizeDist, Sizes};
 use crate::stats::{Purpose, derive_seed};
@@ -85,6 +86,12 @@ pub struct Scenario {
     /// The circuit breaker on each instance's loads (`--breaker`); null: none.
     #[serde(default)]
     pub breaker: Option<BreakerSpec>,
+    /// The rate limit on loads (`--db-rate`, `--db-burst`, `--db-rate-scope`); null: none.
+    #[serde(default)]
+    pub db_rate: Option<RateSpec>,
+    /// The re-warm job (`--rewarm-every`, `--rewarm-top`); null: none.
+    #[serde(default)]
+    pub rewarm: Option<Rewarm>,
     /// Faults to inject, sorted by `at` (relative to the start of the measured window).
     pub faults: Vec<FaultSpec>,
     /// External Redis only: the shell command that starts it again (secrets in it redacted
@@ -147,6 +154,15 @@ pub struct Scenario {
     /// The recorded trace replayed as the traffic (`--trace`); absent for a synthetic workload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<crate::replay::TraceSpec>,
+}
+
+/// Refresh-ahead on a schedule: the most popular keys re-loaded every `every`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Rewarm {
+    /// How often the job runs, from the start of the traffic.
+    pub every: Dur,
+    /// How many keys it re-loads: popularity ranks 1..=top.
+    pub top: u64,
 }
 
 /// The writes of a run: an open loop of UPDATEs beside the reads.
@@ -242,8 +258,9 @@ pub const WORKLOAD_SETTINGS: [&str; 27] = [
 
 /// Settings of the strategy under test (its parameters, which differ between strategies of one
 /// comparison by design, such as the jitter preset's own ±10%), and the protections in front
-/// of its loads (`--db-limit`, `--breaker`): what the app does, not what is asked of it.
-pub const STRATEGY_SETTINGS: [&str; 13] = [
+/// of its loads (`--db-limit`, `--breaker`, `--db-rate`) and the re-warm job: what the app
+/// does, not what is asked of it.
+pub const STRATEGY_SETTINGS: [&str; 15] = [
     "strategy",
     "jitter",
     "beta",
@@ -255,6 +272,8 @@ pub const STRATEGY_SETTINGS: [&str; 13] = [
     "negative_ttl",
     "db_limit",
     "breaker",
+    "db_rate",
+    "rewarm",
     "invalidate",
     "lease_ttl",
 ];
@@ -349,6 +368,12 @@ impl Scenario {
         }
         if let Some(b) = &self.breaker {
             parts.push(b.describe());
+        }
+        if let Some(r) = &self.db_rate {
+            parts.push(r.describe(self.instances));
+        }
+        if let Some(r) = self.rewarm {
+            parts.push(format!("re-warm top {} every {}", r.top, r.every));
         }
         if let Some(w) = self.writes {
             parts.push(if (w.zipf - self.zipf).abs() < f64::EPSILON {

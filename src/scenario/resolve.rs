@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::servers::{own_load, tls_settings};
-use super::{Client, LoadShape, MAX_DB_CONNECTIONS, RecoveryCriteria, Scenario, WriteLoad};
+use super::{Client, LoadShape, MAX_DB_CONNECTIONS, RecoveryCriteria, Rewarm, Scenario, WriteLoad};
 
 /// Most keys a run may seed: each is a Postgres row and a cache entry.
 const MAX_KEYS: u64 = 50_000_000;
@@ -17,6 +17,7 @@ use crate::error::UsageError;
 use crate::fault::{self as schedule, FaultKind, FaultSpec};
 use crate::origin::DbQuery;
 use crate::protect::BreakerSpec;
+use crate::protect::rate::RateSpec;
 use crate::redact;
 use crate::strategy::StrategySpec;
 use crate::strategy::invalidate::Invalidate;
@@ -159,6 +160,11 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
         breaker_cooldown,
         breaker_probes,
         breaker_min_loads,
+        db_rate,
+        db_burst,
+        db_rate_scope,
+        rewarm_every,
+        rewarm_top,
         redis_restart_cmd,
         pg_kill_cmd,
         pg_restart_cmd,
@@ -371,6 +377,25 @@ fn check(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
         "loads let through at once while half-open",
     )?;
     at_least(f.breaker_min_loads, 1, src, "breaker_min_loads")?;
+    // Not finite (NaN included) is refused when the rate is parsed.
+    if let Some(Rate(r)) = f.db_rate
+        && r <= 0.0
+    {
+        return Err(UsageError::new(format!(
+            "{} must be more than 0 loads per second (got {r})",
+            src.name("db_rate")
+        )));
+    }
+    at_least(f.db_burst, 1, src, "db_burst")?;
+    at_most(
+        f.db_burst,
+        1_000_000,
+        src,
+        "db_burst",
+        "loads let through at once",
+    )?;
+    positive_dur(f.rewarm_every, src, "rewarm_every")?;
+    at_least(f.rewarm_top, 1, src, "rewarm_top")?;
     for (i, fault) in f.fault.iter().enumerate() {
         check_shock(fault, &fault_name(src, i, fault))?;
         if fault.down_for.0.is_zero() && fault.kind != FaultKind::DropCache {
@@ -723,6 +748,49 @@ fn breaker(m: &RunFlags) -> Result<Option<BreakerSpec>, UsageError> {
     }))
 }
 
+/// The rate limit when `--db-rate` is given; `--db-burst` or `--db-rate-scope` without it is
+/// a usage error rather than a setting that silently does nothing.
+fn db_rate(m: &RunFlags) -> Result<Option<RateSpec>, UsageError> {
+    let Some(Rate(rate)) = m.db_rate else {
+        for (k, set) in [
+            ("db_burst", m.db_burst.is_some()),
+            ("db_rate_scope", m.db_rate_scope.is_some()),
+        ] {
+            if set {
+                return Err(UsageError::new(format!(
+                    "--{} is a setting of the rate limit, which is off: add --db-rate R (scenario file: db_rate)",
+                    k.replace('_', "-")
+                )));
+            }
+        }
+        return Ok(None);
+    };
+    Ok(Some(RateSpec {
+        rate,
+        burst: m.db_burst.unwrap_or_else(|| RateSpec::default_burst(rate)),
+        scope: m.db_rate_scope.unwrap_or_default(),
+    }))
+}
+
+/// The re-warm job when `--rewarm-every` is given (`--rewarm-top` alone is refused).
+fn rewarm(m: &RunFlags, keys: u64) -> Result<Option<Rewarm>, UsageError> {
+    let Some(every) = m.rewarm_every else {
+        if m.rewarm_top.is_some() {
+            return Err(UsageError::new(
+                "--rewarm-top is a setting of the re-warm job, which is off: add --rewarm-every D (scenario file: rewarm_every)",
+            ));
+        }
+        return Ok(None);
+    };
+    let top = m.rewarm_top.unwrap_or(100);
+    if keys > 0 && top > keys {
+        return Err(UsageError::new(format!(
+            "--rewarm-top {top} is more than --keys {keys}: re-warm at most every key"
+        )));
+    }
+    Ok(Some(Rewarm { every, top }))
+}
+
 /// Build the run's scenario from an optional file and the command-line flags.
 pub fn resolve(file: Option<&PathBuf>, flags: RunFlags) -> Result<Scenario, UsageError> {
     let (sc, unused) = resolve_one(file, flags)?;
@@ -855,6 +923,8 @@ fn build(
         )));
     }
     let breaker = breaker(&m)?;
+    let db_rate = db_rate(&m)?;
+    let rewarm = rewarm(&m, keys)?;
     let db_query = m.db_query.unwrap_or(DbQuery::Sleep);
     let zipf = m.zipf.unwrap_or(1.0);
     let writes = m.write_rps.filter(|r| r.0 > 0.0).map(|r| WriteLoad {
@@ -979,6 +1049,8 @@ fn build(
         db_query,
         db_limit: m.db_limit,
         breaker,
+        db_rate,
+        rewarm,
         faults: m.fault,
         redis_restart_cmd: m.redis_restart_cmd,
         allow_pause_external: m.allow_pause_external,
