@@ -79,6 +79,20 @@ fn system_roots() -> Result<RootCertStore, EnvError> {
     Ok(roots)
 }
 
+/// A client configuration for an HTTPS app under test: the system's CA store, as a browser
+/// or curl on the same machine would verify the app's certificate.
+pub fn web_client_config() -> Result<ClientConfig, EnvError> {
+    let roots = system_roots().map_err(|_| {
+        EnvError(
+            "--target https://: no CA certificates found in the system's store (Debian: apt-get install ca-certificates)".into(),
+        )
+    })?;
+    ClientConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| EnvError(format!("TLS set-up: {e}")))
+        .map(|b| b.with_root_certificates(roots).with_no_client_auth())
+}
+
 /// Whether a TLS error is a certificate that did not verify.
 fn is_certificate_error(text: &str) -> bool {
     text.contains("invalid peer certificate") || text.contains("certificate")

@@ -171,6 +171,40 @@ fn an_app_that_bypasses_the_ledger_leaves_its_herds_unknown_and_a_limit_on_them_
     assert!(stdout.contains("peak herd unknown ("), "{stdout}");
 }
 
+/// The open loop opens no more connections than --http-conns: requests wait for a free one
+/// (the wait counted in their latency) instead of each in flight opening its own.
+#[test]
+fn the_open_loop_keeps_to_its_connections() {
+    let app = app();
+    let _turn = cpu_turn();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let json = dir.path().join("r.json");
+    let out = stampede()
+        .args(["run", "--target", TARGET, "--app-cmd", app])
+        .args(["--rps", "400", "--duration", "2s", "--keys", "50"])
+        .args(["--http-conns", "3", "--out"])
+        .arg(&json)
+        .output()
+        .expect("running stampede");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stdout}{stderr}");
+    let v = read_json(&json).expect("results");
+    let opened = u(&v, "/http/connections");
+    assert!(
+        (1..=3).contains(&opened),
+        "{opened} connections: {}",
+        v["http"]
+    );
+    let scheduled = u(&v, "/requests/scheduled");
+    assert_eq!(u(&v, "/requests/completed"), scheduled, "{}", v["requests"]);
+    assert_eq!(u(&v, "/http/status/2xx"), scheduled, "{}", v["http"]);
+    assert!(
+        stdout.contains(&format!("connections opened {opened}")),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn killing_redis_shows_in_the_apps_db_calls_and_latency() {
     let app = app();

@@ -1,9 +1,5 @@
-//! The request path to an app under test: one HTTP GET per request on a keep-alive pool.
-//!
-//! The client is reqwest (on hyper and hyper-util's pooled client): the HTTP client of the
-//! tokio ecosystem, kept by hyper's maintainers, with the pool, the deadlines, redirects and
-//! TLS (rustls, on the *ring* provider) that real clients have. Default headers are set once
-//! on the client, so a request allocates only its URL and what the client needs for itself.
+//! The request path to an app under test: one HTTP GET per request on keep-alive connections
+//! ([`super::conn`]), with `--http-timeout` as the deadline of each, connection included.
 //! Outcomes are counted apart: statuses by class, transport errors, timeouts, and responses
 //! that were not what `--expect-status`/`--expect-body` ask for.
 
@@ -11,10 +7,11 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use anyhow::{Context, Result};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use anyhow::Result;
+use hyper::header::{HeaderName, HeaderValue};
 use serde::{Deserialize, Serialize};
 
+use super::conn::{Failure, Pool};
 use super::{KEY_MARK, TargetSpec};
 use crate::error::UsageError;
 use crate::metrics::Outcome;
@@ -37,6 +34,16 @@ pub struct HttpCounts {
     unexpected_body: AtomicU64,
 }
 
+/// The `http` figures with the connections the pool opened.
+impl HttpTarget {
+    pub fn figures(&self) -> HttpFigures {
+        HttpFigures {
+            connections: Some(self.pool.opened()),
+            ..self.counts.figures()
+        }
+    }
+}
+
 /// The `http` block of a result.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
 pub struct HttpFigures {
@@ -53,6 +60,11 @@ pub struct HttpFigures {
     pub unexpected_status: u64,
     /// Responses with an accepted status whose body did not match `--expect-body`.
     pub unexpected_body: u64,
+    /// TCP connections opened to the target over the run, warm-up included (at most
+    /// `--http-conns` at once; more over a run only when the app closed some). Absent in
+    /// results written before it was counted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<u64>,
 }
 
 impl HttpCounts {
@@ -73,14 +85,16 @@ impl HttpCounts {
             timeouts: self.timeouts.load(Relaxed),
             unexpected_status: self.unexpected_status.load(Relaxed),
             unexpected_body: self.unexpected_body.load(Relaxed),
+            connections: None,
         }
     }
 }
 
 /// The app under test as the request path sees it.
 pub struct HttpTarget {
-    client: reqwest::Client,
-    /// The URL up to `{key}` and after it.
+    pool: Pool,
+    timeout: Duration,
+    /// The request's path (origin form) up to `{key}` and after it.
     head: String,
     tail: String,
     expect_status: Vec<u16>,
@@ -95,8 +109,8 @@ pub fn install_crypto_provider() {
 }
 
 /// The headers of `--header`, checked when the scenario was resolved.
-fn headers(spec: &TargetSpec) -> Result<HeaderMap, UsageError> {
-    let mut map = HeaderMap::new();
+fn headers(spec: &TargetSpec) -> Result<Vec<(HeaderName, HeaderValue)>, UsageError> {
+    let mut map = Vec::new();
     for h in &spec.headers {
         // Not quoted back: a header without its ':' may be a bare credential.
         let (name, value) = h
@@ -109,15 +123,15 @@ fn headers(spec: &TargetSpec) -> Result<HeaderMap, UsageError> {
             .map_err(|_| UsageError::new(format!("--header {name}: the value is not valid")))?;
         // Kept out of debug output, as credentials usually are.
         value.set_sensitive(true);
-        map.append(name, value);
+        map.push((name, value));
     }
     Ok(map)
 }
 
 impl HttpTarget {
-    /// A client for `url` (its `{port}` already filled in), with up to `pool` idle keep-alive
-    /// connections kept.
-    pub fn new(spec: &TargetSpec, url: &str, pool: usize) -> Result<HttpTarget> {
+    /// A client for `url` (its `{port}` already filled in), with at most `conns` keep-alive
+    /// connections.
+    pub fn new(spec: &TargetSpec, url: &str, conns: usize) -> Result<HttpTarget> {
         install_crypto_provider();
         let (head, tail) = url.split_once(KEY_MARK).ok_or_else(|| {
             UsageError::new(format!(
@@ -125,18 +139,18 @@ impl HttpTarget {
                 crate::redact::url(url)
             ))
         })?;
-        let timeout = spec.http_timeout.0;
-        let client = reqwest::Client::builder()
-            .default_headers(headers(spec)?)
-            .timeout(timeout)
-            .connect_timeout(timeout)
-            .pool_max_idle_per_host(pool)
-            .pool_idle_timeout(Duration::from_secs(90))
-            .redirect(reqwest::redirect::Policy::none())
-            .tcp_nodelay(true)
-            .no_proxy()
-            .build()
-            .context("building the HTTP client")?;
+        // scheme://authority, then the path the requests carry (origin form).
+        let after_scheme = head.find("://").map_or(0, |i| i + 3);
+        let path_at = head[after_scheme..]
+            .find('/')
+            .map_or(head.len(), |i| after_scheme + i);
+        if path_at == head.len() {
+            return Err(UsageError::new(format!(
+                "--target {}: put {KEY_MARK} in the path or query, e.g. http://127.0.0.1:8080/items/{KEY_MARK}",
+                crate::redact::url(url)
+            ))
+            .into());
+        }
         let expect_body = match &spec.expect_body {
             Some(r) => Some(
                 regex::Regex::new(r).map_err(|e| UsageError::new(format!("--expect-body: {e}")))?,
@@ -144,8 +158,9 @@ impl HttpTarget {
             None => None,
         };
         Ok(HttpTarget {
-            client,
-            head: head.to_string(),
+            pool: Pool::new(&head[..path_at], headers(spec)?, conns)?,
+            timeout: spec.http_timeout.0,
+            head: head[path_at..].to_string(),
             tail: tail.to_string(),
             expect_status: spec.expect_status.clone(),
             expect_body,
@@ -168,14 +183,29 @@ impl HttpTarget {
                 c.fetch_add(1, Relaxed);
             }
         };
-        let resp = match self.client.get(self.url(id)).send().await {
-            Ok(r) => r,
-            Err(e) => {
-                self.count_failure(&e, measured);
+        let keep_body = self.expect_body.is_some();
+        let answer = match tokio::time::timeout(
+            self.timeout,
+            self.pool.get(self.url(id), keep_body),
+        )
+        .await
+        {
+            Ok(Ok(a)) => a,
+            Ok(Err(f)) => {
+                if measured {
+                    self.counts.errors.fetch_add(1, Relaxed);
+                    if f == Failure::Connect {
+                        self.counts.connect_errors.fetch_add(1, Relaxed);
+                    }
+                }
+                return Outcome::Error;
+            }
+            Err(_) => {
+                count(&self.counts.timeouts);
                 return Outcome::Error;
             }
         };
-        let status = resp.status().as_u16();
+        let status = answer.status;
         if (100..600).contains(&status) {
             count(&self.counts.class[(status / 100 - 1) as usize]);
         }
@@ -184,29 +214,9 @@ impl HttpTarget {
         } else {
             self.expect_status.contains(&status)
         };
-        // The body is read to its end either way: a connection goes back to the pool only
-        // then, and a timeout while reading it is the app's too.
-        let body_ok = match &self.expect_body {
-            Some(re) if status_ok => match resp.text().await {
-                Ok(text) => re.is_match(&text),
-                Err(e) => {
-                    self.count_failure(&e, measured);
-                    return Outcome::Error;
-                }
-            },
-            _ => {
-                let mut resp = resp;
-                loop {
-                    match resp.chunk().await {
-                        Ok(Some(_)) => {}
-                        Ok(None) => break true,
-                        Err(e) => {
-                            self.count_failure(&e, measured);
-                            return Outcome::Error;
-                        }
-                    }
-                }
-            }
+        let body_ok = match (&self.expect_body, &answer.body) {
+            (Some(re), Some(b)) if status_ok => re.is_match(&String::from_utf8_lossy(b)),
+            _ => true,
         };
         if !status_ok {
             count(&self.counts.unexpected_status);
@@ -216,20 +226,6 @@ impl HttpTarget {
             Outcome::Error
         } else {
             Outcome::Ok
-        }
-    }
-
-    fn count_failure(&self, e: &reqwest::Error, measured: bool) {
-        if !measured {
-            return;
-        }
-        if e.is_timeout() {
-            self.counts.timeouts.fetch_add(1, Relaxed);
-        } else {
-            self.counts.errors.fetch_add(1, Relaxed);
-            if e.is_connect() {
-                self.counts.connect_errors.fetch_add(1, Relaxed);
-            }
         }
     }
 }

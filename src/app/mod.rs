@@ -4,6 +4,7 @@
 //! the figures read from the servers' side while it runs ([`sample`]), which hold whatever
 //! language or framework the app is written in.
 
+pub mod conn;
 pub mod http;
 pub mod ledger;
 pub mod process;
@@ -35,6 +36,10 @@ pub struct TargetSpec {
     pub url: String,
     /// Deadline of one request, connection included.
     pub http_timeout: Dur,
+    /// Connections to the target at most (`--http-conns`); a request waits for a free one.
+    /// Absent in results written before it existed (a connection per request in flight).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_conns: Option<u32>,
     /// Extra request headers, `Name: value`; values are not written to results.
     #[serde(serialize_with = "ser_headers")]
     pub headers: Vec<String>,
@@ -161,6 +166,7 @@ pub fn resolve(
     let Some(url) = flags.target.clone() else {
         let given = [
             ("--http-timeout", flags.http_timeout.is_some()),
+            ("--http-conns", flags.http_conns.is_some()),
             ("--header", !flags.header.is_empty()),
             ("--expect-status", !flags.expect_status.is_empty()),
             ("--expect-body", flags.expect_body.is_some()),
@@ -251,9 +257,15 @@ pub fn resolve(
     if http_timeout.0.is_zero() {
         return Err(UsageError::new("--http-timeout must be more than 0"));
     }
+    if flags.http_conns == Some(0) {
+        return Err(UsageError::new(
+            "--http-conns must be at least 1 (the connections to the target)",
+        ));
+    }
     Ok(Some(TargetSpec {
         url,
         http_timeout,
+        http_conns: flags.http_conns,
         headers: flags.header.clone(),
         expect_status: flags.expect_status.clone(),
         expect_body: flags.expect_body.clone(),
@@ -296,6 +308,7 @@ mod tests {
         let j = serde_json::to_string(&TargetSpec {
             url: "http://x/{key}".into(),
             http_timeout: Dur(Duration::from_secs(1)),
+            http_conns: None,
             headers: vec!["Authorization: Bearer secret".into()],
             expect_status: vec![],
             expect_body: None,

@@ -162,6 +162,17 @@ async fn probe(url: &str, timeout: Duration) -> Result<()> {
     }
 }
 
+/// How many connections the run opens to the app: `--http-conns`, by default 64 or one per
+/// closed-loop client if there are more (a client never waits for another's connection).
+fn connections(t: &TargetSpec, sc: &Scenario) -> usize {
+    const DEFAULT: u32 = 64;
+    let clients = match sc.load {
+        crate::scenario::LoadShape::Closed { clients } => clients,
+        crate::scenario::LoadShape::Open { .. } => 0,
+    };
+    t.http_conns.unwrap_or(DEFAULT.max(clients)).max(1) as usize
+}
+
 /// The app started and ready, when stampede starts it.
 struct Started {
     app: ManagedApp,
@@ -258,8 +269,7 @@ async fn measure(
     let url = t.url_for(t.app_cmd.as_ref().map(|_| port));
     let mut started = start_app(sc, t, env, setup, app_role, port, &url, &shutdown, status).await?;
     probe(&url, t.http_timeout.0).await?;
-    let max_idle = sc.max_inflight.clamp(1, 1024) as usize;
-    let http = Arc::new(HttpTarget::new(t, &url, max_idle)?);
+    let http = Arc::new(HttpTarget::new(t, &url, connections(t, sc))?);
     let driver = Driver::for_target(sc, http.clone());
     let which = match (&t.db_match, app_role) {
         (Some(m), r) => AppStatements::Matching {
@@ -363,7 +373,7 @@ fn shape(
     ready_ms: Option<u64>,
 ) {
     r.strategy = t.name().to_string();
-    r.http = Some(http.counts.figures());
+    r.http = Some(http.figures());
     // The client's timeouts over HTTP are --http-timeout's (their outcome is `error`).
     r.requests.timed_out = r.http.as_ref().map_or(0, |h| h.timeouts);
     let d = &mut r.db;

@@ -587,7 +587,7 @@ pub fn summary(r: &RunResult) -> String {
 fn app_lines(r: &RunResult, h: &crate::app::http::HttpFigures) -> String {
     let status: Vec<String> = h.status.iter().map(|(c, n)| format!("{c} {n}")).collect();
     let mut o = format!(
-        "  http      ok {}  {}  errors {} (connect {})  timeouts {}  unexpected status {}  unexpected body {}\n",
+        "  http      ok {}  {}  errors {} (connect {})  timeouts {}  unexpected status {}  unexpected body {}{}\n",
         r.outcomes.ok,
         if status.is_empty() {
             "no response".to_string()
@@ -598,7 +598,10 @@ fn app_lines(r: &RunResult, h: &crate::app::http::HttpFigures) -> String {
         h.connect_errors,
         h.timeouts,
         h.unexpected_status,
-        h.unexpected_body
+        h.unexpected_body,
+        h.connections
+            .map(|c| format!("  connections opened {c}"))
+            .unwrap_or_default()
     );
     if let Some(a) = &r.app {
         o.push_str(&format!(
