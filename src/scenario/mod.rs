@@ -92,6 +92,10 @@ pub struct Scenario {
     /// The re-warm job (`--rewarm-every`, `--rewarm-top`); null: none.
     #[serde(default)]
     pub rewarm: Option<Rewarm>,
+    /// The in-process tier in front of Redis (`--l1`, `--l1-ttl`, `--l1-invalidate`); null:
+    /// none.
+    #[serde(default)]
+    pub l1: Option<crate::l1::L1Spec>,
     /// Faults to inject, sorted by `at` (relative to the start of the measured window).
     pub faults: Vec<FaultSpec>,
     /// External Redis only: the shell command that starts it again (secrets in it redacted
