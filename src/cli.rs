@@ -990,7 +990,7 @@ pub struct RunFlags {
     #[arg(long, value_name = "K", help_heading = "Strategy")]
     pub rewarm_top: Option<u64>,
 
-    /// In-process tier: N entries per instance in front of Redis [default: off]
+    /// L1: an in-process LRU of N entries per instance [default: off]
     ///
     /// Each app instance keeps the entries it read or loaded in an LRU of N entries (an L1
     /// in front of Redis): a request reads it first (outcome `l1-hit`), then Redis, then the
@@ -999,14 +999,14 @@ pub struct RunFlags {
     #[arg(long, value_name = "N", help_heading = "Strategy")]
     pub l1: Option<u64>,
 
-    /// In-process tier: how long an entry is served [default: its Redis TTL left]
+    /// L1: how long an entry is served [default: its Redis TTL]
     ///
     /// An entry is served from the tier for D after it was read or loaded, never past its
     /// Redis entry's own expiry (the default: exactly that).
     #[arg(long, value_name = "DURATION", help_heading = "Strategy")]
     pub l1_ttl: Option<Dur>,
 
-    /// In-process tier: how it learns of other instances' writes [default: ttl]
+    /// L1: invalidation: ttl, pubsub or tracking [default: ttl]
     ///
     /// ttl: it does not; an entry changed by another instance is served until its L1 TTL.
     ///
