@@ -228,6 +228,13 @@ impl Cache {
         self.run(&cmd).await
     }
 
+    /// Tell every instance's in-process tier that `id` changed (`--l1-invalidate pubsub`): a
+    /// PUBLISH on the run's channel; how many subscribers got it.
+    pub async fn publish_l1(&self, id: u64) -> Result<u64, CacheError> {
+        let channel = crate::l1::channel(&self.prefix);
+        self.run(redis::cmd("PUBLISH").arg(channel).arg(id)).await
+    }
+
     pub async fn set(&self, id: u64, value: &[u8], px_ms: u64) -> Result<(), CacheError> {
         let k = KeyBuf::new(&self.prefix, "", id);
         self.run(

@@ -990,6 +990,41 @@ pub struct RunFlags {
     #[arg(long, value_name = "K", help_heading = "Strategy")]
     pub rewarm_top: Option<u64>,
 
+    /// L1: an in-process LRU of N entries per instance [default: off]
+    ///
+    /// Each app instance keeps the entries it read or loaded in an LRU of N entries (an L1
+    /// in front of Redis): a request reads it first (outcome `l1-hit`), then Redis, then the
+    /// database; a load writes both. Lock polls and re-checks read Redis. What it costs in
+    /// consistency depends on --l1-invalidate; docs/l1.md has the figures.
+    #[arg(long, value_name = "N", help_heading = "Strategy")]
+    pub l1: Option<u64>,
+
+    /// L1: how long an entry is served [default: its Redis TTL]
+    ///
+    /// An entry is served from the tier for D after it was read or loaded, never past its
+    /// Redis entry's own expiry (the default: exactly that).
+    #[arg(long, value_name = "DURATION", help_heading = "Strategy")]
+    pub l1_ttl: Option<Dur>,
+
+    /// L1: invalidation: ttl, pubsub or tracking [default: ttl]
+    ///
+    /// ttl: it does not; an entry changed by another instance is served until its L1 TTL.
+    ///
+    /// pubsub: every write publishes its key on the run's channel and every instance drops
+    /// it (a message lost while the subscriber reconnects is lost: the tier keeps serving).
+    ///
+    /// tracking: Redis client-side caching (CLIENT TRACKING, broadcast mode on the run's
+    /// namespace, RESP3 pushes); when that connection drops the tier is flushed and bypassed
+    /// until tracking is on again.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "MODE",
+        hide_possible_values = true,
+        help_heading = "Strategy"
+    )]
+    pub l1_invalidate: Option<crate::l1::L1Invalidate>,
+
     /// Spread TTLs within ±P [default: 0%; 10% under jitter]
     ///
     /// Spread every TTL written uniformly within ±P (e.g. 10%); 0% by default, 10% for

@@ -14,6 +14,7 @@ pub mod error;
 pub mod exporter;
 mod fault;
 mod instance;
+mod l1;
 pub mod ledger;
 mod live;
 pub mod metric;

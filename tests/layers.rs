@@ -30,6 +30,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "servers",
             "strategy",
             "cache",
+            "l1",
             "instance",
             "app::http",
             "app::role",

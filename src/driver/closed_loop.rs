@@ -100,7 +100,7 @@ pub(super) async fn run(
                 if let Some(p) = pending {
                     // Latency first: the staleness lookup is bookkeeping.
                     p.finish(outcome);
-                    if let Some(st) = path.staleness(id, version, began) {
+                    if let Some(st) = path.staleness(id, outcome, version, began) {
                         recorder.record_stale_read(st);
                     }
                 }

@@ -23,6 +23,7 @@ use crate::app::http::HttpTarget;
 use crate::cache::Cache;
 use crate::exporter::Export;
 use crate::instance::{self, Instance, Served, Shared};
+use crate::l1::L1;
 use crate::live::Live;
 use crate::metrics::{
     CostSums, CostTimes, Counters, CountersSnapshot, LoadTracker, Outcome, Recorder, Totals, Writes,
@@ -359,9 +360,9 @@ impl Path {
     /// How long a newer version than the one served had been committed (see
     /// [`Instance::staleness`]); None over HTTP.
     #[inline]
-    fn staleness(&self, id: u64, served: u64, began: Instant) -> Option<u64> {
+    fn staleness(&self, id: u64, outcome: Outcome, served: u64, began: Instant) -> Option<u64> {
         match self {
-            Path::Builtin(i) => i.staleness(id, served, began),
+            Path::Builtin(i) => i.staleness(id, outcome, served, began),
             Path::Http(_) => None,
         }
     }
@@ -435,12 +436,22 @@ impl Driver {
                 .await?;
             let guard = Guard::new(i, sc.db_limit, sc.breaker.as_ref())
                 .with_rate(sc.db_rate.as_ref(), sc.instances);
-            instances.push(Path::Builtin(Arc::new(Instance::new(
-                cache,
-                origin,
-                guard,
-                shared.clone(),
-            ))));
+            let mut instance = Instance::new(cache, origin, guard, shared.clone());
+            // Its in-process tier and the connection its invalidations come on.
+            if let Some(spec) = sc.l1 {
+                let l1 = Arc::new(L1::new(&spec, counters.clone()));
+                crate::l1::connect(
+                    l1.clone(),
+                    spec.invalidate,
+                    redis_url,
+                    redis_tls,
+                    prefix.clone(),
+                    shared.abort.clone(),
+                )
+                .await?;
+                instance = instance.with_l1(l1);
+            }
+            instances.push(Path::Builtin(Arc::new(instance)));
         }
         Ok(Driver::with_paths(sc, instances, shared, shard))
     }
@@ -753,6 +764,7 @@ fn shared(sc: &Scenario) -> Arc<Shared> {
         invalidate: sc.invalidate.unwrap_or(Invalidate::Delete),
         // Outlives any entry a reader could still store (its hard expiry, the grace) by far.
         staleness_off: std::env::var_os("STAMPEDE_BENCH_NO_STALENESS").is_some(),
+        tiers: std::sync::Mutex::new(Vec::new()),
         marker_px_ms: 2
             * (ms(sc.ttl.0) + ms(sc.stale.0) + ms(sc.lock_ttl.0).max(ms(sc.lock_wait.0)))
             + 10_000,

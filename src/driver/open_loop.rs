@@ -80,7 +80,7 @@ impl Lane {
             // Latency first: the staleness lookup (a commit-log shard lock, with writes) is
             // bookkeeping, not part of the request.
             p.finish(outcome);
-            if let Some(st) = self.path.staleness(id, version, began) {
+            if let Some(st) = self.path.staleness(id, outcome, version, began) {
                 self.recorder.record_stale_read(st);
             }
         }

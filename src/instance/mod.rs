@@ -23,6 +23,7 @@ use crate::strategy::lock::{self, LockTimeoutPolicy};
 use crate::strategy::single_flight;
 
 mod coordinate;
+mod tier;
 
 use coordinate::{Claim, Coordinator, Miss};
 
@@ -62,6 +63,8 @@ pub struct Shared {
     /// lookup, so `scripts/bench` can measure what the bookkeeping costs a run with writes.
     /// The consistency figures are then wrong; never set it for a measurement.
     pub staleness_off: bool,
+    /// Every instance's in-process tier (`--l1`), for the write probes; empty without one.
+    pub tiers: Mutex<Vec<Arc<crate::l1::L1>>>,
 }
 
 impl Shared {
@@ -79,6 +82,8 @@ pub struct Instance {
     guard: Guard,
     refreshing: Mutex<HashSet<u64>>,
     shared: Arc<Shared>,
+    /// The in-process tier in front of Redis (`--l1`).
+    l1: Option<Arc<crate::l1::L1>>,
 }
 
 pub fn now_ms() -> u64 {
@@ -138,6 +143,7 @@ impl Instance {
             guard,
             refreshing: Mutex::new(HashSet::new()),
             shared,
+            l1: None,
         }
     }
 
@@ -161,12 +167,17 @@ impl Instance {
         if !sh.freshness.caches() {
             return Box::pin(self.fill(id, None)).await;
         }
+        let l1 = match self.l1_first(id) {
+            Ok(served) => return served,
+            Err(ticket) => ticket,
+        };
         let began = Instant::now();
         let found = self.read(id).await;
         sh.cost.read(began);
         let meta = match found {
             Found::Entry(m) => m,
             Found::Absent => {
+                drop(l1);
                 bump(&sh.counters.cold_misses);
                 return Box::pin(self.fill(id, None)).await;
             }
@@ -176,6 +187,9 @@ impl Instance {
             Verdict::Fresh => {
                 if meta.negative {
                     bump(&sh.counters.negative_hits);
+                }
+                if let Some(t) = l1 {
+                    t.store(&meta);
                 }
                 (Outcome::Hit, meta.version)
             }
@@ -193,16 +207,22 @@ impl Instance {
 
     /// How long a newer version than `served` had been committed when a read of `id` that
     /// began at `began` served it; None when the read was not stale (always without writes).
+    /// Counted apart too when the in-process tier served it (`outcome` l1-hit).
     #[inline]
-    pub fn staleness(&self, id: u64, served: u64, began: Instant) -> Option<u64> {
+    pub fn staleness(&self, id: u64, outcome: Outcome, served: u64, began: Instant) -> Option<u64> {
         if self.shared.staleness_off {
             return None;
         }
-        self.shared
+        let st = self
+            .shared
             .writes
             .as_ref()?
             .versions
-            .staleness(id, served, began)
+            .staleness(id, served, began);
+        if st.is_some() && outcome == Outcome::L1Hit {
+            bump(&self.shared.counters.l1_stale_reads);
+        }
+        st
     }
 
     /// XFetch drew this reader to recompute ahead of expiry. The current value is still valid,
@@ -459,6 +479,9 @@ impl Instance {
                     LoadFailure::RateLimited
                 }
             })?;
+        // Taken before the load: an invalidation that arrives while it runs keeps what it
+        // read out of the tier.
+        let l1 = self.l1_load(id).filter(|_| sh.freshness.caches());
         let started = Instant::now();
         // With writes, the fill (this load and its write-back) is in flight for the write
         // probes: one that read the row before a commit may write it back after the
@@ -482,7 +505,7 @@ impl Instance {
         }
         let now = now_ms();
         let write_back = Instant::now();
-        let (written, version) = match loaded {
+        let (written, version, cached) = match loaded {
             Ok(Some(row)) => {
                 let version = row.version();
                 let (meta, px) =
@@ -496,31 +519,41 @@ impl Instance {
                     lease: if sh.coordination.lease() { lease } else { None },
                     versioned: sh.versioned(),
                 };
-                let written = if check.lease.is_some() || check.versioned {
+                // Whether the value was stored in Redis: only then does the tier keep it.
+                let (written, stored) = if check.lease.is_some() || check.versioned {
                     match self.cache.set_checked(id, &value, px, version, check).await {
                         Ok(false) => {
                             bump(&sh.counters.stale_sets_refused);
-                            Ok(())
+                            (Ok(()), false)
                         }
-                        r => r.map(|_| ()),
+                        r => (r.map(|_| ()), true),
                     }
                 } else if sh.coordination.lease() {
                     // Under a lease, no token, no SET (a waiter's fallback, a load while Redis
                     // was unreachable): the request serves what it loaded without storing
                     // it, so a write's delete is never undone by a load that held no lease.
-                    Ok(())
+                    (Ok(()), false)
                 } else {
-                    self.cache.set(id, &value, px).await
+                    (self.cache.set(id, &value, px).await, true)
                 };
-                (written, version)
+                let cached = (stored && written.is_ok()).then_some(meta);
+                (written, version, cached)
             }
             Ok(None) => match sh.freshness.stamp_negative(now, delta_us) {
-                Some((meta, px)) => (self.cache.set(id, &meta.encode(&[]), px).await, 0),
-                None => (Ok(()), 0),
+                Some((meta, px)) => {
+                    let written = self.cache.set(id, &meta.encode(&[]), px).await;
+                    let cached = written.is_ok().then_some(meta);
+                    (written, 0, cached)
+                }
+                None => (Ok(()), 0, None),
             },
             Err(f) => return Err(f),
         };
         sh.cost.write_back(write_back);
+        // A load writes both tiers (what it stored in Redis).
+        if let (Some(t), Some(m)) = (l1, cached) {
+            t.store(&m);
+        }
         // A failed write-back still served the request (fail open); it was counted in `cache`.
         let _: Result<(), CacheError> = written;
         Ok(version)
@@ -605,6 +638,7 @@ impl Instance {
         if invalidated.is_err() {
             bump(&sh.counters.invalidation_failures);
         }
+        self.l1_after_write(id).await;
         w.record_latency(due.elapsed().as_micros() as u64);
         drop(writing);
         self.probe(id, fills_at_commit);
@@ -646,8 +680,16 @@ impl Instance {
             match me.cache.get(id).await {
                 Ok(bytes) => {
                     let meta = bytes.as_deref().and_then(Meta::decode);
-                    let cached = meta.filter(|m| !m.negative).map(|m| m.version);
-                    let left_ms = meta.map_or(0, |m| m.hard_expiry_ms.saturating_sub(now_ms()));
+                    let mut cached = meta.filter(|m| !m.negative).map(|m| m.version);
+                    let mut left_ms = meta.map_or(0, |m| m.hard_expiry_ms.saturating_sub(now_ms()));
+                    // An instance's in-process tier holding an older version leaves the write
+                    // wrong too (the oldest copy anywhere is what a reader may get).
+                    if let Some((v, until)) = me.l1_probe(id).await
+                        && cached.is_none_or(|c| v < c)
+                    {
+                        cached = Some(v);
+                        left_ms = until.saturating_sub(now_ms());
+                    }
                     p.record(&w.versions, id, committed, cached, left_ms, at);
                 }
                 Err(_) => {

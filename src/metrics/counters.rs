@@ -41,6 +41,20 @@ pub struct Counters {
     /// Invalidations after a committed write that failed or came back late (Redis down or
     /// slow): the cache may keep the old version until its TTL.
     pub invalidation_failures: AtomicU64,
+    /// In-process tier (`--l1`): entries evicted to make room (least recently used first).
+    pub l1_evictions: AtomicU64,
+    /// In-process tier: invalidations received, one per key (a pub/sub message, a tracking
+    /// push), whether or not the instance held the key.
+    pub l1_invalidations_received: AtomicU64,
+    /// In-process tier: flushes of a whole instance's tier (its invalidation connection
+    /// dropped under `--l1-invalidate tracking`).
+    pub l1_flushes: AtomicU64,
+    /// In-process tier: values read while an invalidation of their key (or a flush) arrived,
+    /// and so not cached in the tier.
+    pub l1_spoiled: AtomicU64,
+    /// In-process tier: measured requests served from it with a version older than one
+    /// committed before they started (also in the run's stale reads).
+    pub l1_stale_reads: AtomicU64,
     /// Whether Redis is up (not killed, not paused), as the fault schedule knows it (not a
     /// counter: not in snapshots). A success is a request's Redis command.
     pub redis_health: ServerHealth,
@@ -133,6 +147,11 @@ counters_snapshot!(
     rate_refusals,
     stale_sets_refused,
     invalidation_failures,
+    l1_evictions,
+    l1_invalidations_received,
+    l1_flushes,
+    l1_spoiled,
+    l1_stale_reads,
 );
 
 pub fn bump(c: &AtomicU64) {

@@ -50,6 +50,8 @@ pub enum Outcome {
     Ok,
     /// The client gave up at `--request-timeout` (the work it started went on).
     TimedOut,
+    /// A usable value was in the instance's in-process tier (`--l1`): Redis was not asked.
+    L1Hit,
 }
 
 impl Outcome {
@@ -64,8 +66,9 @@ impl Outcome {
         Outcome::Rejected,
         Outcome::Ok,
         Outcome::TimedOut,
+        Outcome::L1Hit,
     ];
-    pub const COUNT: usize = 9;
+    pub const COUNT: usize = 10;
     pub fn name(self) -> &'static str {
         match self {
             Outcome::Hit => "hit",
@@ -77,6 +80,7 @@ impl Outcome {
             Outcome::Rejected => "rejected",
             Outcome::Ok => "ok",
             Outcome::TimedOut => "timed-out",
+            Outcome::L1Hit => "l1-hit",
         }
     }
 
@@ -246,7 +250,7 @@ impl Recorder {
         s.interval.requests += 1;
         s.interval.outcomes[i] += 1;
         match outcome {
-            Outcome::Hit => s.interval.hits += 1,
+            Outcome::Hit | Outcome::L1Hit => s.interval.hits += 1,
             Outcome::Stale => s.interval.stale += 1,
             Outcome::Error => s.interval.errors += 1,
             Outcome::Rejected => s.interval.rejected += 1,

@@ -334,6 +334,32 @@ fn protect(o: &mut String, r: &RunResult) {
     r.breaker[n - half..].iter().for_each(|e| line(o, e));
 }
 
+/// The in-process tier's line: its share of the answers beside Redis's, what it evicted and
+/// heard, what it served stale, and a hit's latency by tier.
+fn l1_line(r: &RunResult, l: &crate::results::l1::L1Figures) -> String {
+    let share =
+        |v: Option<f64>| v.map_or_else(|| "-".to_string(), |h| format!("{:.1}%", h * 100.0));
+    let p50 = |name: &str| {
+        r.latency_by_outcome_ms
+            .get(name)
+            .map_or_else(|| "-".to_string(), |h| format!("{:.3} ms", h.p50))
+    };
+    let mode = r.scenario.l1.map_or("ttl", |s| s.invalidate.name());
+    format!(
+        "  l1        hits {} ({} of requests; Redis {})  evictions {}  invalidations {}  flushes {}  not cached (invalidated in flight) {}  stale reads {}  [{mode}]\n            hit p50: in-process {}, Redis {}\n",
+        l.hits,
+        share(l.hit_rate),
+        share(l.redis_hit_rate),
+        l.evictions,
+        l.invalidations_received,
+        l.flushes,
+        l.spoiled,
+        l.stale_reads,
+        p50("l1-hit"),
+        p50("hit"),
+    )
+}
+
 pub fn summary(r: &RunResult) -> String {
     let mut o = String::new();
     let q = &r.requests;
@@ -441,6 +467,9 @@ pub fn summary(r: &RunResult) -> String {
             },
             r.shown(Metric::HitRate)
         );
+    }
+    if let Some(l) = &r.l1 {
+        o.push_str(&l1_line(r, l));
     }
     if let Some(h) = &r.http {
         o.push_str(&app_lines(r, h));

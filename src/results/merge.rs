@@ -178,8 +178,17 @@ pub fn merge(mut shards: Vec<(String, RunResult)>, allow_missing: bool) -> Resul
     o.fallback = sum(&|r| r.outcomes.fallback);
     o.error = sum(&|r| r.outcomes.error);
     o.rejected = sum(&|r| r.outcomes.rejected);
-    m.hit_rate = (m.requests.completed > 0)
-        .then(|| (m.outcomes.hit + m.outcomes.stale) as f64 / m.requests.completed as f64);
+    o.l1_hit = sum(&|r| r.outcomes.l1_hit);
+    m.hit_rate = (m.requests.completed > 0).then(|| {
+        (m.outcomes.hit + m.outcomes.stale + m.outcomes.l1_hit) as f64 / m.requests.completed as f64
+    });
+    m.l1 = rs.iter().any(|r| r.l1.is_some()).then(|| {
+        super::l1::L1Figures::merged(
+            rs.iter().filter_map(|r| r.l1.as_ref()),
+            m.requests.completed,
+            m.outcomes.hit + m.outcomes.stale,
+        )
+    });
     m.hit_rate_unknown = (m.requests.completed == 0).then(|| "no request completed".to_string());
     let weighted = |v: &dyn Fn(&RunResult) -> Option<f64>, w: &dyn Fn(&RunResult) -> u64| {
         let total = sum(w);

@@ -6,6 +6,7 @@
 pub mod check;
 pub mod cost;
 pub mod diagnose;
+pub mod l1;
 pub mod memory;
 pub mod merge;
 pub mod recovery;
@@ -84,6 +85,9 @@ pub struct RunResult {
     /// under test, and in results written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<cost::CostFigures>,
+    /// The in-process tier's figures (absent without `--l1`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub l1: Option<l1::L1Figures>,
     pub redis: RedisFigures,
     pub lock: LockFigures,
     /// From the scheduled start (open loop; coordinated omission corrected) to completion.
@@ -498,6 +502,9 @@ pub struct Outcomes {
     /// The client gave up at `--request-timeout` (the work it started went on).
     #[serde(default)]
     pub timed_out: u64,
+    /// Answered from the instance's in-process tier (`--l1`), Redis not asked.
+    #[serde(default)]
+    pub l1_hit: u64,
 }
 
 /// The database's side of the measured window. A *load* is a request's need for a value (it

@@ -92,6 +92,10 @@ pub struct Scenario {
     /// The re-warm job (`--rewarm-every`, `--rewarm-top`); null: none.
     #[serde(default)]
     pub rewarm: Option<Rewarm>,
+    /// The in-process tier in front of Redis (`--l1`, `--l1-ttl`, `--l1-invalidate`); null:
+    /// none.
+    #[serde(default)]
+    pub l1: Option<crate::l1::L1Spec>,
     /// Faults to inject, sorted by `at` (relative to the start of the measured window).
     pub faults: Vec<FaultSpec>,
     /// External Redis only: the shell command that starts it again (secrets in it redacted
@@ -258,9 +262,9 @@ pub const WORKLOAD_SETTINGS: [&str; 27] = [
 
 /// Settings of the strategy under test (its parameters, which differ between strategies of one
 /// comparison by design, such as the jitter preset's own ±10%), and the protections in front
-/// of its loads (`--db-limit`, `--breaker`, `--db-rate`) and the re-warm job: what the app
-/// does, not what is asked of it.
-pub const STRATEGY_SETTINGS: [&str; 15] = [
+/// of its loads (`--db-limit`, `--breaker`, `--db-rate`), the re-warm job and the in-process
+/// tier (`--l1`): what the app does, not what is asked of it.
+pub const STRATEGY_SETTINGS: [&str; 16] = [
     "strategy",
     "jitter",
     "beta",
@@ -274,6 +278,7 @@ pub const STRATEGY_SETTINGS: [&str; 15] = [
     "breaker",
     "db_rate",
     "rewarm",
+    "l1",
     "invalidate",
     "lease_ttl",
 ];
@@ -374,6 +379,12 @@ impl Scenario {
         }
         if let Some(r) = self.rewarm {
             parts.push(format!("re-warm top {} every {}", r.top, r.every));
+        }
+        if let Some(l) = self.l1 {
+            parts.push(match l.ttl {
+                Some(t) => format!("l1 {} per instance ({}, ttl {t})", l.entries, l.invalidate),
+                None => format!("l1 {} per instance ({})", l.entries, l.invalidate),
+            });
         }
         if let Some(w) = self.writes {
             parts.push(if (w.zipf - self.zipf).abs() < f64::EPSILON {

@@ -15,6 +15,7 @@ const MAX_DATA_BYTES: u64 = 8 << 30;
 use crate::cli::RunFlags;
 use crate::error::UsageError;
 use crate::fault::{self as schedule, FaultKind, FaultSpec};
+use crate::l1::L1Spec;
 use crate::origin::DbQuery;
 use crate::protect::BreakerSpec;
 use crate::protect::rate::RateSpec;
@@ -165,6 +166,9 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
         db_rate_scope,
         rewarm_every,
         rewarm_top,
+        l1,
+        l1_ttl,
+        l1_invalidate,
         redis_restart_cmd,
         pg_kill_cmd,
         pg_restart_cmd,
@@ -396,6 +400,9 @@ fn check(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
     )?;
     positive_dur(f.rewarm_every, src, "rewarm_every")?;
     at_least(f.rewarm_top, 1, src, "rewarm_top")?;
+    at_least(f.l1, 1, src, "l1")?;
+    at_most(f.l1, 100_000_000, src, "l1", "entries per instance")?;
+    positive_dur(f.l1_ttl, src, "l1_ttl")?;
     for (i, fault) in f.fault.iter().enumerate() {
         check_shock(fault, &fault_name(src, i, fault))?;
         if fault.down_for.0.is_zero() && fault.kind != FaultKind::DropCache {
@@ -772,6 +779,35 @@ fn db_rate(m: &RunFlags) -> Result<Option<RateSpec>, UsageError> {
     }))
 }
 
+/// The in-process tier when `--l1` is given (its other settings alone are refused, and so is
+/// a tier in front of no cache).
+fn l1(m: &RunFlags, strategy: &StrategySpec) -> Result<Option<L1Spec>, UsageError> {
+    let Some(entries) = m.l1 else {
+        for (k, set) in [
+            ("l1_ttl", m.l1_ttl.is_some()),
+            ("l1_invalidate", m.l1_invalidate.is_some()),
+        ] {
+            if set {
+                return Err(UsageError::new(format!(
+                    "--{} is a setting of the in-process tier, which is off: add --l1 N (scenario file: l1)",
+                    k.replace('_', "-")
+                )));
+            }
+        }
+        return Ok(None);
+    };
+    if !strategy.caches() {
+        return Err(UsageError::new(
+            "--l1 puts an in-process tier in front of the cache, and --strategy no-cache has none: drop --l1 or pick a caching strategy",
+        ));
+    }
+    Ok(Some(L1Spec {
+        entries,
+        ttl: m.l1_ttl,
+        invalidate: m.l1_invalidate.unwrap_or_default(),
+    }))
+}
+
 /// The re-warm job when `--rewarm-every` is given (`--rewarm-top` alone is refused).
 fn rewarm(m: &RunFlags, keys: u64) -> Result<Option<Rewarm>, UsageError> {
     let Some(every) = m.rewarm_every else {
@@ -925,6 +961,7 @@ fn build(
     let breaker = breaker(&m)?;
     let db_rate = db_rate(&m)?;
     let rewarm = rewarm(&m, keys)?;
+    let l1 = l1(&m, &strategy)?;
     let db_query = m.db_query.unwrap_or(DbQuery::Sleep);
     let zipf = m.zipf.unwrap_or(1.0);
     let writes = m.write_rps.filter(|r| r.0 > 0.0).map(|r| WriteLoad {
@@ -1051,6 +1088,7 @@ fn build(
         breaker,
         db_rate,
         rewarm,
+        l1,
         faults: m.fault,
         redis_restart_cmd: m.redis_restart_cmd,
         allow_pause_external: m.allow_pause_external,

@@ -125,9 +125,22 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
             rejected: o(Outcome::Rejected),
             ok: o(Outcome::Ok),
             timed_out: o(Outcome::TimedOut),
+            l1_hit: o(Outcome::L1Hit),
         },
-        hit_rate: (completed > 0)
-            .then(|| (o(Outcome::Hit) + o(Outcome::Stale)) as f64 / completed as f64),
+        hit_rate: (completed > 0).then(|| {
+            (o(Outcome::Hit) + o(Outcome::Stale) + o(Outcome::L1Hit)) as f64 / completed as f64
+        }),
+        l1: sc.l1.map(|_| results::l1::L1Figures {
+            hits: o(Outcome::L1Hit),
+            hit_rate: (completed > 0).then(|| o(Outcome::L1Hit) as f64 / completed as f64),
+            redis_hit_rate: (completed > 0)
+                .then(|| (o(Outcome::Hit) + o(Outcome::Stale)) as f64 / completed as f64),
+            evictions: c.l1_evictions,
+            invalidations_received: c.l1_invalidations_received,
+            flushes: c.l1_flushes,
+            spoiled: c.l1_spoiled,
+            stale_reads: c.l1_stale_reads,
+        }),
         hit_rate_unknown: (completed == 0).then(|| "no request completed".to_string()),
         db: results::DbFigures {
             calls: Some(d.calls),

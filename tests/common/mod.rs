@@ -52,10 +52,12 @@ impl Run {
             self.u("/requests/completed") + self.u("/requests/shed"),
             self.u("/requests/scheduled")
         );
-        let outcomes: u64 = ["hit", "miss", "stale", "waited", "fallback", "error"]
-            .iter()
-            .map(|o| self.u(&format!("/outcomes/{o}")))
-            .sum();
+        let outcomes: u64 = [
+            "hit", "miss", "stale", "waited", "fallback", "error", "l1_hit",
+        ]
+        .iter()
+        .map(|o| self.u(&format!("/outcomes/{o}")))
+        .sum();
         assert_eq!(outcomes, self.u("/requests/completed"));
     }
 
