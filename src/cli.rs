@@ -974,6 +974,44 @@ pub struct RunFlags {
     )]
     pub lock_timeout_policy: Option<LockTimeoutPolicy>,
 
+    /// Fail-safe: serve D past expiry on a failure [default: off]
+    ///
+    /// Every entry stays in Redis D past its hard expiry (past the stale window under swr).
+    /// A request that finds such an entry loads as on a miss; only when that load fails (an
+    /// error, a timeout, a refusal by --db-limit, --breaker or --db-rate) is the kept value
+    /// served (outcome `stale`, counted in db.fail_safe), and the key is not tried again on
+    /// that instance for --fail-safe-throttle. Not swr: swr serves stale instead of waiting
+    /// for a load, fail-safe only when the load fails; with swr, swr's window comes first. The
+    /// same kept entry is what --lock-timeout-policy stale serves when a wait runs out.
+    #[arg(long, value_name = "DURATION", help_heading = "Strategy")]
+    pub fail_safe: Option<Dur>,
+
+    /// Fail-safe: no load of a failed key for D [default: 30s]
+    ///
+    /// After a key's load failed and its kept value was served, the instance serves that
+    /// value without a load for D (db.fail_safe_throttled), so a failing database is not
+    /// asked for the key by every request.
+    #[arg(long, value_name = "DURATION", help_heading = "Strategy")]
+    pub fail_safe_throttle: Option<Dur>,
+
+    /// Soft timeout: answer with the kept value at D [default: off]
+    ///
+    /// When a request holds a kept value (--fail-safe, which it needs) and its load has not
+    /// finished within D, it is answered with that value at D (db.soft_timeouts) and the load
+    /// goes on behind it and writes back (db.soft_timeout_write_backs). Not a third hard
+    /// timeout: a load's hard bounds stay --db-timeout and the client's --request-timeout.
+    #[arg(long, value_name = "DURATION", help_heading = "Strategy")]
+    pub soft_timeout: Option<Dur>,
+
+    /// Eager refresh: refresh at P of the TTL [default: off]
+    ///
+    /// A read of a fresh entry that has lived at least P (e.g. 80%) of its TTL is served and
+    /// starts one background refresh of the key in its instance, unless one is running
+    /// (db.eager_refreshes); a fixed-threshold counterpart to xfetch's probabilistic early
+    /// recompute (Caffeine's refreshAfterWrite, FusionCache's eager refresh).
+    #[arg(long, value_name = "P", help_heading = "Strategy")]
+    pub eager_refresh: Option<Percent>,
+
     /// Refresh-ahead: re-load the hot keys every D [default: off]
     ///
     /// A background job re-loads the --rewarm-top most popular keys every D from the start of

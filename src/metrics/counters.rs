@@ -41,6 +41,19 @@ pub struct Counters {
     /// Invalidations after a committed write that failed or came back late (Redis down or
     /// slow): the cache may keep the old version until its TTL.
     pub invalidation_failures: AtomicU64,
+    /// Requests served a kept value past its expiry because their load failed (`--fail-safe`),
+    /// the throttled ones included.
+    pub fail_safe: AtomicU64,
+    /// Of `fail_safe`, requests served it without a load because the key was throttled.
+    pub fail_safe_throttled: AtomicU64,
+    /// Requests answered with the kept value at `--soft-timeout` while their load went on.
+    pub soft_timeouts: AtomicU64,
+    /// Loads that went on behind a soft timeout and wrote their value back.
+    pub soft_timeout_write_backs: AtomicU64,
+    /// Background refreshes started by `--eager-refresh`.
+    pub eager_refreshes: AtomicU64,
+    /// Race-TTL push-backs written (`rails-race-ttl`).
+    pub race_pushes: AtomicU64,
     /// Whether Redis is up (not killed, not paused), as the fault schedule knows it (not a
     /// counter: not in snapshots). A success is a request's Redis command.
     pub redis_health: ServerHealth,
@@ -133,6 +146,12 @@ counters_snapshot!(
     rate_refusals,
     stale_sets_refused,
     invalidation_failures,
+    fail_safe,
+    fail_safe_throttled,
+    soft_timeouts,
+    soft_timeout_write_backs,
+    eager_refreshes,
+    race_pushes,
 );
 
 pub fn bump(c: &AtomicU64) {

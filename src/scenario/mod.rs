@@ -92,6 +92,13 @@ pub struct Scenario {
     /// The re-warm job (`--rewarm-every`, `--rewarm-top`); null: none.
     #[serde(default)]
     pub rewarm: Option<Rewarm>,
+    /// The fail-safe (`--fail-safe`, `--fail-safe-throttle`, `--soft-timeout`); null: off.
+    #[serde(default)]
+    pub fail_safe: Option<FailSafe>,
+    /// `--eager-refresh`: the share of its TTL after which a read refreshes an entry in the
+    /// background; null: off.
+    #[serde(default)]
+    pub eager_refresh: Option<Percent>,
     /// Faults to inject, sorted by `at` (relative to the start of the measured window).
     pub faults: Vec<FaultSpec>,
     /// External Redis only: the shell command that starts it again (secrets in it redacted
@@ -163,6 +170,18 @@ pub struct Rewarm {
     pub every: Dur,
     /// How many keys it re-loads: popularity ranks 1..=top.
     pub top: u64,
+}
+
+/// Values kept past their expiry and served when their load fails or is slow.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FailSafe {
+    /// How long an entry stays in Redis past its hard expiry, to be served when its load fails.
+    pub max: Dur,
+    /// How long an instance serves a key's kept value without a load after its load failed.
+    pub throttle: Dur,
+    /// When a load of a key whose kept value is held takes longer, the request is answered
+    /// with that value and the load goes on behind it; null: never.
+    pub soft_timeout: Option<Dur>,
 }
 
 /// The writes of a run: an open loop of UPDATEs beside the reads.
@@ -260,7 +279,7 @@ pub const WORKLOAD_SETTINGS: [&str; 27] = [
 /// comparison by design, such as the jitter preset's own ±10%), and the protections in front
 /// of its loads (`--db-limit`, `--breaker`, `--db-rate`) and the re-warm job: what the app
 /// does, not what is asked of it.
-pub const STRATEGY_SETTINGS: [&str; 15] = [
+pub const STRATEGY_SETTINGS: [&str; 17] = [
     "strategy",
     "jitter",
     "beta",
@@ -274,6 +293,8 @@ pub const STRATEGY_SETTINGS: [&str; 15] = [
     "breaker",
     "db_rate",
     "rewarm",
+    "fail_safe",
+    "eager_refresh",
     "invalidate",
     "lease_ttl",
 ];
@@ -374,6 +395,18 @@ impl Scenario {
         }
         if let Some(r) = self.rewarm {
             parts.push(format!("re-warm top {} every {}", r.top, r.every));
+        }
+        if let Some(f) = self.fail_safe {
+            let soft = f
+                .soft_timeout
+                .map_or(String::new(), |d| format!(", soft timeout {d}"));
+            parts.push(format!(
+                "fail-safe {} (throttle {}{soft})",
+                f.max, f.throttle
+            ));
+        }
+        if let Some(p) = self.eager_refresh {
+            parts.push(format!("eager refresh at {p} of the TTL"));
         }
         if let Some(w) = self.writes {
             parts.push(if (w.zipf - self.zipf).abs() < f64::EPSILON {
