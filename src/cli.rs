@@ -265,9 +265,10 @@ pub struct MetricsFlags {
 pub struct CompareCmd {
     /// Strategies to run, comma-separated, or all (the six presets).
     ///
-    /// E.g. cache-aside,mutex,swr+mutex,lease; `all` is the six presets (lease and
-    /// no-cache are named explicitly). With no-cache, every other strategy's break-even
-    /// takes its load time (L) from the no-cache run.
+    /// E.g. cache-aside,mutex,swr+mutex,lease; `all` is the six presets (lease, no-cache
+    /// and the library presets such as laravel-flexible or fusion are named explicitly).
+    /// With no-cache, every other strategy's break-even takes its load time (L) from the
+    /// no-cache run.
     #[arg(
         long,
         value_name = "LIST",
@@ -581,7 +582,9 @@ pub struct RunCmd {
     /// combination with `+` of at most one of cache-aside|xfetch|swr (expire is another name
     /// for cache-aside) with mutex, single-flight and/or jitter, or with lease (and jitter),
     /// such as swr+mutex or swr+lease. no-cache (alone) loads every request, the baseline
-    /// of the break-even hit rate.
+    /// of the break-even hit rate. A library preset (alone) reproduces a caching library's
+    /// semantics: laravel-flexible, rails-race-ttl, symfony, caffeine-refresh, spring-sync,
+    /// fusion (docs/strategies.md).
     #[arg(long, short = 's', value_name = "NAME", help_heading = "Strategy")]
     pub strategy: Option<String>,
 
