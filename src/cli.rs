@@ -265,9 +265,10 @@ pub struct MetricsFlags {
 pub struct CompareCmd {
     /// Strategies to run, comma-separated, or all (the six presets).
     ///
-    /// E.g. cache-aside,mutex,swr+mutex,lease; `all` is the six presets (lease and
-    /// no-cache are named explicitly). With no-cache, every other strategy's break-even
-    /// takes its load time (L) from the no-cache run.
+    /// E.g. cache-aside,mutex,swr+mutex,lease; `all` is the six presets (lease, no-cache
+    /// and the library presets such as laravel-flexible or fusion are named explicitly).
+    /// With no-cache, every other strategy's break-even takes its load time (L) from the
+    /// no-cache run.
     #[arg(
         long,
         value_name = "LIST",
@@ -581,7 +582,9 @@ pub struct RunCmd {
     /// combination with `+` of at most one of cache-aside|xfetch|swr (expire is another name
     /// for cache-aside) with mutex, single-flight and/or jitter, or with lease (and jitter),
     /// such as swr+mutex or swr+lease. no-cache (alone) loads every request, the baseline
-    /// of the break-even hit rate.
+    /// of the break-even hit rate. A library preset (alone) reproduces a caching library's
+    /// semantics: laravel-flexible, rails-race-ttl, symfony, caffeine-refresh, spring-sync,
+    /// fusion (docs/strategies.md).
     #[arg(long, short = 's', value_name = "NAME", help_heading = "Strategy")]
     pub strategy: Option<String>,
 
@@ -973,6 +976,44 @@ pub struct RunFlags {
         help_heading = "Strategy"
     )]
     pub lock_timeout_policy: Option<LockTimeoutPolicy>,
+
+    /// Fail-safe: serve D past expiry on a failure [default: off]
+    ///
+    /// Every entry stays in Redis D past its hard expiry (past the stale window under swr).
+    /// A request that finds such an entry loads as on a miss; only when that load fails (an
+    /// error, a timeout, a refusal by --db-limit, --breaker or --db-rate) is the kept value
+    /// served (outcome `stale`, counted in db.fail_safe), and the key is not tried again on
+    /// that instance for --fail-safe-throttle. Not swr: swr serves stale instead of waiting
+    /// for a load, fail-safe only when the load fails; with swr, swr's window comes first. The
+    /// same kept entry is what --lock-timeout-policy stale serves when a wait runs out.
+    #[arg(long, value_name = "DURATION", help_heading = "Strategy")]
+    pub fail_safe: Option<Dur>,
+
+    /// Fail-safe: no load of a failed key for D [default: 30s]
+    ///
+    /// After a key's load failed and its kept value was served, the instance serves that
+    /// value without a load for D (db.fail_safe_throttled), so a failing database is not
+    /// asked for the key by every request.
+    #[arg(long, value_name = "DURATION", help_heading = "Strategy")]
+    pub fail_safe_throttle: Option<Dur>,
+
+    /// Soft timeout: answer with the kept value at D [default: off]
+    ///
+    /// When a request holds a kept value (--fail-safe, which it needs) and its load has not
+    /// finished within D, it is answered with that value at D (db.soft_timeouts) and the load
+    /// goes on behind it and writes back (db.soft_timeout_write_backs). Not a third hard
+    /// timeout: a load's hard bounds stay --db-timeout and the client's --request-timeout.
+    #[arg(long, value_name = "DURATION", help_heading = "Strategy")]
+    pub soft_timeout: Option<Dur>,
+
+    /// Eager refresh: refresh at P of the TTL [default: off]
+    ///
+    /// A read of a fresh entry that has lived at least P (e.g. 80%) of its TTL is served and
+    /// starts one background refresh of the key in its instance, unless one is running
+    /// (db.eager_refreshes); a fixed-threshold counterpart to xfetch's probabilistic early
+    /// recompute (Caffeine's refreshAfterWrite, FusionCache's eager refresh).
+    #[arg(long, value_name = "P", help_heading = "Strategy")]
+    pub eager_refresh: Option<Percent>,
 
     /// Refresh-ahead: re-load the hot keys every D [default: off]
     ///

@@ -737,15 +737,25 @@ fn shared(sc: &Scenario) -> Arc<Shared> {
             beta: sc.beta,
             jitter: sc.jitter.0,
             negative_ttl_ms: sc.negative_ttl.map(|d| ms(d.0).max(1)),
-            // Kept as long as a lock can be held: a waiter that gives up while a refresh
-            // is still running finds the old value.
+            // Kept as long as a lock can be held (a waiter that gives up while a refresh is
+            // still running finds the old value), and for the fail-safe: one grace for both.
             grace_ms: if sc.lock_timeout_policy == LockTimeoutPolicy::Stale {
                 ms(sc.lock_ttl.0).max(ms(sc.lock_wait.0))
             } else {
                 0
-            },
+            }
+            .max(sc.fail_safe.map_or(0, |f| ms(f.max.0))),
+            eager: sc.eager_refresh.map(|p| p.0),
         },
         coordination: sc.strategy.coordination,
+        refresh_coordination: sc.strategy.refresh_coordination(),
+        fail_safe: sc.fail_safe.map_or_else(Default::default, |f| {
+            crate::strategy::failsafe::Settings {
+                max_ms: ms(f.max.0).max(1),
+                throttle_ms: ms(f.throttle.0),
+                soft_timeout: f.soft_timeout.map(|d| d.0),
+            }
+        }),
         lock: lock::Settings {
             ttl_ms: ms(sc.lock_ttl.0).max(1),
             poll: sc.lock_poll.0,
@@ -766,7 +776,10 @@ fn shared(sc: &Scenario) -> Arc<Shared> {
         staleness_off: std::env::var_os("STAMPEDE_BENCH_NO_STALENESS").is_some(),
         tiers: std::sync::Mutex::new(Vec::new()),
         marker_px_ms: 2
-            * (ms(sc.ttl.0) + ms(sc.stale.0) + ms(sc.lock_ttl.0).max(ms(sc.lock_wait.0)))
+            * (ms(sc.ttl.0)
+                + ms(sc.stale.0)
+                + ms(sc.lock_ttl.0).max(ms(sc.lock_wait.0))
+                + sc.fail_safe.map_or(0, |f| ms(f.max.0)))
             + 10_000,
     })
 }

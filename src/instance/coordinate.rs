@@ -22,6 +22,9 @@ use crate::strategy::single_flight::{Leader, Role, SingleFlight, Slot};
 /// One instance's coordination: its kind, its in-process flights and the lock settings.
 pub struct Coordinator {
     kind: Coordination,
+    /// Who performs a background refresh: `kind`, except where a library preset refreshes
+    /// under a lock it does not take on a miss (`laravel-flexible`).
+    refresh_kind: Coordination,
     flights: SingleFlight,
     pub lock: Settings,
     /// How long a lease token lives unless its SET consumes it (`--lease-ttl`), ms.
@@ -58,10 +61,17 @@ impl Coordinator {
     pub fn new(kind: Coordination, lock: Settings, lease_ttl_ms: u64) -> Coordinator {
         Coordinator {
             kind,
+            refresh_kind: kind,
             flights: SingleFlight::default(),
             lock,
             lease_ttl_ms,
         }
+    }
+
+    /// Background refreshes coordinated by `kind` instead (a token in Redis, if any, is a lock).
+    pub fn with_refresh(mut self, kind: Coordination) -> Coordinator {
+        self.refresh_kind = kind;
+        self
     }
 
     fn claim<'a>(&self, leader: Option<Leader<'a>>, token: Option<u64>) -> Claim<'a> {
@@ -74,7 +84,17 @@ impl Coordinator {
 
     /// Take the key's Redis token: the lock under a mutex, the lease under lease.
     async fn try_token(&self, cache: &Cache, id: u64, token: u64) -> Result<bool, CacheError> {
-        if self.kind.lease() {
+        self.try_token_as(self.kind, cache, id, token).await
+    }
+
+    async fn try_token_as(
+        &self,
+        kind: Coordination,
+        cache: &Cache,
+        id: u64,
+        token: u64,
+    ) -> Result<bool, CacheError> {
+        if kind.lease() {
             cache.try_lease(id, token, self.lease_ttl_ms).await
         } else {
             cache.try_lock(id, token, self.lock.ttl_ms).await
@@ -144,7 +164,7 @@ impl Coordinator {
             return None;
         };
         let claim = self.claim(leader, None);
-        self.lock_or_yield(cache, counters, id, claim, serving)
+        self.lock_or_yield(self.kind, cache, counters, id, claim, serving)
             .await
     }
 
@@ -152,8 +172,13 @@ impl Coordinator {
     /// instance by the caller). None: another instance is refreshing it.
     pub async fn refresh(&self, cache: &Cache, counters: &Counters, id: u64) -> Option<Claim<'_>> {
         // A refresh leads no flight, so no follower is told what it gives way with.
-        let claim = self.claim(None, None);
-        self.lock_or_yield(cache, counters, id, claim, 0).await
+        let claim = Claim {
+            leader: None,
+            token: None,
+            lease: self.refresh_kind.lease(),
+        };
+        self.lock_or_yield(self.refresh_kind, cache, counters, id, claim, 0)
+            .await
     }
 
     /// Under a mutex or a lease, take the token or give way (the value in hand, of version
@@ -163,17 +188,18 @@ impl Coordinator {
     /// served nothing.
     async fn lock_or_yield<'a>(
         &'a self,
+        kind: Coordination,
         cache: &Cache,
         counters: &Counters,
         id: u64,
         mut claim: Claim<'a>,
         serving: u64,
     ) -> Option<Claim<'a>> {
-        if !self.kind.redis_token() {
+        if !kind.redis_token() {
             return Some(claim);
         }
         let token = rand::rng().random::<u64>();
-        match self.try_token(cache, id, token).await {
+        match self.try_token_as(kind, cache, id, token).await {
             Ok(true) => {
                 bump(&counters.lock_acquired);
                 claim.token = Some(token);

@@ -17,6 +17,7 @@ use crate::origin::{LoadFailure, Origin};
 use crate::protect::{self, Guard, Refused};
 use crate::strategy::Coordination;
 use crate::strategy::envelope::Meta;
+use crate::strategy::failsafe;
 use crate::strategy::freshness::{self, Verdict};
 use crate::strategy::invalidate::Invalidate;
 use crate::strategy::lock::{self, LockTimeoutPolicy};
@@ -24,6 +25,7 @@ use crate::strategy::single_flight;
 
 mod coordinate;
 mod tier;
+mod failsafe_path;
 
 use coordinate::{Claim, Coordinator, Miss};
 
@@ -35,6 +37,10 @@ const PROBE_SETTLE_LIMIT: Duration = Duration::from_secs(5);
 pub struct Shared {
     pub freshness: freshness::Policy,
     pub coordination: Coordination,
+    /// Who performs a background refresh (the coordination, but for `laravel-flexible`).
+    pub refresh_coordination: Coordination,
+    /// `--fail-safe`, `--fail-safe-throttle`, `--soft-timeout`.
+    pub fail_safe: failsafe::Settings,
     pub lock: lock::Settings,
     pub counters: Arc<Counters>,
     pub loads: Arc<LoadTracker>,
@@ -81,6 +87,8 @@ pub struct Instance {
     /// `--db-limit` and `--breaker` in front of this instance's loads.
     guard: Guard,
     refreshing: Mutex<HashSet<u64>>,
+    /// Keys whose load failed under `--fail-safe`, not tried again for the throttle.
+    throttle: failsafe::Throttle,
     shared: Arc<Shared>,
     /// The in-process tier in front of Redis (`--l1`).
     l1: Option<Arc<crate::l1::L1>>,
@@ -129,7 +137,7 @@ fn served_of(r: Result<u64, LoadFailure>, stale: Option<&Meta>) -> u64 {
     }
 }
 
-/// [`outcome_of`] and [`served_of`] together.
+/// [`outcome_of`] and [`served_of`] together; [`Instance::served`] adds the fail-safe.
 fn served(r: Result<u64, LoadFailure>, ok: Outcome, stale: Option<&Meta>) -> Served {
     (outcome_of(r, ok, stale.is_some()), served_of(r, stale))
 }
@@ -139,9 +147,11 @@ impl Instance {
         Instance {
             cache,
             origin,
-            coord: Coordinator::new(shared.coordination, shared.lock, shared.lease_ttl_ms),
+            coord: Coordinator::new(shared.coordination, shared.lock, shared.lease_ttl_ms)
+                .with_refresh(shared.refresh_coordination),
             guard,
             refreshing: Mutex::new(HashSet::new()),
+            throttle: failsafe::Throttle::default(),
             shared,
             l1: None,
         }
@@ -194,14 +204,22 @@ impl Instance {
                 (Outcome::Hit, meta.version)
             }
             Verdict::Stale => {
-                self.refresh_behind(id);
+                self.refresh_behind(id, meta.computed_at_ms);
                 (Outcome::Stale, meta.version)
+            }
+            Verdict::RefreshAhead => {
+                if self.refresh_behind(id, meta.computed_at_ms) {
+                    bump(&sh.counters.eager_refreshes);
+                }
+                (Outcome::Hit, meta.version)
             }
             Verdict::Recompute { lead_ms } => {
                 Box::pin(self.recompute_early(id, meta, lead_ms)).await
             }
-            // Kept past its expiry only to be served if a wait for the lock runs out.
-            Verdict::Expired => Box::pin(self.fill(id, Some(meta))).await,
+            Verdict::Race => Box::pin(self.race(id, meta)).await,
+            // Kept past its expiry only to be served if the load fails (--fail-safe) or a wait
+            // for the lock runs out.
+            Verdict::Expired => Box::pin(self.expired(id, meta)).await,
         }
     }
 
@@ -268,7 +286,7 @@ impl Instance {
             Miss::Load(claim) | Miss::Unavailable(claim) => {
                 let r = self.load_and_store(id, claim.lease_token()).await;
                 claim.release(&self.cache, &sh.counters, id, r).await;
-                served(r, Outcome::Miss, stale.as_ref())
+                self.served(id, r, Outcome::Miss, stale.as_ref())
             }
             Miss::LoadLocked(claim) => self.load_locked(id, claim, stale.as_ref()).await,
             Miss::Follow(rx) => self.follow(id, rx, stale).await,
@@ -291,7 +309,7 @@ impl Instance {
         }
         let r = self.load_and_store(id, claim.lease_token()).await;
         claim.release(&self.cache, &sh.counters, id, r).await;
-        served(r, Outcome::Miss, stale)
+        self.served(id, r, Outcome::Miss, stale)
     }
 
     /// Another request of this instance is loading `id`: wait for it, at most `--lock-wait`
@@ -303,7 +321,7 @@ impl Instance {
         stale: Option<Meta>,
     ) -> Served {
         match tokio::time::timeout(self.shared.lock.wait, single_flight::follow(rx)).await {
-            Ok(r) => served(r, Outcome::Waited, stale.as_ref()),
+            Ok(r) => self.served(id, r, Outcome::Waited, stale.as_ref()),
             Err(_) => {
                 let (s, _) = self.wait_ran_out(id, stale).await;
                 s
@@ -326,7 +344,7 @@ impl Instance {
             (_, stale) => {
                 // No token of our own: under a lease the fallback serves its load unstored.
                 let r = self.load_and_store(id, None).await;
-                (served(r, Outcome::Fallback, stale.as_ref()), r)
+                (self.served(id, r, Outcome::Fallback, stale.as_ref()), r)
             }
         }
     }
@@ -375,12 +393,13 @@ impl Instance {
         }
     }
 
-    /// SWR: start one background refresh of `id` in this instance unless one is running.
-    fn refresh_behind(self: &Arc<Self>, id: u64) {
+    /// SWR, eager refresh: start one background refresh of `id` in this instance unless one
+    /// is running (false then); `seen_at` is when the value that called for it was computed.
+    fn refresh_behind(self: &Arc<Self>, id: u64, seen_at: u64) -> bool {
         {
             let mut r = self.refreshing.lock().unwrap_or_else(|p| p.into_inner());
             if !r.insert(id) {
-                return;
+                return false;
             }
         }
         let me = Arc::clone(self);
@@ -401,22 +420,24 @@ impl Instance {
             }
             let _done = Done(&me, id);
             tokio::select! {
-                _ = me.refresh(id) => {}
+                _ = me.refresh(id, seen_at) => {}
                 _ = abort.cancelled() => {}
             }
         });
+        true
     }
 
-    async fn refresh(&self, id: u64) {
+    async fn refresh(&self, id: u64, seen_at: u64) {
         let sh = &self.shared;
         let Some(claim) = self.coord.refresh(&self.cache, &sh.counters, id).await else {
             bump(&sh.counters.refreshes_skipped);
             return;
         };
-        // Holding the lock: the instance that refreshed before us may have released just now.
+        // Holding the lock: the instance that refreshed before us may have released just now
+        // (a value computed after the one that called for this refresh).
         if claim.locked()
             && let Found::Entry(m) = self.read(id).await
-            && m.soft_expiry_ms as f64 > now_ms_f64()
+            && m.computed_at_ms > seen_at
         {
             bump(&sh.counters.refreshes_skipped);
             claim

@@ -55,6 +55,19 @@ pub struct Counters {
     /// In-process tier: measured requests served from it with a version older than one
     /// committed before they started (also in the run's stale reads).
     pub l1_stale_reads: AtomicU64,
+    /// Requests served a kept value past its expiry because their load failed (`--fail-safe`),
+    /// the throttled ones included.
+    pub fail_safe: AtomicU64,
+    /// Of `fail_safe`, requests served it without a load because the key was throttled.
+    pub fail_safe_throttled: AtomicU64,
+    /// Requests answered with the kept value at `--soft-timeout` while their load went on.
+    pub soft_timeouts: AtomicU64,
+    /// Loads that went on behind a soft timeout and wrote their value back.
+    pub soft_timeout_write_backs: AtomicU64,
+    /// Background refreshes started by `--eager-refresh`.
+    pub eager_refreshes: AtomicU64,
+    /// Race-TTL push-backs written (`rails-race-ttl`).
+    pub race_pushes: AtomicU64,
     /// Whether Redis is up (not killed, not paused), as the fault schedule knows it (not a
     /// counter: not in snapshots). A success is a request's Redis command.
     pub redis_health: ServerHealth,
@@ -152,6 +165,12 @@ counters_snapshot!(
     l1_flushes,
     l1_spoiled,
     l1_stale_reads,
+    fail_safe,
+    fail_safe_throttled,
+    soft_timeouts,
+    soft_timeout_write_backs,
+    eager_refreshes,
+    race_pushes,
 );
 
 pub fn bump(c: &AtomicU64) {

@@ -537,8 +537,21 @@ pub fn summary(r: &RunResult) -> String {
             d.early_lead_ms_mean.unwrap_or(0.0)
         ));
     }
+    if d.eager_refreshes > 0 {
+        extra.push(format!("eager refreshes {}", d.eager_refreshes));
+    }
+    if d.race_pushes > 0 {
+        extra.push(format!("race-TTL push-backs {}", d.race_pushes));
+    }
     if !extra.is_empty() {
         let _ = writeln!(o, "            {}", extra.join("  "));
+    }
+    if d.fail_safe + d.soft_timeouts > 0 {
+        let _ = writeln!(
+            o,
+            "  fail-safe {} served a kept value when their load failed ({} without a load: throttled); {} answered at the soft timeout, {} of those loads wrote back after",
+            d.fail_safe, d.fail_safe_throttled, d.soft_timeouts, d.soft_timeout_write_backs
+        );
     }
     if let Some(how) = &d.calls_server_read {
         let _ = writeln!(o, "            server count: {how}");

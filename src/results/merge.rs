@@ -224,6 +224,12 @@ pub fn merge(mut shards: Vec<(String, RunResult)>, allow_missing: bool) -> Resul
     d.background_refreshes = sum(&|r| r.db.background_refreshes);
     d.refreshes_skipped = sum(&|r| r.db.refreshes_skipped);
     d.early_recomputes = sum(&|r| r.db.early_recomputes);
+    d.fail_safe = sum(&|r| r.db.fail_safe);
+    d.fail_safe_throttled = sum(&|r| r.db.fail_safe_throttled);
+    d.soft_timeouts = sum(&|r| r.db.soft_timeouts);
+    d.soft_timeout_write_backs = sum(&|r| r.db.soft_timeout_write_backs);
+    d.eager_refreshes = sum(&|r| r.db.eager_refreshes);
+    d.race_pushes = sum(&|r| r.db.race_pushes);
     d.statement_ms_mean = weighted(&|r| r.db.statement_ms_mean, &calls);
     d.pool_wait_ms_mean = weighted(&|r| r.db.pool_wait_ms_mean, &calls);
     d.early_lead_ms_mean = weighted(&|r| r.db.early_lead_ms_mean, &|r| r.db.early_recomputes);

@@ -616,14 +616,40 @@ pub struct DbFigures {
     /// bottleneck.
     #[serde(default)]
     pub pool_busy: f64,
-    /// SWR refreshes run behind a stale read.
+    /// Refreshes run behind a read: swr's behind a stale read, `--eager-refresh`'s behind a
+    /// fresh one.
     pub background_refreshes: u64,
-    /// SWR refreshes not run because another instance held the lock.
+    /// Such refreshes not run because another instance held the lock.
     pub refreshes_skipped: u64,
     /// XFetch recomputes started before the hard expiry.
     pub early_recomputes: u64,
     /// Mean time between an early recompute's start and the expiry it pre-empted, ms.
     pub early_lead_ms_mean: Option<f64>,
+    /// Requests served a value kept past its expiry because their load failed (an error, a
+    /// timeout, a refusal by a protection) under `--fail-safe` (outcome `stale`), the
+    /// throttled ones included.
+    #[serde(default)]
+    pub fail_safe: u64,
+    /// Of `fail_safe`, requests served it without a load: their key's load had failed on
+    /// their instance within `--fail-safe-throttle`.
+    #[serde(default)]
+    pub fail_safe_throttled: u64,
+    /// Requests answered with the kept value at `--soft-timeout` while their load went on
+    /// behind them (outcome `stale`).
+    #[serde(default)]
+    pub soft_timeouts: u64,
+    /// Loads that went on behind a soft timeout and wrote their value back (each after its
+    /// request had been answered).
+    #[serde(default)]
+    pub soft_timeout_write_backs: u64,
+    /// Background refreshes started by `--eager-refresh` (of `background_refreshes` when
+    /// they loaded; one per key per instance at a time).
+    #[serde(default)]
+    pub eager_refreshes: u64,
+    /// `rails-race-ttl`: entries written back with their expiry pushed by the race TTL, each
+    /// by a reader that then recomputed the value.
+    #[serde(default)]
+    pub race_pushes: u64,
     /// Under `--db-query heavy`: what one heavy query cost on the idle server before traffic
     /// (median of a few runs), ms. Null under `sleep`, whose cost is `--db-cost`.
     #[serde(default)]

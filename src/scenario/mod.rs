@@ -96,6 +96,13 @@ pub struct Scenario {
     /// none.
     #[serde(default)]
     pub l1: Option<crate::l1::L1Spec>,
+    /// The fail-safe (`--fail-safe`, `--fail-safe-throttle`, `--soft-timeout`); null: off.
+    #[serde(default)]
+    pub fail_safe: Option<FailSafe>,
+    /// `--eager-refresh`: the share of its TTL after which a read refreshes an entry in the
+    /// background; null: off.
+    #[serde(default)]
+    pub eager_refresh: Option<Percent>,
     /// Faults to inject, sorted by `at` (relative to the start of the measured window).
     pub faults: Vec<FaultSpec>,
     /// External Redis only: the shell command that starts it again (secrets in it redacted
@@ -167,6 +174,18 @@ pub struct Rewarm {
     pub every: Dur,
     /// How many keys it re-loads: popularity ranks 1..=top.
     pub top: u64,
+}
+
+/// Values kept past their expiry and served when their load fails or is slow.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct FailSafe {
+    /// How long an entry stays in Redis past its hard expiry, to be served when its load fails.
+    pub max: Dur,
+    /// How long an instance serves a key's kept value without a load after its load failed.
+    pub throttle: Dur,
+    /// When a load of a key whose kept value is held takes longer, the request is answered
+    /// with that value and the load goes on behind it; null: never.
+    pub soft_timeout: Option<Dur>,
 }
 
 /// The writes of a run: an open loop of UPDATEs beside the reads.
@@ -262,9 +281,9 @@ pub const WORKLOAD_SETTINGS: [&str; 27] = [
 
 /// Settings of the strategy under test (its parameters, which differ between strategies of one
 /// comparison by design, such as the jitter preset's own ±10%), and the protections in front
-/// of its loads (`--db-limit`, `--breaker`, `--db-rate`), the re-warm job and the in-process
-/// tier (`--l1`): what the app does, not what is asked of it.
-pub const STRATEGY_SETTINGS: [&str; 16] = [
+/// of its loads (`--db-limit`, `--breaker`, `--db-rate`), the re-warm job, the fail-safe and
+/// eager refresh, and the in-process tier (`--l1`): what the app does, not what is asked of it.
+pub const STRATEGY_SETTINGS: [&str; 18] = [
     "strategy",
     "jitter",
     "beta",
@@ -279,6 +298,8 @@ pub const STRATEGY_SETTINGS: [&str; 16] = [
     "db_rate",
     "rewarm",
     "l1",
+    "fail_safe",
+    "eager_refresh",
     "invalidate",
     "lease_ttl",
 ];
@@ -385,6 +406,18 @@ impl Scenario {
                 Some(t) => format!("l1 {} per instance ({}, ttl {t})", l.entries, l.invalidate),
                 None => format!("l1 {} per instance ({})", l.entries, l.invalidate),
             });
+        }
+        if let Some(f) = self.fail_safe {
+            let soft = f
+                .soft_timeout
+                .map_or(String::new(), |d| format!(", soft timeout {d}"));
+            parts.push(format!(
+                "fail-safe {} (throttle {}{soft})",
+                f.max, f.throttle
+            ));
+        }
+        if let Some(p) = self.eager_refresh {
+            parts.push(format!("eager refresh at {p} of the TTL"));
         }
         if let Some(w) = self.writes {
             parts.push(if (w.zipf - self.zipf).abs() < f64::EPSILON {

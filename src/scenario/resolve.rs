@@ -6,7 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::servers::{own_load, tls_settings};
-use super::{Client, LoadShape, MAX_DB_CONNECTIONS, RecoveryCriteria, Rewarm, Scenario, WriteLoad};
+use super::{
+    Client, FailSafe, LoadShape, MAX_DB_CONNECTIONS, RecoveryCriteria, Rewarm, Scenario, WriteLoad,
+};
 
 /// Most keys a run may seed: each is a Postgres row and a cache entry.
 const MAX_KEYS: u64 = 50_000_000;
@@ -169,6 +171,10 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
         l1,
         l1_ttl,
         l1_invalidate,
+        fail_safe,
+        fail_safe_throttle,
+        soft_timeout,
+        eager_refresh,
         redis_restart_cmd,
         pg_kill_cmd,
         pg_restart_cmd,
@@ -399,6 +405,18 @@ fn check(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
         "loads let through at once",
     )?;
     positive_dur(f.rewarm_every, src, "rewarm_every")?;
+    positive_dur(f.fail_safe, src, "fail_safe")?;
+    positive_dur(f.fail_safe_throttle, src, "fail_safe_throttle")?;
+    positive_dur(f.soft_timeout, src, "soft_timeout")?;
+    if let Some(Percent(p)) = f.eager_refresh
+        && !(p > 0.0 && p < 1.0)
+    {
+        return Err(UsageError::new(format!(
+            "{} must be between 0% and 100% of the TTL, both excluded (got {}): at 0% every read refreshes, at 100% the entry has expired",
+            src.name("eager_refresh"),
+            Percent(p)
+        )));
+    }
     at_least(f.rewarm_top, 1, src, "rewarm_top")?;
     at_least(f.l1, 1, src, "l1")?;
     at_most(f.l1, 100_000_000, src, "l1", "entries per instance")?;
@@ -827,6 +845,46 @@ fn rewarm(m: &RunFlags, keys: u64) -> Result<Option<Rewarm>, UsageError> {
     Ok(Some(Rewarm { every, top }))
 }
 
+/// The fail-safe when `--fail-safe` is given or the strategy's library preset sets one;
+/// `--fail-safe-throttle` or `--soft-timeout` without it is refused (a soft timeout answers
+/// with the kept value, and without the fail-safe none is kept).
+fn fail_safe(
+    m: &RunFlags,
+    strategy: &StrategySpec,
+    ttl: Dur,
+) -> Result<Option<FailSafe>, UsageError> {
+    let lib = strategy.library_defaults();
+    let max = m
+        .fail_safe
+        .or_else(|| lib.and_then(|l| l.fail_safe_ttls).map(|n| Dur(ttl.0 * n)));
+    let Some(max) = max else {
+        for (k, set) in [
+            ("fail_safe_throttle", m.fail_safe_throttle.is_some()),
+            ("soft_timeout", m.soft_timeout.is_some()),
+        ] {
+            if set {
+                return Err(UsageError::new(format!(
+                    "--{} is a setting of the fail-safe, which is off under --strategy {strategy}: add --fail-safe D (scenario file: fail_safe), the time entries are kept past expiry to be served when a load fails",
+                    k.replace('_', "-")
+                )));
+            }
+        }
+        return Ok(None);
+    };
+    let throttle = m.fail_safe_throttle.unwrap_or(Dur(Duration::from_secs(
+        lib.and_then(|l| l.fail_safe_throttle_s).unwrap_or(30),
+    )));
+    let soft_timeout = m.soft_timeout.or_else(|| {
+        lib.and_then(|l| l.soft_timeout_ms)
+            .map(|ms| Dur(Duration::from_millis(ms)))
+    });
+    Ok(Some(FailSafe {
+        max,
+        throttle,
+        soft_timeout,
+    }))
+}
+
 /// Build the run's scenario from an optional file and the command-line flags.
 pub fn resolve(file: Option<&PathBuf>, flags: RunFlags) -> Result<Scenario, UsageError> {
     let (sc, unused) = resolve_one(file, flags)?;
@@ -919,10 +977,26 @@ fn build(
             "--warm {warm} is more than --keys {keys}: warm at most every key"
         )));
     }
+    let ttl = m.ttl.unwrap_or(Dur(Duration::from_secs(3)));
+    let fail_safe = fail_safe(&m, &strategy, ttl)?;
+    let eager_refresh = m.eager_refresh.or_else(|| {
+        strategy
+            .library_defaults()
+            .and_then(|l| l.eager_refresh)
+            .map(Percent)
+    });
+    if !strategy.caches() && (fail_safe.is_some() || eager_refresh.is_some()) {
+        return Err(UsageError::new(
+            "--fail-safe and --eager-refresh keep or refresh cached entries, and --strategy no-cache caches nothing: drop them, or choose a strategy that caches",
+        ));
+    }
     let lock_timeout_policy = m.lock_timeout_policy.unwrap_or(LockTimeoutPolicy::Load);
-    if lock_timeout_policy == LockTimeoutPolicy::Stale && !strategy.serves_stale() {
+    if lock_timeout_policy == LockTimeoutPolicy::Stale
+        && !strategy.serves_stale()
+        && fail_safe.is_none()
+    {
         return Err(UsageError::new(format!(
-            "--lock-timeout-policy stale needs the swr freshness (there is no stale value under {}): use --strategy swr+mutex, or --lock-timeout-policy load|error",
+            "--lock-timeout-policy stale needs a value kept past expiry (there is none under {}): use --strategy swr+mutex, add --fail-safe D, or --lock-timeout-policy load|error",
             strategy
         )));
     }
@@ -1048,7 +1122,7 @@ fn build(
         value_size,
         value_size_dist,
         memory,
-        ttl: m.ttl.unwrap_or(Dur(Duration::from_secs(3))),
+        ttl,
         db_cost: m.db_cost.unwrap_or(Dur(Duration::from_millis(10))),
         db_pool,
         // A crash must turn loads into errors quickly, never into a hang: with a Postgres
@@ -1075,7 +1149,14 @@ fn build(
         redis_timeout: m.redis_timeout.unwrap_or(Dur(Duration::from_millis(100))),
         interval: m.interval.unwrap_or(Dur(Duration::from_millis(100))),
         beta: m.beta.unwrap_or(1.0),
-        stale: m.stale.unwrap_or(Dur(Duration::from_secs(10))),
+        // laravel-flexible's `[$fresh, $stale]`: stale as long again as fresh.
+        stale: m.stale.unwrap_or(
+            if strategy.library_defaults().is_some_and(|l| l.stale_is_ttl) {
+                ttl
+            } else {
+                Dur(Duration::from_secs(10))
+            },
+        ),
         lock_ttl: m.lock_ttl.unwrap_or(Dur(Duration::from_secs(2))),
         lock_poll: m.lock_poll.unwrap_or(Dur(Duration::from_millis(50))),
         lock_wait: m.lock_wait.unwrap_or(Dur(Duration::from_secs(2))),
@@ -1089,6 +1170,8 @@ fn build(
         db_rate,
         rewarm,
         l1,
+        fail_safe,
+        eager_refresh,
         faults: m.fault,
         redis_restart_cmd: m.redis_restart_cmd,
         allow_pause_external: m.allow_pause_external,

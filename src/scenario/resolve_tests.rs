@@ -379,3 +379,120 @@ fn the_breaker_takes_its_defaults_and_its_settings_need_it() {
     std::fs::write(&p, "breaker_window = \"2s\"\n").unwrap();
     assert!(resolve(Some(&p), RunFlags::default()).is_err());
 }
+
+#[test]
+fn the_fail_safe_and_eager_refresh_take_the_presets_defaults_and_refuse_what_needs_them() {
+    let with = |strategy: &str, f: RunFlags| {
+        resolve(
+            None,
+            RunFlags {
+                strategy: Some(strategy.to_string()),
+                ..f
+            },
+        )
+    };
+    let fusion = with("fusion", RunFlags::default()).unwrap();
+    let fs = fusion.fail_safe.unwrap();
+    assert_eq!(
+        (fs.max.0, fs.throttle.0, fs.soft_timeout.map(|d| d.0)),
+        (
+            Duration::from_secs(30),
+            Duration::from_secs(30),
+            Some(Duration::from_millis(100))
+        ),
+        "10 × the 3 s TTL, FusionCache's recommended throttle and soft timeout"
+    );
+    assert_eq!(fusion.eager_refresh, Some(Percent(0.9)));
+    let mine = with(
+        "fusion",
+        RunFlags {
+            fail_safe: Some(dur("5s")),
+            eager_refresh: Some(Percent(0.5)),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(mine.fail_safe.unwrap().max.0, Duration::from_secs(5));
+    assert_eq!(mine.eager_refresh, Some(Percent(0.5)), "a flag overrides");
+    assert_eq!(
+        with("caffeine-refresh", RunFlags::default())
+            .unwrap()
+            .eager_refresh,
+        Some(Percent(0.8))
+    );
+    let laravel = with(
+        "laravel-flexible",
+        RunFlags {
+            ttl: Some(dur("4s")),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(laravel.stale.0, Duration::from_secs(4), "stale = TTL");
+    let plain = with("cache-aside", RunFlags::default()).unwrap();
+    assert!(plain.fail_safe.is_none() && plain.eager_refresh.is_none());
+
+    for (f, needle) in [
+        (
+            RunFlags {
+                soft_timeout: Some(dur("100ms")),
+                ..Default::default()
+            },
+            "--soft-timeout is a setting of the fail-safe",
+        ),
+        (
+            RunFlags {
+                fail_safe_throttle: Some(dur("1s")),
+                ..Default::default()
+            },
+            "--fail-safe-throttle is a setting of the fail-safe",
+        ),
+        (
+            RunFlags {
+                eager_refresh: Some(Percent(1.0)),
+                ..Default::default()
+            },
+            "--eager-refresh must be between 0% and 100%",
+        ),
+        (
+            RunFlags {
+                fail_safe: Some(dur("0s")),
+                ..Default::default()
+            },
+            "--fail-safe must be longer than 0",
+        ),
+        (
+            RunFlags {
+                lock_timeout_policy: Some(LockTimeoutPolicy::Stale),
+                strategy: Some("mutex".into()),
+                ..Default::default()
+            },
+            "add --fail-safe D",
+        ),
+    ] {
+        let s = f.strategy.clone().unwrap_or_else(|| "cache-aside".into());
+        let e = with(&s, f).unwrap_err();
+        assert!(e.to_string().contains(needle), "{e}");
+    }
+    assert!(
+        with(
+            "mutex",
+            RunFlags {
+                lock_timeout_policy: Some(LockTimeoutPolicy::Stale),
+                fail_safe: Some(dur("10s")),
+                ..Default::default()
+            }
+        )
+        .is_ok(),
+        "the fail-safe's kept value is what the lock-timeout policy stale serves"
+    );
+    let e = with(
+        "no-cache",
+        RunFlags {
+            fail_safe: Some(dur("1s")),
+            ..Default::default()
+        },
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("no-cache caches nothing"), "{e}");
+}

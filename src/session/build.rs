@@ -187,6 +187,12 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
             early_recomputes: c.early_recomputes,
             early_lead_ms_mean: (c.early_recomputes > 0)
                 .then(|| c.early_lead_us as f64 / 1000.0 / c.early_recomputes as f64),
+            fail_safe: c.fail_safe,
+            fail_safe_throttled: c.fail_safe_throttled,
+            soft_timeouts: c.soft_timeouts,
+            soft_timeout_write_backs: c.soft_timeout_write_backs,
+            eager_refreshes: c.eager_refreshes,
+            race_pushes: c.race_pushes,
             heavy_query_ms: setup.heavy_query_ms,
             seeded_bytes: None,
             writes: raw.writes.as_ref().map_or(0, |w| w.committed),

@@ -14,9 +14,15 @@ pub enum Verdict {
     /// XFetch: still valid, but this reader was drawn to recompute it early; `lead_ms` is how
     /// long before the hard expiry the recompute starts.
     Recompute { lead_ms: f64 },
-    /// SWR: past the stale window too. It must be loaded again; the value is kept in Redis for
-    /// `grace_ms` only so that a waiter whose wait runs out can serve it
-    /// (`--lock-timeout-policy stale`).
+    /// Eager refresh (`--eager-refresh P`): fresh, and it has lived P of its TTL: serve it and
+    /// refresh it behind the request (once per key per instance, as swr's refresh).
+    RefreshAhead,
+    /// The race TTL (`rails-race-ttl`): past its expiry but within `--stale` of it: push its
+    /// expiry back by `--stale` ([`Policy::race_push`]) and recompute it in the request.
+    Race,
+    /// Past its hard expiry (past the stale window under swr). It must be loaded again; the
+    /// value is kept in Redis for `grace_ms` only so that it can be served when the load
+    /// fails (`--fail-safe`) or a wait for it runs out (`--lock-timeout-policy stale`).
     Expired,
 }
 
@@ -30,9 +36,12 @@ pub struct Policy {
     /// Fraction of the TTL by which each write is spread, uniformly in ±jitter.
     pub jitter: f64,
     pub negative_ttl_ms: Option<u64>,
-    /// How long an entry stays in Redis past its hard expiry, as a last-resort stale value
-    /// (the lock's lease under `--lock-timeout-policy stale`; 0 otherwise).
+    /// How long an entry stays in Redis past its hard expiry, as a last-resort stale value:
+    /// the longer of `--fail-safe` and, under `--lock-timeout-policy stale`, the lock's lease
+    /// (0 without either). The one mechanism that keeps entries past expiry.
     pub grace_ms: u64,
+    /// `--eager-refresh P`: refresh once an entry has lived this fraction of its TTL.
+    pub eager: Option<f64>,
 }
 
 impl Policy {
@@ -47,14 +56,19 @@ impl Policy {
         if meta.negative {
             return Verdict::Fresh;
         }
+        // Kept past its hard expiry (the grace): expired whatever the freshness. Without a
+        // grace Redis drops the key at its hard expiry, and the freshness alone judges it.
+        if self.grace_ms > 0 && now_ms >= meta.hard_expiry_ms as f64 {
+            return Verdict::Expired;
+        }
         match self.kind {
             // Nothing is read under no-cache; an entry found anyway (left by another run in
             // the namespace) is not this strategy's to serve.
             Freshness::NoCache => Verdict::Expired,
-            Freshness::Expire => Verdict::Fresh,
+            Freshness::Expire => self.fresh(meta, now_ms),
             Freshness::Xfetch => {
                 if self.beta <= 0.0 {
-                    return Verdict::Fresh;
+                    return self.fresh(meta, now_ms);
                 }
                 let delta_ms = f64::from(meta.delta_us) / 1000.0;
                 let expiry = meta.hard_expiry_ms as f64;
@@ -65,19 +79,58 @@ impl Policy {
                         lead_ms: (expiry - now_ms).max(0.0),
                     }
                 } else {
-                    Verdict::Fresh
+                    self.fresh(meta, now_ms)
                 }
             }
-            Freshness::Swr => {
+            Freshness::Swr | Freshness::RaceTtl => {
                 if now_ms < meta.soft_expiry_ms as f64 {
-                    Verdict::Fresh
+                    self.fresh(meta, now_ms)
                 } else if now_ms < meta.hard_expiry_ms as f64 {
-                    Verdict::Stale
+                    if self.kind == Freshness::Swr {
+                        Verdict::Stale
+                    } else {
+                        Verdict::Race
+                    }
                 } else {
                     Verdict::Expired
                 }
             }
         }
+    }
+
+    /// A value within its TTL: fresh, or due for an eager refresh once it has lived
+    /// `--eager-refresh` of its TTL (the time from its computation to its soft expiry).
+    fn fresh(&self, meta: &Meta, now_ms: f64) -> Verdict {
+        match self.eager {
+            Some(p) => {
+                let born = meta.computed_at_ms as f64;
+                let ttl = meta.soft_expiry_ms.saturating_sub(meta.computed_at_ms) as f64;
+                if now_ms >= born + p * ttl {
+                    Verdict::RefreshAhead
+                } else {
+                    Verdict::Fresh
+                }
+            }
+            None => Verdict::Fresh,
+        }
+    }
+
+    /// Whether entries live a window past their TTL (swr's, the race TTL's).
+    fn windowed(&self) -> bool {
+        matches!(self.kind, Freshness::Swr | Freshness::RaceTtl)
+    }
+
+    /// The race TTL's push-back of an entry found expired at `now_ms`: the same value, fresh
+    /// for `--stale` more, kept `--stale` after that (Rails writes it with twice the race TTL),
+    /// so that readers after the push serve it while its first reader recomputes.
+    pub fn race_push(&self, meta: &Meta, now_ms: u64) -> (Meta, u64) {
+        let soft = now_ms + self.stale_ms;
+        let pushed = Meta {
+            soft_expiry_ms: soft,
+            hard_expiry_ms: soft + self.stale_ms,
+            ..*meta
+        };
+        (pushed, 2 * self.stale_ms + self.grace_ms)
     }
 
     /// The header and PX (ms) for a value computed at `now_ms` by a load of `delta_us`;
@@ -86,9 +139,10 @@ impl Policy {
         let spread = 1.0 + self.jitter * (2.0 * u - 1.0);
         let ttl = ((self.ttl_ms as f64) * spread).round().max(1.0) as u64;
         let soft = now_ms + ttl;
-        let (hard, px) = match self.kind {
-            Freshness::Swr => (soft + self.stale_ms, ttl + self.stale_ms + self.grace_ms),
-            _ => (soft, ttl),
+        let (hard, px) = if self.windowed() {
+            (soft + self.stale_ms, ttl + self.stale_ms + self.grace_ms)
+        } else {
+            (soft, ttl + self.grace_ms)
         };
         let meta = Meta {
             computed_at_ms: now_ms,
@@ -104,9 +158,10 @@ impl Policy {
     /// How long a written entry stays in Redis before it is dropped (its TTL, plus the stale
     /// window under swr): the life the steady state of the cache is drawn from.
     pub fn life_ms(&self) -> u64 {
-        match self.kind {
-            Freshness::Swr => self.ttl_ms + self.stale_ms,
-            _ => self.ttl_ms,
+        if self.windowed() {
+            self.ttl_ms + self.stale_ms
+        } else {
+            self.ttl_ms
         }
     }
 
@@ -124,13 +179,12 @@ impl Policy {
     ) -> (Meta, u64) {
         let remaining = remaining_ms.clamp(1, life_ms.max(1));
         let hard = now_ms + remaining;
-        let (soft, px) = match self.kind {
-            Freshness::Swr => (
-                hard.saturating_sub(self.stale_ms),
-                remaining + self.grace_ms,
-            ),
-            _ => (hard, remaining),
+        let soft = if self.windowed() {
+            hard.saturating_sub(self.stale_ms)
+        } else {
+            hard
         };
+        let px = remaining + self.grace_ms;
         let meta = Meta {
             computed_at_ms: now_ms.saturating_sub(life_ms - remaining),
             delta_us,
@@ -170,7 +224,73 @@ mod tests {
             jitter: 0.0,
             negative_ttl_ms: Some(50),
             grace_ms: 0,
+            eager: None,
         }
+    }
+
+    #[test]
+    fn a_grace_keeps_every_freshness_past_its_expiry_as_expired() {
+        for kind in [Freshness::Expire, Freshness::Xfetch, Freshness::Swr] {
+            let p = Policy {
+                grace_ms: 3000,
+                ..policy(kind)
+            };
+            let (meta, px) = p.stamp(0, 1, 1, 0.5);
+            assert_eq!(px, p.life_ms() + 3000, "{kind:?}");
+            let hard = meta.hard_expiry_ms as f64;
+            assert_ne!(
+                p.judge(&meta, hard - 1.0, 1.0),
+                Verdict::Expired,
+                "{kind:?}"
+            );
+            assert_eq!(p.judge(&meta, hard, 1.0), Verdict::Expired, "{kind:?}");
+            assert_eq!(p.judge(&meta, hard + 2999.0, 1.0), Verdict::Expired);
+        }
+        let (m, px) = Policy {
+            grace_ms: 3000,
+            ..policy(Freshness::Expire)
+        }
+        .stamp_at(10_000, 1000, 400, 1, 1);
+        assert_eq!((m.hard_expiry_ms, px), (10_400, 3400));
+    }
+
+    #[test]
+    fn eager_refresh_is_due_at_its_share_of_the_ttl() {
+        let p = Policy {
+            eager: Some(0.8),
+            ..policy(Freshness::Expire)
+        };
+        let (meta, _) = p.stamp(10_000, 1, 1, 0.5); // TTL 1000
+        assert_eq!(p.judge(&meta, 10_799.0, 0.5), Verdict::Fresh);
+        assert_eq!(p.judge(&meta, 10_800.0, 0.5), Verdict::RefreshAhead);
+        // Under swr the share is of the fresh part only; the window is swr's.
+        let s = Policy {
+            eager: Some(0.5),
+            ..policy(Freshness::Swr)
+        };
+        let (meta, _) = s.stamp(0, 1, 1, 0.5);
+        assert_eq!(s.judge(&meta, 499.0, 0.5), Verdict::Fresh);
+        assert_eq!(s.judge(&meta, 500.0, 0.5), Verdict::RefreshAhead);
+        assert_eq!(s.judge(&meta, 1000.0, 0.5), Verdict::Stale);
+    }
+
+    #[test]
+    fn the_race_ttl_pushes_an_expired_entry_back_by_the_window() {
+        let p = policy(Freshness::RaceTtl); // race TTL 500
+        let (meta, px) = p.stamp(0, 1, 1, 0.5);
+        assert_eq!(px, 1500);
+        assert_eq!(p.judge(&meta, 999.0, 0.5), Verdict::Fresh);
+        assert_eq!(p.judge(&meta, 1000.0, 0.5), Verdict::Race);
+        assert_eq!(p.judge(&meta, 1500.0, 0.5), Verdict::Expired);
+        let (pushed, px) = p.race_push(&meta, 1200);
+        assert_eq!(px, 1000, "written with twice the race TTL");
+        assert_eq!(pushed.version, meta.version);
+        assert_eq!(
+            p.judge(&pushed, 1699.0, 0.5),
+            Verdict::Fresh,
+            "served as fresh"
+        );
+        assert_eq!(p.judge(&pushed, 1700.0, 0.5), Verdict::Race);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! [`schema`]); the request path that applies them lives in [`crate::instance`].
 
 pub mod envelope;
+pub mod failsafe;
 pub mod freshness;
 pub mod invalidate;
 pub mod lock;
@@ -28,6 +29,11 @@ pub enum Freshness {
     /// No cache: every request loads from the database, Redis is neither read nor written.
     /// The baseline of the break-even hit rate (docs/strategies.md).
     NoCache,
+    /// Rails' `race_condition_ttl`: like swr, an entry is kept `--stale` past its expiry, but
+    /// the first reader that finds it expired pushes its expiry back by `--stale` (a separate
+    /// SET) and recomputes it in the request, while readers after the push are served the
+    /// old value as fresh. Only the `rails-race-ttl` preset names it.
+    RaceTtl,
 }
 
 /// Who performs a load when one is needed.
@@ -68,13 +74,117 @@ impl Coordination {
     }
 }
 
-/// A parsed `--strategy`: one freshness, one coordination, and whether the jitter preset was
-/// named (its ±10% applies unless `--jitter` says otherwise).
+/// A parsed `--strategy`: one freshness, one coordination, whether the jitter preset was
+/// named (its ±10% applies unless `--jitter` says otherwise), and the library whose
+/// semantics it reproduces when a library preset was named.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StrategySpec {
     pub freshness: Freshness,
     pub coordination: Coordination,
     pub jitter_preset: bool,
+    pub library: Option<Library>,
+}
+
+/// A popular library's caching semantics, as a named preset of the orthogonal choices
+/// (docs/strategies.md says what each is made of and which version it follows). Each is a
+/// freshness and a coordination like any strategy, plus defaults for the settings it fixes
+/// (`--stale`, `--fail-safe`, `--soft-timeout`, `--eager-refresh`) that a flag still
+/// overrides, and for `laravel-flexible` a coordination of its own for background refreshes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Library {
+    /// Laravel 11's `Cache::flexible`: swr; a refresh under a lock, a miss under none.
+    LaravelFlexible,
+    /// ActiveSupport's `fetch(race_condition_ttl:)`: the race-TTL freshness, no lock.
+    RailsRaceTtl,
+    /// Symfony Cache's `get($key, $cb, beta: 1.0)`: xfetch with its machine-local lock.
+    Symfony,
+    /// Caffeine's `refreshAfterWrite(0.8 × TTL)` loading cache: eager refresh, single-flight.
+    CaffeineRefresh,
+    /// Spring's `@Cacheable(sync = true)`: single-flight per instance on a miss.
+    SpringSync,
+    /// FusionCache with its production options: fail-safe, soft timeout, eager refresh.
+    Fusion,
+}
+
+/// The library presets, in the order docs/strategies.md lists them.
+pub const LIBRARIES: [(&str, Library); 6] = [
+    ("laravel-flexible", Library::LaravelFlexible),
+    ("rails-race-ttl", Library::RailsRaceTtl),
+    ("symfony", Library::Symfony),
+    ("caffeine-refresh", Library::CaffeineRefresh),
+    ("spring-sync", Library::SpringSync),
+    ("fusion", Library::Fusion),
+];
+
+impl Library {
+    pub fn name(self) -> &'static str {
+        LIBRARIES
+            .iter()
+            .find(|(_, l)| *l == self)
+            .map_or("?", |(n, _)| n)
+    }
+
+    fn spec(self) -> StrategySpec {
+        let (freshness, coordination) = match self {
+            Library::LaravelFlexible => (Freshness::Swr, Coordination::None),
+            Library::RailsRaceTtl => (Freshness::RaceTtl, Coordination::None),
+            Library::Symfony => (Freshness::Xfetch, Coordination::SingleFlight),
+            Library::CaffeineRefresh | Library::SpringSync | Library::Fusion => {
+                (Freshness::Expire, Coordination::SingleFlight)
+            }
+        };
+        StrategySpec {
+            freshness,
+            coordination,
+            jitter_preset: false,
+            library: Some(self),
+        }
+    }
+
+    /// The settings the library fixes, used where the flag is not given.
+    pub fn defaults(self) -> LibraryDefaults {
+        let none = LibraryDefaults {
+            stale_is_ttl: false,
+            fail_safe_ttls: None,
+            fail_safe_throttle_s: None,
+            soft_timeout_ms: None,
+            eager_refresh: None,
+        };
+        match self {
+            // `[$fresh, $stale]`: the docs' examples stale for as long again as fresh.
+            Library::LaravelFlexible => LibraryDefaults {
+                stale_is_ttl: true,
+                ..none
+            },
+            Library::CaffeineRefresh => LibraryDefaults {
+                eager_refresh: Some(0.8),
+                ..none
+            },
+            Library::Fusion => LibraryDefaults {
+                fail_safe_ttls: Some(10),
+                fail_safe_throttle_s: Some(30),
+                soft_timeout_ms: Some(100),
+                eager_refresh: Some(0.9),
+                ..none
+            },
+            Library::RailsRaceTtl | Library::Symfony | Library::SpringSync => none,
+        }
+    }
+}
+
+/// What a library preset sets when the flag is not given.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LibraryDefaults {
+    /// `--stale` defaults to `--ttl` (Laravel's `[$fresh, $stale]` as its docs show it).
+    pub stale_is_ttl: bool,
+    /// `--fail-safe` as a multiple of `--ttl`.
+    pub fail_safe_ttls: Option<u32>,
+    /// `--fail-safe-throttle`, seconds.
+    pub fail_safe_throttle_s: Option<u64>,
+    /// `--soft-timeout`, ms.
+    pub soft_timeout_ms: Option<u64>,
+    /// `--eager-refresh`, a fraction of the TTL.
+    pub eager_refresh: Option<f64>,
 }
 
 /// The presets (docs/design.md), in the order `compare --strategies all` runs them.
@@ -90,7 +200,7 @@ pub const PRESETS: [&str; 6] = [
 /// The name of the strategy without a cache, which composes with nothing.
 pub const NO_CACHE: &str = "no-cache";
 
-const VALID_FORMS: &str = "valid: no-cache (alone), cache-aside, mutex, single-flight, xfetch, swr, jitter, lease, or `+` \
+const VALID_FORMS: &str = "valid: no-cache (alone), a library preset (alone: laravel-flexible, rails-race-ttl, symfony, caffeine-refresh, spring-sync, fusion), cache-aside, mutex, single-flight, xfetch, swr, jitter, lease, or `+` \
     joining at most one freshness (cache-aside, xfetch, swr) with mutex and/or single-flight, or \
     with lease, and/or jitter, e.g. swr+mutex, xfetch+single-flight, mutex+single-flight, swr+lease";
 
@@ -106,7 +216,19 @@ impl StrategySpec {
                 freshness: Freshness::NoCache,
                 coordination: Coordination::None,
                 jitter_preset: false,
+                library: None,
             });
+        }
+        if let Some((_, l)) = LIBRARIES.iter().find(|(n, _)| *n == s.trim()) {
+            return Ok(l.spec());
+        }
+        if let Some((name, _)) = LIBRARIES
+            .iter()
+            .find(|(n, _)| s.split('+').any(|p| p.trim() == *n))
+        {
+            return Err(format!(
+                "'{s}' combines the library preset {name} with another part: a library preset is a whole strategy (docs/strategies.md lists what it is made of); name it alone, and tune it with its flags (--stale, --fail-safe, --soft-timeout, --eager-refresh) ({VALID_FORMS})"
+            ));
         }
         if s.split('+').any(|p| p.trim() == NO_CACHE) {
             let with = match s.split('+').map(str::trim).find(|p| *p != NO_CACHE) {
@@ -161,7 +283,23 @@ impl StrategySpec {
             freshness: freshness.map_or(Freshness::Expire, |(f, _)| f),
             coordination,
             jitter_preset: jitter,
+            library: None,
         })
+    }
+
+    /// Who performs a background refresh (swr's, an eager refresh): the coordination, except
+    /// under `laravel-flexible`, whose refresh takes a lock (and is skipped without it) while
+    /// its misses take none.
+    pub fn refresh_coordination(&self) -> Coordination {
+        match self.library {
+            Some(Library::LaravelFlexible) => Coordination::Mutex,
+            _ => self.coordination,
+        }
+    }
+
+    /// What the named library preset sets where a flag does not, if one was named.
+    pub fn library_defaults(&self) -> Option<LibraryDefaults> {
+        self.library.map(Library::defaults)
     }
 
     /// Whether the strategy keeps values in Redis at all (false for `no-cache` only).
@@ -169,9 +307,10 @@ impl StrategySpec {
         self.freshness != Freshness::NoCache
     }
 
-    /// Whether a stale value can exist to be served (the lock timeout policy `stale` needs one).
+    /// Whether entries are kept past their expiry by the freshness itself (swr's window, the
+    /// race TTL), so a stale value can be served without `--fail-safe`.
     pub fn serves_stale(&self) -> bool {
-        self.freshness == Freshness::Swr
+        matches!(self.freshness, Freshness::Swr | Freshness::RaceTtl)
     }
 
     /// The TTL jitter when `--jitter` is not given: ±10% for the jitter preset, else none.
@@ -182,9 +321,14 @@ impl StrategySpec {
 
 impl fmt::Display for StrategySpec {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(l) = self.library {
+            return f.write_str(l.name());
+        }
         let mut parts: Vec<&str> = Vec::with_capacity(4);
         match self.freshness {
             Freshness::NoCache => return f.write_str(NO_CACHE),
+            // Only the rails-race-ttl preset names it (above).
+            Freshness::RaceTtl => parts.push("rails-race-ttl"),
             Freshness::Expire => {}
             Freshness::Xfetch => parts.push("xfetch"),
             Freshness::Swr => parts.push("swr"),
@@ -247,6 +391,16 @@ mod tests {
                 .to_string(),
             "mutex+single-flight"
         );
+        for (name, l) in LIBRARIES {
+            let p = StrategySpec::parse(name).unwrap();
+            assert_eq!((p.to_string(), p.library), (name.to_string(), Some(l)));
+        }
+        let laravel = StrategySpec::parse("laravel-flexible").unwrap();
+        assert_eq!(
+            (laravel.coordination, laravel.refresh_coordination()),
+            (Coordination::None, Coordination::Mutex),
+            "laravel's misses take no lock, its refreshes do"
+        );
         let n = StrategySpec::parse(" no-cache ").unwrap();
         assert_eq!(n.to_string(), "no-cache");
         assert!(!n.caches() && n.coordination == Coordination::None);
@@ -273,6 +427,9 @@ mod tests {
             "cache-aside+no-cache",
             "no-cache+no-cache",
             "no-cache+jitter",
+            "fusion+jitter",
+            "swr+laravel-flexible",
+            "spring-sync+single-flight",
         ] {
             let e = StrategySpec::parse(bad).unwrap_err();
             assert!(e.contains("valid:"), "{bad}: {e}");

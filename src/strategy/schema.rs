@@ -4,15 +4,27 @@
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 
-use super::{Coordination, Freshness, PRESETS, StrategySpec};
+use super::{Coordination, Freshness, LIBRARIES, PRESETS, StrategySpec};
 
 /// The names a `+`-joined part may be.
 const FRESHNESS: &str = "cache-aside|expire|xfetch|swr";
 const PARTS: &str = "cache-aside|expire|xfetch|swr|mutex|single-flight|jitter|lease";
 
-/// The grammar: `no-cache` alone, or parts joined by `+`, each trimmed of whitespace.
+/// The names that stand alone: no-cache and the library presets.
+fn alone() -> String {
+    std::iter::once(super::NO_CACHE)
+        .chain(LIBRARIES.iter().map(|(n, _)| *n))
+        .collect::<Vec<_>>()
+        .join("|")
+}
+
+/// The grammar: `no-cache` or a library preset alone, or parts joined by `+`, each trimmed of
+/// whitespace.
 fn grammar() -> String {
-    format!(r"^(?:\s*no-cache\s*|\s*(?:{PARTS})\s*(?:\+\s*(?:{PARTS})\s*)*)$")
+    format!(
+        r"^(?:\s*(?:{})\s*|\s*(?:{PARTS})\s*(?:\+\s*(?:{PARTS})\s*)*)$",
+        alone()
+    )
 }
 
 /// Matches a strategy the grammar allows but the parser refuses: two freshness policies, one
@@ -51,12 +63,14 @@ fn canonical_names() -> Vec<String> {
                         freshness,
                         coordination,
                         jitter_preset,
+                        library: None,
                     }
                     .to_string(),
                 );
             }
         }
     }
+    names.extend(LIBRARIES.iter().map(|(n, _)| n.to_string()));
     names
 }
 
@@ -68,13 +82,13 @@ impl JsonSchema for StrategySpec {
     fn json_schema(generator: &mut SchemaGenerator) -> Schema {
         if generator.contract().is_serialize() {
             return json_schema!({
-                "description": "The strategy's canonical name: no-cache, or its freshness, then mutex, single-flight, lease and jitter, joined by +.",
+                "description": "The strategy's canonical name: no-cache, a library preset, or its freshness, then mutex, single-flight, lease and jitter, joined by +.",
                 "type": "string",
                 "enum": canonical_names(),
             });
         }
         json_schema!({
-            "description": "no-cache (alone: every request loads, nothing is cached), a preset (cache-aside, mutex, single-flight, xfetch, swr, jitter), lease, or a combination with + of at most one of cache-aside|xfetch|swr (expire is another name for cache-aside) with mutex, single-flight and/or jitter, or with lease (and jitter), such as swr+mutex or swr+lease.",
+            "description": "no-cache (alone: every request loads, nothing is cached), a library preset (alone: laravel-flexible, rails-race-ttl, symfony, caffeine-refresh, spring-sync, fusion), a preset (cache-aside, mutex, single-flight, xfetch, swr, jitter), lease, or a combination with + of at most one of cache-aside|xfetch|swr (expire is another name for cache-aside) with mutex, single-flight and/or jitter, or with lease (and jitter), such as swr+mutex or swr+lease.",
             "type": "string",
             "allOf": [
                 { "pattern": grammar() },
@@ -117,6 +131,7 @@ mod tests {
             "jitter",
             "lease",
             "no-cache",
+            "fusion",
             "",
             " mutex ",
             "magic",
@@ -144,6 +159,6 @@ mod tests {
         for name in canonical_names() {
             assert_eq!(StrategySpec::parse(&name).unwrap().to_string(), name);
         }
-        assert_eq!(canonical_names().len(), 31);
+        assert_eq!(canonical_names().len(), 37);
     }
 }

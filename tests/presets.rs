@@ -1,0 +1,122 @@
+//! The library presets on real servers, in one `compare` on a hot key from a cold start: each
+//! shows its documented gap, or its guarantee, by a count. `laravel-flexible` and
+//! `rails-race-ttl` take no lock on a miss, so the cold miss is a herd; `spring-sync`,
+//! `symfony`, `caffeine-refresh` and `fusion` load a key at most once per instance at a time
+//! (single-flight), and no more; each preset's own mechanism fired (laravel's stale reads and
+//! locked refreshes, rails' push-backs, symfony's early recomputes, caffeine's and fusion's
+//! eager refreshes).
+
+mod common;
+
+use common::{cpu_turn, read_json, stampede};
+use serde_json::Value;
+
+const PRESETS: [&str; 6] = [
+    "laravel-flexible",
+    "rails-race-ttl",
+    "symfony",
+    "caffeine-refresh",
+    "spring-sync",
+    "fusion",
+];
+
+fn u(r: &Value, ptr: &str) -> u64 {
+    r.pointer(ptr)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("{ptr} missing in {}", r["db"]))
+}
+
+#[test]
+fn each_library_preset_shows_its_gap_by_a_count() {
+    let _turn = cpu_turn();
+    let dir = tempfile::tempdir().expect("temp dir");
+    // One key, 40 closed-loop clients on 2 instances, a cold start, 1 s TTL and 50 ms loads:
+    // every client misses at once, then the key expires twice more in the window.
+    let o = stampede()
+        .args([
+            "compare",
+            "--strategies",
+            &PRESETS.join(","),
+            "--keys",
+            "1",
+            "--clients",
+            "40",
+            "--instances",
+            "2",
+            "--start",
+            "cold",
+            "--ttl",
+            "1s",
+            "--db-cost",
+            "50ms",
+            "--duration",
+            "3s",
+            "--quiet",
+            "--out",
+        ])
+        .arg(dir.path())
+        .output()
+        .expect("running stampede compare");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let result = |name: &str| {
+        let p = dir.path().join(format!("{name}.json"));
+        read_json(&p).unwrap_or_else(|| panic!("{} missing", p.display()))
+    };
+    for name in PRESETS {
+        let r = result(name);
+        assert_eq!(r["scenario"]["strategy"], name);
+        eprintln!(
+            "{name}: herd {} / {} / {}",
+            r["db"]["peak_key_herd"], r["outcomes"], r["db"]
+        );
+        assert_eq!(u(&r, "/requests/errors"), 0, "{name}: {}", r["requests"]);
+    }
+
+    // No lock on a miss: the cold miss is a herd (more loads of the key at once than instances).
+    let laravel = result("laravel-flexible");
+    assert!(u(&laravel, "/db/peak_key_herd") > 2, "{}", laravel["db"]);
+    // Past its TTL the value is served stale and refreshed behind, under the lock.
+    assert!(
+        u(&laravel, "/outcomes/stale") > 0,
+        "{}",
+        laravel["outcomes"]
+    );
+    assert!(u(&laravel, "/db/background_refreshes") > 0);
+    assert!(u(&laravel, "/lock/acquired") > 0, "{}", laravel["lock"]);
+    assert_eq!(
+        laravel["scenario"]["stale"], "1s",
+        "stale defaults to the TTL"
+    );
+
+    let rails = result("rails-race-ttl");
+    assert!(u(&rails, "/db/peak_key_herd") > 2, "{}", rails["db"]);
+    assert!(u(&rails, "/db/race_pushes") > 0, "{}", rails["db"]);
+
+    // Single-flight per instance: one load of the key per instance at a time, no fewer
+    // instances' worth on the cold miss.
+    for name in ["symfony", "caffeine-refresh", "spring-sync", "fusion"] {
+        let r = result(name);
+        assert!(u(&r, "/db/peak_key_herd") <= 2, "{name}: {}", r["db"]);
+        assert!(u(&r, "/outcomes/waited") > 0, "{name}: {}", r["outcomes"]);
+    }
+    assert_eq!(
+        u(&result("spring-sync"), "/db/peak_key_herd"),
+        2,
+        "one load per instance on the cold miss: both instances load"
+    );
+    assert!(u(&result("symfony"), "/db/early_recomputes") > 0);
+    for name in ["caffeine-refresh", "fusion"] {
+        let r = result(name);
+        assert!(u(&r, "/db/eager_refreshes") > 0, "{name}: {}", r["db"]);
+    }
+    let fusion = result("fusion");
+    assert_eq!(fusion["scenario"]["fail_safe"]["max"], "10s");
+    assert_eq!(fusion["scenario"]["fail_safe"]["soft_timeout"], "100ms");
+    assert_eq!(fusion["scenario"]["eager_refresh"], "90%");
+}
