@@ -1031,7 +1031,7 @@ pub struct RunFlags {
     #[arg(long, value_name = "K", help_heading = "Strategy")]
     pub rewarm_top: Option<u64>,
 
-    /// L1: an in-process LRU of N entries per instance [default: off]
+    /// L1: in-process LRU entries per instance [default: off]
     ///
     /// Each app instance keeps the entries it read or loaded in an LRU of N entries (an L1
     /// in front of Redis): a request reads it first (outcome `l1-hit`), then Redis, then the
