@@ -11,8 +11,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use serde::Deserialize;
 pub use audit::AuditCmd;
+use serde::Deserialize;
 pub use traces::{MrcCmd, TraceFlags, TraceStatsCmd};
 
 use crate::fault::FaultSpec;

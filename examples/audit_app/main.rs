@@ -147,7 +147,10 @@ impl App {
     async fn load(&self, id: i64) -> Result<Option<String>, Fail> {
         const DOWN: Fail = (StatusCode::SERVICE_UNAVAILABLE, "database unavailable\n");
         let client = self.db.get().await.map_err(|_| DOWN)?;
-        let stmt = client.prepare_cached(&self.load_sql).await.map_err(|_| DOWN)?;
+        let stmt = client
+            .prepare_cached(&self.load_sql)
+            .await
+            .map_err(|_| DOWN)?;
         let row = client.query_opt(&stmt, &[&id]).await.map_err(|_| DOWN)?;
         Ok(row.and_then(|r| r.get::<_, Option<String>>(0)))
     }
@@ -298,7 +301,10 @@ async fn main() -> Result<()> {
     let bugs = Bugs::parse(&env_or("APP_BUGS", String::new())?)?;
     let port: u16 = env("PORT")?.parse().context("PORT is not a port number")?;
     let schema = env("DB_SCHEMA")?;
-    if !schema.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+    if !schema
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
         bail!("DB_SCHEMA={schema} is not a plain identifier");
     }
     let mut config = ConnectionManagerConfig::new()

@@ -24,7 +24,11 @@ pub struct Figures {
     pub p95_ms: f64,
 }
 
-pub fn decide(cached: Option<Figures>, uncached: Option<Figures>, hit_rate: Option<f64>) -> Verdict {
+pub fn decide(
+    cached: Option<Figures>,
+    uncached: Option<Figures>,
+    hit_rate: Option<f64>,
+) -> Verdict {
     let (Some(c), Some(u)) = (cached, uncached) else {
         return Verdict::skip("a workload got no 2xx answer: nothing to compare");
     };
@@ -80,11 +84,17 @@ fn shown(f: Option<Figures>, failed: u64) -> Value {
     })
 }
 
-pub async fn check(lab: &mut Lab, s: &Settings, say: &(dyn Fn(&str) + Sync)) -> Result<CheckResult> {
+pub async fn check(
+    lab: &mut Lab,
+    s: &Settings,
+    say: &(dyn Fn(&str) + Sync),
+) -> Result<CheckResult> {
     let Some((k, v)) = s.no_cache_variant.clone() else {
         return Ok(CheckResult::new(
             "break-even",
-            Verdict::skip("no --no-cache-variant ENV=VALUE: the audit cannot run the app without its cache"),
+            Verdict::skip(
+                "no --no-cache-variant ENV=VALUE: the audit cannot run the app without its cache",
+            ),
             json!({}),
             Value::Null,
         ));

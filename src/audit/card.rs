@@ -45,13 +45,7 @@ pub fn text(a: &Audit) -> String {
     );
     let _ = writeln!(o, "thresholds: {}", thresholds(a));
     for c in &a.checks {
-        let _ = writeln!(
-            o,
-            "\n  {}  {:<16} {}",
-            c.status.label(),
-            c.name,
-            c.reason
-        );
+        let _ = writeln!(o, "\n  {}  {:<16} {}", c.status.label(), c.name, c.reason);
         if let Value::Object(m) = &c.evidence {
             for (k, v) in m {
                 if v.is_null() {

@@ -77,7 +77,9 @@ pub fn parse(
             .collect(),
         errors: errorstats
             .iter()
-            .filter_map(|(k, v)| Some((k.strip_prefix("errorstat_")?.to_string(), field(v, "count"))))
+            .filter_map(|(k, v)| {
+                Some((k.strip_prefix("errorstat_")?.to_string(), field(v, "count")))
+            })
             .collect(),
         connections: stats
             .get("total_connections_received")
@@ -216,8 +218,12 @@ pub async fn check(lab: &Lab, tally: &mut Tally) -> Result<CheckResult> {
         0
     };
     let v = decide(&tally.sum, allowance);
-    let mut top: Vec<(&String, &Calls)> =
-        tally.sum.commands.iter().filter(|(_, c)| c.calls > 0).collect();
+    let mut top: Vec<(&String, &Calls)> = tally
+        .sum
+        .commands
+        .iter()
+        .filter(|(_, c)| c.calls > 0)
+        .collect();
     top.sort_by(|a, b| b.1.calls.cmp(&a.1.calls));
     let evidence = json!({
         "source": "INFO commandstats and errorstats, summed over the audit (across Redis restarts); the tool's own SCAN, PTTL, UNLINK, INFO and CLIENT included",
@@ -238,20 +244,31 @@ mod tests {
     use crate::audit::Status;
 
     fn map(v: &[(&str, &str)]) -> BTreeMap<String, String> {
-        v.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        v.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn info_lines_parse_and_spans_add_up() {
         let a = parse(
-            &map(&[("cmdstat_get", "calls=3,usec=9,usec_per_call=3.00,rejected_calls=0,failed_calls=0")]),
+            &map(&[(
+                "cmdstat_get",
+                "calls=3,usec=9,usec_per_call=3.00,rejected_calls=0,failed_calls=0",
+            )]),
             &map(&[]),
             &map(&[("total_connections_received", "4")]),
         );
         let b = parse(
             &map(&[
-                ("cmdstat_get", "calls=10,usec=30,rejected_calls=0,failed_calls=1"),
-                ("cmdstat_keys", "calls=2,usec=5,rejected_calls=0,failed_calls=0"),
+                (
+                    "cmdstat_get",
+                    "calls=10,usec=30,rejected_calls=0,failed_calls=1",
+                ),
+                (
+                    "cmdstat_keys",
+                    "calls=2,usec=5,rejected_calls=0,failed_calls=0",
+                ),
             ]),
             &map(&[("errorstat_WRONGTYPE", "count=1")]),
             &map(&[("total_connections_received", "7")]),
@@ -259,7 +276,14 @@ mod tests {
         let mut t = Tally::default();
         t.add(&a, &b);
         t.add(&Snapshot::default(), &a);
-        assert_eq!(t.sum.commands["get"], Calls { calls: 10, rejected: 0, failed: 1 });
+        assert_eq!(
+            t.sum.commands["get"],
+            Calls {
+                calls: 10,
+                rejected: 0,
+                failed: 1
+            }
+        );
         assert_eq!(t.sum.errors["WRONGTYPE"], 1);
         assert_eq!(t.sum.connections, 7);
         let v = decide(&t.sum, 0);
@@ -270,19 +294,37 @@ mod tests {
     #[test]
     fn rejected_and_unknown_commands_fail_failed_ones_do_not() {
         let mut s = Snapshot::default();
-        s.commands.insert("get".into(), Calls { calls: 5, rejected: 0, failed: 1 });
+        s.commands.insert(
+            "get".into(),
+            Calls {
+                calls: 5,
+                rejected: 0,
+                failed: 1,
+            },
+        );
         s.errors.insert("NOSCRIPT".into(), 1);
         assert_eq!(decide(&s, 0).status, Status::Pass);
         s.errors.insert("ERR".into(), 2);
         let v = decide(&s, 0);
-        assert!(v.reason.contains("2 command(s) rejected as unknown"), "{}", v.reason);
+        assert!(
+            v.reason.contains("2 command(s) rejected as unknown"),
+            "{}",
+            v.reason
+        );
         // A reconnection's CLIENT SETINFO on Redis 7.0 is not the app's doing.
         assert_eq!(decide(&s, 2).status, Status::Pass);
         assert!(rejects_setinfo("7.0.15"));
         assert!(!rejects_setinfo("7.2.4"));
         assert!(!rejects_setinfo("8.0.0"));
         s.errors.remove("ERR");
-        s.commands.insert("getex".into(), Calls { calls: 0, rejected: 3, failed: 0 });
+        s.commands.insert(
+            "getex".into(),
+            Calls {
+                calls: 0,
+                rejected: 3,
+                failed: 0,
+            },
+        );
         s.errors.insert("ERR".into(), 3);
         let v = decide(&s, 0);
         assert_eq!(v.reason, "GETEX rejected ×3");

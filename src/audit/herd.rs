@@ -87,7 +87,12 @@ pub async fn check(lab: &mut Lab, s: &Settings) -> Result<CheckResult> {
         "herd_max": s.herd_max,
         "app_processes": s.app_processes,
     });
-    let raw = json!(answers.iter().map(|a| json!([a.status, a.ms])).collect::<Vec<_>>());
+    let raw = json!(
+        answers
+            .iter()
+            .map(|a| json!([a.status, a.ms]))
+            .collect::<Vec<_>>()
+    );
     Ok(CheckResult::new("herd", v, evidence, raw))
 }
 

@@ -137,7 +137,11 @@ impl Audit {
 }
 
 /// Run the selected checks against the app, in order, on one lab (servers, schema, app).
-pub async fn run(s: &Settings, shutdown: CancellationToken, say: &(dyn Fn(&str) + Sync)) -> Result<Audit> {
+pub async fn run(
+    s: &Settings,
+    shutdown: CancellationToken,
+    say: &(dyn Fn(&str) + Sync),
+) -> Result<Audit> {
     let started = Instant::now();
     let mut lab = lab::Lab::open(s, say).await?;
     let result = async {
@@ -184,7 +188,11 @@ pub async fn run(s: &Settings, shutdown: CancellationToken, say: &(dyn Fn(&str) 
     lab.close().await;
     Ok(Audit {
         target: crate::redact::url(&s.target.url),
-        servers: if s.managed_redis { "managed" } else { "external" },
+        servers: if s.managed_redis {
+            "managed"
+        } else {
+            "external"
+        },
         thresholds: s.shown(),
         checks: result?,
         ms: started.elapsed().as_millis() as u64,

@@ -35,7 +35,10 @@ pub struct Phase {
 
 impl Phase {
     fn slow(&self, deadline_ms: f64) -> usize {
-        self.answered_ms.iter().filter(|m| **m > deadline_ms).count()
+        self.answered_ms
+            .iter()
+            .filter(|m| **m > deadline_ms)
+            .count()
     }
 
     fn evidence(&self, deadline_ms: f64) -> Value {
@@ -88,9 +91,17 @@ pub fn decide(
                 slow + lost,
                 p.answered_ms.len() + lost,
                 match (slow, lost) {
-                    (_, 0) => format!("answered later than --deadline {}", humantime::format_duration(deadline)),
-                    (0, _) => "got no answer (a hang past --http-timeout, or the connection failed)".to_string(),
-                    _ => format!("answered later than --deadline {} or not at all", humantime::format_duration(deadline)),
+                    (_, 0) => format!(
+                        "answered later than --deadline {}",
+                        humantime::format_duration(deadline)
+                    ),
+                    (0, _) =>
+                        "got no answer (a hang past --http-timeout, or the connection failed)"
+                            .to_string(),
+                    _ => format!(
+                        "answered later than --deadline {} or not at all",
+                        humantime::format_duration(deadline)
+                    ),
                 },
                 worst,
             ));
@@ -164,7 +175,9 @@ pub async fn check(lab: &mut Lab, s: &Settings, tally: &mut CommandTally) -> Res
     if !lab.redis_managed() {
         return Ok(CheckResult::new(
             "outage",
-            Verdict::skip("the app's Redis is external (--redis-url): the audit kills and pauses only a Redis it started"),
+            Verdict::skip(
+                "the app's Redis is external (--redis-url): the audit kills and pauses only a Redis it started",
+            ),
             json!({}),
             Value::Null,
         ));
@@ -231,7 +244,12 @@ mod tests {
         let fast = phase(&[2.0, 3.0], 0, 0);
         let v = decide(&open, &fast, Some(120), S1, S5);
         assert_eq!(v.status, Status::Pass);
-        assert!(v.reason.contains("killed: failed open, paused: failed fast"), "{}", v.reason);
+        assert!(
+            v.reason
+                .contains("killed: failed open, paused: failed fast"),
+            "{}",
+            v.reason
+        );
     }
 
     #[test]
@@ -245,7 +263,10 @@ mod tests {
             "{}",
             v.reason
         );
-        assert_eq!(decide(&phase(&[], 0, 3), &ok, Some(1), S1, S5).status, Status::Fail);
+        assert_eq!(
+            decide(&phase(&[], 0, 3), &ok, Some(1), S1, S5).status,
+            Status::Fail
+        );
         let v = decide(&ok, &ok, None, S1, S5);
         assert!(v.reason.contains("did not reconnect"), "{}", v.reason);
         assert_eq!(decide(&ok, &ok, Some(6000), S1, S5).status, Status::Fail);

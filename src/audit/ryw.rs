@@ -141,7 +141,9 @@ pub async fn check(lab: &mut Lab, s: &Settings) -> Result<CheckResult> {
                     after.0 += 1;
                     after.1 += u64::from(!(a.ok() && a.body.contains(&expect)));
                 }
-                if writer_gone.load(Relaxed) || done.get().is_some_and(|d| d.elapsed() >= RACE_AFTER) {
+                if writer_gone.load(Relaxed)
+                    || done.get().is_some_and(|d| d.elapsed() >= RACE_AFTER)
+                {
                     return after;
                 }
             }
@@ -164,7 +166,9 @@ pub async fn check(lab: &mut Lab, s: &Settings) -> Result<CheckResult> {
         let (n, stale) = (a.0 + b.0 + c.0, a.1 + b.1 + c.1);
         t.after_update += n;
         t.stale_after_update += stale;
-        raw.push(json!({"round": r, "key": key, "raced": true, "reads_after_update": n, "stale": stale}));
+        raw.push(
+            json!({"round": r, "key": key, "raced": true, "reads_after_update": n, "stale": stale}),
+        );
     }
     let v = decide(&t, s.stale_max);
     let evidence = json!({
@@ -199,7 +203,12 @@ mod tests {
         };
         let v = decide(&raced, 0.0);
         assert_eq!(v.status, Status::Fail);
-        assert!(v.reason.contains("30 of 300 reads after it completed (10.0%)"), "{}", v.reason);
+        assert!(
+            v.reason
+                .contains("30 of 300 reads after it completed (10.0%)"),
+            "{}",
+            v.reason
+        );
         assert_eq!(decide(&raced, 0.2).status, Status::Pass);
         let seq = Tally {
             sequential_stale: 1,
@@ -207,7 +216,14 @@ mod tests {
         };
         assert_eq!(decide(&seq, 1.0).status, Status::Fail);
         assert_eq!(
-            decide(&Tally { updates_refused: 3, ..Tally::default() }, 0.0).status,
+            decide(
+                &Tally {
+                    updates_refused: 3,
+                    ..Tally::default()
+                },
+                0.0
+            )
+            .status,
             Status::Skip
         );
     }

@@ -92,7 +92,9 @@ pub fn decide(keys: &[(String, i64)], load_ms: i64) -> (Verdict, Value) {
     });
     if keys.is_empty() {
         return (
-            Verdict::skip("the app wrote no key during the load phase: nothing to check (is it caching, and under CACHE_PREFIX?)"),
+            Verdict::skip(
+                "the app wrote no key during the load phase: nothing to check (is it caching, and under CACHE_PREFIX?)",
+            ),
             evidence,
         );
     }
@@ -180,8 +182,9 @@ mod tests {
         assert_eq!(v.status, Status::Pass);
         assert!(v.reason.contains("no jitter (100%"), "{}", v.reason);
         assert!(e["warning"].is_string());
-        let spread: Vec<(String, i64)> =
-            (0..20).map(|i| (format!("k:{i}"), 20_000 + i * 500)).collect();
+        let spread: Vec<(String, i64)> = (0..20)
+            .map(|i| (format!("k:{i}"), 20_000 + i * 500))
+            .collect();
         let (v, e) = decide(&spread, 50);
         assert_eq!(v.reason, "all 20 keys expire");
         assert!(e["warning"].is_null());

@@ -139,9 +139,19 @@ mod tests {
 
     #[test]
     fn stable_answers_shared_fail_and_kept_apart_pass() {
-        let leak = seen("for bob", "for alice", "for alice", ("for alice", "for alice"));
+        let leak = seen(
+            "for bob",
+            "for alice",
+            "for alice",
+            ("for alice", "for alice"),
+        );
         assert_eq!(decide(&leak, "alice", "bob", None).status, Status::Fail);
-        let ok = seen("for bob", "for alice", "for bob", ("for alice", "for alice"));
+        let ok = seen(
+            "for bob",
+            "for alice",
+            "for bob",
+            ("for alice", "for alice"),
+        );
         assert_eq!(decide(&ok, "alice", "bob", None).status, Status::Pass);
         let same = seen("x", "x", "x", ("x", "x"));
         let v = decide(&same, "alice", "bob", None);
@@ -151,17 +161,36 @@ mod tests {
 
     #[test]
     fn volatile_answers_are_decided_by_identity() {
-        let ok = seen("bob at 1", "alice at 2", "bob at 3", ("alice at 4", "alice at 5"));
+        let ok = seen(
+            "bob at 1",
+            "alice at 2",
+            "bob at 3",
+            ("alice at 4", "alice at 5"),
+        );
         let v = decide(&ok, "alice", "bob", None);
         assert_eq!(v.status, Status::Pass);
         assert!(v.reason.contains("volatile"), "{}", v.reason);
-        let leak = seen("bob at 1", "alice at 2", "alice at 3", ("alice 4", "alice 5"));
+        let leak = seen(
+            "bob at 1",
+            "alice at 2",
+            "alice at 3",
+            ("alice 4", "alice 5"),
+        );
         assert_eq!(decide(&leak, "alice", "bob", None).status, Status::Fail);
         // With a marker, the identity counts only where the marker says.
         let m = Some("user=\"{user}\"");
-        let ok = seen("user=\"bob\" 1", "user=\"alice\" 2", "user=\"bob\" alice 3", ("a", "b"));
+        let ok = seen(
+            "user=\"bob\" 1",
+            "user=\"alice\" 2",
+            "user=\"bob\" alice 3",
+            ("a", "b"),
+        );
         assert_eq!(decide(&ok, "alice", "bob", m).status, Status::Pass);
         let none = seen("t1", "t2", "t3", ("t4", "t5"));
-        assert!(decide(&none, "alice", "bob", None).reason.contains("carry no identity"));
+        assert!(
+            decide(&none, "alice", "bob", None)
+                .reason
+                .contains("carry no identity")
+        );
     }
 }

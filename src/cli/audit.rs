@@ -51,37 +51,52 @@ pub struct AuditCmd {
     /// Run only these checks, comma-separated.
     ///
     /// Of ttl, users, read-your-write, outage, herd, break-even and commands.
-    #[arg(long, value_name = "LIST", value_delimiter = ',', help_heading = "Checks")]
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        help_heading = "Checks"
+    )]
     pub only: Vec<String>,
 
     /// Leave these checks out, comma-separated.
-    #[arg(long, value_name = "LIST", value_delimiter = ',', help_heading = "Checks")]
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        help_heading = "Checks"
+    )]
     pub skip: Vec<String>,
 
     /// A SKIP of these checks is a failure, comma-separated.
     ///
     /// By default a check that cannot run here (no --update, no --no-cache-variant, an
     /// external Redis for the outage) is SKIP and does not fail the audit.
-    #[arg(long, value_name = "LIST", value_delimiter = ',', help_heading = "Checks")]
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        help_heading = "Checks"
+    )]
     pub require: Vec<String>,
 
-    /// ttl: how many keys the load phase asks for [default: 200]
+    /// How many keys the load phase asks for [default: 200]
     #[arg(long, value_name = "N", help_heading = "ttl")]
     pub keys: Option<u64>,
 
-    /// users: the URL of the personalised route [default: --target]
+    /// The URL of the personalised route [default: --target]
     ///
     /// With {key} (and {port} under --app-cmd), as --target.
     #[arg(long, value_name = "URL", help_heading = "users")]
     pub users_target: Option<String>,
 
-    /// users: the header that carries the user's identity.
+    /// The header that carries the user's identity.
     ///
     /// Without it (or --user-cookie) the users check is SKIP.
     #[arg(long, value_name = "NAME", help_heading = "users")]
     pub user_header: Option<String>,
 
-    /// users: the cookie that carries the user's identity.
+    /// The cookie that carries the user's identity.
     #[arg(
         long,
         value_name = "NAME",
@@ -90,83 +105,83 @@ pub struct AuditCmd {
     )]
     pub user_cookie: Option<String>,
 
-    /// users: the first identity [default: alice]
+    /// The first identity [default: alice]
     #[arg(long, value_name = "VALUE", help_heading = "users")]
     pub user_a: Option<String>,
 
-    /// users: the second identity [default: bob]
+    /// The second identity [default: bob]
     #[arg(long, value_name = "VALUE", help_heading = "users")]
     pub user_b: Option<String>,
 
-    /// users: how a user shows in an answer, {user} for the identity [default: the identity]
+    /// How a user shows in an answer, with {user} [default: the identity]
     ///
-    /// A regular expression, used when the answers are volatile (timestamps, request ids):
+    /// A regular expression with {user} for the identity, used when the answers are volatile (timestamps, request ids):
     /// then B's answer leaks A's data when it matches with A's identity and not with B's.
     #[arg(long, value_name = "REGEX", help_heading = "users")]
     pub user_marker: Option<String>,
 
-    /// read-your-write: the update request, 'METHOD PATH' with {key}.
+    /// The update request, e.g. 'PUT /items/{key}'.
     ///
-    /// E.g. 'PUT /items/{key}'; the path is joined to --target's origin. Without it the check
+    /// 'METHOD PATH' with {key}; the path is joined to --target's origin. Without it the check
     /// is SKIP.
     #[arg(long, value_name = "'METHOD PATH'", help_heading = "read-your-write")]
     pub update: Option<String>,
 
-    /// read-your-write: the update's body, with {key} and {value} [default: {value}]
+    /// The update's body, with {key}, {value} [default: {value}]
     #[arg(long, value_name = "TEMPLATE", help_heading = "read-your-write")]
     pub update_body: Option<String>,
 
-    /// read-your-write: what a read shows after the update [default: {value}]
+    /// What a read shows after the update [default: {value}]
     ///
     /// With {key} and {value}; a read whose body contains it has the new value.
     #[arg(long, value_name = "TEMPLATE", help_heading = "read-your-write")]
     pub expect: Option<String>,
 
-    /// read-your-write: keys updated, one after the other and then raced [default: 10]
+    /// Keys updated in turn, then raced [default: 10]
     #[arg(long, value_name = "N", help_heading = "read-your-write")]
     pub rounds: Option<u32>,
 
-    /// read-your-write: largest share of stale reads after an update [default: 0]
+    /// Most stale reads after an update, a share [default: 0]
     ///
     /// Of the reads that started after an update completed, the share that returned the old
     /// value; above it the check fails.
     #[arg(long, value_name = "SHARE", help_heading = "read-your-write")]
     pub stale_after_update_max: Option<f64>,
 
-    /// outage: how long Redis is killed, then paused [default: 3s]
+    /// How long Redis is killed, then paused [default: 3s]
     #[arg(long, value_name = "DURATION", help_heading = "outage")]
     pub outage: Option<Dur>,
 
-    /// outage: the longest an answer may take during a fault [default: 1s]
+    /// Longest answer allowed during a fault [default: 1s]
     #[arg(long, value_name = "DURATION", help_heading = "outage")]
     pub deadline: Option<Dur>,
 
-    /// outage: how soon hits must resume once Redis is back [default: 5s]
+    /// How soon hits resume once Redis is back [default: 5s]
     #[arg(long, value_name = "DURATION", help_heading = "outage")]
     pub recover_within: Option<Dur>,
 
-    /// herd: requests sent at once on one cold key [default: 100]
+    /// Requests sent at once on one cold key [default: 100]
     #[arg(long, value_name = "N", help_heading = "herd")]
     pub concurrency: Option<u32>,
 
-    /// herd: how many processes the app runs [default: 1]
+    /// How many processes the app runs [default: 1]
     ///
     /// An app coordinated per process loads a key once per process.
     #[arg(long, value_name = "N", help_heading = "herd")]
     pub app_processes: Option<u32>,
 
-    /// herd: most loads of one key allowed [default: --app-processes]
+    /// Most loads of one key allowed [default: --app-processes]
     #[arg(long, value_name = "N", help_heading = "herd")]
     pub herd_max: Option<u32>,
 
-    /// break-even: the app's switch to bypass its cache, ENV=VALUE.
+    /// The app's switch to bypass its cache, ENV=VALUE.
     ///
     /// The app is started again with it for the same workload without the cache; without it
     /// the check is SKIP.
     #[arg(long, value_name = "ENV=VALUE", help_heading = "break-even")]
     pub no_cache_variant: Option<String>,
 
-    /// break-even: requests of each workload [default: 400]
+    /// Requests of each workload [default: 400]
     #[arg(long, value_name = "N", help_heading = "break-even")]
     pub requests: Option<u32>,
 
