@@ -224,7 +224,7 @@ pub async fn check(lab: &Lab, tally: &mut Tally) -> Result<CheckResult> {
         .iter()
         .filter(|(_, c)| c.calls > 0)
         .collect();
-    top.sort_by(|a, b| b.1.calls.cmp(&a.1.calls));
+    top.sort_by_key(|c| std::cmp::Reverse(c.1.calls));
     let evidence = json!({
         "source": "INFO commandstats and errorstats, summed over the audit (across Redis restarts); the tool's own SCAN, PTTL, UNLINK, INFO and CLIENT included",
         "commands": top.iter().take(12).map(|(k, c)| json!({"command": k, "calls": c.calls, "rejected": c.rejected, "failed": c.failed})).collect::<Vec<_>>(),

@@ -69,6 +69,10 @@ fn positive(flag: &str, d: Duration) -> Result<Duration, UsageError> {
 impl Settings {
     pub fn resolve(cmd: &AuditCmd) -> Result<Settings, UsageError> {
         let managed = cmd.redis_url.is_none() && cmd.pg_url.is_none();
+        let only = names("--only", &cmd.only)?;
+        let skip = names("--skip", &cmd.skip)?;
+        let require = names("--require", &cmd.require)?;
+
         if cmd.redis_url.is_some() != cmd.pg_url.is_some() {
             return Err(UsageError::new(
                 "give both --redis-url and --pg-url (the app's servers), or neither for managed ones",
@@ -81,9 +85,6 @@ impl Settings {
         }
         let target = app::resolve(&cmd.target, managed)?
             .ok_or_else(|| UsageError::new("audit needs --target URL"))?;
-        let only = names("--only", &cmd.only)?;
-        let skip = names("--skip", &cmd.skip)?;
-        let require = names("--require", &cmd.require)?;
         let user_via = match (&cmd.user_header, &cmd.user_cookie) {
             (Some(h), _) => {
                 reqwest::header::HeaderName::from_bytes(h.as_bytes()).map_err(|_| {
