@@ -4,12 +4,14 @@
 //! Every flag has a help heading, and its doc comment a first paragraph that fits on one line
 //! of `-h` (the summary) before the paragraphs `--help` adds (tests/help.rs holds both).
 
+mod audit;
 mod traces;
 
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+pub use audit::AuditCmd;
 use serde::Deserialize;
 pub use traces::{MrcCmd, TraceFlags, TraceStatsCmd};
 
@@ -48,6 +50,12 @@ pub enum Command {
     ///
     /// Each strategy runs on a fresh cache and fresh DB counters.
     Compare(CompareCmd),
+    /// Run the cache review checklist against an app and print a report card.
+    ///
+    /// ttl, users, read-your-write, outage, herd, break-even and commands, each PASS, FAIL or
+    /// SKIP with its reason and the evidence the servers and the answers gave (docs/audit.md).
+    /// Exit 1 when a check fails.
+    Audit(AuditCmd),
     /// Run strategies at every point of one or two axes of run flags; find the boundary.
     ///
     /// Each point is a full run on a fresh cache and fresh counters, as in compare. Writes

@@ -5,6 +5,7 @@
 //! under test (`app`) is one room whose parts sit in the layers where they are used.
 
 mod app;
+mod audit;
 pub mod cache;
 mod chaos;
 pub mod cli;

@@ -74,14 +74,15 @@ const LAYERS: &[(&str, &[&str])] = &[
             "session::sweep",
             "session::sweep::axes",
             "app::run",
+            "audit",
         ],
     ),
     ("commands", &["commands"]),
 ];
 
-/// What `commands/` may import: the CLI, the orchestration, results and report (and the exit
-/// codes of `error`).
-const COMMANDS_MAY_IMPORT: &[&str] = &["cli", "session", "results", "report", "error"];
+/// What `commands/` may import: the CLI, the orchestration (the audit's included), results and
+/// report (and the exit codes of `error`).
+const COMMANDS_MAY_IMPORT: &[&str] = &["cli", "session", "audit", "results", "report", "error"];
 
 /// No file of `commands/` past this many lines: a command reads, calls and ends.
 const COMMAND_FILE_MAX_LINES: usize = 300;

@@ -2,6 +2,7 @@
 //! orchestration in `crate::session`, the results and the report) and says how the process
 //! ends.
 
+mod audit;
 mod check;
 mod compare;
 mod conventions;
@@ -25,6 +26,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Run(cmd) => run::run(cmd).await,
         Command::Report(cmd) => report_cmd(cmd),
         Command::Compare(cmd) => compare::run(cmd).await,
+        Command::Audit(cmd) => audit::run(cmd).await,
         Command::Sweep(cmd) => sweep::run(cmd).await,
         Command::Check(cmd) => check::run(cmd),
         Command::Cleanup(cmd) => {

@@ -199,33 +199,43 @@ pub fn stampede_temp_dirs_in(tmp: &Path) -> Vec<PathBuf> {
 /// for `--test`): the `--app-cmd` that starts it.
 pub fn example_app() -> &'static str {
     static APP: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    APP.get_or_init(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut build = Command::new(cargo);
-        // Cargo gives a test the package's CARGO_PKG_*, CARGO_MANIFEST_* and the like; build
-        // scripts (ring's) rerun when those change, so passing them on would rebuild half the
-        // dependencies here, and again in the next `cargo test`.
-        for (k, _) in std::env::vars_os() {
-            let k = k.to_string_lossy();
-            if (k.starts_with("CARGO_") && k != "CARGO_HOME" && k != "CARGO_TARGET_DIR")
-                || k == "OUT_DIR"
-            {
-                build.env_remove(k.as_ref());
-            }
+    APP.get_or_init(|| build_example("app"))
+}
+
+/// The audit's test app (examples/audit_app, one switch per bug), built once per test binary.
+pub fn audit_app() -> &'static str {
+    static APP: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    APP.get_or_init(|| build_example("audit_app"))
+}
+
+/// `cargo build --release --example NAME`; the path of the binary.
+fn build_example(name: &str) -> String {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut build = Command::new(cargo);
+    // Cargo gives a test the package's CARGO_PKG_*, CARGO_MANIFEST_* and the like; build
+    // scripts (ring's) rerun when those change, so passing them on would rebuild half the
+    // dependencies here, and again in the next `cargo test`.
+    for (k, _) in std::env::vars_os() {
+        let k = k.to_string_lossy();
+        if (k.starts_with("CARGO_") && k != "CARGO_HOME" && k != "CARGO_TARGET_DIR")
+            || k == "OUT_DIR"
+        {
+            build.env_remove(k.as_ref());
         }
-        let status = build
-            .args(["build", "--release", "--example", "app"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("running cargo build --example app");
-        assert!(status.success(), "building the example app failed");
-        let bin = PathBuf::from(BIN)
-            .parent()
-            .expect("binary dir")
-            .join("examples/app");
-        assert!(bin.exists(), "{} missing", bin.display());
-        bin.display().to_string()
-    })
+    }
+    let status = build
+        .args(["build", "--release", "--example", name])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .status()
+        .unwrap_or_else(|e| panic!("running cargo build --example {name}: {e}"));
+    assert!(status.success(), "building the example {name} failed");
+    let bin = PathBuf::from(BIN)
+        .parent()
+        .expect("binary dir")
+        .join("examples")
+        .join(name);
+    assert!(bin.exists(), "{} missing", bin.display());
+    bin.display().to_string()
 }
 
 /// (ppid, start time) of a process, from /proc/PID/stat (fields counted from the last ')').

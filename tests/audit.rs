@@ -1,0 +1,200 @@
+//! `stampede audit` on real servers against real apps: the test app (examples/audit_app) with
+//! every bug on fails each check for its own reason, with every bug off passes every check
+//! (and its volatile per-user route passes the users check), and examples/app passes the
+//! checks that apply to it. Managed servers and the app are stopped by the tool; the card is
+//! read from `--out`'s audit.json.
+
+mod common;
+
+use std::path::Path;
+
+use common::{cpu_turn, read_json, stampede};
+use serde_json::Value;
+
+const TARGET: &str = "http://127.0.0.1:{port}/items/{key}";
+
+/// `stampede audit ARGS --out DIR -q`: the exit code, audit.json and the printed card.
+fn audit(args: &[&str], dir: &Path) -> (i32, Value, String) {
+    let _turn = cpu_turn();
+    let out = stampede()
+        .arg("audit")
+        .args(args)
+        .arg("--out")
+        .arg(dir)
+        .arg("-q")
+        .output()
+        .expect("running stampede audit");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let json = read_json(&dir.join("audit.json")).unwrap_or_else(|| {
+        panic!(
+            "no audit.json; stdout:\n{stdout}\nstderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code().unwrap_or(-1), json, stdout)
+}
+
+/// (status, reason) of the check `name`.
+fn check<'a>(a: &'a Value, name: &str) -> (&'a str, &'a str) {
+    let c = a["checks"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == name))
+        .unwrap_or_else(|| panic!("no check {name} in {a}"));
+    (
+        c["status"].as_str().unwrap_or(""),
+        c["reason"].as_str().unwrap_or(""),
+    )
+}
+
+fn test_app_args(bugs: &str) -> Vec<String> {
+    [
+        "--target",
+        TARGET,
+        "--app-cmd",
+        &format!("APP_BUGS={bugs} exec {}", common::audit_app()),
+        "--users-target",
+        "http://127.0.0.1:{port}/me/items/{key}",
+        "--user-header",
+        "X-User",
+        "--update",
+        "PUT /items/{key}",
+        "--no-cache-variant",
+        "APP_NO_CACHE=1",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+#[test]
+fn every_bug_on_fails_each_check_for_its_own_reason() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let args = test_app_args("all");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, a, card) = audit(&args, dir.path());
+    assert_eq!(code, 1, "{card}");
+    let expect = [
+        ("ttl", "keys have no expiry: app:seen:{n} (200)"),
+        ("users", "bob was served alice's answer"),
+        ("read-your-write", "with readers racing the update"),
+        ("outage", "with Redis paused"),
+        ("herd", "the misses are not coordinated"),
+        ("break-even", "the cache makes the mean answer slower"),
+        ("commands", "KEYS ×"),
+    ];
+    for (name, why) in expect {
+        let (status, reason) = check(&a, name);
+        assert_eq!(status, "fail", "{name}: {reason}\n{card}");
+        assert!(reason.contains(why), "{name}: {reason}");
+    }
+    // A herd of 100 concurrent misses with no coordination: close to one load each (some
+    // requests arrive after the first load filled the key).
+    let herd = &a["checks"][4]["evidence"];
+    assert!(herd["loads"].as_f64().unwrap_or(0.0) > 10.0, "{herd}");
+    assert!(card.contains("FAIL  commands"), "{card}");
+    assert!(dir.path().join("audit.md").exists());
+    for name in ["ttl", "outage", "herd", "break-even", "commands"] {
+        assert!(
+            dir.path().join(format!("checks/{name}.json")).exists(),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn every_bug_off_passes_every_check_and_a_volatile_route_passes_users() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let args = test_app_args("");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (code, a, card) = audit(&args, dir.path());
+    for name in [
+        "ttl",
+        "users",
+        "read-your-write",
+        "outage",
+        "herd",
+        "break-even",
+        "commands",
+    ] {
+        let (status, reason) = check(&a, name);
+        assert_eq!(status, "pass", "{name}: {reason}\n{card}");
+    }
+    assert_eq!(code, 0, "{card}");
+    assert_eq!(a["checks"].as_array().map(Vec::len), Some(7));
+    assert_eq!(a["checks"][4]["evidence"]["loads"], 1.0, "{card}");
+    // The answers carry the time and the user: volatile, decided by identity.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (code, a, card) = audit(
+        &[
+            "--target",
+            TARGET,
+            "--app-cmd",
+            &format!("APP_BUGS=all exec {}", common::audit_app()),
+            "--users-target",
+            "http://127.0.0.1:{port}/stamp/{key}",
+            "--user-header",
+            "X-User",
+            "--only",
+            "users",
+        ],
+        dir.path(),
+    );
+    let (status, reason) = check(&a, "users");
+    assert_eq!((code, status), (0, "pass"), "{card}");
+    assert!(reason.contains("volatile"), "{reason}");
+    assert_eq!(a["checks"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn the_example_app_passes_the_checks_that_apply_to_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let cmd = format!("APP_STRATEGY=single-flight exec {}", common::example_app());
+    let (code, a, card) = audit(
+        &[
+            "--target",
+            TARGET,
+            "--app-cmd",
+            &cmd,
+            "--user-header",
+            "X-User",
+            "--require",
+            "ttl,outage,herd,commands",
+        ],
+        dir.path(),
+    );
+    assert_eq!(code, 0, "{card}");
+    for name in ["ttl", "users", "outage", "herd", "commands"] {
+        assert_eq!(check(&a, name).0, "pass", "{name}\n{card}");
+    }
+    // Its answers are the same for everyone; it has no update route and no cache switch.
+    assert!(
+        check(&a, "users").1.starts_with("not personalised"),
+        "{card}"
+    );
+    assert_eq!(check(&a, "read-your-write").0, "skip");
+    assert_eq!(check(&a, "break-even").0, "skip");
+}
+
+#[test]
+fn usage_errors_name_the_flag() {
+    for (args, flag) in [
+        (vec!["--target", TARGET, "--only", "speed"], "--only speed"),
+        (
+            vec!["--target", TARGET, "--app-cmd", "true", "--update", "PUT"],
+            "--update PUT",
+        ),
+        (
+            vec!["--target", TARGET, "--redis-url", "redis://127.0.0.1:1"],
+            "--pg-url",
+        ),
+    ] {
+        let out = stampede()
+            .arg("audit")
+            .args(&args)
+            .output()
+            .expect("running stampede audit");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(flag), "{flag}: {err}");
+    }
+}
