@@ -198,3 +198,105 @@ fn usage_errors_name_the_flag() {
         assert!(err.contains(flag), "{flag}: {err}");
     }
 }
+
+/// A redis-server started daemonized with a pidfile, as an operator's restart command would
+/// start one; killed by that pid when dropped (the audit shuts it down and starts it again, so
+/// the process the test ends is the one the pidfile names last).
+struct DaemonRedis {
+    dir: tempfile::TempDir,
+    port: u16,
+}
+
+impl DaemonRedis {
+    fn command(dir: &Path, port: u16) -> String {
+        format!(
+            "redis-server --port {port} --bind 127.0.0.1 --save '' --appendonly no --daemonize yes --pidfile {0}/redis.pid --dir {0} --logfile {0}/redis.log",
+            dir.display()
+        )
+    }
+
+    fn start() -> DaemonRedis {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let port = common::free_port();
+        let r = DaemonRedis { dir, port };
+        let ok = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(r.restart_cmd())
+            .status()
+            .expect("starting redis-server");
+        assert!(ok.success());
+        common::wait_for("redis", std::time::Duration::from_secs(10), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).ok()
+        });
+        r
+    }
+
+    fn restart_cmd(&self) -> String {
+        Self::command(self.dir.path(), self.port)
+    }
+}
+
+impl Drop for DaemonRedis {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(self.dir.path().join("redis.pid"))
+            && let Ok(pid) = pid.trim().parse::<i32>()
+        {
+            // SAFETY: a plain kill(2) of the pid our own redis-server wrote.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+}
+
+/// On servers the user runs, the outage check kills Redis only when allowed to and given a
+/// restart command: then it shuts it down (SHUTDOWN NOSAVE), starts it with that command and
+/// the app reconnects; without them it is SKIP, naming both flags.
+#[tokio::test]
+async fn the_outage_check_kills_an_external_redis_only_when_allowed() {
+    let pg = common::postgres(false).await;
+    let redis = DaemonRedis::start();
+    let redis_url = format!("redis://127.0.0.1:{}", redis.port);
+    let cmd = format!("exec {}", common::audit_app());
+    let base = [
+        "--target",
+        TARGET,
+        "--app-cmd",
+        &cmd,
+        "--redis-url",
+        &redis_url,
+        "--pg-url",
+        &pg.url(),
+        "--only",
+        "outage",
+    ];
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (code, a, card) = audit(&base, dir.path());
+    assert_eq!(code, 0, "{card}");
+    let (status, reason) = check(&a, "outage");
+    assert_eq!(status, "skip", "{card}");
+    assert!(
+        reason.contains("--allow-kill-external") && reason.contains("--redis-restart-cmd"),
+        "{reason}"
+    );
+
+    let restart = redis.restart_cmd();
+    let mut args = base.to_vec();
+    args.extend(["--allow-kill-external", "--redis-restart-cmd", &restart]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (code, a, card) = audit(&args, dir.path());
+    assert_eq!(code, 0, "{card}");
+    assert_eq!(check(&a, "outage").0, "pass", "{card}");
+    let outage = a["checks"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["name"] == "outage"))
+        .expect("outage check");
+    assert!(
+        outage["evidence"]["hits_resumed_after_ms"]
+            .as_u64()
+            .is_some(),
+        "{outage}"
+    );
+    // The server the restart command started is up and answers.
+    assert!(std::net::TcpStream::connect(("127.0.0.1", redis.port)).is_ok());
+}

@@ -289,6 +289,23 @@ fn combinations_that_cannot_hold_are_refused_with_the_reason() {
         ]),
         &["--write-rps", "--target"],
     );
+    // The built-in app's policies mean nothing to an app under test: refused, not ignored.
+    for policy in [
+        ["--l1", "100"],
+        ["--fail-safe", "10s"],
+        ["--eager-refresh", "80%"],
+        ["--db-rate", "100"],
+    ] {
+        let args = [
+            policy[0],
+            policy[1],
+            "--target",
+            "http://127.0.0.1:1/items/{key}",
+            "--schema",
+            "theirs",
+        ];
+        check(with_ext(&args), &[policy[0], "--target"]);
+    }
     check(
         with_ext(&["--write-rps", "10", "--shard", "0/2"]),
         &["--write-rps", "shard"],

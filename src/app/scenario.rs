@@ -62,6 +62,21 @@ pub fn with_target(
             "--write-rps sends the built-in app's writes, and an app under test writes through its own code, which stampede cannot see commit: drop --write-rps with --target (writes and their consistency figures are measured on the built-in strategies)",
         ));
     }
+    // The built-in app's own policies: an app under test has its own code for each, which
+    // these flags cannot change (they were ignored before, so a run looked protected when
+    // nothing had been switched on).
+    let builtin = [
+        ("--l1", sc.l1.is_some()),
+        ("--fail-safe", sc.fail_safe.is_some()),
+        ("--eager-refresh", sc.eager_refresh.is_some()),
+        ("--rewarm-every", sc.rewarm.is_some()),
+        ("--db-rate", sc.db_rate.is_some()),
+    ];
+    if let Some((flag, _)) = builtin.iter().find(|(_, on)| *on) {
+        return Err(UsageError::new(format!(
+            "{flag} is a policy of the built-in app, and an app under test runs its own code: drop {flag} with --target (switch the app's own policy with --app-cmd's environment, or compare --variant)"
+        )));
+    }
     // What an app under test can never tell the tool, refused before anything starts: its
     // answers do not say whether they came from its cache.
     for (m, _) in sc.thresholds.iter() {

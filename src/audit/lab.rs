@@ -416,22 +416,56 @@ impl Lab {
         }
     }
 
-    /// Whether the outage check can kill and restart this Redis.
-    pub fn redis_managed(&self) -> bool {
-        self.redis.is_some()
+    /// Whether the outage check can kill and restart this Redis: a managed one, or an external
+    /// one the user allowed it to shut down and gave a restart command for.
+    pub fn redis_killable(&self) -> bool {
+        self.redis.is_some() || self.settings.redis_restart_cmd.is_some()
     }
 
-    /// SIGKILL the managed Redis.
-    pub fn kill_redis(&mut self) {
+    /// SIGKILL the managed Redis; `SHUTDOWN NOSAVE` an external one (allowed by the user).
+    pub async fn kill_redis(&mut self) {
         if let Some(r) = &mut self.redis {
             r.kill();
+            return;
         }
+        // The server closes the connection instead of answering: the error is the success.
+        let mut c = redis::cmd("SHUTDOWN");
+        c.arg("NOSAVE");
+        let _ = self.cmd::<()>(&c, "SHUTDOWN NOSAVE").await;
     }
 
-    /// Start the managed Redis again on its port.
+    /// Start Redis again: the managed one on its port, an external one with
+    /// `--redis-restart-cmd`, then wait until it answers PING.
     pub async fn restart_redis(&mut self) -> Result<()> {
         if let Some(r) = &mut self.redis {
             r.restart().await?;
+            return Ok(());
+        }
+        let Some(cmd) = self.settings.redis_restart_cmd.clone() else {
+            anyhow::bail!("no --redis-restart-cmd to start the external Redis with");
+        };
+        let status = tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(&cmd)
+            .stdin(std::process::Stdio::null())
+            .status()
+            .await
+            .context("running --redis-restart-cmd")?;
+        if !status.success() {
+            anyhow::bail!("--redis-restart-cmd failed ({status})");
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while self
+            .cmd::<String>(&redis::cmd("PING"), "PING")
+            .await
+            .is_err()
+        {
+            if std::time::Instant::now() >= deadline {
+                anyhow::bail!(
+                    "--redis-restart-cmd succeeded but Redis did not answer PING within 30 s"
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
         Ok(())
     }

@@ -172,11 +172,11 @@ async fn traffic(lab: &Lab, base: u64, d: Duration) -> Phase {
 }
 
 pub async fn check(lab: &mut Lab, s: &Settings, tally: &mut CommandTally) -> Result<CheckResult> {
-    if !lab.redis_managed() {
+    if !lab.redis_killable() {
         return Ok(CheckResult::new(
             "outage",
             Verdict::skip(
-                "the app's Redis is external (--redis-url): the audit kills and pauses only a Redis it started",
+                "the app's Redis is external (--redis-url): give --allow-kill-external and --redis-restart-cmd CMD to let the audit shut it down (SHUTDOWN NOSAVE) and start it again",
             ),
             json!({}),
             Value::Null,
@@ -188,7 +188,7 @@ pub async fn check(lab: &mut Lab, s: &Settings, tally: &mut CommandTally) -> Res
     }
     // A killed Redis takes its counters with it: the commands check's tally is closed first.
     tally.close(lab).await;
-    lab.kill_redis();
+    lab.kill_redis().await;
     let killed = traffic(lab, base, s.outage).await;
     lab.restart_redis().await?;
     tally.begin(lab).await;

@@ -17,6 +17,9 @@ pub struct Settings {
     pub pg_url: Option<String>,
     pub managed_redis: bool,
     pub cache_prefix: Option<String>,
+    /// The outage check may shut down the external Redis and start it with this command
+    /// (`--allow-kill-external` and `--redis-restart-cmd`); None: only a managed one.
+    pub redis_restart_cmd: Option<String>,
     pub db_cost: Duration,
     pub ttl: Duration,
     pub only: Vec<String>,
@@ -76,6 +79,16 @@ impl Settings {
         if cmd.redis_url.is_some() != cmd.pg_url.is_some() {
             return Err(UsageError::new(
                 "give both --redis-url and --pg-url (the app's servers), or neither for managed ones",
+            ));
+        }
+        if (cmd.allow_kill_external || cmd.redis_restart_cmd.is_some()) && cmd.redis_url.is_none() {
+            return Err(UsageError::new(
+                "--allow-kill-external and --redis-restart-cmd are for an external Redis (--redis-url): the audit kills and restarts a managed one itself",
+            ));
+        }
+        if cmd.allow_kill_external != cmd.redis_restart_cmd.is_some() {
+            return Err(UsageError::new(
+                "to kill an external Redis the audit needs both --allow-kill-external (it sends SHUTDOWN NOSAVE) and --redis-restart-cmd CMD (how to start it again)",
             ));
         }
         if cmd.target.target.is_none() {
@@ -178,6 +191,10 @@ impl Settings {
             pg_url: cmd.pg_url.clone(),
             managed_redis: managed,
             cache_prefix: cmd.cache_prefix.clone(),
+            redis_restart_cmd: cmd
+                .allow_kill_external
+                .then(|| cmd.redis_restart_cmd.clone())
+                .flatten(),
             db_cost: d(&cmd.db_cost, 20),
             ttl: positive("--ttl", d(&cmd.ttl, 30_000))?,
             only,

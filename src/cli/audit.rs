@@ -28,6 +28,21 @@ pub struct AuditCmd {
     #[arg(long, value_name = "URL", help_heading = "Servers")]
     pub pg_url: Option<String>,
 
+    /// Let the outage check shut down the external Redis (SHUTDOWN NOSAVE)
+    ///
+    /// The server stops without saving: every client's data not yet persisted is lost, not
+    /// only the app's. Needs --redis-restart-cmd to start it again; without both, the outage
+    /// check is skipped on an external Redis.
+    #[arg(long, help_heading = "Servers")]
+    pub allow_kill_external: bool,
+
+    /// Starts the external Redis again after the outage check's kill (sh -c)
+    ///
+    /// Run once the outage has lasted --outage; the audit then waits up to 30 s for Redis to
+    /// answer PING.
+    #[arg(long, value_name = "CMD", help_heading = "Servers")]
+    pub redis_restart_cmd: Option<String>,
+
     /// On an external Redis: the app's key prefix [default: CACHE_PREFIX]
     ///
     /// The ttl check scans only keys starting with it and fresh caches remove only those; on

@@ -24,8 +24,8 @@ use crate::strategy::lock::{self, LockTimeoutPolicy};
 use crate::strategy::single_flight;
 
 mod coordinate;
-mod tier;
 mod failsafe_path;
+mod tier;
 
 use coordinate::{Claim, Coordinator, Miss};
 
