@@ -375,7 +375,7 @@ fn writes_and_invalidation_are_refused_where_they_mean_nothing() {
 /// are a bare SELECT (so a load in flight at a commit is rare): DEL before the UPDATE
 /// lets a reader cache the old row in the gap, racing writers' SETs land out of order, while
 /// UPDATE-then-DEL leaves next to nothing and the versioned SET and the lease refuse the late
-/// write. In each of 3 runs: delete-first and set above delete, versioned and lease at 0.
+/// write. In each of 3 runs: delete-first above delete and set, versioned and lease at 0.
 #[test]
 fn writes_left_wrong_order_the_invalidations_as_the_lab_did() {
     let workload = [
@@ -434,13 +434,22 @@ fn writes_left_wrong_order_the_invalidations_as_the_lab_did() {
         );
         c["writes_left_wrong_ratio"].as_f64().unwrap()
     };
+    // set and delete each leave a few dozen of the 6000 wrong (a load in flight across the
+    // write; under set also two writers' SETs landing out of order), and which is higher
+    // changes from trial to trial on one build (27 vs 18 and 18 vs 32 here): set is held to
+    // leaving some wrong, and below delete-first, not above delete.
+    let mut set_wrong = 0.0;
     for t in 0..3 {
         let delete = ratio("cache-aside@delete", t);
-        assert!(ratio("cache-aside@delete-first", t) > delete, "trial {t}");
-        assert!(ratio("cache-aside@set", t) > delete, "trial {t}");
+        let first = ratio("cache-aside@delete-first", t);
+        let set = ratio("cache-aside@set", t);
+        assert!(first > delete, "trial {t}");
+        assert!(first > set, "trial {t}");
+        set_wrong += set;
         assert_eq!(ratio("cache-aside@versioned", t), 0.0, "trial {t}");
         assert_eq!(ratio("lease@delete", t), 0.0, "trial {t}");
     }
+    assert!(set_wrong > 0.0, "set never left a write wrong");
 }
 
 /// How stale a stale read is, in magnitude: with writes and no invalidation an entry serves
