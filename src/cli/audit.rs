@@ -36,10 +36,10 @@ pub struct AuditCmd {
     #[arg(long, help_heading = "Servers")]
     pub allow_kill_external: bool,
 
-    /// Starts the external Redis again after the outage check's kill (sh -c)
+    /// The command that starts the external Redis again (sh -c)
     ///
-    /// Run once the outage has lasted --outage; the audit then waits up to 30 s for Redis to
-    /// answer PING.
+    /// Run after the outage check's kill, once the outage has lasted --outage; the audit then
+    /// waits up to 30 s for Redis to answer PING.
     #[arg(long, value_name = "CMD", help_heading = "Servers")]
     pub redis_restart_cmd: Option<String>,
 
