@@ -19,7 +19,10 @@ use crate::strategy::invalidate::{CHECKED_SET_LUA, WRITER_SET_LUA};
 use crate::strategy::lock::RELEASE_LUA;
 use crate::tls::RedisTls;
 
+pub mod cluster;
 mod memory;
+mod nodes;
+pub use cluster::{Conn, is_cluster};
 pub use memory::{DEFAULT_SAMPLES, EvictionPolicy, MemoryConfig, MemoryLimit, MemoryStats};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,7 +33,10 @@ pub enum CacheError {
     Failed,
 }
 
-/// A Redis key written into a stack buffer, so building one costs no allocation.
+/// A Redis key written into a stack buffer, so building one costs no allocation. A key of one
+/// entry carries the entry's id as its hash tag (`<prefix><kind>{<id>}`), so an entry, its
+/// lock, its lease token and its version marker share one Redis Cluster slot and every Lua
+/// script over them touches one slot (no CROSSSLOT), on a cluster and off it alike.
 struct KeyBuf {
     buf: [u8; 96],
     len: usize,
@@ -44,7 +50,7 @@ impl KeyBuf {
         };
         let mut w = &mut k.buf[..];
         // The prefix is bounded when the namespace is made; a write that does not fit is a bug.
-        let _ = write!(w, "{prefix}{middle}{id}");
+        let _ = write!(w, "{prefix}{middle}{{{id}}}");
         k.len = 96 - w.len();
         k
     }
@@ -78,7 +84,7 @@ fn manager_config(timeout: Duration) -> ConnectionManagerConfig {
 }
 
 pub struct Cache {
-    conns: Box<[ConnectionManager]>,
+    conns: Box<[Conn]>,
     next: AtomicUsize,
     timeout: Duration,
     prefix: Arc<str>,
@@ -155,10 +161,21 @@ impl Cache {
         prefix: Arc<str>,
         counters: Arc<Counters>,
     ) -> Result<Cache> {
-        Self::open_with(url, &RedisTls::default(), conns, timeout, prefix, counters).await
+        Self::open_with(
+            url,
+            &RedisTls::default(),
+            conns,
+            timeout,
+            prefix,
+            counters,
+            false,
+        )
+        .await
     }
 
-    /// As [`Cache::open`], with TLS settings for a `rediss://` URL.
+    /// As [`Cache::open`], with TLS settings for a `rediss://` URL. On a cluster
+    /// (`redis+cluster://`) each of the `conns` connections has one socket per node, so
+    /// `--redis-conns` is per node; `replicas`: reads go to replicas (`--read-from-replicas`).
     pub async fn open_with(
         url: &str,
         tls: &RedisTls,
@@ -166,10 +183,15 @@ impl Cache {
         timeout: Duration,
         prefix: Arc<str>,
         counters: Arc<Counters>,
+        replicas: bool,
     ) -> Result<Cache> {
         let mut v = Vec::with_capacity(conns as usize);
         for _ in 0..conns {
-            v.push(connect(url, tls, timeout).await?);
+            v.push(if is_cluster(url) {
+                Conn::Cluster(cluster::connect(url, tls, timeout, replicas).await?)
+            } else {
+                Conn::Single(connect(url, tls, timeout).await?)
+            });
         }
         Ok(Cache {
             conns: v.into_boxed_slice(),
@@ -184,7 +206,7 @@ impl Cache {
         })
     }
 
-    fn conn(&self) -> ConnectionManager {
+    fn conn(&self) -> Conn {
         let i = self.next.fetch_add(1, Relaxed) % self.conns.len();
         self.conns[i].clone()
     }
@@ -393,21 +415,44 @@ pub struct RedisStats {
 /// commands do not pollute the keyspace figures.
 #[derive(Clone)]
 pub struct Admin {
-    conn: ConnectionManager,
+    /// Key commands: on a cluster, routed to the key's node.
+    conn: Conn,
     prefix: Arc<str>,
+    /// A cluster's nodes, each on a connection of its own (INFO, SCAN, PING reach every one
+    /// of them); empty for a single server.
+    nodes: Arc<[nodes::Node]>,
 }
 
 impl Admin {
     /// Open the admin connection with the run's TLS settings: there is no way to open one
     /// without them, so no part of a run (shards, app runs, cleanup) connects otherwise.
     pub async fn open(url: &str, tls: &RedisTls, prefix: Arc<str>) -> Result<Admin> {
+        if is_cluster(url) {
+            let conn = cluster::connect(url, tls, Duration::from_secs(2), false).await?;
+            let nodes = nodes::discover(url, tls, &conn).await?;
+            return Ok(Admin {
+                conn: Conn::Cluster(conn),
+                prefix,
+                nodes: nodes.into(),
+            });
+        }
         Ok(Admin {
-            conn: connect(url, tls, Duration::from_secs(2)).await?,
+            conn: Conn::Single(connect(url, tls, Duration::from_secs(2)).await?),
             prefix,
+            nodes: Arc::from([]),
         })
     }
 
+    /// Whether this is a cluster's admin.
+    pub fn is_cluster(&self) -> bool {
+        !self.nodes.is_empty()
+    }
+
+    /// INFO `section` of the server; on a cluster, of the first node that answers.
     async fn info(&self, section: &str) -> Result<String> {
+        if self.is_cluster() {
+            return self.any_node_info(section).await;
+        }
         let mut c = self.conn.clone();
         let mut cmd = redis::cmd("INFO");
         cmd.arg(section);
@@ -419,6 +464,9 @@ impl Admin {
 
     /// PING with a short deadline: whether Redis answers now.
     pub async fn ping(&self) -> bool {
+        if self.is_cluster() {
+            return self.every_node_pings().await;
+        }
         let mut c = self.conn.clone();
         let cmd = redis::cmd("PING");
         let ping = cmd.query_async::<String>(&mut c);
@@ -432,6 +480,12 @@ impl Admin {
     /// can cause. The server drops the connection instead of answering, so a dropped
     /// connection is success; an error reply (renamed command, missing ACL) is not.
     pub async fn shutdown_nosave(&self) -> Result<()> {
+        if self.is_cluster() {
+            return Err(EnvError(
+                "kill-redis on an external Redis Cluster is not supported: stampede stops one primary of a cluster it manages (--redis-cluster); to test an external cluster's failover, use --failover-at".into(),
+            )
+            .into());
+        }
         let mut c = self.conn.clone();
         let mut cmd = redis::cmd("SHUTDOWN");
         cmd.arg("NOSAVE");
@@ -469,6 +523,9 @@ impl Admin {
     /// (connections stay open, commands wait), then resumes by itself. The reply comes before
     /// the pause starts.
     pub async fn pause(&self, d: Duration) -> Result<()> {
+        if self.is_cluster() {
+            return self.pause_every_node(d).await;
+        }
         let mut c = self.conn.clone();
         let mut cmd = redis::cmd("CLIENT");
         cmd.arg("PAUSE")
@@ -488,14 +545,30 @@ impl Admin {
     /// here with the command named, instead of every request failing as a miss. `lock`: the
     /// strategy takes the Redis lock (SET NX PX, and EVALSHA to release it).
     pub async fn check_access(&self, url: &str, lock: bool, strategy: &str) -> Result<()> {
-        if let Ok(info) = self.info("cluster").await
+        if self.is_cluster() {
+            return self.check_cluster_access(url, lock, strategy).await;
+        }
+        self.check_key_access(url, lock, strategy, "preflight")
+            .await
+    }
+
+    /// [`Admin::check_access`]'s commands on the key `<prefix><name>` and its lock.
+    async fn check_key_access(
+        &self,
+        url: &str,
+        lock: bool,
+        strategy: &str,
+        name: &str,
+    ) -> Result<()> {
+        if !self.is_cluster()
+            && let Ok(info) = self.info("cluster").await
             && info_field(&info, "cluster_enabled") == Some("1")
         {
             return Err(EnvError(cluster_unsupported(url)).into());
         }
         let user = redis_user(url);
-        let key = format!("{}preflight", self.prefix);
-        let lock_key = format!("{}lock:preflight", self.prefix);
+        let key = format!("{}{name}", self.prefix);
+        let lock_key = format!("{}lock:{name}", self.prefix);
         let mut c = self.conn.clone();
         let fail = |cmd: &str, e: redis::RedisError| -> anyhow::Error {
             if e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::Moved) {
@@ -566,7 +639,17 @@ impl Admin {
             .to_string())
     }
 
+    /// INFO stats of the server; on a cluster, summed over every node (each must answer).
     pub async fn stats(&self) -> Result<RedisStats> {
+        if self.is_cluster() {
+            let mut sum = RedisStats::default();
+            for n in self.node_stats().await? {
+                sum.keyspace_hits += n.keyspace_hits;
+                sum.keyspace_misses += n.keyspace_misses;
+                sum.evicted_keys += n.evicted_keys;
+            }
+            return Ok(sum);
+        }
         let info = self.info("stats").await?;
         let num = |k| {
             info_field(&info, k)
@@ -583,6 +666,9 @@ impl Admin {
     /// Write entries directly (cache warming), pipelined, outside the request path:
     /// (id, value, PX in ms).
     pub async fn set_many(&self, entries: &[(u64, Vec<u8>, u64)]) -> Result<()> {
+        if self.is_cluster() {
+            return self.set_many_on_cluster(entries).await;
+        }
         let mut c = self.conn.clone();
         let mut pipe = redis::pipe();
         for (id, value, px) in entries {
@@ -667,31 +753,33 @@ impl Admin {
     }
 
     /// Run namespaces (`stampede:<id>:`) with keys in this Redis and no live heartbeat: runs
-    /// that died without removing their keys.
+    /// that died without removing their keys. On a cluster every node is scanned.
     pub async fn dead_namespaces(&self) -> Result<Vec<String>> {
-        let mut c = self.conn.clone();
         let mut ids = std::collections::BTreeSet::new();
-        let mut cursor: u64 = 0;
-        loop {
-            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg("stampede:*")
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(&mut c)
-                .await
-                .context("scanning for stampede's keys")?;
-            for k in keys {
-                if let Some(id) = k.split(':').nth(1) {
-                    ids.insert(id.to_string());
+        for mut c in self.scan_conns() {
+            let mut cursor: u64 = 0;
+            loop {
+                let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg("stampede:*")
+                    .arg("COUNT")
+                    .arg(1000)
+                    .query_async(&mut c)
+                    .await
+                    .context("scanning for stampede's keys")?;
+                for k in keys {
+                    if let Some(id) = k.split(':').nth(1) {
+                        ids.insert(id.to_string());
+                    }
                 }
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
             }
-            if next == 0 {
-                break;
-            }
-            cursor = next;
         }
+        let mut c = self.conn.clone();
         let mut dead = Vec::new();
         for id in ids {
             let alive: bool = redis::cmd("EXISTS")
@@ -769,38 +857,43 @@ impl Admin {
         Admin {
             conn: self.conn.clone(),
             prefix: Arc::from(prefix),
+            nodes: self.nodes.clone(),
         }
     }
 
-    /// Delete every key of this run's namespace (SCAN + UNLINK; never FLUSH a shared server).
+    /// Delete every key of this run's namespace (SCAN + UNLINK; never FLUSH a shared server):
+    /// how many keys it removed. On a cluster every node is scanned and each key unlinked on
+    /// the node that owns it.
     pub async fn remove_namespace(&self) -> Result<u64> {
-        let mut c = self.conn.clone();
         let pattern = format!("{}*", self.prefix);
-        let mut cursor: u64 = 0;
         let mut removed = 0;
-        loop {
-            let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .query_async(&mut c)
-                .await
-                .context("scanning the run's keys")?;
-            if !keys.is_empty() {
-                removed += keys.len() as u64;
-                redis::cmd("UNLINK")
-                    .arg(&keys)
-                    .query_async::<()>(&mut c)
+        let mut owner = self.conn.clone();
+        for mut c in self.scan_conns() {
+            let mut cursor: u64 = 0;
+            loop {
+                let (next, keys): (u64, Vec<Vec<u8>>) = redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(&pattern)
+                    .arg("COUNT")
+                    .arg(1000)
+                    .query_async(&mut c)
                     .await
-                    .context("removing the run's keys")?;
+                    .context("scanning the run's keys")?;
+                if !keys.is_empty() {
+                    removed += redis::cmd("UNLINK")
+                        .arg(&keys)
+                        .query_async::<u64>(&mut owner)
+                        .await
+                        .context("removing the run's keys")?;
+                }
+                if next == 0 {
+                    break;
+                }
+                cursor = next;
             }
-            if next == 0 {
-                return Ok(removed);
-            }
-            cursor = next;
         }
+        Ok(removed)
     }
 }
 
@@ -836,9 +929,9 @@ mod tests {
     #[test]
     fn keys_are_namespaced_without_allocation() {
         let k = KeyBuf::new("stampede:ab12:", "lock:", 42);
-        assert_eq!(k.as_bytes(), b"stampede:ab12:lock:42");
+        assert_eq!(k.as_bytes(), b"stampede:ab12:lock:{42}");
         let k = KeyBuf::new("stampede:ab12:", "", u64::MAX);
-        assert_eq!(k.as_bytes(), b"stampede:ab12:18446744073709551615");
+        assert_eq!(k.as_bytes(), b"stampede:ab12:{18446744073709551615}");
     }
 
     #[test]

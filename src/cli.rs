@@ -1517,6 +1517,53 @@ pub struct RunFlags {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", hide_possible_values = true, help_heading = "Servers and TLS")]
     pub redis_insecure: Option<bool>,
 
+    /// Start a managed Redis Cluster of P primaries, R replicas each [default: off; 3:1]
+    ///
+    /// Instead of one redis-server: P primaries with R replicas each on free loopback ports
+    /// (their cluster bus too), cluster-node-timeout 1000 ms, stopped and removed after the run
+    /// like the single server. --redis-cluster alone is 3:1. An external cluster is --redis-url
+    /// redis+cluster://host:port[,host:port…].
+    #[arg(long, value_name = "P[:R]", num_args = 0..=1, require_equals = true, default_missing_value = "3:1", help_heading = "Cluster")]
+    pub redis_cluster: Option<String>,
+
+    /// Cluster: GETs go to replicas [default: off]
+    ///
+    /// Reads (GET) go to a replica of the key's primary; writes, locks and scripts stay on
+    /// the primary. With writes the consistency figures then count replication lag too.
+    /// --read-from-replicas alone is --read-from-replicas=true.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", hide_possible_values = true, help_heading = "Cluster")]
+    pub read_from_replicas: Option<bool>,
+
+    /// Cluster: the primary kill-redis and failover strike [default: hottest]
+    ///
+    /// hottest: the primary that served the most commands so far in the run; random: one drawn
+    /// with the run's seed; or a node id (CLUSTER NODES) or host:port.
+    #[arg(long, value_name = "hottest|random|ID", help_heading = "Cluster")]
+    pub redis_node: Option<String>,
+
+    /// Cluster fault: a planned CLUSTER FAILOVER at T.
+    ///
+    /// This long after the measured window starts, the replica of --redis-node's primary takes
+    /// over (CLUSTER FAILOVER, a coordinated hand-over without data loss); repeatable (scenario
+    /// file: [[fault]] with kind = "failover").
+    #[arg(long, value_name = "T", help_heading = "Cluster")]
+    #[serde(skip)]
+    pub failover_at: Vec<Dur>,
+
+    /// Cluster fault: move a slot to another primary at T.
+    ///
+    /// This long after the measured window starts, the slot of the hottest key (or --slot) moves
+    /// to another primary (SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE), so requests meet
+    /// ASK redirects while it moves; repeatable (scenario file: [[fault]] with kind =
+    /// "migrate-slot").
+    #[arg(long, value_name = "T", help_heading = "Cluster")]
+    #[serde(skip)]
+    pub migrate_slot_at: Vec<Dur>,
+
+    /// Cluster: the slot --migrate-slot-at moves [default: the hottest key's]
+    #[arg(long, value_name = "N", help_heading = "Cluster")]
+    pub slot: Option<u16>,
+
     /// Your own load: the query a miss runs on --pg-url, $1 the key.
     ///
     /// This query (one parameter, $1, the key) on your --pg-url is what a miss runs, at its

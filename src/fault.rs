@@ -31,6 +31,12 @@ pub enum FaultKind {
     SlowDb,
     /// The offered rate is multiplied by `factor` for `down_for` (open loop only).
     Spike,
+    /// Redis Cluster: a planned CLUSTER FAILOVER on a replica of the chosen primary
+    /// (`--redis-node`); instant (it returns once the replica has taken over).
+    Failover,
+    /// Redis Cluster: a slot (the hottest key's, or `--slot`) moves to another primary while
+    /// traffic runs, so requests meet ASK redirects; instant (it returns once the slot moved).
+    MigrateSlot,
 }
 
 /// Which entries a cache drop removes first.
@@ -90,14 +96,29 @@ impl Server {
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 6] = [
+    pub const ALL: [FaultKind; 8] = [
         FaultKind::KillRedis,
         FaultKind::KillPostgres,
         FaultKind::PauseRedis,
         FaultKind::DropCache,
         FaultKind::SlowDb,
         FaultKind::Spike,
+        FaultKind::Failover,
+        FaultKind::MigrateSlot,
     ];
+
+    /// Over when it is done: no `down_for`.
+    pub fn is_instant(self) -> bool {
+        matches!(
+            self,
+            FaultKind::DropCache | FaultKind::Failover | FaultKind::MigrateSlot
+        )
+    }
+
+    /// Only on a Redis Cluster.
+    pub fn needs_cluster(self) -> bool {
+        matches!(self, FaultKind::Failover | FaultKind::MigrateSlot)
+    }
 
     /// A shock on the workload (the cache's content, the load cost, the rate) rather than an
     /// outage of a server.
@@ -117,13 +138,18 @@ impl FaultKind {
             FaultKind::DropCache => "drop-cache",
             FaultKind::SlowDb => "slow-db",
             FaultKind::Spike => "spike",
+            FaultKind::Failover => "failover",
+            FaultKind::MigrateSlot => "migrate-slot",
         }
     }
 
     /// The server this fault strikes.
     pub fn server(self) -> Server {
         match self {
-            FaultKind::KillRedis | FaultKind::PauseRedis => Server::Redis,
+            FaultKind::KillRedis
+            | FaultKind::PauseRedis
+            | FaultKind::Failover
+            | FaultKind::MigrateSlot => Server::Redis,
             FaultKind::KillPostgres => Server::Postgres,
             FaultKind::DropCache => Server::Entries,
             FaultKind::SlowDb => Server::LoadCost,
@@ -140,6 +166,8 @@ impl FaultKind {
             FaultKind::DropCache => ("--drop-cache-at", ""),
             FaultKind::SlowDb => ("--slow-db-at", "--slow-db-for"),
             FaultKind::Spike => ("--spike-at", "--spike-for"),
+            FaultKind::Failover => ("--failover-at", ""),
+            FaultKind::MigrateSlot => ("--migrate-slot-at", ""),
         }
     }
 
@@ -152,6 +180,8 @@ impl FaultKind {
             FaultKind::DropCache => "the cache is dropped",
             FaultKind::SlowDb => "loads slow down",
             FaultKind::Spike => "the rate spikes",
+            FaultKind::Failover => "a replica takes over its primary",
+            FaultKind::MigrateSlot => "a slot moves to another primary",
         }
     }
 
@@ -164,6 +194,8 @@ impl FaultKind {
             FaultKind::DropCache => "nothing: a drop is instant",
             FaultKind::SlowDb => "how long loads stay slow",
             FaultKind::Spike => "how long the rate stays multiplied",
+            FaultKind::Failover => "nothing: a failover is over once the replica took over",
+            FaultKind::MigrateSlot => "nothing: a migration is over once the slot moved",
         }
     }
 }

@@ -135,9 +135,10 @@ impl RedisTls {
         if let Some(u) = url
             && !self.is_empty()
             && !u.starts_with("rediss://")
+            && !u.starts_with("rediss+cluster://")
         {
             return Err(UsageError::new(format!(
-                "--redis-ca, --redis-cert, --redis-key and --redis-insecure are for TLS: use a rediss:// URL (got {})",
+                "--redis-ca, --redis-cert, --redis-key and --redis-insecure are for TLS: use a rediss:// (or rediss+cluster://) URL (got {})",
                 redact::url(u)
             )));
         }
@@ -156,15 +157,24 @@ pub fn redis_client(url: &str, tls: &RedisTls) -> Result<redis::Client> {
     } else {
         url.to_string()
     };
+    match redis_certificates(tls)? {
+        None => Ok(redis::Client::open(url.as_str()).map_err(bad)?),
+        Some(certs) => Ok(redis::Client::build_with_tls(url.as_str(), certs).map_err(bad)?),
+    }
+}
+
+/// The CA and client certificate of `tls` for the redis crate (a single server's client or a
+/// cluster's), read and checked here so a bad file is named before any connection; None when
+/// neither is given (the system's roots).
+pub fn redis_certificates(tls: &RedisTls) -> Result<Option<redis::TlsCertificates>> {
     if tls.ca.is_none() && tls.cert.is_none() {
-        return Ok(redis::Client::open(url.as_str()).map_err(bad)?);
+        return Ok(None);
     }
     let read = |p: &Path, what: &str| {
         std::fs::read(p).map_err(|e| EnvError(format!("reading {what} {}: {e}", p.display())))
     };
     let root_cert = match &tls.ca {
         Some(ca) => {
-            // Read and parsed here too, so a bad file is named before any connection.
             root_store(ca)?;
             Some(read(ca, "the Redis CA file (--redis-ca)")?)
         }
@@ -177,14 +187,10 @@ pub fn redis_client(url: &str, tls: &RedisTls) -> Result<redis::Client> {
         }),
         _ => None,
     };
-    Ok(redis::Client::build_with_tls(
-        url.as_str(),
-        redis::TlsCertificates {
-            client_tls,
-            root_cert,
-        },
-    )
-    .map_err(bad)?)
+    Ok(Some(redis::TlsCertificates {
+        client_tls,
+        root_cert,
+    }))
 }
 
 /// Say once that Redis's certificate goes unverified: `--redis-insecure`, or a `rediss://`

@@ -423,6 +423,7 @@ impl Driver {
                 sc.redis_timeout.0,
                 prefix.clone(),
                 counters.clone(),
+                sc.cluster.read_from_replicas,
             )
             .await?;
             // Shards load through the ledger: their herds are counted on the server's clock.

@@ -25,10 +25,13 @@ use crate::tls::RedisTls;
 /// Wait between attempts to re-establish a dropped invalidation connection.
 const RETRY: Duration = Duration::from_millis(50);
 
-/// The key id in an entry key of the run's namespace (`<prefix><id>`); None for the
+/// The key id in an entry key of the run's namespace (`<prefix>{<id>}`); None for the
 /// namespace's other keys (locks, leases, markers).
 fn entry_id(key: &[u8], prefix: &[u8]) -> Option<u64> {
-    let rest = key.strip_prefix(prefix)?;
+    let rest = key
+        .strip_prefix(prefix)?
+        .strip_prefix(b"{")?
+        .strip_suffix(b"}")?;
     if rest.is_empty() || !rest.iter().all(u8::is_ascii_digit) {
         return None;
     }
@@ -217,9 +220,10 @@ mod tests {
     #[test]
     fn only_entry_keys_of_the_namespace_name_an_id() {
         let p = b"stampede:ab12:";
-        assert_eq!(entry_id(b"stampede:ab12:42", p), Some(42));
-        assert_eq!(entry_id(b"stampede:ab12:lease:42", p), None);
+        assert_eq!(entry_id(b"stampede:ab12:{42}", p), Some(42));
+        assert_eq!(entry_id(b"stampede:ab12:42", p), None);
+        assert_eq!(entry_id(b"stampede:ab12:lease:{42}", p), None);
         assert_eq!(entry_id(b"stampede:ab12:", p), None);
-        assert_eq!(entry_id(b"stampede:zz:42", p), None);
+        assert_eq!(entry_id(b"stampede:zz:{42}", p), None);
     }
 }

@@ -131,6 +131,10 @@ pub struct Scenario {
     /// TLS to an external Redis (`--redis-ca`, `--redis-cert`/`--redis-key`, `--redis-insecure`).
     #[serde(default)]
     pub redis_tls: RedisTls,
+    /// A Redis Cluster run's settings: the managed cluster's shape, replica reads, the node a
+    /// fault strikes, the slot a migration moves (all default on one server).
+    #[serde(default, skip_serializing_if = "ClusterSettings::is_default")]
+    pub cluster: ClusterSettings,
     /// `--db-sql`: the user's query is the load, on keys of theirs (`keys` is then how many
     /// the run used; 0 before they are read: all of them).
     #[serde(default)]
@@ -307,7 +311,7 @@ pub const STRATEGY_SETTINGS: [&str; 18] = [
 /// Settings that change neither the workload nor the strategy: where the servers are, how the
 /// timeline is cut, what the run is judged by.
 #[cfg(test)]
-const OTHER_SETTINGS: [&str; 14] = [
+const OTHER_SETTINGS: [&str; 15] = [
     "scenario_file",
     "redis_url",
     "pg_url",
@@ -320,6 +324,7 @@ const OTHER_SETTINGS: [&str; 14] = [
     "thresholds",
     "tls",
     "redis_tls",
+    "cluster",
     "goodput_within",
     "recovery",
 ];
@@ -466,11 +471,13 @@ fn start_cold() -> Start {
 /// backend process of several MB, and a managed server is given exactly this many.
 pub const MAX_DB_CONNECTIONS: u32 = 2000;
 
+mod cluster;
 mod memory;
 mod resolve;
 mod servers;
 mod trace;
 
+pub use cluster::{ClusterSettings, ClusterShape, NodeChoice};
 pub use resolve::{invalidation, resolve, resolve_one, verdict_possible};
 pub use survival::{Client, RecoveryCriteria};
 

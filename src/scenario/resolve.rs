@@ -81,6 +81,8 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
             slow_db_for: Vec::new(),
             spike_at: Vec::new(),
             spike_for: Vec::new(),
+            failover_at: Vec::new(),
+            migrate_slot_at: Vec::new(),
             drop_fraction: flags.drop_fraction,
             drop_order: flags.drop_order,
             slow_db_factor: flags.slow_db_factor,
@@ -183,6 +185,10 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
         write_zipf,
         invalidate,
         lease_ttl,
+        redis_cluster,
+        read_from_replicas,
+        redis_node,
+        slot,
     );
     // A payload size given on the command line replaces the file's, whichever form it takes.
     if flags.value_size.is_some() {
@@ -423,7 +429,7 @@ fn check(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
     positive_dur(f.l1_ttl, src, "l1_ttl")?;
     for (i, fault) in f.fault.iter().enumerate() {
         check_shock(fault, &fault_name(src, i, fault))?;
-        if fault.down_for.0.is_zero() && fault.kind != FaultKind::DropCache {
+        if fault.down_for.0.is_zero() && !fault.kind.is_instant() {
             return Err(UsageError::new(format!(
                 "{}: down_for must be longer than 0",
                 fault_name(src, i, fault)
@@ -456,7 +462,13 @@ fn check(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
         (
             "redis_url",
             &f.redis_url,
-            &["redis://", "rediss://", "unix://"][..],
+            &[
+                "redis://",
+                "rediss://",
+                "unix://",
+                "redis+cluster://",
+                "rediss+cluster://",
+            ][..],
         ),
         ("pg_url", &f.pg_url, &["postgres://", "postgresql://"][..]),
     ] {
@@ -555,7 +567,16 @@ fn faults_from_flags(flags: &mut RunFlags) -> Result<(), UsageError> {
     ] {
         faults.extend(schedule::pair(kind, at, down).map_err(UsageError)?);
     }
-    // A drop is instant: it has no duration flag to pair with.
+    // A drop, a failover and a slot migration are instant: no duration flag to pair with.
+    for (kind, at) in [
+        (FaultKind::Failover, &flags.failover_at),
+        (FaultKind::MigrateSlot, &flags.migrate_slot_at),
+    ] {
+        faults.extend(
+            at.iter()
+                .map(|&at| FaultSpec::new(kind, at, Dur(Duration::ZERO))),
+        );
+    }
     faults.extend(
         flags
             .drop_cache_at
@@ -591,6 +612,17 @@ fn check_shock(f: &FaultSpec, name: &str) -> Result<(), UsageError> {
     if f.kind == FaultKind::DropCache && !f.down_for.0.is_zero() {
         return Err(UsageError::new(format!(
             "{name}: a drop-cache is instant and has no down_for: the cache refills through the traffic"
+        )));
+    }
+    if f.kind.needs_cluster() && !f.down_for.0.is_zero() {
+        return Err(UsageError::new(format!(
+            "{name}: a {} is instant and has no down_for: it is over once {}",
+            f.kind,
+            if f.kind == FaultKind::Failover {
+                "the replica took over"
+            } else {
+                "the slot moved"
+            }
         )));
     }
     if let Some(p) = f.fraction
@@ -965,6 +997,7 @@ fn build(
     };
     let own_load = own_load(&m)?;
     let (tls, redis_tls) = tls_settings(&m)?;
+    let cluster = super::cluster::cluster_settings(&m)?;
     // Under --db-sql the keys are the user's: --keys only caps them (0: all).
     let keys = match &own_load {
         _ if trace.is_some() => trace.as_ref().map_or(0, |t| t.found.distinct_keys),
@@ -1184,6 +1217,7 @@ fn build(
         lease_ttl,
         tls,
         redis_tls,
+        cluster,
         own_load,
         target: None,
         client,

@@ -289,7 +289,7 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
             postgres_startup_ms: env.pg.as_ref().map(|p| p.startup().0.as_millis() as u64),
             postgres_template_reused: env.pg.as_ref().map(|p| p.startup().1),
             seed_ms: setup.seed_ms,
-            tls: env.redis_url.starts_with("rediss://") && db.ssl,
+            tls: env.redis_url.starts_with("rediss") && db.ssl,
             // Set by the caller once the run's heartbeats have stopped.
             heartbeat: None,
         },

@@ -1,0 +1,299 @@
+//! Redis Cluster on the client side: the `redis+cluster://` URL, one connection type for a
+//! single server and a cluster (so the request path is the same code for both), and the
+//! cluster's nodes, for what has to reach every one of them (INFO, SCAN) rather than the
+//! node that owns a key.
+
+use std::time::Duration;
+
+use anyhow::Result;
+use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+use redis::{Cmd, Pipeline, RedisFuture, Value};
+
+use crate::error::EnvError;
+use crate::redact;
+use crate::tls::RedisTls;
+
+/// The URL schemes of a cluster: the seed nodes after `//`, comma-separated.
+const SCHEMES: [(&str, &str); 2] = [
+    ("redis+cluster://", "redis://"),
+    ("rediss+cluster://", "rediss://"),
+];
+
+/// Whether `url` names a Redis Cluster (`redis+cluster://` or `rediss+cluster://`).
+pub fn is_cluster(url: &str) -> bool {
+    SCHEMES.iter().any(|(s, _)| url.starts_with(s))
+}
+
+/// The seed nodes of a cluster URL as single-server URLs, credentials and TLS kept:
+/// `redis+cluster://u:p@a:1,b:2/` gives `redis://u:p@a:1/` and `redis://u:p@b:2/`.
+pub fn seed_urls(url: &str) -> Result<Vec<String>> {
+    let bad = |why: &str| {
+        EnvError(format!(
+            "bad Redis Cluster URL {}: {why} (expected redis+cluster://[user:password@]host:port[,host:port…][/])",
+            redact::url(url)
+        ))
+    };
+    let (rest, single) = SCHEMES
+        .iter()
+        .find_map(|(s, single)| url.strip_prefix(s).map(|r| (r, *single)))
+        .ok_or_else(|| bad("not a cluster scheme"))?;
+    let (authority, tail) = match rest.find(['/', '?', '#']) {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, ""),
+    };
+    // Only a fragment (`#insecure`) carries over; a database number means nothing on a cluster.
+    let fragment = tail.find('#').map_or("", |i| &tail[i..]);
+    let (auth, hosts) = match authority.rsplit_once('@') {
+        Some((a, h)) => (format!("{a}@"), h),
+        None => (String::new(), authority),
+    };
+    let seeds: Vec<String> = hosts
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .map(|h| format!("{single}{auth}{h}/{fragment}"))
+        .collect();
+    if seeds.is_empty() {
+        return Err(bad("no host:port").into());
+    }
+    Ok(seeds)
+}
+
+/// The URL of one node `addr` (`host:port`) of the cluster `url`, with its credentials and TLS.
+pub fn node_url(url: &str, addr: &str) -> Result<String> {
+    let seed = seed_urls(url)?.swap_remove(0);
+    let (scheme, rest) = seed.split_once("://").unwrap_or(("redis", &seed));
+    let auth = rest
+        .split('/')
+        .next()
+        .and_then(|a| a.rsplit_once('@'))
+        .map_or(String::new(), |(a, _)| format!("{a}@"));
+    let fragment = rest.find('#').map_or("", |i| &rest[i..]);
+    Ok(format!("{scheme}://{auth}{addr}/{fragment}"))
+}
+
+/// One connection to Redis, a single server or a cluster: commands on a cluster go to the
+/// node that owns their key, following MOVED and ASK, with the slot map refreshed as redis-rs
+/// does. Cloning shares the connection.
+#[derive(Clone)]
+pub enum Conn {
+    Single(ConnectionManager),
+    Cluster(ClusterConnection),
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Single(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Single(c) => c.req_packed_commands(pipeline, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Single(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// Open a cluster connection from the seeds of `url`, giving up after 5 s with an error that
+/// names the URL. `replicas`: reads (GET) go to replicas (`--read-from-replicas`).
+pub async fn connect(
+    url: &str,
+    tls: &RedisTls,
+    timeout: Duration,
+    replicas: bool,
+) -> Result<ClusterConnection> {
+    let mut seeds = seed_urls(url)?;
+    if tls.insecure {
+        for s in &mut seeds {
+            if s.starts_with("rediss://") && !s.contains('#') {
+                s.push_str("#insecure");
+            }
+        }
+    }
+    crate::tls::warn_insecure(url, tls);
+    let mut b = ClusterClientBuilder::new(seeds)
+        .connection_timeout(timeout.max(Duration::from_millis(500)))
+        // The caller's deadline (`--redis-timeout`) bounds every command; the library's own
+        // retries (MOVED, ASK, a node being failed over) run inside it.
+        .retries(16)
+        .min_retry_wait(10)
+        .max_retry_wait(200);
+    if let Some(certs) = crate::tls::redis_certificates(tls)? {
+        b = b.certs(certs);
+    }
+    if replicas {
+        b = b.read_routing_strategy(redis::cluster_read_routing::RandomReplicaStrategy);
+    }
+    let client = b
+        .build()
+        .map_err(|e| EnvError(format!("bad Redis Cluster URL {}: {e}", redact::url(url))))?;
+    match tokio::time::timeout(Duration::from_secs(5), client.get_async_connection()).await {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) => Err(EnvError(format!(
+            "cannot connect to the Redis Cluster at {}: {e} (are its nodes running, reachable and in cluster mode?)",
+            redact::url(url)
+        ))
+        .into()),
+        Err(_) => Err(EnvError(format!(
+            "cannot connect to the Redis Cluster at {}: no answer within 5 s",
+            redact::url(url)
+        ))
+        .into()),
+    }
+}
+
+/// One node as CLUSTER NODES lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeLine {
+    pub id: String,
+    /// `host:port` (the bus port dropped).
+    pub addr: String,
+    pub primary: bool,
+    /// A replica's primary's id.
+    pub primary_id: Option<String>,
+    /// Marked failed (`fail`) or unreachable (`noaddr`) by the cluster.
+    pub failed: bool,
+    /// The slot ranges it serves (first, last), both included.
+    pub ranges: Vec<(u16, u16)>,
+}
+
+impl NodeLine {
+    /// How many slots it serves.
+    pub fn slots(&self) -> u32 {
+        self.ranges
+            .iter()
+            .map(|(a, b)| u32::from(*b) - u32::from(*a) + 1)
+            .sum()
+    }
+
+    pub fn serves(&self, slot: u16) -> bool {
+        self.ranges.iter().any(|(a, b)| (*a..=*b).contains(&slot))
+    }
+}
+
+/// The cluster slot of `key` (CRC16 of its hash tag, or of the whole key without one).
+pub fn key_slot(key: &[u8]) -> u16 {
+    let tagged = key
+        .iter()
+        .position(|b| *b == b'{')
+        .and_then(|open| {
+            let rest = &key[open + 1..];
+            rest.iter()
+                .position(|b| *b == b'}')
+                .map(|close| &rest[..close])
+        })
+        .filter(|tag| !tag.is_empty());
+    crc16::State::<crc16::XMODEM>::calculate(tagged.unwrap_or(key)) % 16384
+}
+
+/// Parse CLUSTER NODES: one line per node,
+/// `<id> <ip:port@bus[,host]> <flags> <primary> <ping> <pong> <epoch> <link> <slot>…`.
+pub fn parse_nodes(text: &str) -> Vec<NodeLine> {
+    text.lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            if f.len() < 8 {
+                return None;
+            }
+            let addr = f[1].split(['@', ',']).next()?.to_string();
+            let flags: Vec<&str> = f[2].split(',').collect();
+            // `[slot->-id]` and `[slot-<-id]` mark a migration in progress, not a slot served.
+            let ranges = f[8..]
+                .iter()
+                .filter(|s| !s.starts_with('['))
+                .filter_map(|s| match s.split_once('-') {
+                    Some((a, b)) => match (a.parse::<u16>(), b.parse::<u16>()) {
+                        (Ok(a), Ok(b)) if b >= a => Some((a, b)),
+                        _ => None,
+                    },
+                    None => s.parse::<u16>().ok().map(|a| (a, a)),
+                })
+                .collect();
+            Some(NodeLine {
+                id: f[0].to_string(),
+                addr,
+                primary: flags.contains(&"master"),
+                primary_id: (f[3] != "-").then(|| f[3].to_string()),
+                failed: flags.iter().any(|x| *x == "fail" || *x == "noaddr"),
+                ranges,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_of_a_cluster_url() {
+        assert_eq!(
+            seed_urls("redis+cluster://127.0.0.1:7000,127.0.0.1:7001/").unwrap(),
+            ["redis://127.0.0.1:7000/", "redis://127.0.0.1:7001/"]
+        );
+        assert_eq!(
+            seed_urls("rediss+cluster://u:p@a:1,b:2#insecure").unwrap(),
+            ["rediss://u:p@a:1/#insecure", "rediss://u:p@b:2/#insecure"]
+        );
+        assert!(seed_urls("redis+cluster:///").is_err());
+        assert!(seed_urls("redis://a:1/").is_err());
+        assert!(is_cluster("rediss+cluster://a:1"));
+        assert!(!is_cluster("redis://a:1"));
+        assert_eq!(
+            node_url("redis+cluster://u:p@a:1,b:2/", "c:3").unwrap(),
+            "redis://u:p@c:3/"
+        );
+    }
+
+    #[test]
+    fn cluster_nodes_lines() {
+        let text = "\
+07c37dfeb235213a872192d90877d0cd55635b91 127.0.0.1:30004@31004,hostname4 slave e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 0 1426238317239 4 connected
+67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1 127.0.0.1:30002@31002,hostname2 master - 0 1426238316232 2 connected 5461-10922
+e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 127.0.0.1:30001@31001,hostname1 myself,master - 0 0 1 connected 0-5460 [5461->-67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1]
+6ec23923021cf3ffec47632106199cb7f496ce01 127.0.0.1:30005@31005 master,fail - 1426238316232 1426238316232 5 disconnected 10923 10924-16383
+";
+        let n = parse_nodes(text);
+        assert_eq!(n.len(), 4);
+        assert_eq!(n[0].addr, "127.0.0.1:30004");
+        assert!(!n[0].primary);
+        assert_eq!(
+            n[0].primary_id.as_deref(),
+            Some("e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca")
+        );
+        assert_eq!(n[1].slots(), 5462);
+        assert!(n[2].primary && !n[2].failed);
+        assert_eq!(n[2].slots(), 5461);
+        assert!(n[3].failed);
+        assert_eq!(n[3].slots(), 5461);
+        assert!(n[3].serves(10923) && n[3].serves(16383) && !n[3].serves(10922));
+    }
+
+    #[test]
+    fn slots_follow_hash_tags() {
+        // Redis's own examples: CLUSTER KEYSLOT answers these.
+        assert_eq!(key_slot(b"foo"), 12182);
+        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
+        assert_eq!(
+            key_slot(b"stampede:ab:lock:{42}"),
+            key_slot(b"stampede:ab:{42}")
+        );
+    }
+}
