@@ -21,7 +21,7 @@ use crate::tls::RedisTls;
 
 pub mod cluster;
 mod memory;
-mod nodes;
+pub mod nodes;
 pub use cluster::{Conn, is_cluster};
 pub use memory::{DEFAULT_SAMPLES, EvictionPolicy, MemoryConfig, MemoryLimit, MemoryStats};
 

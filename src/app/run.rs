@@ -346,6 +346,7 @@ async fn measure(
         divergence: None,
         writes_server: None,
         memory: Some(memory),
+        nodes: None,
     };
     let mut r = build(sc, measured, setup, env);
     shape(

@@ -28,6 +28,18 @@ pub fn with_target(
             )));
         }
     }
+    if sc.cluster.managed.is_some()
+        || sc
+            .redis_url
+            .as_deref()
+            .is_some_and(crate::cache::is_cluster)
+    {
+        // The app reaches its Redis through its own client: stampede cannot make it speak
+        // cluster, and its figures (INFO, the kill) would be of another server than the app's.
+        return Err(UsageError::new(
+            "--redis-cluster and redis+cluster:// URLs are for the built-in app: an app under test connects to its own Redis with its own client; give its Redis with --redis-url (one server) or drop --target",
+        ));
+    }
     if sc.warm > 0 {
         return Err(UsageError::new(
             "--warm writes stampede's own cache entries, which an app under test does not read: use --warmup to let the app fill its cache",

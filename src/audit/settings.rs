@@ -81,6 +81,15 @@ impl Settings {
                 "give both --redis-url and --pg-url (the app's servers), or neither for managed ones",
             ));
         }
+        if cmd
+            .redis_url
+            .as_deref()
+            .is_some_and(crate::cache::is_cluster)
+        {
+            return Err(UsageError::new(
+                "the audit reads one Redis's keys and its INFO (commandstats, errorstats): a Redis Cluster (redis+cluster://) is not supported yet; give one of your app's Redis servers, or run the audit against a single-server copy",
+            ));
+        }
         if (cmd.allow_kill_external || cmd.redis_restart_cmd.is_some()) && cmd.redis_url.is_none() {
             return Err(UsageError::new(
                 "--allow-kill-external and --redis-restart-cmd are for an external Redis (--redis-url): the audit kills and restarts a managed one itself",

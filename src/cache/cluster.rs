@@ -74,6 +74,12 @@ pub fn node_url(url: &str, addr: &str) -> Result<String> {
     Ok(format!("{scheme}://{auth}{addr}/{fragment}"))
 }
 
+/// The slot of entry `id`'s keys (entry, lock, lease, version marker): their hash tag is the
+/// id, whatever the run's namespace.
+pub fn entry_slot(id: u64) -> u16 {
+    key_slot(id.to_string().as_bytes())
+}
+
 /// One connection to Redis, a single server or a cluster: commands on a cluster go to the
 /// node that owns their key, following MOVED and ASK, with the slot map refreshed as redis-rs
 /// does. Cloning shares the connection.

@@ -21,6 +21,7 @@ use crate::metrics::{Gauges, ServerHealth};
 use crate::origin::PgProbe;
 use crate::servers::{ManagedPostgres, ManagedRedis};
 
+pub mod cluster;
 mod report;
 mod shock;
 
@@ -45,6 +46,8 @@ pub struct RedisSide {
     /// when it answers again.
     pub admin: Admin,
     pub restart_cmd: Option<String>,
+    /// On a Redis Cluster: the faults strike one of its nodes (or move a slot).
+    pub cluster: Option<cluster::ClusterSide>,
 }
 
 /// How Postgres is killed and brought back.
@@ -86,6 +89,8 @@ pub struct Record {
     /// slow-db and spike: the factor.
     pub factor: Option<f64>,
     pub note: Option<String>,
+    /// A fault on a Redis Cluster: the node struck, the promotion or the migration.
+    pub cluster: Option<crate::results::cluster::ClusterFault>,
 }
 
 /// pg_stat_statements across Postgres crashes: a crash empties it, so what it had counted
@@ -106,6 +111,7 @@ pub struct Done {
     pub records: Vec<Record>,
     /// The managed servers, to be stopped with the others (None if lost, or not managed).
     pub redis: Option<ManagedRedis>,
+    pub cluster: Option<crate::servers::ManagedCluster>,
     pub postgres: Option<ManagedPostgres>,
     /// PIDs of the redis-servers started by restarts, in order.
     pub restarted_pids: Vec<u32>,
@@ -181,6 +187,7 @@ impl Chaos {
             let mut done = Done {
                 records: Vec::new(),
                 redis: None,
+                cluster: None,
                 postgres: None,
                 restarted_pids: Vec::new(),
                 pg_restarted_pids: Vec::new(),
@@ -191,6 +198,7 @@ impl Chaos {
                 match lane.target {
                     Target::Redis(r) => {
                         done.redis = r.managed;
+                        done.cluster = r.cluster.and_then(|c| c.managed);
                         done.restarted_pids = lane.restarted_pids;
                     }
                     Target::Postgres(p) => {
@@ -400,7 +408,16 @@ impl Lane {
         }
         record.injected = true;
         health.set_down();
+        if let Target::Redis(r) = &mut self.target
+            && let Some(c) = r.cluster.as_mut()
+        {
+            record.cluster = c.last.take();
+        }
         let back_at = killed + spec.down_for.0;
+        if spec.kind == FaultKind::KillRedis {
+            self.await_promotion(&mut record, killed, back_at, errors0)
+                .await;
+        }
         let mut notes = Vec::new();
         let server = spec.kind.server().name();
         let not_back = |e: anyhow::Error| format!("{server} was not brought back: {e:#}");
@@ -445,6 +462,9 @@ impl Lane {
         };
         if let Some(counted) = counted {
             self.note_server_calls(counted, record.kill_ms).await;
+        }
+        if let Some(n) = record.note.take() {
+            notes.insert(0, n);
         }
         record.note = (!notes.is_empty()).then(|| notes.join("; "));
         self.records.push(record);
@@ -495,8 +515,61 @@ impl Lane {
         r.recovery_window_ms = ms_since(now, p.restarted);
     }
 
+    /// On a cluster, after a kill: wait for the replica's promotion, then count the stampede
+    /// onto it for a second (or until the node is due back).
+    async fn await_promotion(
+        &mut self,
+        record: &mut Record,
+        killed: Instant,
+        back_at: Instant,
+        errors0: u64,
+    ) {
+        let Target::Redis(r) = &self.target else {
+            return;
+        };
+        let Some(c) = r.cluster.as_ref() else {
+            return;
+        };
+        // The node comes back at `back_at` whether or not a replica took over by then.
+        let promoted = tokio::select! {
+            p = c.await_promotion() => Some(p),
+            _ = tokio::time::sleep_until(back_at.into()) => Some(Err(anyhow::anyhow!(
+                "none within down_for ({} ms after the kill); the killed node starts again (a promotion takes cluster-node-timeout plus an election: give --redis-down-for a few seconds)",
+                back_at.saturating_duration_since(killed).as_millis()
+            ))),
+            _ = self.stop.cancelled() => None,
+        };
+        let errors = self.redis_errors() - errors0;
+        let Some(f) = record.cluster.as_mut() else {
+            return;
+        };
+        match promoted {
+            Some(Ok((at, by))) => {
+                f.promotion_ms = Some(at.saturating_duration_since(killed).as_millis() as u64);
+                f.errors_until_promotion = Some(errors);
+                f.now_served_by = Some(by);
+                let calls = self.calls();
+                self.sleep_until((at + STAMPEDE_WINDOW).min(back_at).max(at))
+                    .await;
+                if let Some(f) = record.cluster.as_mut() {
+                    f.promotion_stampede = Some(self.calls() - calls);
+                }
+            }
+            Some(Err(e)) => {
+                record.note = Some(format!("no replica took over: {e:#}"));
+            }
+            None => {}
+        }
+    }
+
     /// Strike: kill or pause the server.
     async fn down(&mut self, spec: &FaultSpec) -> anyhow::Result<()> {
+        if let Target::Redis(r) = &mut self.target
+            && let Some(c) = r.cluster.as_mut()
+            && spec.kind != FaultKind::PauseRedis
+        {
+            return c.down(spec.kind).await;
+        }
         match (&mut self.target, spec.kind) {
             (Target::Redis(r), FaultKind::PauseRedis) => r.admin.pause(spec.down_for.0).await,
             (Target::Redis(r), _) => match r.managed.take() {
@@ -548,6 +621,16 @@ impl Lane {
                         );
                     }
                     tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Ok(None)
+            }
+            (Target::Redis(r), _) if r.cluster.is_some() => {
+                // A failover and a migration are over once done; a killed node starts again.
+                let Some(c) = r.cluster.as_mut() else {
+                    return Ok(None);
+                };
+                if let Some(pid) = c.up().await? {
+                    self.restarted_pids.push(pid);
                 }
                 Ok(None)
             }

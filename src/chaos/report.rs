@@ -51,6 +51,7 @@ pub fn reports(records: &[Record], timeline: &[Bucket]) -> Vec<FaultReport> {
                 loads_after: r.loads_after,
                 factor: r.factor,
                 note: r.note.clone(),
+                cluster: r.cluster.clone(),
             }
         })
         .collect()

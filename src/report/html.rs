@@ -4,7 +4,7 @@
 //!
 //! `compare` and `run --html` call [`write`]; `stampede report` reads results with [`load`].
 
-mod chart;
+pub(crate) mod chart;
 pub mod curve;
 pub mod map;
 
@@ -264,6 +264,7 @@ the lines are not a like-for-like comparison.</p>",
         )?);
         h.push_str("</figure>\n");
     }
+    super::cluster::html(&mut h, results, &labels)?;
     faults_table(&mut h, &all_windows);
     recovery_table(&mut h, results, &labels);
     notes(&mut h, first);

@@ -7,7 +7,7 @@ use crate::results::RunResult;
 use crate::values::Size;
 
 /// Bytes as a person reads them: `8.0 MiB`, `912 KiB`, `700 B`.
-fn bytes(n: u64) -> String {
+pub(crate) fn bytes(n: u64) -> String {
     let f = n as f64;
     if f >= (1u64 << 30) as f64 {
         format!("{:.2} GiB", f / (1u64 << 30) as f64)

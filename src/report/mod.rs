@@ -2,6 +2,7 @@
 //! aligned tables for a terminal or CI log, Markdown for CI summaries, and the HTML report.
 //! They read results; they never compute a figure.
 
+mod cluster;
 pub mod html;
 pub mod markdown;
 mod memory;

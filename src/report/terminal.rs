@@ -200,10 +200,10 @@ fn faults(o: &mut String, f: &FaultReport, app: bool) {
         "  fault     {} at {}, {} {} (outage {} to {}): db calls during it {}",
         f.kind,
         secs(f.at_ms),
-        if f.kind == FaultKind::PauseRedis {
-            "paused"
-        } else {
-            "down"
+        match f.kind {
+            FaultKind::PauseRedis => "paused",
+            FaultKind::Failover | FaultKind::MigrateSlot => "took",
+            _ => "down",
         },
         secs(f.down_ms),
         secs(f.at_ms),
@@ -253,6 +253,7 @@ fn faults(o: &mut String, f: &FaultReport, app: bool) {
         f.recovery_redundant,
         ms(f.recovered_ms)
     );
+    super::cluster::fault(o, f);
     if let Some(n) = &f.note {
         let _ = writeln!(o, "            note: {n}");
     }
@@ -570,6 +571,7 @@ pub fn summary(r: &RunResult) -> String {
         rd.timeouts
     );
     super::memory::memory(&mut o, r);
+    super::cluster::terminal(&mut o, r);
     let l = &r.lock;
     if l.acquired + l.contended + l.unavailable > 0 {
         let _ = writeln!(

@@ -11,7 +11,7 @@ use crate::strategy::{Coordination, Freshness};
 use crate::workload::Start;
 
 /// Every diagnosis code, with when it is given.
-pub const CODES: [(&str, &str); 6] = [
+pub const CODES: [(&str, &str); 7] = [
     (
         "no-expiry",
         "no cache entry expired in the measured window, so expiry herds and every freshness policy had nothing to act on",
@@ -32,6 +32,10 @@ pub const CODES: [(&str, &str); 6] = [
     (
         "below-break-even",
         "the run's hit rate is below its break-even hit rate: the cache cost more latency than loading every request would have",
+    ),
+    (
+        "hot-shard",
+        "on a Redis Cluster, one primary served more than twice its fair share of the primaries' commands",
     ),
 ];
 
@@ -139,6 +143,11 @@ pub fn diagnose(r: &RunResult) -> Vec<Diagnosis> {
     }
     if let Some(m) = below_break_even(r) {
         out.push(d("below-break-even", m));
+    }
+    if let Some(nodes) = &r.redis.nodes
+        && let Some(m) = super::cluster::hot_shard(nodes, r.redis.hottest_node_share)
+    {
+        out.push(d("hot-shard", m));
     }
     out
 }

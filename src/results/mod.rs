@@ -4,6 +4,7 @@
 //! (check, compare, the renderers) works on these types, never on loose JSON.
 
 pub mod check;
+pub mod cluster;
 pub mod cost;
 pub mod diagnose;
 pub mod l1;
@@ -713,6 +714,23 @@ pub struct RedisFigures {
     /// The server's memory: its limit, peak, what it held at the end, what a key cost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<memory::MemoryFigures>,
+    /// A Redis Cluster's nodes over the window, each with its commands, keyspace hits and
+    /// misses, memory and share of the commands (absent on a single server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodes: Option<Vec<cluster::NodeFigures>>,
+    /// Cluster: the busiest primary's share of the commands the primaries processed in the
+    /// window (0–1; a fair spread is 1 / primaries). Null when a primary's counters could not
+    /// be read at both ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hottest_node_share: Option<f64>,
+    /// Cluster: MOVED redirects the nodes answered in the window (INFO errorstats, summed):
+    /// requests sent to a node that no longer serves the key's slot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub moved: Option<u64>,
+    /// Cluster: ASK redirects the nodes answered in the window (INFO errorstats, summed):
+    /// requests for a key of a slot being migrated that had already moved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ask: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
@@ -947,6 +965,9 @@ pub struct FaultReport {
     /// What went wrong with the fault itself (a refused SHUTDOWN, a failed restart command),
     /// or, for a drop-cache, what it removed.
     pub note: Option<String>,
+    /// A fault on a Redis Cluster: the node struck, the promotion or the migration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<cluster::ClusterFault>,
 }
 
 /// Requests of some timeline buckets by what they got.

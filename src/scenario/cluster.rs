@@ -9,62 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::cli::RunFlags;
 use crate::error::UsageError;
-
-/// The managed cluster: P primaries with R replicas each.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ClusterShape {
-    pub primaries: u16,
-    pub replicas: u16,
-}
-
-impl Default for ClusterShape {
-    fn default() -> Self {
-        ClusterShape {
-            primaries: 3,
-            replicas: 1,
-        }
-    }
-}
-
-impl FromStr for ClusterShape {
-    type Err = String;
-
-    /// `P` or `P:R`; P ≥ 3 (a cluster needs a majority of primaries to promote a replica),
-    /// at most 30 nodes in all.
-    fn from_str(s: &str) -> Result<Self, String> {
-        let bad = || format!("--redis-cluster takes P or P:R, e.g. 3:1 (got {s:?})");
-        let (p, r) = match s.split_once(':') {
-            Some((p, r)) => (p, Some(r)),
-            None => (s, None),
-        };
-        let primaries: u16 = p.trim().parse().map_err(|_| bad())?;
-        let replicas: u16 = match r {
-            Some(r) => r.trim().parse().map_err(|_| bad())?,
-            None => 1,
-        };
-        if primaries < 3 {
-            return Err(format!(
-                "--redis-cluster needs at least 3 primaries (got {primaries}): Redis Cluster promotes a replica only with a majority of primaries"
-            ));
-        }
-        if u32::from(primaries) * (1 + u32::from(replicas)) > 30 {
-            return Err(format!(
-                "--redis-cluster {primaries}:{replicas} is {} nodes: at most 30 on one machine",
-                u32::from(primaries) * (1 + u32::from(replicas))
-            ));
-        }
-        Ok(ClusterShape {
-            primaries,
-            replicas,
-        })
-    }
-}
-
-impl std::fmt::Display for ClusterShape {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.primaries, self.replicas)
-    }
-}
+use crate::fault::FaultKind;
+pub use crate::servers::ClusterShape;
 
 /// Which primary a cluster fault strikes.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -120,8 +66,7 @@ pub(super) fn cluster_settings(m: &RunFlags) -> Result<ClusterSettings, UsageErr
         .redis_cluster
         .as_deref()
         .map(ClusterShape::from_str)
-        .transpose()
-        .map_err(UsageError::new)?;
+        .transpose()?;
     let external = m.redis_url.as_deref().is_some_and(crate::cache::is_cluster);
     if managed.is_some() && m.redis_url.is_some() {
         return Err(UsageError::new(
@@ -154,6 +99,32 @@ pub(super) fn cluster_settings(m: &RunFlags) -> Result<ClusterSettings, UsageErr
             "--slot {s} is not a slot: Redis Cluster has slots 0 to 16383"
         )));
     }
+    if on_cluster && m.l1.is_some() && m.l1_invalidate == Some(crate::l1::L1Invalidate::Tracking) {
+        return Err(UsageError::new(
+            "--l1-invalidate tracking is not supported on a Redis Cluster: broadcast tracking on one connection hears only that node's keys; use --l1-invalidate pubsub (a cluster carries PUBLISH to every node) or ttl",
+        ));
+    }
+    if let Some(f) = m.fault.iter().find(|f| f.kind.needs_cluster()) {
+        if !on_cluster {
+            return Err(UsageError::new(format!(
+                "a {} fault is for a Redis Cluster: add --redis-cluster (managed) or --redis-url redis+cluster://…",
+                f.kind
+            )));
+        }
+    }
+    if external && m.fault.iter().any(|f| f.kind == FaultKind::KillRedis) {
+        return Err(UsageError::new(
+            "kill-redis on an external Redis Cluster is not supported: stampede kills a primary only of a cluster it starts (--redis-cluster); on yours use --failover-at (a planned CLUSTER FAILOVER) or --migrate-slot-at",
+        ));
+    }
+    if managed.is_some()
+        && m.fault.iter().any(|f| f.kind == FaultKind::Failover)
+        && managed.is_some_and(|s| s.replicas == 0)
+    {
+        return Err(UsageError::new(
+            "a failover hands a primary over to its replica, and --redis-cluster P:0 has none: give replicas (e.g. --redis-cluster 3:1)",
+        ));
+    }
     if on_cluster && m.maxmemory.is_some() {
         return Err(UsageError::new(
             "--maxmemory is not supported on a Redis Cluster yet (each node would need its own share of the budget): drop it, or run on one server",
@@ -172,30 +143,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn shapes() {
-        assert_eq!(
-            "3:1".parse::<ClusterShape>(),
-            Ok(ClusterShape {
-                primaries: 3,
-                replicas: 1
-            })
-        );
-        assert_eq!(
-            "4".parse::<ClusterShape>(),
-            Ok(ClusterShape {
-                primaries: 4,
-                replicas: 1
-            })
-        );
-        assert_eq!("3:0".parse::<ClusterShape>().map(|s| s.replicas), Ok(0));
-        assert!(
-            "2:1"
-                .parse::<ClusterShape>()
-                .unwrap_err()
-                .contains("at least 3")
-        );
-        assert!("10:2".parse::<ClusterShape>().unwrap_err().contains("30"));
-        assert!("x".parse::<ClusterShape>().is_err());
+    fn node_choices() {
         assert_eq!("hottest".parse(), Ok(NodeChoice::Hottest));
         assert_eq!("abc".parse(), Ok(NodeChoice::Id("abc".into())));
     }

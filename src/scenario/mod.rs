@@ -477,7 +477,7 @@ mod resolve;
 mod servers;
 mod trace;
 
-pub use cluster::{ClusterSettings, ClusterShape, NodeChoice};
+pub use cluster::{ClusterSettings, NodeChoice};
 pub use resolve::{invalidation, resolve, resolve_one, verdict_possible};
 pub use survival::{Client, RecoveryCriteria};
 

@@ -30,6 +30,8 @@ pub(crate) struct Measured {
     pub(crate) writes_server: Option<u64>,
     /// Redis's memory at the end (the built-in app's runs).
     pub(crate) memory: Option<results::memory::MemoryFigures>,
+    /// A cluster's nodes at the window's start and end.
+    pub(crate) nodes: Option<(Vec<cache::nodes::NodeStats>, Vec<cache::nodes::NodeStats>)>,
 }
 
 /// The result of a run, built once from everything measured.
@@ -46,7 +48,9 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
         divergence,
         writes_server,
         memory,
+        nodes,
     } = m;
+    let cluster = nodes.map(|(b, a)| results::cluster::window(&b, &a));
     let db = setup.db;
     let generator = generator_figures(sc, &raw);
     let t = &raw.totals;
@@ -79,6 +83,12 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
     if let Some(d) = &faults {
         redis_pids.extend(&d.restarted_pids);
         postgres_pids.extend(&d.pg_restarted_pids);
+    }
+    // A managed cluster's nodes as they run at the end (a restarted node is there already).
+    for p in env.cluster_pids() {
+        if !redis_pids.contains(&p) {
+            redis_pids.push(p);
+        }
     }
     let calls_server_read = faults
         .as_ref()
@@ -252,6 +262,10 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
                 .filter(|_| !redis_restarted)
                 .map(|(b, a)| a.evicted_keys.saturating_sub(b.evicted_keys)),
             memory,
+            hottest_node_share: cluster.as_ref().and_then(|c| c.hottest_node_share),
+            moved: cluster.as_ref().and_then(|c| c.moved),
+            ask: cluster.as_ref().and_then(|c| c.ask),
+            nodes: cluster.map(|c| c.nodes),
         },
         lock: results::LockFigures {
             acquired: c.lock_acquired,

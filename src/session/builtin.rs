@@ -227,6 +227,7 @@ async fn measure(
         start.budget_note.as_deref().unwrap_or("")
     ));
     let before = setup.admin.stats().await.ok();
+    let nodes_before = cluster_nodes(setup.admin).await;
     let live = Live::new(sc.duration.0, out.quiet);
     let bar = live.bar();
     // Names the bar: `compare` shows one per strategy.
@@ -240,6 +241,7 @@ async fn measure(
     let faults = faults?;
     bar.finish_and_clear();
     let after = setup.admin.stats().await.ok();
+    let nodes_after = cluster_nodes(setup.admin).await;
     let redis_restarted = faults
         .as_ref()
         .is_some_and(|d| !d.restarted_pids.is_empty());
@@ -292,10 +294,19 @@ async fn measure(
         divergence,
         writes_server,
         memory: Some(memory),
+        nodes: nodes_before.zip(nodes_after),
     };
     let result = build(sc, measured, &setup, env);
     for f in result.faults.iter().filter_map(|f| f.note.as_deref()) {
         eprintln!("warning: fault: {f}");
     }
     Ok(result)
+}
+
+/// A cluster's nodes' figures now, those that answer (None on a single server).
+async fn cluster_nodes(admin: &cache::Admin) -> Option<Vec<cache::nodes::NodeStats>> {
+    if !admin.is_cluster() {
+        return None;
+    }
+    Some(admin.live_node_stats().await)
 }

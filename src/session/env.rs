@@ -8,7 +8,7 @@ use anyhow::Result;
 use tokio_util::sync::CancellationToken;
 
 use crate::scenario::Scenario;
-use crate::servers::{ManagedPostgres, ManagedRedis, postgres::PgStartOptions};
+use crate::servers::{ManagedCluster, ManagedPostgres, ManagedRedis, postgres::PgStartOptions};
 use crate::tls::RedisTls;
 
 /// Ctrl-C, SIGTERM and SIGHUP (a closed terminal) all become one shutdown signal handed to
@@ -62,6 +62,8 @@ pub struct Env {
     /// How to speak TLS to Redis: the user's flags, or the managed server's own CA.
     pub redis_tls: RedisTls,
     pub(super) redis: Option<ManagedRedis>,
+    /// A managed Redis Cluster (`--redis-cluster`), instead of `redis`.
+    pub(super) cluster: Option<ManagedCluster>,
     pub(super) pg: Option<ManagedPostgres>,
     pub(super) redis_startup: Option<Duration>,
 }
@@ -73,11 +75,28 @@ impl Env {
             pg_url: String::new(),
             redis_tls: sc.redis_tls.clone(),
             redis: None,
+            cluster: None,
             pg: None,
             redis_startup: None,
         };
         match &sc.redis_url {
             Some(u) => env.redis_url = u.clone(),
+            None if sc.cluster.managed.is_some() => {
+                let shape = sc.cluster.managed.unwrap_or_default();
+                let t = Instant::now();
+                let c = ManagedCluster::start(shape, sc.tls).await?;
+                env.redis_startup = Some(t.elapsed());
+                env.redis_url = c.url();
+                env.redis_tls = c.redis_tls().clone();
+                status.line(&format!(
+                    "managed Redis Cluster up: {} primaries with {} replica(s) each, cluster-node-timeout {} ms, in {} ms",
+                    shape.primaries,
+                    shape.replicas,
+                    ManagedCluster::node_timeout().as_millis(),
+                    t.elapsed().as_millis()
+                ));
+                env.cluster = Some(c);
+            }
             None => {
                 let t = Instant::now();
                 let r = ManagedRedis::start_with(sc.tls).await?;
@@ -119,6 +138,13 @@ impl Env {
         Ok(env)
     }
 
+    /// The managed cluster's nodes' pids (empty without one).
+    pub fn cluster_pids(&self) -> Vec<u32> {
+        self.cluster
+            .as_ref()
+            .map_or_else(Vec::new, ManagedCluster::pids)
+    }
+
     /// The managed servers' pids (none for external ones).
     pub fn pids(&self) -> (Option<u32>, Option<u32>) {
         (
@@ -128,12 +154,15 @@ impl Env {
     }
 
     pub fn managed(&self) -> bool {
-        self.redis.is_some() || self.pg.is_some()
+        self.redis.is_some() || self.cluster.is_some() || self.pg.is_some()
     }
 
     pub fn stop(&mut self) {
         if let Some(mut r) = self.redis.take() {
             r.stop();
+        }
+        if let Some(mut c) = self.cluster.take() {
+            c.stop();
         }
         if let Some(mut p) = self.pg.take() {
             p.stop();

@@ -33,6 +33,22 @@ pub(crate) fn start_faults(
         },
         admin: setup.admin.clone(),
         restart_cmd: sc.redis_restart_cmd.clone(),
+        cluster: crate::cache::is_cluster(&env.redis_url).then(|| {
+            chaos::cluster::ClusterSide::new(
+                if sc.faults_on(Server::Redis) {
+                    env.cluster.take()
+                } else {
+                    None
+                },
+                env.redis_url.clone(),
+                env.redis_tls.clone(),
+                sc.cluster.node.clone(),
+                sc.cluster.slot,
+                // Id 1 is the most popular item (popularity rank = id).
+                crate::cache::cluster::entry_slot(1),
+                sc.seed,
+            )
+        }),
     };
     let postgres = sc.faults_on(Server::Postgres).then(|| PgSide {
         managed: env.pg.take(),
@@ -70,6 +86,9 @@ pub(crate) async fn finish_faults(
     let mut done = c.finish().await?;
     if let Some(r) = done.redis.take() {
         env.redis = Some(r);
+    }
+    if let Some(c) = done.cluster.take() {
+        env.cluster = Some(c);
     }
     if let Some(p) = done.postgres.take() {
         env.pg = Some(p);

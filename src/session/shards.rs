@@ -511,6 +511,7 @@ async fn shard_on(
         divergence: None,
         writes_server: None,
         memory: None,
+        nodes: None,
     };
     let mut r = build(sc, measured, &setup, env);
     r.histograms.by_outcome_us = by_outcome;

@@ -419,7 +419,7 @@ fn dashed(svg: String, looks: impl Iterator<Item = Look>) -> String {
     svg
 }
 
-pub(super) fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
+pub(crate) fn plot_err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
     anyhow!("drawing a chart: {e:?}")
 }
 

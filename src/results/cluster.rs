@@ -1,0 +1,234 @@
+//! A Redis Cluster run's figures per node: what each node did over the run's window (from its
+//! INFO at both ends), the busiest primary's share of the commands, and the redirects the
+//! nodes answered with. A hot key lives on one slot, so on one primary: the share tells whether
+//! a herd (or plain popularity) loaded one node while the others idled.
+
+use serde::{Deserialize, Serialize};
+
+use crate::cache::nodes::NodeStats;
+
+/// One node over the run's window.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct NodeFigures {
+    /// The node's id in the cluster (CLUSTER NODES).
+    pub id: String,
+    /// `host:port`.
+    pub addr: String,
+    /// `primary` or `replica`, at the end of the run.
+    pub role: String,
+    /// Commands it processed in the window (INFO `total_commands_processed`, difference; on a
+    /// replica the writes replicated to it count too). Null when the node restarted in the
+    /// window (its counters with it) or did not answer at one end.
+    pub commands: Option<u64>,
+    /// INFO `keyspace_hits`, difference over the window (null as `commands`).
+    pub keyspace_hits: Option<u64>,
+    /// INFO `keyspace_misses`, difference over the window (null as `commands`).
+    pub keyspace_misses: Option<u64>,
+    /// Bytes allocated at the end (INFO `used_memory`); null when it did not answer.
+    pub used_memory: Option<u64>,
+    /// Its share of the commands all nodes processed in the window (0–1); null as `commands`.
+    pub share: Option<f64>,
+}
+
+/// The per-node figures of a cluster run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClusterWindow {
+    pub nodes: Vec<NodeFigures>,
+    /// The busiest primary's share of the commands the primaries processed (0–1).
+    pub hottest_node_share: Option<f64>,
+    /// MOVED redirects the nodes answered in the window (INFO errorstats).
+    pub moved: Option<u64>,
+    /// ASK redirects the nodes answered in the window (INFO errorstats).
+    pub ask: Option<u64>,
+}
+
+/// The window's figures from each node's INFO before and after: nodes are matched by id; a
+/// node whose counters went down restarted, and its differences are unknown.
+pub fn window(before: &[NodeStats], after: &[NodeStats]) -> ClusterWindow {
+    let mut nodes = Vec::with_capacity(after.len().max(before.len()));
+    let mut moved = Some(0u64);
+    let mut ask = Some(0u64);
+    for b in before {
+        let a = after.iter().find(|a| a.id == b.id);
+        let delta = a.filter(|a| a.commands >= b.commands);
+        let sub = |f: fn(&NodeStats) -> u64| delta.map(|a| f(a).saturating_sub(f(b)));
+        let (m, k) = (sub(|n| n.moved), sub(|n| n.ask));
+        moved = moved.zip(m).map(|(x, y)| x + y);
+        ask = ask.zip(k).map(|(x, y)| x + y);
+        nodes.push(NodeFigures {
+            id: b.id.clone(),
+            addr: b.addr.clone(),
+            role: if a.map_or(b.primary, |a| a.primary) {
+                "primary"
+            } else {
+                "replica"
+            }
+            .to_string(),
+            commands: sub(|n| n.commands),
+            keyspace_hits: sub(|n| n.keyspace_hits),
+            keyspace_misses: sub(|n| n.keyspace_misses),
+            used_memory: a.map(|a| a.used_memory),
+            share: None,
+        });
+    }
+    // Primaries first, then replicas, each by address: the order a person scans.
+    nodes.sort_by(|a, b| (&a.role, &a.addr).cmp(&(&b.role, &b.addr)));
+    let total: u64 = nodes.iter().filter_map(|n| n.commands).sum();
+    for n in &mut nodes {
+        n.share = n
+            .commands
+            .filter(|_| total > 0)
+            .map(|c| c as f64 / total as f64);
+    }
+    // A primary without a window (restarted, silent) would make another look hotter than it was.
+    let primaries: Option<Vec<u64>> = nodes
+        .iter()
+        .filter(|n| n.role == "primary")
+        .map(|n| n.commands)
+        .collect();
+    let primaries = primaries.unwrap_or_default();
+    let primary_total: u64 = primaries.iter().sum();
+    let hottest_node_share = primaries
+        .iter()
+        .max()
+        .filter(|_| primary_total > 0)
+        .map(|m| *m as f64 / primary_total as f64);
+    ClusterWindow {
+        nodes,
+        hottest_node_share,
+        moved,
+        ask,
+    }
+}
+
+/// What a fault on a Redis Cluster did to the cluster (`faults[].cluster`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct ClusterFault {
+    /// The node struck, `host:port`: the killed primary (kill-redis), the primary whose replica
+    /// took over (failover), the slot's source (migrate-slot).
+    pub node: String,
+    /// The node serving the struck primary's slots afterwards: the promoted replica
+    /// (kill-redis, failover) or the slot's new primary (migrate-slot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub now_served_by: Option<String>,
+    /// kill-redis: ms from the kill until another node served the killed primary's slots and
+    /// the cluster said ok (the failure detection of `cluster-node-timeout` plus the
+    /// election). Null when no replica took over (see the fault's note).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promotion_ms: Option<u64>,
+    /// kill-redis: Redis commands that failed or missed their deadline from the kill until the
+    /// promotion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub errors_until_promotion: Option<u64>,
+    /// kill-redis: DB calls started in the first second after the promotion (fewer ms when the
+    /// node came back or the run ended first): the stampede onto the promoted replica, whose
+    /// cache is what replication had delivered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promotion_stampede: Option<u64>,
+    /// The managed cluster's `cluster-node-timeout`, ms (null on an external cluster).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_timeout_ms: Option<u64>,
+    /// migrate-slot: the slot moved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<u16>,
+    /// migrate-slot: the keys MIGRATE moved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys_moved: Option<u64>,
+    /// failover: from CLUSTER FAILOVER until the replica was a primary of an ok cluster, ms;
+    /// migrate-slot: from the first SETSLOT to the last, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub took_ms: Option<u64>,
+}
+
+/// When one primary served more than this many times its fair share (1 / primaries) of the
+/// primaries' commands, the run gets the `hot-shard` diagnosis.
+pub const HOT_SHARD_FACTOR: f64 = 2.0;
+
+/// The `hot-shard` message, when the busiest primary served more than
+/// [`HOT_SHARD_FACTOR`] times its fair share.
+pub fn hot_shard(nodes: &[NodeFigures], hottest_share: Option<f64>) -> Option<String> {
+    let share = hottest_share?;
+    let primaries = nodes.iter().filter(|n| n.role == "primary").count();
+    if primaries < 2 {
+        return None;
+    }
+    let fair = 1.0 / primaries as f64;
+    if share <= HOT_SHARD_FACTOR * fair {
+        return None;
+    }
+    let hottest = nodes
+        .iter()
+        .filter(|n| n.role == "primary")
+        .max_by_key(|n| n.commands.unwrap_or(0))?;
+    Some(format!(
+        "the primary {} served {:.0}% of the primaries' commands, {:.1}× its fair share of {:.0}%: the hot keys live on its slots, so it saturates first while the other {} idle; spread their reads (an in-process tier with --l1, --read-from-replicas, or copies of a hot key under several hash tags): coordinating loads bounds the database's herd, not this node's reads",
+        hottest.addr,
+        share * 100.0,
+        share / fair,
+        fair * 100.0,
+        primaries - 1
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(id: &str, primary: bool, commands: u64, moved: u64) -> NodeStats {
+        NodeStats {
+            id: id.into(),
+            addr: format!("h:{id}"),
+            primary,
+            commands,
+            keyspace_hits: commands / 2,
+            keyspace_misses: 1,
+            evicted_keys: 0,
+            used_memory: 100,
+            moved,
+            ask: 0,
+        }
+    }
+
+    #[test]
+    fn the_window_per_node_and_the_hottest_share() {
+        let before = [
+            node("a", true, 100, 0),
+            node("b", true, 100, 1),
+            node("c", true, 100, 0),
+            node("r", false, 50, 0),
+        ];
+        let after = [
+            node("a", true, 900, 2),
+            node("b", true, 200, 4),
+            node("c", true, 200, 0),
+            node("r", false, 150, 0),
+        ];
+        let w = window(&before, &after);
+        assert_eq!(w.nodes[0].commands, Some(800));
+        assert_eq!(w.nodes[3].role, "replica");
+        assert_eq!(w.moved, Some(5));
+        // 800 of the primaries' 1000.
+        assert_eq!(w.hottest_node_share, Some(0.8));
+        // 800 of all 1100.
+        assert!((w.nodes[0].share.unwrap() - 800.0 / 1100.0).abs() < 1e-9);
+        assert!(hot_shard(&w.nodes, w.hottest_node_share).is_some());
+        let even = [
+            node("a", true, 400, 0),
+            node("b", true, 350, 1),
+            node("c", true, 300, 0),
+            node("r", false, 50, 0),
+        ];
+        let w = window(&before, &even);
+        assert!(hot_shard(&w.nodes, w.hottest_node_share).is_none());
+    }
+
+    #[test]
+    fn a_restarted_node_has_no_window() {
+        let before = [node("a", true, 100, 3), node("b", true, 100, 0)];
+        let after = [node("a", true, 10, 0), node("b", true, 300, 0)];
+        let w = window(&before, &after);
+        assert_eq!(w.nodes[0].commands, None);
+        assert_eq!(w.moved, None);
+        assert_eq!(w.hottest_node_share, None);
+    }
+}

@@ -1,0 +1,410 @@
+//! Runs on a managed Redis Cluster of 3 primaries and 3 replicas on loopback (started and
+//! stopped by the tool): the counts add up as on one server, every strategy, invalidation and
+//! library preset runs without a CROSSSLOT error, a hot key's node is diagnosed, a killed
+//! primary is replaced by its replica and the run recovers, a planned failover and a slot
+//! migration lose no request, and no node outlives the run, a Ctrl-C or a SIGKILL of the tool.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::Value;
+
+fn json(p: &Path) -> Value {
+    read_json(p).unwrap_or_else(|| panic!("{} missing or not JSON", p.display()))
+}
+
+/// Every node of the run's cluster, from its results: 6 pids, none alive any more.
+fn assert_nodes_gone(r: &Value) {
+    let pids: Vec<u64> = r["servers"]["redis_pids"]
+        .as_array()
+        .expect("servers.redis_pids")
+        .iter()
+        .filter_map(Value::as_u64)
+        .collect();
+    assert!(pids.len() >= 6, "the cluster's node pids: {pids:?}");
+    for p in pids {
+        assert!(
+            !alive(p as u32),
+            "cluster node {p} still alive after the run"
+        );
+    }
+}
+
+fn nodes(r: &Run) -> Vec<Value> {
+    r.json["redis"]["nodes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("redis.nodes missing in {}", r.json))
+        .clone()
+}
+
+#[test]
+fn counts_add_up_on_a_cluster_as_on_one_server() {
+    // No warm-up: INFO has no windows, so only the measured traffic may reach the nodes.
+    let r = run_ok(&[
+        "--redis-cluster",
+        "--rps",
+        "1500",
+        "--duration",
+        "3s",
+        "--keys",
+        "2000",
+        "--ttl",
+        "1s",
+    ]);
+    r.assert_counts_add_up();
+    assert_eq!(r.u("/db/calls"), r.u("/db/calls_server"));
+    assert_eq!(r.u("/redis/errors"), 0, "{}", r.stderr());
+    // Cache-aside reads each key once per request: the nodes' hits, summed, are the tool's.
+    assert_eq!(r.u("/redis/keyspace_hits"), r.u("/outcomes/hit"));
+    assert_eq!(r.u("/redis/keyspace_misses"), r.u("/outcomes/miss"));
+    let n = nodes(&r);
+    assert_eq!(n.len(), 6, "{n:?}");
+    assert_eq!(n.iter().filter(|n| n["role"] == "primary").count(), 3);
+    let hits: u64 = n.iter().map(|n| n["keyspace_hits"].as_u64().unwrap()).sum();
+    assert_eq!(hits, r.u("/outcomes/hit"));
+    // 2000 keys spread over three primaries: each serves some, none most.
+    for p in n.iter().filter(|n| n["role"] == "primary") {
+        assert!(p["keyspace_hits"].as_u64().unwrap() > 0, "{p}");
+    }
+    let hottest = r.f("/redis/hottest_node_share");
+    assert!(hottest < 0.5, "busiest primary {hottest}");
+    assert!(
+        !r.json["diagnoses"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["code"] == "hot-shard"),
+        "{}",
+        r.json["diagnoses"]
+    );
+    assert_eq!(r.u("/redis/moved") + r.u("/redis/ask"), 0);
+    assert_nodes_gone(&r.json);
+}
+
+/// `compare` of `strategies` on a cluster with `extra` flags: every result, checked to have
+/// sent no Redis command that failed (a CROSSSLOT error is one).
+fn compare_without_redis_errors(strategies: &str, extra: &[&str]) -> Vec<Value> {
+    let _turn = cpu_turn();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("cmp");
+    let o = stampede()
+        .args(["compare", "--redis-cluster", "--strategies", strategies])
+        .args(["--rps", "800", "--duration", "1s", "--keys", "300"])
+        .args(["--ttl", "300ms", "--write-rps", "40", "--quiet", "--out"])
+        .arg(&out)
+        .args(extra)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{stderr}");
+    let summary = json(&out.join("summary.json"));
+    let rows = summary["ranking"].as_array().unwrap();
+    let results: Vec<Value> = rows
+        .iter()
+        .map(|row| {
+            let s = row["strategy"].as_str().unwrap().replace('/', "@");
+            json(&out.join(format!("{s}.json")))
+        })
+        .collect();
+    for r in &results {
+        let label = &r["strategy"];
+        assert_eq!(r["redis"]["errors"], 0, "{label}: {stderr}");
+        assert_eq!(r["redis"]["timeouts"], 0, "{label}");
+        assert_eq!(r["requests"]["completed"], r["requests"]["scheduled"]);
+        assert!(r["db"]["writes"].as_u64().unwrap() > 0, "{label}");
+        assert_eq!(r["db"]["write_errors"], 0, "{label}");
+        assert_nodes_gone(r);
+    }
+    results
+}
+
+#[test]
+fn every_strategy_invalidation_and_preset_runs_without_crossslot() {
+    // The Lua scripts: the lock's release (mutex), the lease's and the checked SET
+    // (lease strategies), the writer's SET (set, versioned), the DEL of entry and lease
+    // (delete), the global rate limit; and every library preset.
+    let all = "cache-aside,mutex,single-flight,xfetch,swr,jitter,lease,swr+lease,xfetch+mutex,\
+               laravel-flexible,rails-race-ttl,symfony,caffeine-refresh,spring-sync,fusion";
+    let r = compare_without_redis_errors(all, &["--invalidate", "versioned"]);
+    assert_eq!(r.len(), 15);
+    let r = compare_without_redis_errors(
+        "mutex,swr+lease",
+        &[
+            "--invalidate",
+            "delete,set",
+            "--db-rate",
+            "2000",
+            "--db-rate-scope",
+            "global",
+            "--l1",
+            "100",
+            "--l1-invalidate",
+            "pubsub",
+        ],
+    );
+    assert_eq!(r.len(), 4);
+    for x in &r {
+        assert!(
+            x["l1"]["invalidations_received"].as_u64().unwrap() > 0,
+            "pub/sub reaches every instance through the cluster's bus: {}",
+            x["l1"]
+        );
+    }
+}
+
+#[test]
+fn a_hot_key_gets_the_hot_shard_diagnosis() {
+    let r = run_ok(&[
+        "--redis-cluster",
+        "--scenario",
+        "scenarios/hot-key.toml",
+        "--duration",
+        "2s",
+        "--clients",
+        "20",
+    ]);
+    r.assert_counts_add_up();
+    let share = r.f("/redis/hottest_node_share");
+    assert!(share > 0.9, "one key, one slot, one primary: {share}");
+    let d = r.json["diagnoses"].as_array().unwrap();
+    let hot = d
+        .iter()
+        .find(|d| d["code"] == "hot-shard")
+        .unwrap_or_else(|| panic!("no hot-shard diagnosis: {d:?}"));
+    assert!(hot["message"].as_str().unwrap().contains("fair share"));
+    assert_nodes_gone(&r.json);
+}
+
+#[test]
+fn a_killed_primary_is_replaced_and_the_run_recovers() {
+    let started = Instant::now();
+    let r = run_ok(&[
+        "--redis-cluster",
+        "--rps",
+        "1000",
+        "--duration",
+        "9s",
+        "--keys",
+        "2000",
+        "--redis-timeout",
+        "200ms",
+        "--kill-redis-at",
+        "1s",
+        "--redis-down-for",
+        "5s",
+    ]);
+    r.assert_counts_add_up();
+    let f = &r.json["faults"][0];
+    assert_eq!(f["kind"], "kill-redis");
+    let c = &f["cluster"];
+    let promotion = c["promotion_ms"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no promotion: {f}"));
+    // cluster-node-timeout (1 s) plus an election, and far inside the outage.
+    assert_eq!(c["node_timeout_ms"], 1000);
+    assert!(
+        (1000..5000).contains(&promotion),
+        "promotion {promotion} ms"
+    );
+    assert_ne!(c["node"], c["now_served_by"]);
+    // Requests to the dead primary's slots failed open until the promotion; every request
+    // was answered (from the database when Redis could not), none hung.
+    assert!(c["errors_until_promotion"].as_u64().unwrap() > 0, "{c}");
+    assert_eq!(r.u("/requests/shed"), 0);
+    assert_eq!(r.u("/outcomes/error"), 0);
+    assert!(c["promotion_stampede"].as_u64().is_some(), "{c}");
+    // The killed node started again and rejoined: Redis answered after the restart.
+    assert!(f["recovered_ms"].as_u64().is_some(), "{f}");
+    // The primaries' commands after the outage: the killed node came back as a replica.
+    let primaries = nodes(&r).iter().filter(|n| n["role"] == "primary").count();
+    assert_eq!(primaries, 3);
+    assert!(started.elapsed() < Duration::from_secs(60));
+    assert_nodes_gone(&r.json);
+}
+
+#[test]
+fn a_failover_and_a_slot_migration_lose_no_request() {
+    let r = run_ok(&[
+        "--redis-cluster",
+        "--rps",
+        "1000",
+        "--duration",
+        "5s",
+        "--keys",
+        "300",
+        "--failover-at",
+        "1s",
+        "--migrate-slot-at",
+        "3s",
+    ]);
+    r.assert_counts_add_up();
+    assert_eq!(r.u("/outcomes/error"), 0);
+    assert_eq!(r.u("/requests/shed"), 0);
+    let faults = r.json["faults"].as_array().unwrap();
+    let failover = faults.iter().find(|f| f["kind"] == "failover").unwrap();
+    assert!(
+        failover["cluster"]["took_ms"].as_u64().is_some(),
+        "{failover}"
+    );
+    assert_ne!(
+        failover["cluster"]["node"],
+        failover["cluster"]["now_served_by"]
+    );
+    let m = faults.iter().find(|f| f["kind"] == "migrate-slot").unwrap();
+    // The hottest key's slot: its entry (and maybe its lock) moved, one key a step.
+    assert!(m["cluster"]["keys_moved"].as_u64().unwrap() >= 1, "{m}");
+    assert_eq!(
+        m["cluster"]["slot"].as_u64(),
+        Some(u64::from(slot_of_id(1)))
+    );
+    // Requests for the moved keys met ASK while the slot was half moved, and got answers.
+    assert!(r.u("/redis/ask") > 0, "{}", r.json["redis"]);
+    assert_eq!(r.u("/redis/errors"), 0);
+    assert_nodes_gone(&r.json);
+}
+
+/// The slot of entry `id` (its hash tag is the id): CRC16-XMODEM mod 16384, as Redis has it.
+fn slot_of_id(id: u64) -> u16 {
+    let mut crc: u16 = 0;
+    for b in id.to_string().bytes() {
+        crc ^= u16::from(b) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
+/// The redis-server processes whose command line names a dir under `tmp` (the run's nodes).
+fn nodes_running_from(tmp: &Path) -> Vec<u32> {
+    let needle = tmp.to_string_lossy().into_owned();
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        if comm.trim() == "redis-server"
+            && String::from_utf8_lossy(&cmd).contains(&needle)
+            && alive(pid)
+        {
+            v.push(pid);
+        }
+    }
+    v
+}
+
+/// A `stampede run` on a cluster with its own TMPDIR; on drop it and any node left are killed.
+struct ClusterRun {
+    child: std::process::Child,
+    tmp: tempfile::TempDir,
+    out: PathBuf,
+}
+
+impl ClusterRun {
+    fn spawn() -> ClusterRun {
+        let tmp = tempfile::Builder::new()
+            .prefix("cluster-test-")
+            .tempdir()
+            .unwrap();
+        let out = tmp.path().join("r.json");
+        let child = stampede()
+            .args([
+                "run",
+                "--redis-cluster",
+                "--rps",
+                "300",
+                "--duration",
+                "60s",
+            ])
+            .args(["--keys", "500", "--quiet", "--out"])
+            .arg(&out)
+            .env("TMPDIR", tmp.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        ClusterRun { child, tmp, out }
+    }
+
+    /// Wait until all six nodes run (and traffic has started).
+    fn wait_for_nodes(&mut self) -> Vec<u32> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            assert!(
+                self.child.try_wait().unwrap().is_none(),
+                "stampede exited early"
+            );
+            let n = nodes_running_from(self.tmp.path());
+            if n.len() == 6 {
+                std::thread::sleep(Duration::from_secs(2));
+                return n;
+            }
+            assert!(Instant::now() < deadline, "nodes up: {n:?}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn wait_gone(&self, pids: &[u32], within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if pids.iter().all(|p| !alive(*p)) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        false
+    }
+}
+
+impl Drop for ClusterRun {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        for p in nodes_running_from(self.tmp.path()) {
+            // SAFETY: a pid of a redis-server this test's run started (its dir is ours).
+            unsafe { libc::kill(p as i32, libc::SIGKILL) };
+        }
+    }
+}
+
+#[test]
+fn no_node_outlives_a_ctrl_c_or_a_sigkill_of_the_tool() {
+    let _turn = cpu_turn();
+    let mut run = ClusterRun::spawn();
+    let pids = run.wait_for_nodes();
+    // SAFETY: the child we spawned.
+    unsafe { libc::kill(run.child.id() as i32, libc::SIGINT) };
+    let status = run.child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(run.wait_gone(&pids, Duration::from_secs(10)), "{pids:?}");
+    let r = json(&run.out);
+    assert_eq!(r["interrupted"], true);
+    assert_nodes_gone(&r);
+
+    let mut run = ClusterRun::spawn();
+    let pids = run.wait_for_nodes();
+    run.child.kill().unwrap();
+    run.child.wait().unwrap();
+    // The watchdogs: every node, and every node's dir, within seconds.
+    assert!(
+        run.wait_gone(&pids, Duration::from_secs(10)),
+        "nodes alive after the SIGKILL: {:?}",
+        pids.iter().filter(|p| alive(**p)).collect::<Vec<_>>()
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !stampede_temp_dirs_in(run.tmp.path()).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(stampede_temp_dirs_in(run.tmp.path()), Vec::<PathBuf>::new());
+}
