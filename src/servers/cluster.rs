@@ -346,6 +346,14 @@ impl ManagedCluster {
         })
     }
 
+    /// Arguments (`--maxmemory`, `8388608`, …) every node's later restarts get: the
+    /// configuration a run set on the nodes, as [`ManagedRedis::keep_config`] does for one.
+    pub fn keep_config(&mut self, args: Vec<String>) {
+        for n in &mut self.nodes {
+            n.keep_config(args.clone());
+        }
+    }
+
     /// Stop every node (SIGTERM, then SIGKILL after 2 s). Idempotent.
     pub fn stop(&mut self) {
         for n in &mut self.nodes {

@@ -112,6 +112,43 @@ async fn forms_promotes_on_kill_and_rejoins() {
         .map(|n| url_of(&c, n))
         .expect("another primary");
     let port = victim.port().expect("port");
+    // A key the witness serves: what do its clients see while another primary is down?
+    let witness_key = (0..)
+        .map(|i| format!("w{i}"))
+        .find(|k| {
+            let slot = key_slot(k.as_bytes());
+            primaries
+                .iter()
+                .any(|n| n.serves(slot) && url_of(&c, n) == witness)
+        })
+        .expect("a key of the witness");
+    let probe = tokio::spawn({
+        let (url, key) = (witness.clone(), witness_key.clone());
+        async move {
+            let client = redis::Client::open(url).expect("client");
+            let mut con = client
+                .get_multiplexed_async_connection()
+                .await
+                .expect("con");
+            let (mut ok, mut down, mut first, mut last) = (0u32, 0u32, None, None);
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_secs(6) {
+                let r: redis::RedisResult<Option<String>> =
+                    redis::cmd("GET").arg(&key).query_async(&mut con).await;
+                match r {
+                    Ok(_) => ok += 1,
+                    Err(e) => {
+                        assert_eq!(e.code(), Some("CLUSTERDOWN"), "{e}");
+                        down += 1;
+                        first.get_or_insert(t0.elapsed());
+                        last = Some(t0.elapsed());
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            (ok, down, first, last)
+        }
+    });
     c.kill(port).expect("kill");
     let bound = ManagedCluster::node_timeout() * PROMOTION_BOUND;
     let promotion = wait_promotion(&witness, c.redis_tls(), &victim, bound)
@@ -122,6 +159,11 @@ async fn forms_promotes_on_kill_and_rejoins() {
         promotion.took,
         ManagedCluster::node_timeout()
     );
+    let (ok, down, first, last) = probe.await.expect("probe");
+    eprintln!(
+        "a surviving primary's own key meanwhile: {ok} GETs answered, {down} refused with \
+         CLUSTERDOWN, from {first:?} to {last:?} after the kill"
+    );
     assert!(promotion.primary.serves(0));
     assert!(promotion.took >= ManagedCluster::node_timeout() / 2);
     // Data replicated before the kill is served by the promoted replica.
@@ -131,13 +173,14 @@ async fn forms_promotes_on_kill_and_rejoins() {
     // Restart the killed node: it comes back as a replica of the promoted one.
     let started = Instant::now();
     c.restart(port).await.expect("restart");
+    let restarted = started.elapsed();
     let me = c
         .wait_joined(port, Duration::from_secs(20))
         .await
         .expect("rejoins");
     eprintln!(
-        "killed primary rejoined as a synced replica in {:?}",
-        started.elapsed()
+        "killed primary restarted in {restarted:?}, then rejoined as a synced replica in {:?}",
+        started.elapsed() - restarted
     );
     assert_eq!(me.role, Role::Replica);
     assert_eq!(
@@ -285,6 +328,31 @@ async fn failover_swaps_roles_and_migration_meets_ask() {
         .await;
     assert_eq!(r.expect_err("moved").code(), Some("MOVED"));
     assert!(node_stats(&source_url, &tls).await.expect("stats").moved > before.moved);
+
+    // A primary back before its node timeout ran out is not replaced: it comes back as the
+    // primary of its slots, empty, and its replica follows it into emptiness.
+    let mut c = c;
+    let port = target.port().expect("port");
+    let started = Instant::now();
+    c.kill(port).expect("kill");
+    c.restart(port).await.expect("restart");
+    let me = c
+        .wait_joined(port, Duration::from_secs(20))
+        .await
+        .expect("rejoins");
+    eprintln!(
+        "primary killed and restarted at once: ok again after {:?}, as {:?}",
+        started.elapsed(),
+        me.role
+    );
+    assert_eq!(me.role, Role::Primary);
+    assert!(me.serves(slot));
+    let v: Option<String> = redis::cmd("GET")
+        .arg(&keys[0])
+        .query_async(&mut con)
+        .await
+        .expect("GET after the restart");
+    assert_eq!(v, None, "the restarted primary is empty");
 }
 
 #[tokio::test]
@@ -297,6 +365,27 @@ async fn tls_cluster_forms_and_serves() {
     assert!(c.node_urls().iter().all(|u| u.starts_with("rediss://")));
     let mut con = cluster_client(&c).await;
     set_get_spread(&mut con, 20).await;
+    // MIGRATE goes over TLS between the nodes too (tls-cluster).
+    let slot = key_slot(b"k0");
+    let nodes = view(&c, 0).await;
+    let source = nodes.iter().find(|n| n.serves(slot)).expect("owner");
+    let target = nodes.iter().find(|n| !n.serves(slot)).expect("another");
+    let report = migrate_slot(
+        slot,
+        &url_of(&c, source),
+        &url_of(&c, target),
+        c.redis_tls(),
+        MigrateOptions::default(),
+    )
+    .await
+    .expect("migration over TLS");
+    assert_eq!(report.keys, 1);
+    let v: usize = redis::cmd("GET")
+        .arg("k0")
+        .query_async(&mut con)
+        .await
+        .expect("GET k0");
+    assert_eq!(v, 0);
     // No plain port: a client without TLS gets nowhere.
     let plain = c.node_urls()[0].replacen("rediss://", "redis://", 1);
     assert!(cluster_state(&plain, &RedisTls::default()).await.is_err());
