@@ -63,21 +63,16 @@ pub fn seed_urls(url: &str) -> Result<Vec<String>> {
 
 /// The URL of one node `addr` (`host:port`) of the cluster `url`, with its credentials and TLS.
 pub fn node_url(url: &str, addr: &str) -> Result<String> {
-    let seed = seed_urls(url)?.swap_remove(0);
-    let (scheme, rest) = seed.split_once("://").unwrap_or(("redis", &seed));
-    let auth = rest
-        .split('/')
-        .next()
-        .and_then(|a| a.rsplit_once('@'))
-        .map_or(String::new(), |(a, _)| format!("{a}@"));
-    let fragment = rest.find('#').map_or("", |i| &rest[i..]);
-    Ok(format!("{scheme}://{auth}{addr}/{fragment}"))
+    Ok(crate::servers::cluster::node_url(
+        &seed_urls(url)?.swap_remove(0),
+        addr,
+    ))
 }
 
 /// The slot of entry `id`'s keys (entry, lock, lease, version marker): their hash tag is the
 /// id, whatever the run's namespace.
 pub fn entry_slot(id: u64) -> u16 {
-    key_slot(id.to_string().as_bytes())
+    crate::servers::cluster::key_slot(id.to_string().as_bytes())
 }
 
 /// One connection to Redis, a single server or a cluster: commands on a cluster go to the
@@ -165,85 +160,6 @@ pub async fn connect(
     }
 }
 
-/// One node as CLUSTER NODES lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeLine {
-    pub id: String,
-    /// `host:port` (the bus port dropped).
-    pub addr: String,
-    pub primary: bool,
-    /// A replica's primary's id.
-    pub primary_id: Option<String>,
-    /// Marked failed (`fail`) or unreachable (`noaddr`) by the cluster.
-    pub failed: bool,
-    /// The slot ranges it serves (first, last), both included.
-    pub ranges: Vec<(u16, u16)>,
-}
-
-impl NodeLine {
-    /// How many slots it serves.
-    pub fn slots(&self) -> u32 {
-        self.ranges
-            .iter()
-            .map(|(a, b)| u32::from(*b) - u32::from(*a) + 1)
-            .sum()
-    }
-
-    pub fn serves(&self, slot: u16) -> bool {
-        self.ranges.iter().any(|(a, b)| (*a..=*b).contains(&slot))
-    }
-}
-
-/// The cluster slot of `key` (CRC16 of its hash tag, or of the whole key without one).
-pub fn key_slot(key: &[u8]) -> u16 {
-    let tagged = key
-        .iter()
-        .position(|b| *b == b'{')
-        .and_then(|open| {
-            let rest = &key[open + 1..];
-            rest.iter()
-                .position(|b| *b == b'}')
-                .map(|close| &rest[..close])
-        })
-        .filter(|tag| !tag.is_empty());
-    crc16::State::<crc16::XMODEM>::calculate(tagged.unwrap_or(key)) % 16384
-}
-
-/// Parse CLUSTER NODES: one line per node,
-/// `<id> <ip:port@bus[,host]> <flags> <primary> <ping> <pong> <epoch> <link> <slot>…`.
-pub fn parse_nodes(text: &str) -> Vec<NodeLine> {
-    text.lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            if f.len() < 8 {
-                return None;
-            }
-            let addr = f[1].split(['@', ',']).next()?.to_string();
-            let flags: Vec<&str> = f[2].split(',').collect();
-            // `[slot->-id]` and `[slot-<-id]` mark a migration in progress, not a slot served.
-            let ranges = f[8..]
-                .iter()
-                .filter(|s| !s.starts_with('['))
-                .filter_map(|s| match s.split_once('-') {
-                    Some((a, b)) => match (a.parse::<u16>(), b.parse::<u16>()) {
-                        (Ok(a), Ok(b)) if b >= a => Some((a, b)),
-                        _ => None,
-                    },
-                    None => s.parse::<u16>().ok().map(|a| (a, a)),
-                })
-                .collect();
-            Some(NodeLine {
-                id: f[0].to_string(),
-                addr,
-                primary: flags.contains(&"master"),
-                primary_id: (f[3] != "-").then(|| f[3].to_string()),
-                failed: flags.iter().any(|x| *x == "fail" || *x == "noaddr"),
-                ranges,
-            })
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -269,37 +185,12 @@ mod tests {
     }
 
     #[test]
-    fn cluster_nodes_lines() {
-        let text = "\
-07c37dfeb235213a872192d90877d0cd55635b91 127.0.0.1:30004@31004,hostname4 slave e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 0 1426238317239 4 connected
-67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1 127.0.0.1:30002@31002,hostname2 master - 0 1426238316232 2 connected 5461-10922
-e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca 127.0.0.1:30001@31001,hostname1 myself,master - 0 0 1 connected 0-5460 [5461->-67ed2db8d677e59ec4a4cefb06858cf2a1a89fa1]
-6ec23923021cf3ffec47632106199cb7f496ce01 127.0.0.1:30005@31005 master,fail - 1426238316232 1426238316232 5 disconnected 10923 10924-16383
-";
-        let n = parse_nodes(text);
-        assert_eq!(n.len(), 4);
-        assert_eq!(n[0].addr, "127.0.0.1:30004");
-        assert!(!n[0].primary);
-        assert_eq!(
-            n[0].primary_id.as_deref(),
-            Some("e7d1eecce10fd6bb5eb35b9f99a514335d9ba9ca")
-        );
-        assert_eq!(n[1].slots(), 5462);
-        assert!(n[2].primary && !n[2].failed);
-        assert_eq!(n[2].slots(), 5461);
-        assert!(n[3].failed);
-        assert_eq!(n[3].slots(), 5461);
-        assert!(n[3].serves(10923) && n[3].serves(16383) && !n[3].serves(10922));
-    }
-
-    #[test]
-    fn slots_follow_hash_tags() {
-        // Redis's own examples: CLUSTER KEYSLOT answers these.
-        assert_eq!(key_slot(b"foo"), 12182);
-        assert_eq!(key_slot(b"{user1000}.following"), key_slot(b"user1000"));
+    fn an_entrys_keys_share_its_slot() {
+        use crate::servers::cluster::key_slot;
         assert_eq!(
             key_slot(b"stampede:ab:lock:{42}"),
             key_slot(b"stampede:ab:{42}")
         );
+        assert_eq!(key_slot(b"stampede:ab:ver:{42}"), entry_slot(42));
     }
 }

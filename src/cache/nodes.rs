@@ -9,9 +9,10 @@ use anyhow::{Context, Result};
 use futures_util::StreamExt;
 use redis::aio::ConnectionManager;
 
-use super::cluster::{self, NodeLine, key_slot, parse_nodes};
+use super::cluster;
 use super::{Admin, Conn, KeyBuf, connect, info_field};
 use crate::error::EnvError;
+use crate::servers::cluster::{ClusterNode, Role, key_slot, parse_cluster_nodes, parse_node_stats};
 use crate::tls::RedisTls;
 
 /// How long one node's admin command may take.
@@ -57,7 +58,7 @@ pub(super) async fn discover(
 ) -> Result<Vec<Node>> {
     let lines = topology_of(conn).await?;
     let mut nodes = Vec::with_capacity(lines.len());
-    for l in lines.into_iter().filter(|l| !l.failed) {
+    for l in lines.into_iter().filter(|l| !l.fail && !l.addr.is_empty()) {
         let node_url = cluster::node_url(url, &l.addr)?;
         let conn = connect(&node_url, tls, Duration::from_secs(2))
             .await
@@ -77,7 +78,7 @@ pub(super) async fn discover(
 }
 
 /// CLUSTER NODES as seen by one of the cluster's nodes.
-async fn topology_of(conn: &redis::cluster_async::ClusterConnection) -> Result<Vec<NodeLine>> {
+async fn topology_of(conn: &redis::cluster_async::ClusterConnection) -> Result<Vec<ClusterNode>> {
     let mut c = conn.clone();
     let text: String = tokio::time::timeout(
         DEADLINE,
@@ -86,35 +87,26 @@ async fn topology_of(conn: &redis::cluster_async::ClusterConnection) -> Result<V
     .await
     .context("CLUSTER NODES got no answer within 5 s")?
     .context("CLUSTER NODES (the user needs +cluster|nodes)")?;
-    Ok(parse_nodes(&text))
+    parse_cluster_nodes(&text).map_err(|e| anyhow::anyhow!("reading CLUSTER NODES: {e}"))
 }
 
 /// Parse one node's `INFO stats memory replication errorstats`.
-fn parse_node_info(id: &str, addr: &str, info: &str) -> NodeStats {
-    let num = |k: &str| {
-        info_field(info, k)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    // `errorstat_MOVED:count=12`
-    let errors = |k: &str| {
-        info_field(info, k)
-            .and_then(|v| v.split(',').find_map(|p| p.strip_prefix("count=")))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    NodeStats {
+fn parse_node_info(id: &str, addr: &str, info: &str) -> Result<NodeStats> {
+    let n = parse_node_stats(info).map_err(|e| anyhow::anyhow!("node {addr}: {e}"))?;
+    Ok(NodeStats {
         id: id.to_string(),
         addr: addr.to_string(),
         primary: info_field(info, "role") == Some("master"),
-        commands: num("total_commands_processed"),
-        keyspace_hits: num("keyspace_hits"),
-        keyspace_misses: num("keyspace_misses"),
-        evicted_keys: num("evicted_keys"),
-        used_memory: num("used_memory"),
-        moved: errors("errorstat_MOVED"),
-        ask: errors("errorstat_ASK"),
-    }
+        commands: n.total_commands_processed,
+        keyspace_hits: n.keyspace_hits,
+        keyspace_misses: n.keyspace_misses,
+        evicted_keys: info_field(info, "evicted_keys")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+        used_memory: n.used_memory,
+        moved: n.moved,
+        ask: n.ask,
+    })
 }
 
 impl Admin {
@@ -149,7 +141,7 @@ impl Admin {
 
     async fn read_node(n: Node) -> Result<NodeStats> {
         let info = Self::node_info(&n, "stats memory replication errorstats").await?;
-        Ok(parse_node_info(&n.id, &n.addr, &info))
+        parse_node_info(&n.id, &n.addr, &info)
     }
 
     /// Every node's figures now, read in parallel; an error when a node does not answer.
@@ -253,7 +245,7 @@ impl Admin {
         for p in topology_of(conn)
             .await?
             .iter()
-            .filter(|l| l.primary && !l.failed)
+            .filter(|l| l.role == Role::Primary && l.healthy())
         {
             // A hash tag that lands in a slot this primary serves.
             let Some(n) = (0u64..100_000).find(|n| {
@@ -306,7 +298,7 @@ mod tests {
     #[test]
     fn a_nodes_info() {
         let info = "# Stats\r\ntotal_commands_processed:120\r\nkeyspace_hits:7\r\nkeyspace_misses:3\r\nevicted_keys:0\r\n# Memory\r\nused_memory:1048576\r\n# Replication\r\nrole:master\r\n# Errorstats\r\nerrorstat_ASK:count=4\r\nerrorstat_MOVED:count=11\r\n";
-        let n = parse_node_info("abc", "127.0.0.1:1", info);
+        let n = parse_node_info("abc", "127.0.0.1:1", info).unwrap();
         assert_eq!(
             n,
             NodeStats {
@@ -322,8 +314,6 @@ mod tests {
                 ask: 4,
             }
         );
-        let replica = parse_node_info("d", "h:2", "role:slave\r\n");
-        assert!(!replica.primary);
-        assert_eq!(replica.moved, 0);
+        assert!(parse_node_info("d", "h:2", "role:slave\r\n").is_err());
     }
 }

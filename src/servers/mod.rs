@@ -39,11 +39,13 @@
 //! died, all before the watchdog acted (the group kill would then miss or hit a stranger;
 //! it needs the pid counter to wrap within milliseconds).
 
+pub mod cluster;
 pub mod postgres;
 pub mod reaper;
 pub mod redis;
 pub(crate) mod watchdog;
 
+pub use self::cluster::{ClusterShape, ManagedCluster};
 pub use self::postgres::ManagedPostgres;
 pub use self::redis::ManagedRedis;
 
@@ -119,6 +121,15 @@ pub enum ServerError {
         /// The last error seen while probing it.
         last_error: String,
         /// The last lines of its log (the temp dir holding the log is removed with the server).
+        tail: String,
+    },
+
+    /// A managed Redis Cluster did not form, or a node did not rejoin, in time.
+    #[error("{what}; the nodes' logs ended with:\n{tail}")]
+    Cluster {
+        /// What was awaited and what the nodes said last.
+        what: String,
+        /// The last lines of every node's log (their temp dirs go with the cluster).
         tail: String,
     },
 

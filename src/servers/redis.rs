@@ -49,6 +49,34 @@ pub struct ManagedRedis {
     /// Configuration a run set on the server (its memory limit, as `--name value` pairs),
     /// given again to every restart: a crashed cache comes back empty, not unconfigured.
     config: Vec<String>,
+    /// Arguments of the server's role that every launch gets, before `config`: a cluster
+    /// node's `--cluster-enabled yes` and the like. Set once, at the start.
+    base_args: Vec<String>,
+    /// A cluster node's bus port (`--cluster-port`): chosen free with the port, kept across
+    /// restarts (the other nodes know the node by both). `None` outside a cluster.
+    bus_port: Option<u16>,
+}
+
+/// Where a server started with TLS gets its certificates.
+#[derive(Debug, Clone)]
+pub(crate) enum Certs {
+    /// Plain TCP.
+    None,
+    /// A CA and certificates made for this server, in its temp dir.
+    Generate,
+    /// Certificates made elsewhere and shared (a cluster's nodes, which must trust each
+    /// other: one CA for all). The files must outlive the server.
+    Shared(crate::tls::RunCerts),
+}
+
+/// How to start a [`ManagedRedis`] beyond the defaults.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeOptions {
+    pub(crate) certs: Certs,
+    /// Given to every launch and restart; see `ManagedRedis::base_args`.
+    pub(crate) base_args: Vec<String>,
+    /// A cluster node: `--cluster-port` on a free port of its own.
+    pub(crate) cluster_bus: bool,
 }
 
 impl ManagedRedis {
@@ -63,6 +91,17 @@ impl ManagedRedis {
     /// with a CA and a server certificate generated in its temp dir. Clients may present
     /// a certificate signed by that CA (the client pair is there too) but need not.
     pub async fn start_with(tls: bool) -> Result<Self, ServerError> {
+        Self::start_node(NodeOptions {
+            certs: if tls { Certs::Generate } else { Certs::None },
+            base_args: Vec::new(),
+            cluster_bus: false,
+        })
+        .await
+    }
+
+    /// As [`ManagedRedis::start`], with `options`: shared certificates, the arguments of a
+    /// role (a cluster node), a bus port.
+    pub(crate) async fn start_node(options: NodeOptions) -> Result<Self, ServerError> {
         let binary = find_on_path("redis-server").ok_or(ServerError::NotFound {
             program: "redis-server",
             searched: "on PATH".to_owned(),
@@ -77,17 +116,30 @@ impl ManagedRedis {
             watchdog,
             tls: None,
             config: Vec::new(),
+            base_args: options.base_args,
+            bus_port: None,
         };
-        if tls {
-            redis.tls = Some(Box::new(
-                crate::tls::generate_run_certs(redis.dir.path())
-                    .map_err(|e| ServerError::setup("writing certificates for redis-server", e))?,
-            ));
+        match options.certs {
+            Certs::None => {}
+            Certs::Generate => {
+                redis.tls = Some(Box::new(
+                    crate::tls::generate_run_certs(redis.dir.path()).map_err(|e| {
+                        ServerError::setup("writing certificates for redis-server", e)
+                    })?,
+                ));
+            }
+            Certs::Shared(certs) => redis.tls = Some(Box::new(certs)),
         }
         let mut attempt = 1;
         loop {
-            redis.port = free_port()
-                .map_err(|e| ServerError::setup("finding a free port on 127.0.0.1", e))?;
+            let port = || {
+                free_port().map_err(|e| ServerError::setup("finding a free port on 127.0.0.1", e))
+            };
+            redis.port = port()?;
+            if options.cluster_bus {
+                // Its own free port, not port + 10000 (which may be taken, or past 65535).
+                redis.bus_port = Some(port()?);
+            }
             match redis.launch().await {
                 Ok(()) => return Ok(redis),
                 Err(LaunchError::PortBusy(_)) if attempt < START_ATTEMPTS => attempt += 1,
@@ -114,6 +166,11 @@ impl ManagedRedis {
     /// The TCP port, stable across restarts.
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// A cluster node's bus port (`--cluster-port`); `None` outside a cluster.
+    pub fn bus_port(&self) -> Option<u16> {
+        self.bus_port
     }
 
     /// The server's working dir (removed when this is dropped).
@@ -281,7 +338,11 @@ impl ManagedRedis {
             .arg(self.log_path())
             .args(["--protected-mode", "yes"])
             .args(["--daemonize", "no"])
-            .args(&self.config)
+            .args(&self.base_args);
+        if let Some(bus) = self.bus_port {
+            cmd.arg("--cluster-port").arg(bus.to_string());
+        }
+        cmd.args(&self.config)
             .current_dir(self.dir.path())
             .stdin(Stdio::null())
             .stdout(Stdio::from(out))
