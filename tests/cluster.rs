@@ -283,19 +283,17 @@ fn slot_of_id(id: u64) -> u16 {
     crc % 16384
 }
 
-/// The redis-server processes whose command line names a dir under `tmp` (the run's nodes).
+/// The redis-server processes running in a dir under `tmp` (the run's nodes: each runs in
+/// its own dir; redis-server rewrites its command line, so the dir is what names it).
 fn nodes_running_from(tmp: &Path) -> Vec<u32> {
-    let needle = tmp.to_string_lossy().into_owned();
     let mut v = Vec::new();
     for e in std::fs::read_dir("/proc").unwrap().flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
         let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
-        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        if comm.trim() == "redis-server"
-            && String::from_utf8_lossy(&cmd).contains(&needle)
-            && alive(pid)
+        let cwd = std::fs::read_link(e.path().join("cwd")).unwrap_or_default();
+        if comm.trim() == "redis-server" && cwd.starts_with(tmp) && alive(pid)
         {
             v.push(pid);
         }
