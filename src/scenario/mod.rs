@@ -515,8 +515,10 @@ mod tests {
         // `trace` is written only by a replay (which refuses a size distribution): a workload
         // setting, and the one key this scenario cannot have.
         assert!(v.get("trace").is_none() && WORKLOAD_SETTINGS.contains(&"trace"));
+        // `cluster` is written only for a run on a Redis Cluster.
+        assert!(v.get("cluster").is_none() && OTHER_SETTINGS.contains(&"cluster"));
         assert_eq!(
-            keys.len() + 1,
+            keys.len() + 2,
             WORKLOAD_SETTINGS.len() + STRATEGY_SETTINGS.len() + OTHER_SETTINGS.len()
         );
     }
