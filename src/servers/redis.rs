@@ -1,5 +1,6 @@
 //! A managed `redis-server` on a free loopback port: no persistence, its own temp dir and log,
-//! killable (a crash) and restartable (empty, same port) for the chaos faults.
+//! killable (a crash) and restartable (empty, same port) for the chaos faults. A node of a
+//! managed cluster is one too, with its role's arguments and a bus port (see `cluster`).
 
 use std::fs::OpenOptions;
 use std::os::unix::process::CommandExt;
@@ -138,7 +139,12 @@ impl ManagedRedis {
             redis.port = port()?;
             if options.cluster_bus {
                 // Its own free port, not port + 10000 (which may be taken, or past 65535).
-                redis.bus_port = Some(port()?);
+                // The kernel may hand out the port just released again: ask until it differs.
+                let mut bus = port()?;
+                while bus == redis.port {
+                    bus = port()?;
+                }
+                redis.bus_port = Some(bus);
             }
             match redis.launch().await {
                 Ok(()) => return Ok(redis),

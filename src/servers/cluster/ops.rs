@@ -227,7 +227,7 @@ impl Default for MigrateOptions {
 }
 
 /// What a slot migration moved.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MigrateReport {
     pub slot: u16,
     /// Keys moved by MIGRATE.
@@ -241,7 +241,9 @@ pub struct MigrateReport {
 /// Move `slot` from the primary at `source_url` to the primary at `target_url`, as
 /// `redis-cli --cluster reshard` does: the target IMPORTING, the source MIGRATING, the keys
 /// moved in batches with MIGRATE (clients meanwhile get ASK for the keys already moved),
-/// then SETSLOT NODE on the target, the source and the other primaries.
+/// then SETSLOT NODE on the target, the source and the other primaries. On an error the slot
+/// is left half moved, as redis-cli leaves it (`redis-cli --cluster fix` settles it); a
+/// managed cluster is thrown away after the run anyway.
 pub async fn migrate_slot(
     slot: u16,
     source_url: &str,

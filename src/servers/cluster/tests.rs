@@ -394,6 +394,69 @@ async fn tls_cluster_forms_and_serves() {
     assert_gone(&pids, &dirs);
 }
 
+/// A cluster whose nodes want a user and a password (as an external one may): the topology
+/// functions log in with the URL's credentials, MIGRATE passes them on (AUTH2), and the
+/// other primaries are reached with them too.
+#[tokio::test]
+async fn migration_with_acl_users() {
+    let c = ManagedCluster::start("3:0".parse().expect("shape"), false)
+        .await
+        .expect("cluster forms");
+    let mut con = cluster_client(&c).await;
+    set_get_spread(&mut con, 10).await;
+    for url in c.node_urls() {
+        let client = redis::Client::open(url.as_str()).expect("client");
+        let mut n = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("node");
+        let _: () = redis::cmd("ACL")
+            .arg(&["SETUSER", "mover", "on", ">s3cret", "~*", "&*", "+@all"][..])
+            .query_async(&mut n)
+            .await
+            .expect("ACL SETUSER mover");
+        // From now on nobody gets in without a password.
+        let _: () = redis::cmd("ACL")
+            .arg(&["SETUSER", "default", "resetpass", ">other"][..])
+            .query_async(&mut n)
+            .await
+            .expect("ACL SETUSER default");
+    }
+    let with_user = |u: &str| u.replacen("redis://", "redis://mover:s3cret@", 1);
+    let urls: Vec<String> = c.node_urls().iter().map(|u| with_user(u)).collect();
+    let tls = RedisTls::default();
+    assert!(
+        cluster_nodes(&c.node_urls()[0], &tls).await.is_err(),
+        "no password, no answer"
+    );
+    let slot = key_slot(b"k1");
+    let view = cluster_nodes(&urls[0], &tls)
+        .await
+        .expect("view with the user");
+    let source = view.iter().find(|n| n.serves(slot)).expect("owner");
+    let target = view.iter().find(|n| !n.serves(slot)).expect("another");
+    let report = migrate_slot(
+        slot,
+        &node_url(&urls[0], &source.addr),
+        &node_url(&urls[0], &target.addr),
+        &tls,
+        MigrateOptions::default(),
+    )
+    .await
+    .expect("migration with AUTH2");
+    assert_eq!(report.keys, 1);
+    // Every node, the third primary included, knows the new owner.
+    for url in &urls {
+        let v = cluster_nodes(url, &tls).await.expect("view");
+        let owner = v.iter().find(|n| n.serves(slot)).expect("owner");
+        assert_eq!(owner.id, target.id, "seen from {url}");
+    }
+    let stats = node_stats(&node_url(&urls[0], &target.addr), &tls)
+        .await
+        .expect("stats with the user");
+    assert!(stats.total_commands_processed > 0);
+}
+
 /// Not a test on its own: the process the SIGKILL test kills. It prints its cluster's pids
 /// and dirs and waits to be killed.
 #[tokio::test]
