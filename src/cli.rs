@@ -1517,11 +1517,11 @@ pub struct RunFlags {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", hide_possible_values = true, help_heading = "Servers and TLS")]
     pub redis_insecure: Option<bool>,
 
-    /// Start a managed Redis Cluster of P primaries, R replicas each [default: off; 3:1]
+    /// Managed cluster: P primaries, R replicas each [default: 3:1]
     ///
-    /// Instead of one redis-server: P primaries with R replicas each on free loopback ports
-    /// (their cluster bus too), cluster-node-timeout 1000 ms, stopped and removed after the run
-    /// like the single server. --redis-cluster alone is 3:1. An external cluster is --redis-url
+    /// Off unless given. Instead of one redis-server: P primaries with R replicas each on free
+    /// loopback ports (their cluster bus too), cluster-node-timeout 1000 ms, stopped and
+    /// removed after the run like the single server. --redis-cluster alone is 3:1. An external cluster is --redis-url
     /// redis+cluster://host:port[,host:port…].
     #[arg(long, value_name = "P[:R]", num_args = 0..=1, require_equals = true, default_missing_value = "3:1", help_heading = "Cluster")]
     pub redis_cluster: Option<String>,
@@ -1534,9 +1534,10 @@ pub struct RunFlags {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", hide_possible_values = true, help_heading = "Cluster")]
     pub read_from_replicas: Option<bool>,
 
-    /// Cluster: the primary kill-redis and failover strike [default: hottest]
+    /// Primary a kill or failover strikes [default: hottest]
     ///
-    /// hottest: the primary that served the most commands so far in the run; random: one drawn
+    /// On a Redis Cluster, the primary --kill-redis-at kills and --failover-at hands over.
+    /// hottest: the primary serving the slot of the run's most popular key; random: one drawn
     /// with the run's seed; or a node id (CLUSTER NODES) or host:port.
     #[arg(long, value_name = "hottest|random|ID", help_heading = "Cluster")]
     pub redis_node: Option<String>,
@@ -1560,7 +1561,10 @@ pub struct RunFlags {
     #[serde(skip)]
     pub migrate_slot_at: Vec<Dur>,
 
-    /// Cluster: the slot --migrate-slot-at moves [default: the hottest key's]
+    /// Slot --migrate-slot-at moves [default: the hottest key's]
+    ///
+    /// On a Redis Cluster, the slot (0 to 16383) --migrate-slot-at moves; by default the slot of
+    /// the run's most popular key (its entry, lock, lease token and version marker share it).
     #[arg(long, value_name = "N", help_heading = "Cluster")]
     pub slot: Option<u16>,
 

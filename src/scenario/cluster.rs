@@ -16,7 +16,7 @@ pub use crate::servers::ClusterShape;
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum NodeChoice {
-    /// The primary that served the most commands so far in the run.
+    /// The primary serving the slot of the run's most popular key.
     #[default]
     Hottest,
     /// A primary drawn with the run's seed.
