@@ -293,8 +293,7 @@ fn nodes_running_from(tmp: &Path) -> Vec<u32> {
         };
         let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
         let cwd = std::fs::read_link(e.path().join("cwd")).unwrap_or_default();
-        if comm.trim() == "redis-server" && cwd.starts_with(tmp) && alive(pid)
-        {
+        if comm.trim() == "redis-server" && cwd.starts_with(tmp) && alive(pid) {
             v.push(pid);
         }
     }
@@ -405,4 +404,152 @@ fn no_node_outlives_a_ctrl_c_or_a_sigkill_of_the_tool() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(stampede_temp_dirs_in(run.tmp.path()), Vec::<PathBuf>::new());
+}
+
+/// `stampede merge DIR --out <DIR>/merged.json`: the merged result.
+fn merge_dir(dir: &Path) -> Value {
+    let out = dir.join("merged.json");
+    let o = stampede()
+        .arg("merge")
+        .arg(dir)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    json(&out)
+}
+
+#[tokio::test]
+async fn shards_run_against_an_external_cluster() {
+    use stampede::servers::{ClusterShape, ManagedCluster};
+    // The user's cluster and database: started here, given to the shards by URL.
+    let cluster = ManagedCluster::start(ClusterShape::default(), false)
+        .await
+        .expect("starting a 3:1 cluster");
+    let pg = postgres(false).await;
+    let (ru, pu) = (cluster.url(), pg.url());
+    assert!(ru.starts_with("redis+cluster://"), "{ru}");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_path_buf();
+    let ended = tokio::task::spawn_blocking(move || {
+        let _turn = cpu_turn();
+        let mut children = Vec::new();
+        for i in 0..2 {
+            let c = stampede()
+                .args(["run", "--redis-url", &ru, "--pg-url", &pu])
+                .args(["--rps", "800", "--duration", "2s", "--keys", "500"])
+                .args(["--shard", &format!("{i}/2"), "--run-id", "cl"])
+                .args(["--start-delay", "4s", "--quiet", "--out"])
+                .arg(d.join(format!("shard-{i}.json")))
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("starting a shard");
+            children.push(c);
+        }
+        Children(children).wait()
+    })
+    .await
+    .unwrap();
+    for (i, (code, err)) in ended.iter().enumerate() {
+        assert_eq!(*code, 0, "shard {i}/2 failed:\n{err}");
+    }
+    let m = merge_dir(dir.path());
+    let u = |p: &str| m.pointer(p).and_then(Value::as_u64).unwrap();
+    assert_eq!(u("/requests/scheduled"), 1600);
+    assert_eq!(u("/requests/completed"), 1600);
+    assert_eq!(u("/redis/errors"), 0);
+    // The server counts every shard's statements once, across the cluster's slots.
+    assert_eq!(u("/db/calls"), u("/db/calls_server"));
+    drop(cluster);
+}
+
+#[test]
+fn what_a_cluster_run_cannot_do_is_refused_up_front() {
+    let refused = |args: &[&str], needle: &str| {
+        let o = stampede().args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    };
+    refused(&["run", "--redis-cluster=2:1"], "at least 3 primaries");
+    refused(
+        &[
+            "run",
+            "--redis-cluster",
+            "--redis-url",
+            "redis://127.0.0.1:1/",
+        ],
+        "--redis-cluster starts a managed cluster",
+    );
+    refused(&["run", "--failover-at", "1s"], "for a Redis Cluster");
+    refused(&["run", "--migrate-slot-at", "1s"], "for a Redis Cluster");
+    refused(
+        &["run", "--read-from-replicas"],
+        "--read-from-replicas is for a Redis Cluster",
+    );
+    refused(
+        &["run", "--redis-cluster", "--slot", "16384"],
+        "slots 0 to 16383",
+    );
+    refused(
+        &["run", "--redis-cluster=3:0", "--failover-at", "1s"],
+        "has none",
+    );
+    refused(
+        &[
+            "run",
+            "--redis-url",
+            "redis+cluster://127.0.0.1:1/",
+            "--pg-url",
+            "postgres://u@127.0.0.1:1/db",
+            "--kill-redis-at",
+            "1s",
+            "--redis-down-for",
+            "1s",
+        ],
+        "kill-redis on an external Redis Cluster",
+    );
+    refused(
+        &[
+            "run",
+            "--redis-cluster",
+            "--l1",
+            "100",
+            "--l1-invalidate",
+            "tracking",
+        ],
+        "--l1-invalidate tracking is not supported on a Redis Cluster",
+    );
+    refused(
+        &["run", "--redis-cluster", "--maxmemory", "8mb"],
+        "--maxmemory is not supported on a Redis Cluster",
+    );
+    refused(
+        &[
+            "run",
+            "--redis-cluster",
+            "--target",
+            "http://127.0.0.1:1/item/{key}",
+        ],
+        "an app under test connects to its own Redis",
+    );
+    refused(
+        &[
+            "audit",
+            "--target",
+            "http://127.0.0.1:1/item/{key}",
+            "--redis-url",
+            "redis+cluster://127.0.0.1:1/",
+            "--pg-url",
+            "postgres://u@127.0.0.1:1/db",
+        ],
+        "a Redis Cluster (redis+cluster://) is not supported yet",
+    );
 }

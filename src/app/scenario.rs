@@ -14,6 +14,18 @@ pub fn with_target(
     flags: &RunFlags,
     target: &TargetFlags,
 ) -> Result<Scenario, UsageError> {
+    let on_cluster = sc.cluster.managed.is_some()
+        || sc
+            .redis_url
+            .as_deref()
+            .is_some_and(crate::cache::is_cluster);
+    if target.target.is_some() && on_cluster {
+        // The app reaches its Redis through its own client: stampede cannot make it speak
+        // cluster, and its figures (INFO, the kill) would be of another server than the app's.
+        return Err(UsageError::new(
+            "--redis-cluster and redis+cluster:// URLs are for the built-in app: an app under test connects to its own Redis with its own client; give its Redis with --redis-url (one server) or drop --target",
+        ));
+    }
     let managed = sc.redis_url.is_none() || sc.pg_url.is_none();
     let Some(spec) = super::resolve(target, managed)? else {
         return Ok(sc);
@@ -27,18 +39,6 @@ pub fn with_target(
                 s.name()
             )));
         }
-    }
-    if sc.cluster.managed.is_some()
-        || sc
-            .redis_url
-            .as_deref()
-            .is_some_and(crate::cache::is_cluster)
-    {
-        // The app reaches its Redis through its own client: stampede cannot make it speak
-        // cluster, and its figures (INFO, the kill) would be of another server than the app's.
-        return Err(UsageError::new(
-            "--redis-cluster and redis+cluster:// URLs are for the built-in app: an app under test connects to its own Redis with its own client; give its Redis with --redis-url (one server) or drop --target",
-        ));
     }
     if sc.warm > 0 {
         return Err(UsageError::new(
