@@ -553,3 +553,29 @@ fn what_a_cluster_run_cannot_do_is_refused_up_front() {
         "a Redis Cluster (redis+cluster://) is not supported yet",
     );
 }
+
+#[test]
+fn reads_from_replicas_leave_the_primaries_to_the_writes() {
+    let r = run_ok(&[
+        "--redis-cluster",
+        "--read-from-replicas",
+        "--rps",
+        "800",
+        "--duration",
+        "2s",
+        "--keys",
+        "1000",
+    ]);
+    r.assert_counts_add_up();
+    assert_eq!(r.u("/redis/errors"), 0);
+    let n = nodes(&r);
+    let hits = |role: &str| -> u64 {
+        n.iter()
+            .filter(|x| x["role"] == role)
+            .map(|x| x["keyspace_hits"].as_u64().unwrap() + x["keyspace_misses"].as_u64().unwrap())
+            .sum()
+    };
+    // Every GET went to a replica; the primaries took the write-backs (SETs are no lookups).
+    assert_eq!(hits("primary"), 0, "{n:?}");
+    assert_eq!(hits("replica"), r.u("/requests/completed"));
+}

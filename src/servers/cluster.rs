@@ -194,6 +194,11 @@ impl ManagedCluster {
             // formation and a killed node's rejoin take that much less.
             "--repl-diskless-sync-delay",
             "0",
+            // A primary pings its replicas every second (default 10 s), so an idle new
+            // cluster's replication offsets leave 0 at once: until then the nodes leave a
+            // replica out of CLUSTER SLOTS, where clients learn where they may read.
+            "--repl-ping-replica-period",
+            "1",
             // Stop without waiting for lagging replicas (up to 10 s by default): the
             // cluster is thrown away.
             "--shutdown-on-sigterm",
@@ -550,6 +555,18 @@ mod setup {
             if me.is_some_and(|n| n.role == Role::Replica) && !replica_link_up(url, tls).await? {
                 return Ok(Err(format!(
                     "the replica {url} has no live link to its primary yet"
+                )));
+            }
+        }
+        // A client reads the replicas it may route reads to from CLUSTER SLOTS, once, when
+        // it connects (then only on a redirect): a run that starts before every node lists
+        // them there would send every read to the primaries under --read-from-replicas.
+        for url in urls {
+            let listed = ops::slots_replicas(url, tls).await?;
+            if listed < usize::from(shape.replicas) {
+                return Ok(Err(format!(
+                    "{url} lists {listed} of {} replicas per slot range in CLUSTER SLOTS yet",
+                    shape.replicas
                 )));
             }
         }

@@ -90,6 +90,36 @@ pub async fn replica_link_up(url: &str, tls: &RedisTls) -> Result<bool> {
     Ok(info_fields(&text).contains(&("master_link_status", "up")))
 }
 
+/// The fewest replicas CLUSTER SLOTS of the node at `url` lists for a slot range: what a
+/// cluster client learns of the replicas it may read from (a node lists a replica there only
+/// once it knows it as healthy, which may come after CLUSTER NODES shows it attached).
+pub async fn slots_replicas(url: &str, tls: &RedisTls) -> Result<usize> {
+    let mut con = connect(url, tls).await?;
+    let v: redis::Value = call(
+        &mut con,
+        &cluster_cmd("SLOTS"),
+        CALL_TIMEOUT,
+        "CLUSTER SLOTS",
+        url,
+    )
+    .await?;
+    let redis::Value::Array(ranges) = v else {
+        bail!(
+            "CLUSTER SLOTS on {} did not answer an array",
+            redact::url(url)
+        );
+    };
+    // Each range: [first, last, primary, replica…].
+    Ok(ranges
+        .iter()
+        .map(|r| match r {
+            redis::Value::Array(items) => items.len().saturating_sub(3),
+            _ => 0,
+        })
+        .min()
+        .unwrap_or(0))
+}
+
 /// The `myself` line of a view.
 fn myself<'a>(view: &'a [ClusterNode], url: &str) -> Result<&'a ClusterNode> {
     view.iter()
