@@ -897,11 +897,16 @@ impl Admin {
     }
 }
 
-/// What stampede says when pointed at a Redis Cluster node.
+/// What stampede says when a redis:// URL points at a Redis Cluster node.
 fn cluster_unsupported(url: &str) -> String {
     format!(
-        "{} is a Redis Cluster node: Redis Cluster is not supported yet (keys of one run would live on several nodes and every request on another node's slot answers MOVED); point --redis-url at a standalone Redis or a primary without cluster mode",
-        redact::url(url)
+        "{} is a Redis Cluster node, given as one server (a request for another node's slot would answer MOVED): give the cluster as --redis-url {}",
+        redact::url(url),
+        redact::url(&url.replacen("redis://", "redis+cluster://", 1).replacen(
+            "rediss://",
+            "rediss+cluster://",
+            1
+        ))
     )
 }
 

@@ -394,8 +394,8 @@ fn cluster_node() -> OwnRedis {
     OwnRedis::start(&["--cluster-enabled", "yes"], false)
 }
 
-/// Redis Cluster is not supported: pointed at a cluster node, the run stops before traffic
-/// and says so.
+/// A cluster node given as one server (redis://): the run stops before traffic and says how
+/// to give the cluster (redis+cluster://), instead of failing key by key with MOVED.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cluster_node_is_refused_with_that_message() {
     let node = cluster_node();
@@ -408,7 +408,7 @@ async fn a_cluster_node_is_refused_with_that_message() {
     .unwrap();
     assert_eq!(r.code(), 3, "{}", r.stderr());
     assert!(
-        r.stderr().contains("Redis Cluster is not supported yet"),
+        r.stderr().contains("is a Redis Cluster node") && r.stderr().contains("redis+cluster://"),
         "{}",
         r.stderr()
     );

@@ -36,6 +36,9 @@ pub struct NodeStats {
     pub addr: String,
     /// A primary now (`role:master`), or a replica.
     pub primary: bool,
+    /// The server process's `run_id` (INFO server): a restarted node has a new one, and its
+    /// counters started again from 0.
+    pub run_id: String,
     /// `total_commands_processed`.
     pub commands: u64,
     pub keyspace_hits: u64,
@@ -90,13 +93,14 @@ async fn topology_of(conn: &redis::cluster_async::ClusterConnection) -> Result<V
     parse_cluster_nodes(&text).map_err(|e| anyhow::anyhow!("reading CLUSTER NODES: {e}"))
 }
 
-/// Parse one node's `INFO stats memory replication errorstats`.
+/// Parse one node's `INFO server stats memory replication errorstats`.
 fn parse_node_info(id: &str, addr: &str, info: &str) -> Result<NodeStats> {
     let n = parse_node_stats(info).map_err(|e| anyhow::anyhow!("node {addr}: {e}"))?;
     Ok(NodeStats {
         id: id.to_string(),
         addr: addr.to_string(),
         primary: info_field(info, "role") == Some("master"),
+        run_id: info_field(info, "run_id").unwrap_or_default().to_string(),
         commands: n.total_commands_processed,
         keyspace_hits: n.keyspace_hits,
         keyspace_misses: n.keyspace_misses,
@@ -140,7 +144,7 @@ impl Admin {
     }
 
     async fn read_node(n: Node) -> Result<NodeStats> {
-        let info = Self::node_info(&n, "stats memory replication errorstats").await?;
+        let info = Self::node_info(&n, "server stats memory replication errorstats").await?;
         parse_node_info(&n.id, &n.addr, &info)
     }
 
@@ -297,7 +301,7 @@ mod tests {
 
     #[test]
     fn a_nodes_info() {
-        let info = "# Stats\r\ntotal_commands_processed:120\r\nkeyspace_hits:7\r\nkeyspace_misses:3\r\nevicted_keys:0\r\n# Memory\r\nused_memory:1048576\r\n# Replication\r\nrole:master\r\n# Errorstats\r\nerrorstat_ASK:count=4\r\nerrorstat_MOVED:count=11\r\n";
+        let info = "# Server\r\nrun_id:ab12\r\n# Stats\r\ntotal_commands_processed:120\r\nkeyspace_hits:7\r\nkeyspace_misses:3\r\nevicted_keys:0\r\n# Memory\r\nused_memory:1048576\r\n# Replication\r\nrole:master\r\n# Errorstats\r\nerrorstat_ASK:count=4\r\nerrorstat_MOVED:count=11\r\n";
         let n = parse_node_info("abc", "127.0.0.1:1", info).unwrap();
         assert_eq!(
             n,
@@ -305,6 +309,7 @@ mod tests {
                 id: "abc".into(),
                 addr: "127.0.0.1:1".into(),
                 primary: true,
+                run_id: "ab12".into(),
                 commands: 120,
                 keyspace_hits: 7,
                 keyspace_misses: 3,

@@ -43,14 +43,15 @@ pub struct ClusterWindow {
 }
 
 /// The window's figures from each node's INFO before and after: nodes are matched by id; a
-/// node whose counters went down restarted, and its differences are unknown.
+/// node that restarted in the window (another `run_id`) started its counters again, and its
+/// differences are unknown.
 pub fn window(before: &[NodeStats], after: &[NodeStats]) -> ClusterWindow {
     let mut nodes = Vec::with_capacity(after.len().max(before.len()));
     let mut moved = Some(0u64);
     let mut ask = Some(0u64);
     for b in before {
         let a = after.iter().find(|a| a.id == b.id);
-        let delta = a.filter(|a| a.commands >= b.commands);
+        let delta = a.filter(|a| a.run_id == b.run_id && a.commands >= b.commands);
         let sub = |f: fn(&NodeStats) -> u64| delta.map(|a| f(a).saturating_sub(f(b)));
         let (m, k) = (sub(|n| n.moved), sub(|n| n.ask));
         moved = moved.zip(m).map(|(x, y)| x + y);
@@ -144,29 +145,57 @@ pub struct ClusterFault {
 /// primaries' commands, the run gets the `hot-shard` diagnosis.
 pub const HOT_SHARD_FACTOR: f64 = 2.0;
 
+/// Below this many commands a second on the busiest primary, which node carries the load does
+/// not matter yet (an in-process tier in front of one hot key leaves a trickle, all on one
+/// node): no `hot-shard` diagnosis.
+pub const HOT_SHARD_MIN_RATE: f64 = 1000.0;
+
 /// The `hot-shard` message, when the busiest primary served more than
-/// [`HOT_SHARD_FACTOR`] times its fair share.
-pub fn hot_shard(nodes: &[NodeFigures], hottest_share: Option<f64>) -> Option<String> {
-    let share = hottest_share?;
-    let primaries = nodes.iter().filter(|n| n.role == "primary").count();
-    if primaries < 2 {
+/// [`HOT_SHARD_FACTOR`] times its fair share of the primaries' commands, at
+/// [`HOT_SHARD_MIN_RATE`] commands a second or more over the window of `secs`. With
+/// `replica_reads` (`--read-from-replicas`) the reads land on replicas, so every node is
+/// weighed against its fair share of all nodes' commands.
+pub fn hot_shard(
+    nodes: &[NodeFigures],
+    hottest_share: Option<f64>,
+    secs: f64,
+    replica_reads: bool,
+) -> Option<String> {
+    let weighed: Vec<&NodeFigures> = nodes
+        .iter()
+        .filter(|n| replica_reads || n.role == "primary")
+        .collect();
+    if weighed.len() < 2 {
         return None;
     }
-    let fair = 1.0 / primaries as f64;
+    let hottest = weighed.iter().max_by_key(|n| n.commands.unwrap_or(0))?;
+    let share = if replica_reads {
+        hottest.share?
+    } else {
+        hottest_share?
+    };
+    let fair = 1.0 / weighed.len() as f64;
     if share <= HOT_SHARD_FACTOR * fair {
         return None;
     }
-    let hottest = nodes
-        .iter()
-        .filter(|n| n.role == "primary")
-        .max_by_key(|n| n.commands.unwrap_or(0))?;
+    let rate = hottest.commands? as f64 / secs.max(1e-9);
+    if rate < HOT_SHARD_MIN_RATE {
+        return None;
+    }
+    let of = if replica_reads {
+        "all nodes'"
+    } else {
+        "the primaries'"
+    };
     Some(format!(
-        "the primary {} served {:.0}% of the primaries' commands, {:.1}× its fair share of {:.0}%: the hot keys live on its slots, so it saturates first while the other {} idle; spread their reads (an in-process tier with --l1, --read-from-replicas, or copies of a hot key under several hash tags): coordinating loads bounds the database's herd, not this node's reads",
+        "the {} {} served {:.0}% of {of} commands ({:.0}/s), {:.1}× its fair share of {:.0}%: the hot keys live on its slots, so it saturates first while the other {} idle; spread their reads (an in-process tier with --l1, --read-from-replicas, or copies of a hot key under several hash tags): coordinating loads bounds the database's herd, not this node's reads",
+        hottest.role,
         hottest.addr,
         share * 100.0,
+        rate,
         share / fair,
         fair * 100.0,
-        primaries - 1
+        weighed.len() - 1
     ))
 }
 
@@ -179,6 +208,7 @@ mod tests {
             id: id.into(),
             addr: format!("h:{id}"),
             primary,
+            run_id: format!("run-{id}"),
             commands,
             keyspace_hits: commands / 2,
             keyspace_misses: 1,
@@ -211,7 +241,9 @@ mod tests {
         assert_eq!(w.hottest_node_share, Some(0.8));
         // 800 of all 1100.
         assert!((w.nodes[0].share.unwrap() - 800.0 / 1100.0).abs() < 1e-9);
-        assert!(hot_shard(&w.nodes, w.hottest_node_share).is_some());
+        assert!(hot_shard(&w.nodes, w.hottest_node_share, 0.5, false).is_some());
+        // 800 commands in 10 s: one node carries it, but it is a trickle.
+        assert!(hot_shard(&w.nodes, w.hottest_node_share, 10.0, false).is_none());
         let even = [
             node("a", true, 400, 0),
             node("b", true, 350, 1),
@@ -219,13 +251,15 @@ mod tests {
             node("r", false, 50, 0),
         ];
         let w = window(&before, &even);
-        assert!(hot_shard(&w.nodes, w.hottest_node_share).is_none());
+        assert!(hot_shard(&w.nodes, w.hottest_node_share, 0.1, false).is_none());
     }
 
     #[test]
     fn a_restarted_node_has_no_window() {
         let before = [node("a", true, 100, 3), node("b", true, 100, 0)];
-        let after = [node("a", true, 10, 0), node("b", true, 300, 0)];
+        let mut restarted = node("a", true, 900, 0);
+        restarted.run_id = "another".into();
+        let after = [restarted, node("b", true, 300, 0)];
         let w = window(&before, &after);
         assert_eq!(w.nodes[0].commands, None);
         assert_eq!(w.moved, None);

@@ -35,7 +35,7 @@ pub const CODES: [(&str, &str); 7] = [
     ),
     (
         "hot-shard",
-        "on a Redis Cluster, one primary served more than twice its fair share of the primaries' commands",
+        "on a Redis Cluster, one primary served more than twice its fair share of the primaries' commands (one node of all nodes', with --read-from-replicas), at 1000 commands a second or more",
     ),
 ];
 
@@ -145,7 +145,12 @@ pub fn diagnose(r: &RunResult) -> Vec<Diagnosis> {
         out.push(d("below-break-even", m));
     }
     if let Some(nodes) = &r.redis.nodes
-        && let Some(m) = super::cluster::hot_shard(nodes, r.redis.hottest_node_share)
+        && let Some(m) = super::cluster::hot_shard(
+            nodes,
+            r.redis.hottest_node_share,
+            secs,
+            sc.cluster.read_from_replicas,
+        )
     {
         out.push(d("hot-shard", m));
     }

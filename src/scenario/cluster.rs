@@ -104,13 +104,13 @@ pub(super) fn cluster_settings(m: &RunFlags) -> Result<ClusterSettings, UsageErr
             "--l1-invalidate tracking is not supported on a Redis Cluster: broadcast tracking on one connection hears only that node's keys; use --l1-invalidate pubsub (a cluster carries PUBLISH to every node) or ttl",
         ));
     }
-    if let Some(f) = m.fault.iter().find(|f| f.kind.needs_cluster()) {
-        if !on_cluster {
-            return Err(UsageError::new(format!(
-                "a {} fault is for a Redis Cluster: add --redis-cluster (managed) or --redis-url redis+cluster://…",
-                f.kind
-            )));
-        }
+    if let Some(f) = m.fault.iter().find(|f| f.kind.needs_cluster())
+        && !on_cluster
+    {
+        return Err(UsageError::new(format!(
+            "a {} fault is for a Redis Cluster: add --redis-cluster (managed) or --redis-url redis+cluster://…",
+            f.kind
+        )));
     }
     if external && m.fault.iter().any(|f| f.kind == FaultKind::KillRedis) {
         return Err(UsageError::new(
