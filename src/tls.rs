@@ -138,7 +138,7 @@ impl RedisTls {
             && !u.starts_with("rediss+cluster://")
         {
             return Err(UsageError::new(format!(
-                "--redis-ca, --redis-cert, --redis-key and --redis-insecure are for TLS: use a rediss:// (or rediss+cluster://) URL (got {})",
+                "--redis-ca, --redis-cert, --redis-key and --redis-insecure are for TLS: use a rediss:// URL (rediss+cluster:// for a cluster; got {})",
                 redact::url(u)
             )));
         }

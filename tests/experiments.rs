@@ -23,7 +23,12 @@ async fn cached(url: &str) -> Vec<(u64, i64)> {
         .unwrap();
     let mut v = Vec::new();
     for k in keys {
-        let Some(id) = k.rsplit(':').next().and_then(|s| s.parse::<u64>().ok()) else {
+        // An entry's key is `stampede:<run>:{<id>}` (its id is its Redis Cluster hash tag).
+        let Some(id) = k
+            .rsplit(':')
+            .next()
+            .and_then(|s| s.strip_prefix('{')?.strip_suffix('}')?.parse::<u64>().ok())
+        else {
             continue;
         };
         if k.contains(":lock:") {

@@ -11,13 +11,18 @@ use std::time::{Duration, Instant};
 use common::{BIN, cleanup, cpu_turn, run, run_ok};
 use common::{Servers, redis_keys};
 
-/// The entry keys (`<prefix><id>`) and the others of the run's namespace.
+/// The entry keys (`<prefix>{<id>}`) and the others of the run's namespace.
 fn split_keys(keys: &[String]) -> (usize, Vec<String>) {
     let mut entries = 0;
     let mut other = Vec::new();
     for k in keys {
         let last = k.rsplit(':').next().unwrap_or_default();
-        let id_only = k.matches(':').count() == 2 && last.chars().all(|c| c.is_ascii_digit());
+        let id = last
+            .strip_prefix('{')
+            .and_then(|l| l.strip_suffix('}'))
+            .unwrap_or_default();
+        let id_only =
+            k.matches(':').count() == 2 && !id.is_empty() && id.chars().all(|c| c.is_ascii_digit());
         if id_only {
             entries += 1;
         } else {

@@ -441,10 +441,17 @@ impl Driver {
             // Its in-process tier and the connection its invalidations come on.
             if let Some(spec) = sc.l1 {
                 let l1 = Arc::new(L1::new(&spec, counters.clone()));
+                // A cluster carries a PUBLISH to every node over its bus: subscribing on one
+                // seed hears every instance's invalidations.
+                let listen_url = if crate::cache::is_cluster(redis_url) {
+                    crate::cache::cluster::seed_urls(redis_url)?.swap_remove(0)
+                } else {
+                    redis_url.to_string()
+                };
                 crate::l1::connect(
                     l1.clone(),
                     spec.invalidate,
-                    redis_url,
+                    &listen_url,
                     redis_tls,
                     prefix.clone(),
                     shared.abort.clone(),

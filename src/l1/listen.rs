@@ -57,13 +57,7 @@ pub async fn connect(
     match mode {
         L1Invalidate::Ttl => Ok(()),
         L1Invalidate::Pubsub => {
-            // A cluster carries a PUBLISH to every node over its bus: subscribing on one seed
-            // hears every instance's invalidations.
-            let seed = match crate::cache::is_cluster(url) {
-                true => crate::cache::cluster::seed_urls(url)?.swap_remove(0),
-                false => url.to_string(),
-            };
-            let client = crate::tls::redis_client(&seed, tls)?;
+            let client = crate::tls::redis_client(url, tls)?;
             let channel = super::channel(&prefix);
             let stream = subscribe(&client, &channel)
                 .await

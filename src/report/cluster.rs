@@ -102,7 +102,7 @@ pub(crate) fn html(h: &mut String, results: &[RunResult], labels: &[String]) -> 
         return Ok(());
     }
     h.push_str(
-        "<figure class=\"chart\" data-metric=\"node-share\">\n<figcaption>Each cluster node's share of the commands in the window (a hot key's node stands out)</figcaption>\n",
+        "<figure class=\"chart\" data-metric=\"node-share\">\n<figcaption>Each cluster node's share of the commands in the window (a hot key's node stands out); each result's nodes in its own order, primaries first by address, labelled with the first result's</figcaption>\n",
     );
     h.push_str(&bars(&runs)?);
     h.push_str("</figure>\n");
