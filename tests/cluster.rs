@@ -259,28 +259,12 @@ fn a_failover_and_a_slot_migration_lose_no_request() {
     assert!(m["cluster"]["keys_moved"].as_u64().unwrap() >= 1, "{m}");
     assert_eq!(
         m["cluster"]["slot"].as_u64(),
-        Some(u64::from(slot_of_id(1)))
+        Some(u64::from(stampede::cache::cluster::entry_slot(1)))
     );
     // Requests for the moved keys met ASK while the slot was half moved, and got answers.
     assert!(r.u("/redis/ask") > 0, "{}", r.json["redis"]);
     assert_eq!(r.u("/redis/errors"), 0);
     assert_nodes_gone(&r.json);
-}
-
-/// The slot of entry `id` (its hash tag is the id): CRC16-XMODEM mod 16384, as Redis has it.
-fn slot_of_id(id: u64) -> u16 {
-    let mut crc: u16 = 0;
-    for b in id.to_string().bytes() {
-        crc ^= u16::from(b) << 8;
-        for _ in 0..8 {
-            crc = if crc & 0x8000 != 0 {
-                (crc << 1) ^ 0x1021
-            } else {
-                crc << 1
-            };
-        }
-    }
-    crc % 16384
 }
 
 /// The redis-server processes running in a dir under `tmp` (the run's nodes: each runs in
