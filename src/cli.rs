@@ -649,10 +649,6 @@ pub struct OutputFlags {
     /// No progress bar and no summary table; errors are still printed.
     #[arg(long, short, help_heading = "Output")]
     pub quiet: bool,
-
-    /// The live metrics the run feeds (set from `--metrics-listen`, not a flag of its own).
-    #[arg(skip)]
-    pub export: Option<crate::exporter::Export>,
 }
 
 /// Every setting of a run. All optional here: unset means "take the scenario file's value,

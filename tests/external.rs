@@ -152,6 +152,46 @@ async fn pools_larger_than_the_server_allows_are_refused_before_anything_is_crea
     assert_eq!(n, 0);
 }
 
+/// A run that fails after its schema exists (here: Redis refuses the connection the run opens
+/// once the schema is seeded) removes the schema on its way out: the run space is a guard.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_run_that_fails_after_seeding_leaves_no_schema() {
+    let servers = Servers::start(None).await;
+    let pu = servers.pg.url();
+    // Nothing listens there: the port was free a moment ago and is not bound again.
+    let ru = format!("redis://127.0.0.1:{}", free_port());
+    let r = tokio::task::spawn_blocking(move || {
+        run(&[
+            "--redis-url",
+            &ru,
+            "--pg-url",
+            &pu,
+            "--duration",
+            "1s",
+            "--keys",
+            "100",
+        ])
+    })
+    .await
+    .unwrap();
+    assert_ne!(r.code(), 0, "{}", r.stderr());
+    assert!(
+        r.stderr().contains("cannot connect to Redis"),
+        "{}",
+        r.stderr()
+    );
+    let admin = pg(&servers.pg.url()).await;
+    let n: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'stampede_%'",
+            &[],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(n, 0, "the failed run's schema was left behind");
+}
+
 /// A run on external servers killed outright (SIGKILL) leaves its keys and schema; `stampede
 /// cleanup` removes those once the run's heartbeat is gone, and never a live run's.
 #[tokio::test(flavor = "multi_thread")]

@@ -15,7 +15,6 @@ use super::process::{ManagedApp, Ready};
 use super::sample::{ACTIVITY_EVERY, AppStatements, Sampled, Sampler};
 use super::{self as target, TargetSpec, role};
 use crate::cache;
-use crate::cli::OutputFlags;
 use crate::driver::Driver;
 use crate::error::{EnvError, UsageError};
 use crate::fault::Server;
@@ -24,11 +23,12 @@ use crate::origin::Db;
 use crate::redact;
 use crate::results::{AppFigures, RunResult, StartFigures};
 use crate::scenario::Scenario;
+use crate::session::Progress;
 use crate::session::build::{Measured, build};
 use crate::session::builtin::Setup;
 use crate::session::env::{Env, Status};
-use crate::session::faults::{finish_faults, start_faults};
 use crate::session::heartbeat::Heartbeat;
+use crate::session::lifecycle::{self, Readings, RunSpace};
 use crate::workload::Start;
 
 /// Set up the app's schema and role, run, and remove both whatever happened.
@@ -36,7 +36,7 @@ pub async fn run_on(
     sc: &Scenario,
     env: &mut Env,
     shutdown: CancellationToken,
-    out: &OutputFlags,
+    out: &Progress,
     status: &Status,
 ) -> Result<RunResult> {
     let t = sc
@@ -63,67 +63,51 @@ pub async fn run_on(
     .await
     .with_context(|| format!("seeding schema {schema} for the app"))?;
     // On a managed Postgres the app gets a role of its own: its statements are then told
-    // from stampede's by the server itself.
+    // from stampede's by the server itself. The space drops it with the schema.
     let app_role = sc
         .pg_url
         .is_none()
         .then(|| format!("stampede_app_{run_id}"));
-    let result = async {
-        if let Some(r) = &app_role {
-            role::create(&env.pg_url, r, &schema).await?;
-        }
-        let seed_ms = seed_start.elapsed().as_millis() as u64;
-        let admin = cache::Admin::open(&env.redis_url, &env.redis_tls, prefix.clone()).await?;
-        let setup = Setup {
-            db: &db,
-            admin: &admin,
-            prefix: prefix.clone(),
-            seed_ms,
-            heavy_query_ms: None,
-        };
-        // Each heartbeat on its own clock: a stalled Postgres must not let the Redis key lapse.
-        let beat = Heartbeat::new();
-        let r = beat
-            .both(
-                &admin,
-                &db,
-                measure(
-                    sc,
-                    t,
-                    env,
-                    &setup,
-                    app_role.as_deref(),
-                    shutdown,
-                    out,
-                    status,
-                ),
-            )
-            .await
-            .map(|mut r| {
-                r.servers.heartbeat = Some(beat.figures());
-                r
-            });
-        // On the managed Redis too: the next run of a comparison must have its memory limit
-        // to itself (the failure to remove from the tool's own server needs no warning).
-        if let Err(e) = admin.remove_namespace().await
-            && sc.redis_url.is_some()
-        {
-            eprintln!(
-                "warning: could not remove this run's keys from {}: {e:#}",
-                redact::url(&env.redis_url)
-            );
-        }
-        r
+    let space = RunSpace::new(db, sc, env).with_role(app_role.clone());
+    // An error from here on drops the space, which removes what was made.
+    if let Some(r) = &app_role {
+        role::create(&env.pg_url, r, &schema).await?;
     }
-    .await;
-    if let Err(e) = db.teardown().await {
-        eprintln!("warning: {e:#}");
-    }
-    if let Some(r) = &app_role
-        && let Err(e) = role::drop(&env.pg_url, r).await
-    {
-        eprintln!("warning: {e:#}");
-    }
+    let seed_ms = seed_start.elapsed().as_millis() as u64;
+    // On the managed Redis too, the run's keys go with it: the next run of a comparison must
+    // have its memory limit to itself.
+    let admin = cache::Admin::open(&env.redis_url, &env.redis_tls, prefix.clone()).await?;
+    let space = space.with_admin(admin.clone());
+    let setup = Setup {
+        db: space.db(),
+        admin: &admin,
+        prefix: prefix.clone(),
+        seed_ms,
+        heavy_query_ms: None,
+    };
+    // Each heartbeat on its own clock: a stalled Postgres must not let the Redis key lapse.
+    let beat = Heartbeat::new();
+    let result = beat
+        .both(
+            &admin,
+            space.db(),
+            measure(
+                sc,
+                t,
+                env,
+                &setup,
+                app_role.as_deref(),
+                shutdown,
+                out,
+                status,
+            ),
+        )
+        .await
+        .map(|mut r| {
+            r.servers.heartbeat = Some(beat.figures());
+            r
+        });
+    space.release().await;
     result
 }
 
@@ -250,14 +234,10 @@ async fn measure(
     setup: &Setup<'_>,
     app_role: Option<&str>,
     shutdown: CancellationToken,
-    out: &OutputFlags,
+    out: &Progress,
     status: &Status,
 ) -> Result<RunResult> {
-    let redis_version = setup
-        .admin
-        .version()
-        .await
-        .map_err(|e| EnvError(format!("reading Redis INFO: {e:#}")))?;
+    let redis_version = lifecycle::redis_version(setup.admin).await?;
     // The app's cache is the run's Redis: a limit is in place before the app starts.
     let memory_config = crate::session::memory::configure(sc, env, setup.admin)
         .await
@@ -288,25 +268,19 @@ async fn measure(
         driver.gauges().loads,
     )
     .await?;
-    let before = setup.admin.stats().await.ok();
+    let before = Readings::read(setup.admin).await;
     let live = Live::new(sc.duration.0, out.quiet).for_app();
     let bar = live.bar();
     bar.set_prefix(t.name().to_string());
     let (first_redis_pid, first_pg_pid) = env.pids();
-    let chaos = start_faults(sc, env, &driver, setup, &shutdown);
-    let raw = driver.run(shutdown, live).await;
-    let faults = finish_faults(chaos, env).await;
+    let traffic = lifecycle::traffic(sc, env, &driver, setup, true, shutdown, live).await;
     let sampled = sampler.finish().await;
-    let raw = raw?;
-    let faults = faults?;
+    let (raw, faults) = traffic?;
     bar.finish_and_clear();
-    let after = setup.admin.stats().await.ok();
-    let redis_restarted = faults
-        .as_ref()
-        .is_some_and(|d| !d.restarted_pids.is_empty());
+    let after = Readings::read(setup.admin).await;
+    let restarted = lifecycle::redis_restarted(faults.as_ref());
     let memory =
-        crate::session::memory::figures(sc, setup.admin, memory_config.as_ref(), redis_restarted)
-            .await;
+        crate::session::memory::figures(sc, setup.admin, memory_config.as_ref(), restarted).await;
     let mut notes = Vec::new();
     let (pid, log, ready_ms) = match &mut started {
         Some(s) => {
@@ -329,7 +303,7 @@ async fn measure(
     let measured = Measured {
         raw,
         calls_server: sampled.db_calls,
-        redis_stats: before.zip(after),
+        redis_stats: before.stats.zip(after.stats),
         redis_version,
         faults,
         first_redis_pid,
@@ -352,9 +326,7 @@ async fn measure(
     shape(
         &mut r, t, &http, &which, &sampled, ledger, notes, pid, log, ready_ms,
     );
-    for f in r.faults.iter().filter_map(|f| f.note.as_deref()) {
-        eprintln!("warning: fault: {f}");
-    }
+    lifecycle::warn_fault_notes(&r);
     Ok(r)
 }
 

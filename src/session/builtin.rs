@@ -3,19 +3,18 @@
 //! traffic and the faults, the servers' own counts read back, and both removed afterwards.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
 
+use super::Progress;
 use super::build::{Measured, build};
 use super::env::{Env, Status};
-use super::faults::{finish_faults, start_faults};
 use super::heartbeat::Heartbeat;
+use super::lifecycle::{self, Readings, RunSpace};
 use crate::cache;
-use crate::cli::OutputFlags;
 use crate::driver::Driver;
-use crate::error::EnvError;
 use crate::fault::Server;
 use crate::live::Live;
 use crate::origin::Db;
@@ -25,13 +24,13 @@ use crate::results::RunResult;
 use crate::scenario::Scenario;
 
 /// One strategy's run on servers that are already up: its own schema (fresh DB counters) and
-/// its own Redis namespace (a fresh cache), both removed afterwards. Shared by `run` and
-/// `compare`.
+/// its own Redis namespace (a fresh cache), both held by a [`RunSpace`] that removes them
+/// afterwards. Shared by `run` and `compare`.
 pub(super) async fn run_on(
     sc: &Scenario,
     env: &mut Env,
     shutdown: CancellationToken,
-    out: &OutputFlags,
+    out: &Progress,
     status: &Status,
 ) -> Result<RunResult> {
     let run_id = format!("{:08x}", rand::random::<u32>());
@@ -67,70 +66,49 @@ pub(super) async fn run_on(
             (db, sc)
         }
     };
-    let heavy_query_ms = heavy_setup(sc, &db, status).await;
+    // From here on the run's schema exists (and its keys, once written): the space removes
+    // them whatever happens next.
+    let space = RunSpace::new(db, sc, env);
+    let heavy_query_ms = heavy_setup(sc, space.db(), status).await?;
     // A replay's items carry the trace's sizes: Postgres's own count of them, for the record.
     let seeded_bytes = match &sc.trace {
-        Some(_) => db.payload_bytes().await.ok(),
+        Some(_) => space.db().payload_bytes().await.ok(),
         None => None,
     };
     let seed_ms = seed_start.elapsed().as_millis() as u64;
-    let admin = match cache::Admin::open(&env.redis_url, &env.redis_tls, prefix.clone()).await {
-        Ok(a) => a,
-        Err(e) => {
-            let _ = db.teardown().await;
-            return Err(e);
-        }
-    };
-    let heavy_query_ms = match heavy_query_ms {
-        Ok(h) => admin
+    let admin = cache::Admin::open(&env.redis_url, &env.redis_tls, prefix.clone()).await?;
+    let space = space.with_admin(admin.clone());
+    let result = async {
+        admin
             .check_access(
                 &env.redis_url,
                 sc.strategy.coordination.mutex(),
                 &sc.strategy.to_string(),
             )
-            .await
-            .map(|()| h),
-        Err(e) => Err(e),
-    };
-    // From here on the run's schema and keys exist: remove them whatever happens next.
-    let result = match heavy_query_ms {
-        Ok(heavy_query_ms) => {
-            let setup = Setup {
-                db: &db,
-                admin: &admin,
-                prefix,
-                seed_ms,
-                heavy_query_ms,
-            };
-            // While the run goes it says it is alive, in Redis and in its schema, so that
-            // `stampede cleanup` can tell a dead run's leftovers from a live run's.
-            let beat = Heartbeat::new();
-            let r = beat
-                .both(&admin, &db, measure(sc, env, setup, shutdown, out, status))
-                .await;
-            r.map(|mut r| {
-                r.servers.heartbeat = Some(beat.figures());
-                r.db.seeded_bytes = seeded_bytes;
-                r
-            })
-        }
-        Err(e) => Err(e),
-    };
-    // A managed Redis is shared by the runs of a comparison or a sweep: a run's entries left
-    // there would take the next run's memory (under its limit, evicted or refused in its
-    // place), so they go on either server. The managed server is the tool's own and stops
-    // with the session: a failure there (a Redis a fault left down) needs no warning.
-    if let Err(e) = admin.remove_namespace().await
-        && sc.redis_url.is_some()
-    {
-        eprintln!(
-            "warning: could not remove this run's keys from {}: {e:#}",
-            redact::url(&env.redis_url)
-        );
+            .await?;
+        let setup = Setup {
+            db: space.db(),
+            admin: &admin,
+            prefix,
+            seed_ms,
+            heavy_query_ms,
+        };
+        // While the run goes it says it is alive, in Redis and in its schema, so that
+        // `stampede cleanup` can tell a dead run's leftovers from a live run's.
+        let beat = Heartbeat::new();
+        let mut r = beat
+            .both(
+                &admin,
+                space.db(),
+                measure(sc, env, setup, shutdown, out, status),
+            )
+            .await?;
+        r.servers.heartbeat = Some(beat.figures());
+        r.db.seeded_bytes = seeded_bytes;
+        Ok(r)
     }
-    if let Err(e) = db.teardown().await {
-        eprintln!("warning: {e:#}");
-    }
+    .await;
+    space.release().await;
     result
 }
 
@@ -188,14 +166,10 @@ async fn measure(
     env: &mut Env,
     setup: Setup<'_>,
     shutdown: CancellationToken,
-    out: &OutputFlags,
+    out: &Progress,
     status: &Status,
 ) -> Result<RunResult> {
-    let redis_version = setup
-        .admin
-        .version()
-        .await
-        .map_err(|e| EnvError(format!("reading Redis INFO: {e:#}")))?;
+    let redis_version = lifecycle::redis_version(setup.admin).await?;
     let mut driver = Driver::build(
         sc,
         &env.redis_url,
@@ -226,66 +200,30 @@ async fn measure(
         start.ms,
         start.budget_note.as_deref().unwrap_or("")
     ));
-    let before = setup.admin.stats().await.ok();
-    let nodes_before = cluster_nodes(setup.admin).await;
+    let before = Readings::read(setup.admin).await;
     let live = Live::new(sc.duration.0, out.quiet);
     let bar = live.bar();
     // Names the bar: `compare` shows one per strategy.
     bar.set_prefix(sc.label());
-    let first_redis_pid = env.redis.as_ref().and_then(|r| r.pid());
-    let first_pg_pid = env.pg.as_ref().and_then(|p| p.pid());
-    let chaos = start_faults(sc, env, &driver, &setup, &shutdown);
-    let raw = driver.run(shutdown, live).await;
-    let faults = finish_faults(chaos, env).await;
-    let raw = raw?;
-    let faults = faults?;
+    let (first_redis_pid, first_pg_pid) = env.pids();
+    let (raw, faults) = lifecycle::traffic(sc, env, &driver, &setup, true, shutdown, live).await?;
     bar.finish_and_clear();
-    let after = setup.admin.stats().await.ok();
-    let nodes_after = cluster_nodes(setup.admin).await;
-    let redis_restarted = faults
-        .as_ref()
-        .is_some_and(|d| !d.restarted_pids.is_empty());
-    let memory =
-        super::memory::figures(sc, setup.admin, memory_config.as_ref(), redis_restarted).await;
+    let after = Readings::read(setup.admin).await;
+    let restarted = lifecycle::redis_restarted(faults.as_ref());
+    let memory = super::memory::figures(sc, setup.admin, memory_config.as_ref(), restarted).await;
     // Read after INFO: reading the written keys back counts in the keyspace figures.
     let divergence = driver
         .divergence(setup.db, setup.admin)
         .await
         .map_err(|e| format!("{e:#}"))
         .transpose();
-    let mut writes_server = None;
-    if let Some(w) = &raw.writes {
-        // As for the loads: give the last counts a moment to land.
-        let wait_until = Instant::now() + Duration::from_secs(1);
-        writes_server = setup.db.server_writes().await;
-        while writes_server.is_some_and(|n| n < w.committed) && Instant::now() < wait_until {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            writes_server = setup.db.server_writes().await;
-        }
-    }
-    // The server counts a statement when it completes without error.
-    let tool_total = raw.db.calls.saturating_sub(raw.db.statement_errors);
-    // A Postgres crash empties pg_stat_statements: what it had counted before each kill is
-    // added to the last reading (none when a reading failed: the sum would be short).
-    let erased = faults.as_ref().map(|d| &d.server_calls);
-    let read = || async {
-        match erased {
-            Some(e) if e.unreadable => None,
-            Some(e) => Some(setup.db.server_calls().await? + e.lost),
-            None => setup.db.server_calls().await,
-        }
-    };
-    // pg_stat_statements records a statement as it ends; give the last ones a moment to land.
-    let mut calls_server = read().await;
-    let wait_until = Instant::now() + Duration::from_secs(1);
-    while calls_server.is_some_and(|c| c < tool_total) && Instant::now() < wait_until {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        calls_server = read().await;
-    }
+    // As for the loads: the last counts are given a moment to land.
+    let writes_server = lifecycle::server_writes(setup.db, &raw).await;
+    let calls_server = lifecycle::server_calls(setup.db, &raw, faults.as_ref()).await;
     let measured = Measured {
         raw,
         calls_server,
-        redis_stats: before.zip(after),
+        redis_stats: before.stats.zip(after.stats),
         redis_version,
         faults,
         first_redis_pid,
@@ -294,19 +232,9 @@ async fn measure(
         divergence,
         writes_server,
         memory: Some(memory),
-        nodes: nodes_before.zip(nodes_after),
+        nodes: before.nodes.zip(after.nodes),
     };
     let result = build(sc, measured, &setup, env);
-    for f in result.faults.iter().filter_map(|f| f.note.as_deref()) {
-        eprintln!("warning: fault: {f}");
-    }
+    lifecycle::warn_fault_notes(&result);
     Ok(result)
-}
-
-/// A cluster's nodes' figures now, those that answer (None on a single server).
-async fn cluster_nodes(admin: &cache::Admin) -> Option<Vec<cache::nodes::NodeStats>> {
-    if !admin.is_cluster() {
-        return None;
-    }
-    Some(admin.live_node_stats().await)
 }

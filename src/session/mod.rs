@@ -1,6 +1,6 @@
 //! The orchestration of a run, apart from the commands that ask for it: the servers of a
-//! session ([`env`]), one strategy's run of the built-in app on them ([`builtin`]) or of an app
-//! under test (`crate::app::run`), repeated trials and comparisons ([`trials`],
+//! session ([`env`]), one measured run in phases ([`lifecycle`]) of the built-in app on them
+//! ([`builtin`]) or of an app under test (`crate::app::run`), repeated trials and comparisons ([`trials`],
 //! [`comparison`]), sharded runs ([`shards`]) and the removal of dead runs' leftovers
 //! ([`cleanup`]). A command reads its arguments, calls one function here and says how the
 //! process ends.
@@ -12,6 +12,7 @@ pub mod comparison;
 pub mod env;
 pub mod faults;
 pub(crate) mod heartbeat;
+pub(crate) mod lifecycle;
 pub(crate) mod memory;
 pub mod shards;
 pub mod single;
@@ -24,7 +25,24 @@ use tokio_util::sync::CancellationToken;
 
 pub use env::{Env, Status, shutdown_on_signals};
 
-use crate::cli::OutputFlags;
+/// What one run shows while it goes: its progress bar (none when `quiet`) and, under
+/// `--metrics-listen`, the live metrics it feeds. Built by the command from its flags.
+#[derive(Clone, Default)]
+pub struct Progress {
+    pub quiet: bool,
+    pub export: Option<crate::exporter::Export>,
+}
+
+impl Progress {
+    /// No bar and no live metrics: the runs of a comparison's trials and of a sweep's cells.
+    pub fn quiet() -> Progress {
+        Progress {
+            quiet: true,
+            export: None,
+        }
+    }
+}
+
 use crate::results::RunResult;
 use crate::scenario::Scenario;
 
@@ -34,7 +52,7 @@ pub async fn run_on(
     sc: &Scenario,
     env: &mut Env,
     shutdown: CancellationToken,
-    out: &OutputFlags,
+    out: &Progress,
     status: &Status,
 ) -> Result<RunResult> {
     if sc.target.is_some() {

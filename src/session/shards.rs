@@ -12,13 +12,14 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
 
+use super::Progress;
 use super::build::{Measured, build};
 use super::builtin::{Setup, heavy_setup};
 use super::env::{Env, Status};
-use super::faults::{finish_faults, start_faults};
 use super::heartbeat::{BOUND, Heartbeat};
+use super::lifecycle::{self, Readings, RunSpace};
 use crate::cache::{self, Admin};
-use crate::cli::{OutputFlags, PrepareCmd, ShardFlags};
+use crate::cli::{PrepareCmd, ShardFlags};
 use crate::driver::Driver;
 use crate::error::{EnvError, UsageError};
 use crate::fault::Server;
@@ -342,7 +343,7 @@ pub async fn run_shard(
     plan: &Plan,
     env: &mut Env,
     shutdown: CancellationToken,
-    out: &OutputFlags,
+    out: &Progress,
     status: &Status,
 ) -> Result<RunResult> {
     let prefix: Arc<str> = Arc::from(format!("stampede:{}:", plan.run_id));
@@ -351,7 +352,7 @@ pub async fn run_shard(
     // the run): through the setup, the wait for the start instant and the end barrier too,
     // when the run's keys are there and a `cleanup` must leave them alone.
     let beat = Heartbeat::new();
-    let (db, result) = beat
+    let (space, result) = beat
         .redis(&admin, async {
             let prepared = admin.get_signal(START_KEY).await?.is_some();
             let seed_start = Instant::now();
@@ -363,34 +364,31 @@ pub async fn run_shard(
                 let _ = wait_for_start(&admin, plan, &shutdown).await?;
                 Db::attach_run(&env.pg_url, &plan.run_id, sc.faults_on(Server::Postgres)).await?
             };
+            // Shard 0 removes the run's keys and schema once every shard is done, whatever
+            // happened; the other shards leave them.
+            let space = RunSpace::new(db, sc, env).with_admin(admin.clone());
+            let space = match plan.spec.leads() {
+                true => space,
+                false => space.borrowed(),
+            };
             let seed_ms = seed_start.elapsed().as_millis() as u64;
+            let db = space.db();
             let result = beat
                 .postgres(
-                    &db,
+                    db,
                     shard_on(
-                        sc, plan, env, &db, &admin, prefix, seed_ms, sets_up, shutdown, out, status,
+                        sc, plan, env, db, &admin, prefix, seed_ms, sets_up, shutdown, out, status,
                     ),
                 )
                 .await;
-            Ok::<_, anyhow::Error>((db, result))
+            Ok::<_, anyhow::Error>((space, result))
         })
         .await?;
     let result = result.map(|mut r| {
         r.servers.heartbeat = Some(beat.figures());
         r
     });
-    if plan.spec.leads() {
-        if let Err(e) = admin.remove_namespace().await {
-            eprintln!(
-                "warning: could not remove run {}'s keys from {}: {e:#}",
-                plan.run_id,
-                redact::url(&env.redis_url)
-            );
-        }
-        if let Err(e) = db.teardown().await {
-            eprintln!("warning: {e:#}");
-        }
-    }
+    space.release().await;
     result
 }
 
@@ -405,7 +403,7 @@ async fn shard_on(
     seed_ms: u64,
     sets_up: bool,
     shutdown: CancellationToken,
-    out: &OutputFlags,
+    out: &Progress,
     status: &Status,
 ) -> Result<RunResult> {
     let spec = plan.spec;
@@ -448,10 +446,7 @@ async fn shard_on(
     if let Some(e) = &out.export {
         driver.export(e.clone());
     }
-    let redis_version = admin
-        .version()
-        .await
-        .map_err(|e| EnvError(format!("reading Redis INFO: {e:#}")))?;
+    let redis_version = lifecycle::redis_version(admin).await?;
     let setup = Setup {
         db,
         admin,
@@ -459,25 +454,25 @@ async fn shard_on(
         seed_ms,
         heavy_query_ms,
     };
-    let before = if spec.leads() {
-        admin.stats().await.ok()
-    } else {
-        None
+    let before = match spec.leads() {
+        true => Readings::read(admin).await.stats,
+        false => None,
     };
     let live = Live::new(sc.duration.0, out.quiet);
     let bar = live.bar();
     bar.set_prefix(format!("{} {spec}", sc.strategy));
     // One shard executes the faults (through the restart commands: the servers are
     // external); the others record the schedule.
-    let chaos = if spec.leads() {
-        start_faults(sc, env, &driver, &setup, &shutdown)
-    } else {
-        None
-    };
-    let raw = driver.run(shutdown.clone(), live).await;
-    let faults = finish_faults(chaos, env).await;
-    let raw = raw?;
-    let faults = faults?;
+    let (raw, faults) = lifecycle::traffic(
+        sc,
+        env,
+        &driver,
+        &setup,
+        spec.leads(),
+        shutdown.clone(),
+        live,
+    )
+    .await?;
     bar.finish_and_clear();
     let completed_statements = raw.db.calls.saturating_sub(raw.db.statement_errors);
     admin
@@ -594,13 +589,7 @@ async fn end_barrier(
     }
     done.sort_unstable();
     let statements: u64 = done.iter().map(|(_, n)| n).sum();
-    // pg_stat_statements records a statement as it ends; give the last ones a moment to land.
-    let mut calls_server = db.server_calls().await;
-    let wait_until = Instant::now() + Duration::from_secs(1);
-    while calls_server.is_some_and(|c| c < statements) && Instant::now() < wait_until {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        calls_server = db.server_calls().await;
-    }
+    let calls_server = lifecycle::settled_calls(statements, || db.server_calls()).await;
     let after = admin.stats().await.ok();
     let ledger = ledger_figures(sc, db, at).await;
     let missing = plan.spec.count as usize - done.len().min(plan.spec.count as usize);

@@ -8,7 +8,7 @@ use anyhow::Result;
 use tokio_util::sync::CancellationToken;
 
 use super::trials::{self, Ended, Output};
-use super::{Env, Status, run_on, shutdown_on_signals};
+use super::{Env, Progress, Status, run_on, shutdown_on_signals};
 use crate::cli::RunCmd;
 use crate::error::UsageError;
 use crate::exporter::{self, Export};
@@ -92,7 +92,10 @@ pub async fn run(cmd: &RunCmd, show: impl FnOnce(&RunResult) -> Result<()>) -> R
     }
     let shutdown = shutdown_on_signals();
     let status = Status::new(cmd.output.quiet);
-    let mut output = cmd.output.clone();
+    let mut output = Progress {
+        quiet: cmd.output.quiet,
+        export: None,
+    };
     let metrics = match cmd.metrics.metrics_listen {
         Some(addr) => {
             let label = plan.as_ref().map_or(String::new(), |p| p.spec.to_string());

@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
+use super::Progress;
 use super::{Env, Status, run_on, shutdown_on_signals};
-use crate::cli::{OutputFlags, TrialFlags};
+use crate::cli::TrialFlags;
 use crate::metric::Metric;
 use crate::report::{self, markdown, tables};
 use crate::results::summary::CompareSummary;
@@ -63,9 +64,7 @@ pub async fn run_trials(scenarios: &[Scenario], trials: TrialFlags, out: &Output
     let shutdown = shutdown_on_signals();
     let status = Status::new(out.quiet);
     let mut env = Env::start(&scenarios[0], &status).await?;
-    let quiet = OutputFlags {
-        out: None,
-        html: None,
+    let quiet = Progress {
         quiet: out.quiet,
         export: None,
     };

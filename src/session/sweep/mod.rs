@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::trials::Ended;
 use super::{Env, Status, comparison, run_on, shutdown_on_signals};
-use crate::cli::{CompareCmd, OutputFlags, RunFlags, SweepCmd, TargetFlags};
+use crate::cli::{CompareCmd, RunFlags, SweepCmd, TargetFlags};
 use crate::error::UsageError;
 use crate::report::sweep as render;
 use crate::results::sweep::{
@@ -26,6 +26,7 @@ use crate::results::sweep::{
 };
 use crate::results::{self, RunResult};
 use crate::scenario::Scenario;
+use crate::session::Progress;
 use axes::{Axis, Point};
 
 /// How close the boundary's two rates must come: the next rate that fails is within 5% of
@@ -384,10 +385,7 @@ impl Sweep<'_> {
         let (trials, skipped) = match self.stored(&rel, &paths, &scenarios) {
             Some(t) => (t, true),
             None => {
-                let quiet = OutputFlags {
-                    quiet: true,
-                    ..OutputFlags::default()
-                };
+                let quiet = Progress::quiet();
                 let mut trials = Vec::new();
                 for (s, p) in scenarios.iter().zip(&paths) {
                     if self.shutdown.is_cancelled() {
