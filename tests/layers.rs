@@ -65,6 +65,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "session::builtin",
             "session::faults",
             "session::heartbeat",
+            "session::lifecycle",
             "session::memory",
             "session::shards",
             "session::trials",

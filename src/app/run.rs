@@ -23,12 +23,11 @@ use crate::origin::Db;
 use crate::redact;
 use crate::results::{AppFigures, RunResult, StartFigures};
 use crate::scenario::Scenario;
-use crate::session::Progress;
 use crate::session::build::{Measured, build};
 use crate::session::builtin::Setup;
 use crate::session::env::{Env, Status};
 use crate::session::heartbeat::Heartbeat;
-use crate::session::lifecycle::{self, Readings, RunSpace};
+use crate::session::lifecycle::{self, Progress, Readings, RunSpace};
 use crate::workload::Start;
 
 /// Set up the app's schema and role, run, and remove both whatever happened.

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::audit::{self, Settings, card};
 use crate::cli::AuditCmd;
@@ -18,11 +18,8 @@ pub async fn run(cmd: AuditCmd) -> Result<ExitCode> {
     print!("{}", card::text(&a));
     if let Some(dir) = &cmd.out {
         let checks = dir.join("checks");
-        std::fs::create_dir_all(&checks)
-            .with_context(|| format!("creating {}", checks.display()))?;
-        let write = |p: std::path::PathBuf, body: String| {
-            std::fs::write(&p, body).with_context(|| format!("writing {}", p.display()))
-        };
+        let write =
+            |p: std::path::PathBuf, body: String| crate::report::sink::write_text(&p, &body);
         write(dir.join("audit.json"), serde_json::to_string_pretty(&a)?)?;
         write(dir.join("audit.md"), card::markdown(&a))?;
         for c in &a.checks {

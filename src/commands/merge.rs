@@ -55,7 +55,7 @@ pub fn run(cmd: MergeCmd) -> Result<ExitCode> {
     let shards = read_inputs(&cmd.inputs)?;
     let n = shards.len();
     let merged = results::merge::merge(shards, cmd.allow_missing)?;
-    results::write_json(&cmd.out, &merged)?;
+    report::sink::write_result(&cmd.out, &merged)?;
     if !cmd.quiet {
         print!("{}", report::terminal::summary(&merged));
         print!("{}", report::tables::thresholds(&merged.thresholds));

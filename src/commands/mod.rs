@@ -14,7 +14,7 @@ mod traces;
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 
 use crate::cli::{Cli, Command, ReportCmd};
 use crate::error::{EXIT_FAILED_CHECK, EXIT_INTERRUPTED, UsageError};
@@ -59,7 +59,7 @@ fn report_cmd(cmd: ReportCmd) -> Result<ExitCode> {
     let results = report::html::load(&cmd.inputs)?;
     match &cmd.html {
         Some(p) => {
-            report::html::write(&results, p)?;
+            report::sink::write_text(p, &report::html::render(&results)?)?;
             eprintln!(
                 "HTML report of {} result(s) written to {}",
                 results.len(),
@@ -84,8 +84,7 @@ fn mrc_report(file: &Path, page: &str, html: Option<&Path>) -> Result<ExitCode> 
         ))
         .into());
     };
-    std::fs::write(out, page)
-        .with_context(|| format!("writing the HTML report to {}", out.display()))?;
+    report::sink::write_text(out, page)?;
     eprintln!(
         "HTML chart of the miss-ratio curve in {} written to {}",
         file.display(),

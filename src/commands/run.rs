@@ -6,14 +6,14 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 use crate::cli::RunCmd;
-use crate::report;
+use crate::report::sink::{HtmlReport, ResultFile, Sinks, Terminal};
 use crate::results;
 use crate::session::Status;
 use crate::session::single::{self, Done};
 
 pub async fn run(cmd: RunCmd) -> Result<ExitCode> {
     let status = Status::new(cmd.output.quiet);
-    match single::run(&cmd, |r| write_and_show(&cmd, r, &status)).await? {
+    match single::run(&cmd, |r| write_and_show(&cmd, r)).await? {
         Done::One(result) => Ok(super::ending(
             result.interrupted,
             &result.broken_thresholds(),
@@ -30,23 +30,23 @@ pub async fn run(cmd: RunCmd) -> Result<ExitCode> {
 }
 
 /// Write the result where `--out` and `--html` ask, and print its summary.
-fn write_and_show(cmd: &RunCmd, result: &results::RunResult, status: &Status) -> Result<()> {
-    if let Some(why) = results::check::unreliable(result) {
-        eprintln!("warning: {why}");
-    }
+fn write_and_show(cmd: &RunCmd, result: &results::RunResult) -> Result<()> {
+    let mut sinks = Sinks::default().with(Terminal {
+        quiet: cmd.output.quiet,
+        each: true,
+    });
     if let Some(p) = &cmd.output.out {
-        results::write_json(p, result)?;
-    }
-    if !cmd.output.quiet {
-        print!("{}", report::terminal::summary(result));
-        print!("{}", report::tables::thresholds(&result.thresholds));
-    }
-    if let Some(p) = &cmd.output.out {
-        status.line(&format!("results written to {}", p.display()));
+        sinks = sinks.with(ResultFile {
+            path: p.clone(),
+            quiet: cmd.output.quiet,
+        });
     }
     if let Some(p) = &cmd.output.html {
-        report::html::write(std::slice::from_ref(result), p)?;
-        status.line(&format!("HTML report written to {}", p.display()));
+        sinks = sinks.with(HtmlReport {
+            path: p.clone(),
+            quiet: cmd.output.quiet,
+        });
     }
-    Ok(())
+    sinks.result(result, 0, 1)?;
+    sinks.finish(std::slice::from_ref(result), None)
 }

@@ -30,7 +30,7 @@ pub fn report(dirs: &[PathBuf], html: Option<&Path>) -> Result<ExitCode> {
         .collect::<Result<Vec<_>>>()?;
     match html {
         Some(p) => {
-            report::html::map::write(&docs, p)?;
+            report::sink::write_text(p, &report::html::map::render(&docs)?)?;
             let cells: usize = docs.iter().map(|d| d.cells.len()).sum();
             eprintln!(
                 "HTML report of {} sweep(s) ({cells} cells) written to {}",

@@ -82,18 +82,6 @@ pub fn load(inputs: &[PathBuf]) -> Result<Vec<RunResult>> {
     Ok(out)
 }
 
-/// Write the report of these results to `out` (creating its directory).
-pub fn write(results: &[RunResult], out: &Path) -> Result<()> {
-    let page = render(results)?;
-    if let Some(dir) = out.parent()
-        && !dir.as_os_str().is_empty()
-    {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    std::fs::write(out, page)
-        .with_context(|| format!("writing the HTML report to {}", out.display()))
-}
-
 /// A fault window, seconds since the measured window started.
 struct Window {
     strategy: String,

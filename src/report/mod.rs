@@ -1,11 +1,13 @@
 //! Renderers: the typed results ([`crate::results`]) shown for people — the terminal summary,
 //! aligned tables for a terminal or CI log, Markdown for CI summaries, and the HTML report.
-//! They read results; they never compute a figure.
+//! They read results; they never compute a figure. [`sink`] is where every output of results
+//! goes, and the only code that writes a result file.
 
 mod cluster;
 pub mod html;
 pub mod markdown;
 mod memory;
+pub mod sink;
 pub mod sweep;
 pub mod tables;
 pub mod terminal;

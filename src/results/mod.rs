@@ -1111,17 +1111,6 @@ pub fn decode_histogram(s: &str) -> Result<Histogram<u64>> {
         .map_err(|e| anyhow::anyhow!("histogram does not decode: {e:?}"))
 }
 
-pub fn write_json(path: &Path, r: &RunResult) -> Result<()> {
-    if let Some(dir) = path.parent()
-        && !dir.as_os_str().is_empty()
-    {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let text = serde_json::to_string_pretty(r).context("encoding results")?;
-    std::fs::write(path, text + "\n")
-        .with_context(|| format!("writing results to {}", path.display()))
-}
-
 pub fn read_json(path: &Path) -> Result<RunResult> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;

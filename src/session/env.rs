@@ -39,6 +39,7 @@ pub fn shutdown_on_signals() -> CancellationToken {
 }
 
 /// Status lines for a person watching; silent with --quiet.
+#[derive(Clone, Copy)]
 pub struct Status {
     quiet: bool,
 }

@@ -33,6 +33,24 @@ use crate::redact;
 use crate::results::RunResult;
 use crate::scenario::Scenario;
 
+/// What one run shows while it goes: its progress bar (none when `quiet`) and, under
+/// `--metrics-listen`, the live metrics it feeds. Built by the command from its flags.
+#[derive(Clone, Default)]
+pub struct Progress {
+    pub quiet: bool,
+    pub export: Option<crate::exporter::Export>,
+}
+
+impl Progress {
+    /// No bar and no live metrics: the runs of a comparison's trials and of a sweep's cells.
+    pub fn quiet() -> Progress {
+        Progress {
+            quiet: true,
+            export: None,
+        }
+    }
+}
+
 /// How long the removal of a run space may take when it happens from `Drop`, so a dead server
 /// cannot hold the tool at exit (`stampede cleanup` removes what is left).
 const DROP_REMOVAL_BOUND: Duration = Duration::from_secs(10);

@@ -12,7 +12,7 @@ pub mod comparison;
 pub mod env;
 pub mod faults;
 pub(crate) mod heartbeat;
-pub(crate) mod lifecycle;
+pub mod lifecycle;
 pub(crate) mod memory;
 pub mod shards;
 pub mod single;
@@ -24,24 +24,7 @@ use anyhow::Result;
 use tokio_util::sync::CancellationToken;
 
 pub use env::{Env, Status, shutdown_on_signals};
-
-/// What one run shows while it goes: its progress bar (none when `quiet`) and, under
-/// `--metrics-listen`, the live metrics it feeds. Built by the command from its flags.
-#[derive(Clone, Default)]
-pub struct Progress {
-    pub quiet: bool,
-    pub export: Option<crate::exporter::Export>,
-}
-
-impl Progress {
-    /// No bar and no live metrics: the runs of a comparison's trials and of a sweep's cells.
-    pub fn quiet() -> Progress {
-        Progress {
-            quiet: true,
-            export: None,
-        }
-    }
-}
+pub use lifecycle::Progress;
 
 use crate::results::RunResult;
 use crate::scenario::Scenario;

@@ -2,7 +2,7 @@
 //! machine falls on every strategy alike. Every trial is written as soon as it ends and the
 //! summary after each, so a later failure or a Ctrl-C loses nothing that ran.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
@@ -10,21 +10,11 @@ use super::Progress;
 use super::{Env, Status, run_on, shutdown_on_signals};
 use crate::cli::TrialFlags;
 use crate::metric::Metric;
-use crate::report::{self, markdown, tables};
+use crate::report::sink::{HtmlReport, Sinks, Terminal, TrialDir};
 use crate::results::summary::CompareSummary;
 use crate::results::{self, RunResult, cost};
 use crate::scenario::Scenario;
 use crate::stats;
-
-fn write_text(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).with_context(|| format!("writing {}", path.display()))
-}
-
-fn write_summary(dir: &Path, s: &CompareSummary) -> Result<()> {
-    let json = serde_json::to_string_pretty(s).context("encoding the summary")?;
-    write_text(&dir.join("summary.json"), &(json + "\n"))?;
-    write_text(&dir.join("summary.md"), &markdown::compare(s))
-}
 
 /// Where a comparison's results go.
 pub struct Output {
@@ -41,16 +31,23 @@ pub struct Ended {
     pub broken: String,
 }
 
-/// Where trial `t` (from 0) of `strategy` is written: `<strategy>.json` for a single trial
-/// (what `check` and the CI baseline read), `<strategy>/trial-N.json` for several.
-fn trial_path(dir: &Path, strategy: &str, t: u32, repeat: u32) -> PathBuf {
-    // A label `strategy/invalidation` names one file, not a directory.
-    let strategy = strategy.replace('/', "@");
-    let strategy = strategy.as_str();
-    if repeat == 1 {
-        dir.join(format!("{strategy}.json"))
-    } else {
-        dir.join(strategy).join(format!("trial-{}.json", t + 1))
+impl Output {
+    /// The sinks of a comparison: its table on the terminal, its directory, its HTML report.
+    fn sinks(&self) -> Sinks {
+        let mut sinks = Sinks::default().with(Terminal {
+            quiet: self.quiet,
+            each: false,
+        });
+        if let Some(dir) = &self.dir {
+            sinks = sinks.with(TrialDir { dir: dir.clone() });
+        }
+        if let Some(path) = &self.html {
+            sinks = sinks.with(HtmlReport {
+                path: path.clone(),
+                quiet: self.quiet,
+            });
+        }
+        sinks
     }
 }
 
@@ -63,6 +60,7 @@ pub async fn run_trials(scenarios: &[Scenario], trials: TrialFlags, out: &Output
     }
     let shutdown = shutdown_on_signals();
     let status = Status::new(out.quiet);
+    let mut sinks = out.sinks();
     let mut env = Env::start(&scenarios[0], &status).await?;
     let quiet = Progress {
         quiet: out.quiet,
@@ -132,9 +130,7 @@ pub async fn run_trials(scenarios: &[Scenario], trials: TrialFlags, out: &Output
             if r.interrupted { " [INTERRUPTED]" } else { "" }
         ));
         let interrupted = r.interrupted;
-        if let Some(dir) = &out.dir
-            && let Err(e) = results::write_json(&trial_path(dir, &r.strategy, t as u32, repeat), &r)
-        {
+        if let Err(e) = sinks.result(&r, t as u32, repeat) {
             failure = Some(e);
             break;
         }
@@ -142,16 +138,12 @@ pub async fn run_trials(scenarios: &[Scenario], trials: TrialFlags, out: &Output
         done[si].push(r);
         // Without a cache now: the same trial's caching runs that ran before take its L, and
         // their files are written again.
-        if no_cache
-            && let Err(e) = rebase_trial(&mut done, si, t, out.dir.as_deref(), repeat, &status)
-        {
+        if no_cache && let Err(e) = rebase_trial(&mut done, si, t, &mut sinks, repeat, &status) {
             failure = Some(e);
             break;
         }
         summary = summarize(scenarios, &done, interrupted || shutdown.is_cancelled());
-        if let Some(dir) = &out.dir
-            && let Err(e) = write_summary(dir, &summary)
-        {
+        if let Err(e) = sinks.summary(&summary) {
             failure = Some(e);
             break;
         }
@@ -163,16 +155,13 @@ pub async fn run_trials(scenarios: &[Scenario], trials: TrialFlags, out: &Output
     let ran = done.iter().any(|t| !t.is_empty());
     if failure.is_some() || shutdown.is_cancelled() {
         summary = summarize(scenarios, &done, true);
-        if let Some(dir) = &out.dir
-            && ran
-            && let Err(e) = write_summary(dir, &summary)
-        {
+        if ran && let Err(e) = sinks.summary(&summary) {
             eprintln!("warning: {e:#}");
         }
     }
-    if !out.quiet && ran {
-        print!("{}", tables::compare(&summary));
-    }
+    // One line per strategy in the HTML report: its first trial (the scenario's own seed, the
+    // same keys for every strategy) stands for it; the ranking has the medians.
+    let shown: Vec<RunResult> = done.iter().filter_map(|t| t.first().cloned()).collect();
     if let Some(dir) = &out.dir
         && ran
     {
@@ -182,16 +171,8 @@ pub async fn run_trials(scenarios: &[Scenario], trials: TrialFlags, out: &Output
             done.iter().filter(|t| !t.is_empty()).count(),
         ));
     }
-    if let Some(p) = &out.html
-        && ran
-    {
-        // One line per strategy: its first trial (the scenario's own seed, the same keys for
-        // every strategy) stands for it; the ranking has the medians.
-        let shown: Vec<RunResult> = done.iter().filter_map(|t| t.first().cloned()).collect();
-        match report::html::write(&shown, p) {
-            Ok(()) => status.line(&format!("HTML report written to {}", p.display())),
-            Err(e) => eprintln!("warning: {e:#}"),
-        }
+    if ran && let Err(e) = sinks.finish(&shown, Some(&summary)) {
+        eprintln!("warning: {e:#}");
     }
     if let Some(e) = failure {
         return Err(e);
@@ -220,7 +201,7 @@ fn rebase_trial(
     done: &mut [Vec<RunResult>],
     si: usize,
     t: usize,
-    dir: Option<&Path>,
+    sinks: &mut Sinks,
     repeat: u32,
     status: &Status,
 ) -> Result<()> {
@@ -234,9 +215,7 @@ fn rebase_trial(
         if let Some(line) = cost::line(r) {
             status.line(&format!("{}: {line}", r.strategy));
         }
-        if let Some(dir) = dir {
-            results::write_json(&trial_path(dir, &r.strategy, t as u32, repeat), r)?;
-        }
+        sinks.result(r, t as u32, repeat)?;
     }
     Ok(())
 }

@@ -331,12 +331,6 @@ fn memory(docs: &[SweepDoc]) -> Result<String> {
     Ok(h)
 }
 
-/// Write the page of the sweep in `dir` to `out`.
-pub fn write(docs: &[SweepDoc], out: &Path) -> Result<()> {
-    std::fs::write(out, render(docs)?)
-        .with_context(|| format!("writing the HTML report to {}", out.display()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

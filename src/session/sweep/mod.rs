@@ -20,6 +20,7 @@ use super::trials::Ended;
 use super::{Env, Status, comparison, run_on, shutdown_on_signals};
 use crate::cli::{CompareCmd, RunFlags, SweepCmd, TargetFlags};
 use crate::error::UsageError;
+use crate::report::sink;
 use crate::report::sweep as render;
 use crate::results::sweep::{
     self as doc, AxisDoc, BoundaryEntry, Cell, Figures, Params, SWEEP_FILE, SWEEP_SCHEMA, SweepDoc,
@@ -308,14 +309,9 @@ impl Sweep<'_> {
     }
 
     fn write_doc(&self) -> Result<()> {
-        let path = self.dir.join(SWEEP_FILE);
-        let tmp = self.dir.join(format!("{SWEEP_FILE}.tmp"));
         let text = serde_json::to_string_pretty(&self.doc).context("encoding sweep.json")?;
-        std::fs::write(&tmp, text + "\n").with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
-        let md = self.dir.join("summary.md");
-        std::fs::write(&md, render::markdown(&self.doc))
-            .with_context(|| format!("writing {}", md.display()))
+        sink::write_text(&self.dir.join(SWEEP_FILE), &(text + "\n"))?;
+        sink::write_text(&self.dir.join("summary.md"), &render::markdown(&self.doc))
     }
 
     /// The stored trials of a cell when every one exists with this sweep's scenario (and was
@@ -407,7 +403,7 @@ impl Sweep<'_> {
                     if let Some(why) = results::check::unreliable(&r) {
                         self.warn(&format!("warning ({strategy} at {key}): {why}"));
                     }
-                    results::write_json(p, &r)?;
+                    sink::write_result(p, &r)?;
                     trials.push(r);
                 }
                 (trials, false)
@@ -431,7 +427,7 @@ impl Sweep<'_> {
         });
         let rep = order[order.len() / 2];
         if repeat > 1 && !skipped {
-            results::write_json(&self.dir.join(&rel), &trials[rep])?;
+            sink::write_result(&self.dir.join(&rel), &trials[rep])?;
         }
         let shock = !sc.faults.is_empty();
         let below_knee = doc::below_knee(&median, self.knee_p99_ms);
