@@ -87,3 +87,29 @@ fn a_reader_that_stops_early_is_not_an_error() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// One module-file convention: a module with submodules is a folder with its `mod.rs`, never a
+/// `foo.rs` beside a `foo/` (a reader would have to know which of the two holds the module).
+#[test]
+fn a_module_with_submodules_is_a_folder_with_its_mod_rs() {
+    fn walk(dir: &std::path::Path, twins: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).expect("read src").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                if p.with_extension("rs").exists() {
+                    twins.push(p.display().to_string());
+                }
+                walk(&p, twins);
+            }
+        }
+    }
+    let mut twins = Vec::new();
+    walk(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut twins,
+    );
+    assert!(
+        twins.is_empty(),
+        "a folder with a .rs file of the same name beside it (move the file to the folder's mod.rs): {twins:?}"
+    );
+}
