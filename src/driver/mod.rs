@@ -22,20 +22,16 @@ use tokio_util::sync::CancellationToken;
 use crate::app::http::HttpTarget;
 use crate::cache::Cache;
 use crate::exporter::Export;
-use crate::instance::{self, Instance, Served, Shared};
+use crate::instance::{self, Instance, RunState, Served};
 use crate::l1::L1;
 use crate::live::Live;
-use crate::metrics::{
-    CostSums, CostTimes, Counters, CountersSnapshot, LoadTracker, Outcome, Recorder, Totals, Writes,
-};
+use crate::metrics::{CostSums, CountersSnapshot, LoadTracker, Outcome, Recorder, Totals};
 use crate::origin::Db;
-use crate::protect::{self, Guard};
+use crate::protect::Guard;
 use crate::results::{BreakerEvent, Bucket, DispatchLag};
-use crate::scenario::{LoadShape, Scenario};
+use crate::scenario::{LoadShape, Scenario, policy};
 use crate::shard::ShardSpec;
-use crate::strategy::freshness;
-use crate::strategy::invalidate::Invalidate;
-use crate::strategy::lock::{self, LockTimeoutPolicy};
+use crate::strategy::policy::{Bench, RunPolicy};
 
 /// What the traffic produced, before it is shaped into a result.
 pub struct Raw {
@@ -372,7 +368,10 @@ pub struct Driver {
     sc: Scenario,
     /// One per app instance (built-in), or the one HTTP target.
     paths: Vec<Path>,
-    shared: Arc<Shared>,
+    /// What the built-in instances apply, fixed for the run (each holds a copy).
+    policy: RunPolicy,
+    /// The run's counters, abort token, writes and tiers, shared by every path.
+    run: Arc<RunState>,
     recorder: Arc<Recorder>,
     /// When the measured window starts, once `run` has fixed it (the fault schedule counts from it).
     window: tokio::sync::watch::Sender<Option<Instant>>,
@@ -408,8 +407,8 @@ impl Driver {
         db: &Db,
         shard: Option<ShardSpec>,
     ) -> Result<Driver> {
-        let shared = shared(sc);
-        let counters = shared.counters.clone();
+        let (policy, run) = plan(sc);
+        let counters = run.counters.clone();
         let ids = match shard {
             Some(s) => s.instances(sc.instances),
             None => (0..sc.instances).collect(),
@@ -437,7 +436,7 @@ impl Driver {
                 .await?;
             let guard = Guard::new(i, sc.db_limit, sc.breaker.as_ref())
                 .with_rate(sc.db_rate.as_ref(), sc.instances);
-            let mut instance = Instance::new(cache, origin, guard, shared.clone());
+            let mut instance = Instance::new(cache, origin, guard, policy, run.clone());
             // Its in-process tier and the connection its invalidations come on.
             if let Some(spec) = sc.l1 {
                 let l1 = Arc::new(L1::new(&spec, counters.clone()));
@@ -454,14 +453,14 @@ impl Driver {
                     &listen_url,
                     redis_tls,
                     prefix.clone(),
-                    shared.abort.clone(),
+                    run.abort.clone(),
                 )
                 .await?;
                 instance = instance.with_l1(l1);
             }
             instances.push(Path::Builtin(Arc::new(instance)));
         }
-        Ok(Driver::with_paths(sc, instances, shared, shard))
+        Ok(Driver::with_paths(sc, instances, (policy, run), shard))
     }
 
     /// The built-in app instances (none when the run drives an app under test).
@@ -477,19 +476,20 @@ impl Driver {
 
     /// Drive the app under test over HTTP instead of built-in instances.
     pub fn for_target(sc: &Scenario, target: Arc<HttpTarget>) -> Driver {
-        Driver::with_paths(sc, vec![Path::Http(target)], shared(sc), None)
+        Driver::with_paths(sc, vec![Path::Http(target)], plan(sc), None)
     }
 
     fn with_paths(
         sc: &Scenario,
         paths: Vec<Path>,
-        shared: Arc<Shared>,
+        (policy, run): (RunPolicy, Arc<RunState>),
         shard: Option<ShardSpec>,
     ) -> Driver {
         Driver {
             sc: sc.clone(),
             paths,
-            shared,
+            policy,
+            run,
             recorder: Arc::new(Recorder::default()),
             window: tokio::sync::watch::Sender::new(None),
             tally: Arc::new(Tally::default()),
@@ -513,8 +513,8 @@ impl Driver {
     /// The run's counters and load tracker, for the fault schedule.
     pub fn gauges(&self) -> crate::metrics::Gauges {
         crate::metrics::Gauges {
-            counters: self.shared.counters.clone(),
-            loads: self.shared.loads.clone(),
+            counters: self.run.counters.clone(),
+            loads: self.run.loads.clone(),
         }
     }
 
@@ -544,21 +544,21 @@ impl Driver {
             measure: start + sc.warmup.0,
             end: start + sc.warmup.0 + sc.duration.0,
         };
-        self.shared.loads.open_window(window.measure);
-        self.shared.cost.open_window(window.measure);
+        self.run.loads.open_window(window.measure);
+        self.run.cost.open_window(window.measure);
         self.tally.open(
             window.measure,
             sc.duration.0,
             sc.interval.0,
             sc.goodput_within.0,
         );
-        self.shared.window_end_ms.store(
+        self.run.window_end_ms.store(
             started_at_ms + (sc.warmup.0 + sc.duration.0).as_millis() as u64,
             Relaxed,
         );
         self.window.send_replace(Some(window.measure));
         let ticker = timeline::spawn(
-            self.shared.clone(),
+            self.run.clone(),
             self.recorder.clone(),
             sc.interval.0,
             window,
@@ -598,24 +598,23 @@ impl Driver {
             Some(r) => r.await.unwrap_or(0),
             None => 0,
         };
-        if let Some(w) = &self.shared.writes {
+        if let Some(w) = &self.run.writes {
             writes::drain(w, drain_limit(&shutdown)).await;
         }
-        instance::drain_refreshes(&self.shared, Duration::from_secs(5)).await;
+        instance::drain_refreshes(&self.run, Duration::from_secs(5)).await;
         // Whatever is still running now (a refresh stuck on a dead server) ends with the run.
-        self.shared.abort.cancel();
+        self.run.abort.cancel();
         let (usage_after, wall) = (crate::metrics::usage(), t0.elapsed());
         let interrupted = shutdown.is_cancelled();
         let ticked = ticker.await.ok();
-        let counters_at_measure = ticked.as_ref().map_or_else(
-            || self.shared.counters.snapshot(),
-            |t| t.counters_at_measure,
-        );
+        let counters_at_measure = ticked
+            .as_ref()
+            .map_or_else(|| self.run.counters.snapshot(), |t| t.counters_at_measure);
         let mut timeline = ticked.map(|t| t.buckets).unwrap_or_default();
         // Requests in flight at the end of the window finish (or are abandoned) during the
         // drain: their figures go in one last bucket stamped when the drain ended, so the
         // timeline adds up to the totals.
-        if let Some(b) = timeline::drain_bucket(&self.shared, &self.recorder, window) {
+        if let Some(b) = timeline::drain_bucket(&self.run, &self.recorder, window) {
             timeline.push(b);
         }
         // The bucket ending at t (a tick, a ms or two late) holds the requests due in the
@@ -645,7 +644,7 @@ impl Driver {
         }
         let totals = self.recorder.totals();
         let breaker = self
-            .shared
+            .run
             .protect
             .events()
             .into_iter()
@@ -661,8 +660,8 @@ impl Driver {
                 reason: e.reason,
             })
             .collect();
-        let counters = self.shared.counters.snapshot() - counters_at_measure;
-        let db = DbRaw::of(&self.shared.loads);
+        let counters = self.run.counters.snapshot() - counters_at_measure;
+        let db = DbRaw::of(&self.run.loads);
         if let Some(e) = &self.export {
             e.finish(crate::exporter::Final {
                 outcomes: totals.outcomes,
@@ -687,7 +686,7 @@ impl Driver {
             warmup_requests: traffic.warmup,
             counters,
             db,
-            cost: self.shared.cost.sums(),
+            cost: self.run.cost.sums(),
             timeline,
             breaker,
             interrupted,
@@ -698,7 +697,7 @@ impl Driver {
             wall,
             window: Instant::now().saturating_duration_since(window.measure),
             peak_rss: usage_after.max_rss,
-            writes: self.shared.writes.as_ref().map(|w| WritesRaw {
+            writes: self.run.writes.as_ref().map(|w| WritesRaw {
                 committed: w.committed.load(Relaxed),
                 errors: w.errors.load(Relaxed),
                 probed: w.probes.probed.load(Relaxed),
@@ -711,7 +710,7 @@ impl Driver {
             retries: tally.retries.load(Relaxed),
             rewarm_runs,
             rate_fallback: self
-                .shared
+                .run
                 .protect
                 .rate_fallbacks
                 .time_within(window.measure, Instant::now()),
@@ -725,71 +724,19 @@ impl Driver {
         db: &Db,
         admin: &crate::cache::Admin,
     ) -> Result<Option<Divergence>> {
-        match &self.shared.writes {
+        match &self.run.writes {
             Some(w) => Ok(Some(writes::divergence(w, db, admin).await?)),
             None => Ok(None),
         }
     }
 }
 
-/// What every path of a run shares: the policy (the built-in strategies'), the counters, the
-/// load tracker, the breakers' board.
-fn shared(sc: &Scenario) -> Arc<Shared> {
-    let counters = Arc::new(Counters::default());
-    let ms = |d: Duration| d.as_millis() as u64;
-    Arc::new(Shared {
-        freshness: freshness::Policy {
-            kind: sc.strategy.freshness,
-            ttl_ms: ms(sc.ttl.0),
-            stale_ms: ms(sc.stale.0),
-            beta: sc.beta,
-            jitter: sc.jitter.0,
-            negative_ttl_ms: sc.negative_ttl.map(|d| ms(d.0).max(1)),
-            // Kept as long as a lock can be held (a waiter that gives up while a refresh is
-            // still running finds the old value), and for the fail-safe: one grace for both.
-            grace_ms: if sc.lock_timeout_policy == LockTimeoutPolicy::Stale {
-                ms(sc.lock_ttl.0).max(ms(sc.lock_wait.0))
-            } else {
-                0
-            }
-            .max(sc.fail_safe.map_or(0, |f| ms(f.max.0))),
-            eager: sc.eager_refresh.map(|p| p.0),
-        },
-        coordination: sc.strategy.coordination,
-        refresh_coordination: sc.strategy.refresh_coordination(),
-        fail_safe: sc.fail_safe.map_or_else(Default::default, |f| {
-            crate::strategy::failsafe::Settings {
-                max_ms: ms(f.max.0).max(1),
-                throttle_ms: ms(f.throttle.0),
-                soft_timeout: f.soft_timeout.map(|d| d.0),
-            }
-        }),
-        lock: lock::Settings {
-            ttl_ms: ms(sc.lock_ttl.0).max(1),
-            poll: sc.lock_poll.0,
-            wait: sc.lock_wait.0,
-            on_timeout: sc.lock_timeout_policy,
-        },
-        counters: counters.clone(),
-        loads: Arc::new(LoadTracker::default()),
-        cost: CostTimes::default(),
-        refreshes_in_flight: AtomicU64::new(0),
-        window_end_ms: AtomicU64::new(0),
-        abort: CancellationToken::new(),
-        protect: protect::Board::default(),
-        lease_ttl_ms: sc.lease_ttl.map_or(2000, |d| ms(d.0).max(1)),
-        writes: sc.writes.map(|_| Arc::new(Writes::default())),
-        invalidate: sc.invalidate.unwrap_or(Invalidate::Delete),
-        // Outlives any entry a reader could still store (its hard expiry, the grace) by far.
-        staleness_off: std::env::var_os("STAMPEDE_BENCH_NO_STALENESS").is_some(),
-        tiers: std::sync::Mutex::new(Vec::new()),
-        marker_px_ms: 2
-            * (ms(sc.ttl.0)
-                + ms(sc.stale.0)
-                + ms(sc.lock_ttl.0).max(ms(sc.lock_wait.0))
-                + sc.fail_safe.map_or(0, |f| ms(f.max.0)))
-            + 10_000,
-    })
+/// The run's policy, from the scenario (the benchmark switches from the environment), and
+/// its state before traffic: the driver allocates and wires, it derives nothing.
+fn plan(sc: &Scenario) -> (RunPolicy, Arc<RunState>) {
+    let policy = policy::of(sc, Bench::from_env());
+    let run = Arc::new(RunState::new(&policy));
+    (policy, run)
 }
 
 /// The instants that cut a run: traffic starts, the measured window opens, it closes.

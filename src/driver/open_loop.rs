@@ -159,7 +159,7 @@ pub(super) async fn run(
                 recorder: d.recorder.clone(),
                 tally: d.tally.clone(),
                 client: sc.client,
-                abort: d.shared.abort.clone(),
+                abort: d.run.abort.clone(),
             })
         })
         .collect();
@@ -211,7 +211,7 @@ pub(super) async fn run(
     let (mut woke_for, mut unyielded) = (start, 0u32);
     let mut batch = Batch {
         requests: Vec::with_capacity(64),
-        abort: d.shared.abort.clone(),
+        abort: d.run.abort.clone(),
     };
     // Past this the generator has fallen so far behind that what it has not dispatched yet
     // is never sent: counted, and the run ends on time whatever the rate.
@@ -297,7 +297,7 @@ pub(super) async fn run(
         anyhow::bail!("the trace replay stopped short: {why}");
     }
     batch.send();
-    drain(&lanes, &d.shared.abort, drain_limit(shutdown), shutdown).await;
+    drain(&lanes, &d.run.abort, drain_limit(shutdown), shutdown).await;
     trimmer.abort();
     Ok(Traffic {
         scheduled,

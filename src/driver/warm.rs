@@ -50,7 +50,7 @@ impl Driver {
     ) -> Result<StartFigures> {
         let sc = &self.sc;
         let t = Instant::now();
-        let policy = &self.shared.freshness;
+        let policy = &self.policy.freshness;
         // No cache: nothing to hold at the start either.
         if !policy.caches() {
             return Ok(StartFigures {
