@@ -2,6 +2,12 @@
 //! freshness policy judge what was found, and when a load is needed let the coordination
 //! decide who performs it. Each instance has its own Redis connections, DB pool and in-process
 //! state (single-flight table, SWR refresh set); all instances share one Redis and one Postgres.
+//!
+//! What an instance applies is its copy of the run's [`RunPolicy`], fixed for the run; what it
+//! changes is the run's [`RunState`], shared. This file holds the read and the coordination of
+//! a miss; a load (admit → load → store) is in `load.rs`, background refreshes in
+//! `refresh.rs`, writes in `write.rs`, values kept past expiry in `failsafe_path.rs`, the
+//! in-process tier in `tier.rs`.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
