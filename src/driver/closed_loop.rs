@@ -54,7 +54,7 @@ pub(super) async fn run(
             shutdown.clone(),
             digests.clone(),
         );
-        let (client, abort) = (sc.client, d.shared.abort.clone());
+        let (client, abort) = (sc.client, d.run.abort.clone());
         workers.spawn(async move {
             tokio::time::sleep_until(w.start.into()).await;
             loop {

@@ -131,6 +131,79 @@ impl Lane {
     }
 }
 
+/// One lane per path, each with its own in-flight count and permits.
+fn lanes(d: &Driver) -> Vec<Arc<Lane>> {
+    let sc = &d.sc;
+    d.paths
+        .iter()
+        .map(|path| {
+            Arc::new(Lane {
+                path: path.clone(),
+                inflight: AtomicU64::new(0),
+                permits: (sc.backlog > 0)
+                    .then(|| tokio::sync::Semaphore::new(sc.max_inflight as usize)),
+                recorder: d.recorder.clone(),
+                tally: d.tally.clone(),
+                client: sc.client,
+                abort: d.run.abort.clone(),
+            })
+        })
+        .collect()
+}
+
+/// Where the requests' times and keys come from: a replayed trace, or the schedule at `rps`
+/// (warped by the spikes; `warmup_ns` ahead of the window they count from) and the key
+/// sampler.
+fn source(
+    d: &Driver,
+    rps: f64,
+    arrival: Arrival,
+    warmup_ns: u64,
+    trace: Option<Feed>,
+) -> Result<Source> {
+    let sc = &d.sc;
+    if let Some(feed) = trace {
+        return Ok(Source::Trace(feed));
+    }
+    // Spikes count from the measured window's start, like every fault.
+    let spikes = sc
+        .faults
+        .iter()
+        .filter(|f| f.kind == FaultKind::Spike)
+        .map(|f| {
+            (
+                warmup_ns + f.at.0.as_nanos() as u64,
+                f.down_for.0.as_nanos() as u64,
+                f.shock_factor(),
+            )
+        })
+        .collect();
+    Ok(Source::Synthetic {
+        schedule: Schedule::new(rps, arrival, derive_seed(sc.seed, Purpose::Arrivals, 0))
+            .warped(Warp::new(spikes)),
+        keys: KeySampler::new(
+            sc.keys,
+            sc.zipf,
+            derive_seed(sc.seed, Purpose::Keys, 0),
+            sc.missing_ratio.0,
+        )
+        .map_err(crate::error::UsageError)?,
+    })
+}
+
+/// After a stall of the servers or the machine, up to the cap of requests per instance pile
+/// up (a few KB each); give that memory back once they are done, so a long run's RSS shows
+/// what it holds rather than its worst moment.
+fn spawn_trimmer() -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async {
+        let mut every = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            every.tick().await;
+            let _ = tokio::task::spawn_blocking(crate::metrics::release_free_memory).await;
+        }
+    })
+}
+
 /// Requests start on schedule whether or not earlier ones finished; latency counts from the
 /// scheduled time. Each instance handles up to `max_inflight` requests at once; up to
 /// `backlog` more queue for a permit (their wait shows in latency, not in service time);
@@ -147,71 +220,21 @@ pub(super) async fn run(
     let n = d.paths.len();
     // Requests an instance holds at once: those being handled plus those queued for a permit.
     let cap = u64::from(sc.max_inflight) + u64::from(sc.backlog);
-    let lanes: Vec<Arc<Lane>> = d
-        .paths
-        .iter()
-        .map(|path| {
-            Arc::new(Lane {
-                path: path.clone(),
-                inflight: AtomicU64::new(0),
-                permits: (sc.backlog > 0)
-                    .then(|| tokio::sync::Semaphore::new(sc.max_inflight as usize)),
-                recorder: d.recorder.clone(),
-                tally: d.tally.clone(),
-                client: sc.client,
-                abort: d.shared.abort.clone(),
-            })
-        })
-        .collect();
+    let lanes = lanes(d);
     let (start, measure_start, end) = (w.start, w.measure, w.end);
     let warmup_ns = (measure_start - start).as_nanos() as u64;
-    // Spikes count from the measured window's start, like every fault.
-    let spikes = sc
-        .faults
-        .iter()
-        .filter(|f| f.kind == FaultKind::Spike)
-        .map(|f| {
-            (
-                warmup_ns + f.at.0.as_nanos() as u64,
-                f.down_for.0.as_nanos() as u64,
-                f.shock_factor(),
-            )
-        })
-        .collect();
-    let mut source = match trace {
-        Some(feed) => Source::Trace(feed),
-        None => Source::Synthetic {
-            schedule: Schedule::new(rps, arrival, derive_seed(sc.seed, Purpose::Arrivals, 0))
-                .warped(Warp::new(spikes)),
-            keys: KeySampler::new(
-                sc.keys,
-                sc.zipf,
-                derive_seed(sc.seed, Purpose::Keys, 0),
-                sc.missing_ratio.0,
-            )
-            .map_err(crate::error::UsageError)?,
-        },
-    };
+    let mut source = source(d, rps, arrival, warmup_ns, trace)?;
     let total_ns = (end - start).as_nanos() as u64;
     let (mut scheduled, mut shed, mut warmup, mut dispatched) = (0u64, 0u64, 0u64, 0u64);
     let mut lag = Lag::new();
     let mut i = 0usize;
-    // After a stall of the servers or the machine, up to `cap` requests per instance pile
-    // up (a few KB each); give that memory back once they are done, so a long run's RSS
-    // shows what it holds rather than its worst moment.
-    let trimmer = tokio::spawn(async {
-        let mut every = tokio::time::interval(Duration::from_secs(1));
-        loop {
-            every.tick().await;
-            let _ = tokio::task::spawn_blocking(crate::metrics::release_free_memory).await;
-        }
-    });
+    let trimmer = spawn_trimmer();
     let mut pacer = Pacer::new();
     // The last wake-up target and how many requests went out since the last await.
     let (mut woke_for, mut unyielded) = (start, 0u32);
     let mut batch = Batch {
         requests: Vec::with_capacity(64),
-        abort: d.shared.abort.clone(),
+        abort: d.run.abort.clone(),
     };
     // Past this the generator has fallen so far behind that what it has not dispatched yet
     // is never sent: counted, and the run ends on time whatever the rate.
@@ -297,7 +320,7 @@ pub(super) async fn run(
         anyhow::bail!("the trace replay stopped short: {why}");
     }
     batch.send();
-    drain(&lanes, &d.shared.abort, drain_limit(shutdown), shutdown).await;
+    drain(&lanes, &d.run.abort, drain_limit(shutdown), shutdown).await;
     trimmer.abort();
     Ok(Traffic {
         scheduled,

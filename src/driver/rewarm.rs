@@ -39,7 +39,7 @@ pub(super) fn spawn(
             *slot = Some(pos);
         }
     }
-    let (stop, abort) = (shutdown.clone(), d.shared.abort.clone());
+    let (stop, abort) = (shutdown.clone(), d.run.abort.clone());
     let at_once = d.sc.db_pool.max(1) as usize;
     Some(tokio::spawn(async move {
         let mut measured_runs = 0u64;

@@ -11,7 +11,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::Window;
-use crate::instance::Shared;
+use crate::instance::RunState;
 use crate::live::Live;
 use crate::metrics::{CountersSnapshot, Interval, Recorder, pct_ms};
 use crate::results::Bucket;
@@ -38,7 +38,7 @@ impl Feed {
 /// Start the ticker: it waits for the window to open, then takes one bucket per `interval`
 /// until the window closes or the run is stopped.
 pub fn spawn(
-    shared: Arc<Shared>,
+    run: Arc<RunState>,
     recorder: Arc<Recorder>,
     interval: Duration,
     w: Window,
@@ -55,11 +55,11 @@ pub fn spawn(
                 _ = stop.cancelled() => {}
             }
         }
-        let counters_at_measure = shared.counters.snapshot();
+        let counters_at_measure = run.counters.snapshot();
         tokio::time::sleep_until(w.measure.into()).await;
-        shared.counters.redis_health.take_bucket_up();
-        shared.counters.pg_health.take_bucket_up();
-        shared.protect.take_bucket_open();
+        run.counters.redis_health.take_bucket_up();
+        run.counters.pg_health.take_bucket_up();
+        run.protect.take_bucket_open();
         let window = w.end.saturating_duration_since(w.measure);
         let mut buckets =
             Vec::with_capacity((window.as_nanos() / interval.as_nanos().max(1)) as usize + 2);
@@ -73,17 +73,17 @@ pub fn spawn(
                 _ = tokio::time::sleep_until(due.into()) => {}
                 _ = stop.cancelled() => {}
             }
-            let mut b = take(&shared, &recorder, &mut iv, Instant::now().min(w.end), w);
+            let mut b = take(&run, &recorder, &mut iv, Instant::now().min(w.end), w);
             // Stopped before the bucket's end (Ctrl-C), or a window that is not a whole
             // number of intervals: a partial bucket.
             b.partial = Instant::now() + Duration::from_millis(1) < due
                 || due.saturating_duration_since(tick - interval) + Duration::from_millis(1)
                     < interval;
             if let Some(f) = &feed {
-                let errors = shared.counters.redis_errors.load(Relaxed);
+                let errors = run.counters.redis_errors.load(Relaxed);
                 f.export.add_interval(
                     &iv,
-                    shared.loads.calls.load(Relaxed),
+                    run.loads.calls.load(Relaxed),
                     f.shed.load(Relaxed),
                     errors.saturating_sub(counters_at_measure.redis_errors),
                 );
@@ -102,10 +102,10 @@ pub fn spawn(
 }
 
 /// The bucket of what finished since the last one, stamped `at`.
-fn take(shared: &Shared, recorder: &Recorder, iv: &mut Interval, at: Instant, w: Window) -> Bucket {
+fn take(run: &RunState, recorder: &Recorder, iv: &mut Interval, at: Instant, w: Window) -> Bucket {
     recorder.take_interval(iv);
-    let db_calls = shared.loads.interval_calls.swap(0, Relaxed);
-    let waited_us = shared.loads.interval_pool_wait_us.swap(0, Relaxed);
+    let db_calls = run.loads.interval_calls.swap(0, Relaxed);
+    let waited_us = run.loads.interval_pool_wait_us.swap(0, Relaxed);
     Bucket {
         t_ms: at.saturating_duration_since(w.measure).as_millis() as u64,
         requests: iv.requests,
@@ -121,13 +121,13 @@ fn take(shared: &Shared, recorder: &Recorder, iv: &mut Interval, at: Instant, w:
         rejected: iv.rejected,
         p99_ms: pct_ms(&iv.latency, 0.99),
         stale_reads: iv.stale_reads,
-        writes: shared
+        writes: run
             .writes
             .as_ref()
             .map_or(0, |w| w.interval_committed.swap(0, Relaxed)),
-        redis_up: shared.counters.redis_health.take_bucket_up(),
-        postgres_up: shared.counters.pg_health.take_bucket_up(),
-        breaker_open: shared.protect.take_bucket_open(),
+        redis_up: run.counters.redis_health.take_bucket_up(),
+        postgres_up: run.counters.pg_health.take_bucket_up(),
+        breaker_open: run.protect.take_bucket_open(),
         // Filled by scheduled time at the end of the run.
         goodput: 0,
         retries: 0,
@@ -136,9 +136,9 @@ fn take(shared: &Shared, recorder: &Recorder, iv: &mut Interval, at: Instant, w:
 }
 
 /// What finished during the drain, as one last bucket (None when nothing did).
-pub fn drain_bucket(shared: &Shared, recorder: &Recorder, w: Window) -> Option<Bucket> {
+pub fn drain_bucket(run: &RunState, recorder: &Recorder, w: Window) -> Option<Bucket> {
     let mut iv = Recorder::new_interval();
-    let mut b = take(shared, recorder, &mut iv, Instant::now(), w);
+    let mut b = take(run, recorder, &mut iv, Instant::now(), w);
     b.partial = true;
     (b.requests > 0 || b.db_calls > 0 || b.writes > 0).then_some(b)
 }

@@ -37,34 +37,12 @@ impl Driver {
         self.warm_for(db, admin, delta_us, shutdown, None).await
     }
 
-    /// [`Driver::warm`] for traffic that starts at the Unix ms `at` (a sharded run's start
-    /// instant, seconds away): the entries are what the cache holds at that instant, their
-    /// expiries pushed back by the wait.
-    pub async fn warm_for(
-        &self,
-        db: &Db,
-        admin: &Admin,
-        delta_us: u32,
-        shutdown: &CancellationToken,
-        at: Option<u64>,
-    ) -> Result<StartFigures> {
+    /// Which keys are present at the start, and whether each was drawn with its own TTL and
+    /// remaining time (steady) or is written now (the K most popular, and synchronized).
+    fn start_states(&self) -> Result<Vec<KeyState>> {
         let sc = &self.sc;
-        let t = Instant::now();
-        let policy = &self.shared.freshness;
-        // No cache: nothing to hold at the start either.
-        if !policy.caches() {
-            return Ok(StartFigures {
-                mode: sc.start,
-                keys_cached: 0,
-                expiring_in_window: 0,
-                ms: 0,
-                left_out_at_limit: 0,
-                budget_note: None,
-            });
-        }
-        // Which keys are present, and whether each was drawn with its own TTL and remaining
-        // time (steady) or is written now (the K most popular, and synchronized).
-        let states: Vec<KeyState> = match sc.start {
+        let policy = &self.policy.freshness;
+        Ok(match sc.start {
             Start::Steady => {
                 // Closed loop: the rate is not known in advance, so every key counts as
                 // requested often enough to stay cached (its remaining TTL still spread).
@@ -96,7 +74,35 @@ impl Driver {
             }
             Start::Cold => full_ttl(1..=sc.warm),
             Start::Synchronized => full_ttl(1..=sc.keys),
-        };
+        })
+    }
+
+    /// [`Driver::warm`] for traffic that starts at the Unix ms `at` (a sharded run's start
+    /// instant, seconds away): the entries are what the cache holds at that instant, their
+    /// expiries pushed back by the wait.
+    pub async fn warm_for(
+        &self,
+        db: &Db,
+        admin: &Admin,
+        delta_us: u32,
+        shutdown: &CancellationToken,
+        at: Option<u64>,
+    ) -> Result<StartFigures> {
+        let sc = &self.sc;
+        let t = Instant::now();
+        let policy = &self.policy.freshness;
+        // No cache: nothing to hold at the start either.
+        if !policy.caches() {
+            return Ok(StartFigures {
+                mode: sc.start,
+                keys_cached: 0,
+                expiring_in_window: 0,
+                ms: 0,
+                left_out_at_limit: 0,
+                budget_note: None,
+            });
+        }
+        let states = self.start_states()?;
         // Keys written now get the jitter as a real write would (a synchronized start with
         // jitter is the spread mass expiry jitter is for); the draw is seeded like the rest.
         let mut rng = StdRng::seed_from_u64(derive_seed(sc.seed, Purpose::Steady, 1));

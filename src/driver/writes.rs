@@ -46,7 +46,7 @@ impl Sender {
         (!instances.is_empty()).then(|| Sender {
             instances,
             writes,
-            abort: d.shared.abort.clone(),
+            abort: d.run.abort.clone(),
             next: 0,
         })
     }
@@ -74,7 +74,7 @@ pub(super) fn spawn(
     shutdown: &CancellationToken,
     trace: Option<Feed>,
 ) -> Result<Option<JoinHandle<()>>> {
-    let (Some(load), Some(writes)) = (d.sc.writes, d.shared.writes.clone()) else {
+    let (Some(load), Some(writes)) = (d.sc.writes, d.run.writes.clone()) else {
         return Ok(None);
     };
     let Some(mut sender) = Sender::new(d, writes) else {

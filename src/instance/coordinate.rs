@@ -22,8 +22,8 @@ use crate::strategy::single_flight::{Leader, Role, SingleFlight, Slot};
 /// One instance's coordination: its kind, its in-process flights and the lock settings.
 pub struct Coordinator {
     kind: Coordination,
-    /// Who performs a background refresh: `kind`, except where a library preset refreshes
-    /// under a lock it does not take on a miss (`laravel-flexible`).
+    /// Who performs a background refresh: the strategy's `refresh` choice (`kind` unless
+    /// the strategy refreshes under a lock it does not take on a miss, as `laravel-flexible`).
     refresh_kind: Coordination,
     flights: SingleFlight,
     pub lock: Settings,

@@ -1,7 +1,7 @@
 //! The request path's part for values kept past their expiry: the fail-safe (serve the kept
 //! value when the load fails, and throttle the key), the soft timeout (answer with it when the
-//! load is slow, and let the load finish behind the request), and the race TTL's push-back
-//! (`rails-race-ttl`). The decisions are [`crate::strategy::failsafe`]'s and the freshness
+//! load is slow, and let the load finish behind the request), and the push-back of a stale
+//! read that extends the entry and recomputes it (Rails' race TTL). The decisions are [`crate::strategy::failsafe`]'s and the freshness
 //! policy's; this is the thin shell that talks to Redis and the database through the
 //! instance's one load path.
 
@@ -24,12 +24,12 @@ impl Instance {
         ok: Outcome,
         stale: Option<&Meta>,
     ) -> Served {
-        let sh = &self.shared;
         if let (Err(_), Some(m)) = (r, stale)
-            && sh.fail_safe.servable(m, now_ms_f64())
+            && self.policy.fail_safe.servable(m, now_ms_f64())
         {
-            bump(&sh.counters.fail_safe);
-            self.throttle.arm(id, now_ms(), sh.fail_safe.throttle_ms);
+            bump(&self.run.counters.fail_safe);
+            self.throttle
+                .arm(id, now_ms(), self.policy.fail_safe.throttle_ms);
             return (Outcome::Stale, m.version);
         }
         served(r, ok, stale)
@@ -39,26 +39,25 @@ impl Instance {
     /// without a load; with `--soft-timeout` the load runs behind the request, which answers
     /// with the kept value if the load has not finished by then; else the load as a miss's.
     pub(super) async fn expired(self: &Arc<Self>, id: u64, meta: Meta) -> Served {
-        let sh = &self.shared;
         let now = now_ms_f64();
-        if sh.fail_safe.servable(&meta, now) && self.throttle.throttled(id, now as u64) {
-            bump(&sh.counters.fail_safe);
-            bump(&sh.counters.fail_safe_throttled);
+        if self.policy.fail_safe.servable(&meta, now) && self.throttle.throttled(id, now as u64) {
+            bump(&self.run.counters.fail_safe);
+            bump(&self.run.counters.fail_safe_throttled);
             return (Outcome::Stale, meta.version);
         }
-        let Some(soft) = sh.fail_safe.soft_timeout_for(&meta, now) else {
+        let Some(soft) = self.policy.fail_safe.soft_timeout_for(&meta, now) else {
             return self.fill(id, Some(meta)).await;
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
         let me = Arc::clone(self);
-        let abort = sh.abort.clone();
-        sh.refreshes_in_flight.fetch_add(1, Relaxed);
+        let abort = self.run.abort.clone();
+        self.run.refreshes_in_flight.fetch_add(1, Relaxed);
         tokio::spawn(async move {
             // Counted in flight until it ends however it ends, so the driver drains it.
             struct Done<'a>(&'a Instance);
             impl Drop for Done<'_> {
                 fn drop(&mut self) {
-                    self.0.shared.refreshes_in_flight.fetch_sub(1, Relaxed);
+                    self.0.run.refreshes_in_flight.fetch_sub(1, Relaxed);
                 }
             }
             let _done = Done(&me);
@@ -68,7 +67,7 @@ impl Instance {
             };
             if let Err(s) = tx.send(s) {
                 // The request answered at the soft timeout: this load finished behind it.
-                let c = &me.shared.counters;
+                let c = &me.run.counters;
                 match s.0 {
                     Outcome::Miss | Outcome::Fallback => bump(&c.soft_timeout_write_backs),
                     // Its failure served no request (the request had its answer): the key is
@@ -85,22 +84,24 @@ impl Instance {
             // The run ended under it: nothing was served.
             Ok(Err(_)) => (Outcome::Error, 0),
             Err(_) => {
-                bump(&sh.counters.soft_timeouts);
+                bump(&self.run.counters.soft_timeouts);
                 (Outcome::Stale, meta.version)
             }
         }
     }
 
-    /// The race TTL: the first reader of an entry past its expiry writes it back with its
-    /// expiry pushed by `--stale`, then recomputes it in the request. The read and the push are
-    /// separate commands (as Rails' are), so readers that read before the push recompute too.
-    pub(super) async fn race(&self, id: u64, meta: Meta) -> Served {
-        let sh = &self.shared;
+    /// [`StaleRead::ExtendAndRecompute`] (Rails' race TTL): the first reader of an entry in
+    /// its stale window writes it back with its expiry pushed by the window (`--stale`), then
+    /// recomputes it in the request. The read and the push are separate commands (as Rails'
+    /// are), so readers that read before the push recompute too.
+    ///
+    /// [`StaleRead::ExtendAndRecompute`]: crate::strategy::StaleRead::ExtendAndRecompute
+    pub(super) async fn extend_and_recompute(&self, id: u64, meta: Meta) -> Served {
         if let Ok(Some(bytes)) = self.cache.get(id).await
             && let Some(now) = Meta::decode(&bytes)
             && now.computed_at_ms == meta.computed_at_ms
         {
-            let (pushed, px) = sh.freshness.race_push(&now, now_ms());
+            let (pushed, px) = self.policy.freshness.extend(&now, now_ms());
             // A failed push leaves the entry as it was: more readers recompute (fail open).
             if self
                 .cache
@@ -108,7 +109,7 @@ impl Instance {
                 .await
                 .is_ok()
             {
-                bump(&sh.counters.race_pushes);
+                bump(&self.run.counters.race_pushes);
             }
         }
         self.fill(id, Some(meta)).await

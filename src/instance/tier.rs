@@ -19,7 +19,7 @@ const PROBE_GRACE: Duration = Duration::from_millis(50);
 impl Instance {
     /// Give this instance the in-process tier `l1` (and list it for the write probes).
     pub fn with_l1(mut self, l1: Arc<L1>) -> Instance {
-        self.shared
+        self.run
             .tiers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -39,11 +39,11 @@ impl Instance {
             // u = 1: XFetch never draws an early recompute on the tier; its lottery runs on
             // the Redis reads (an entry past its soft expiry goes to Redis like a miss).
             if matches!(
-                self.shared.freshness.judge(&m, now_ms_f64(), 1.0),
+                self.policy.freshness.judge(&m, now_ms_f64(), 1.0),
                 Verdict::Fresh
             ) {
                 if m.negative {
-                    bump(&self.shared.counters.negative_hits);
+                    bump(&self.run.counters.negative_hits);
                 }
                 return Ok((Outcome::L1Hit, m.version));
             }
@@ -64,7 +64,7 @@ impl Instance {
         };
         l1.drop_key(id);
         if l1.mode() == L1Invalidate::Pubsub && self.cache.publish_l1(id).await.is_err() {
-            bump(&self.shared.counters.invalidation_failures);
+            bump(&self.run.counters.invalidation_failures);
         }
     }
 
@@ -75,7 +75,7 @@ impl Instance {
         self.l1.as_ref()?;
         tokio::time::sleep(PROBE_GRACE).await;
         let tiers = self
-            .shared
+            .run
             .tiers
             .lock()
             .unwrap_or_else(|p| p.into_inner())

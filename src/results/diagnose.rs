@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::RunResult;
 use crate::scenario::LoadShape;
-use crate::strategy::{Coordination, Freshness};
+use crate::strategy::{Coordination, Freshness, StaleRead};
 use crate::workload::Start;
 
 /// Every diagnosis code, with when it is given.
@@ -186,7 +186,9 @@ fn idle_mechanism(r: &RunResult) -> Option<String> {
     let mut idle = Vec::new();
     match s.freshness {
         Freshness::Xfetch if r.db.early_recomputes == 0 => idle.push("xfetch's early recompute"),
-        Freshness::Swr if r.outcomes.stale == 0 => idle.push("swr's stale-while-revalidate"),
+        Freshness::Swr if s.stale_read == StaleRead::RefreshBehind && r.outcomes.stale == 0 => {
+            idle.push("swr's stale-while-revalidate")
+        }
         _ => {}
     }
     match s.coordination {

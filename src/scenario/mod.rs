@@ -473,6 +473,7 @@ pub const MAX_DB_CONNECTIONS: u32 = 2000;
 
 mod cluster;
 mod memory;
+pub mod policy;
 mod resolve;
 mod servers;
 mod trace;

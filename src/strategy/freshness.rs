@@ -1,15 +1,16 @@
 //! Freshness policies: how an entry read from Redis is judged (fresh, stale, due for an early
 //! recompute) and how the TTLs of an entry being written are stamped, jitter included.
 
-use super::Freshness;
 use super::envelope::Meta;
+use super::{Freshness, StaleRead};
 
 /// What the freshness policy says about an entry that was found in Redis.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Verdict {
     /// Serve it.
     Fresh,
-    /// SWR: past its soft expiry but inside the stale window: serve it and refresh behind it.
+    /// SWR: past its soft expiry but inside the stale window; what the read does with it is
+    /// [`Policy::stale_read`] (serve it and refresh behind, or extend it and recompute).
     Stale,
     /// XFetch: still valid, but this reader was drawn to recompute it early; `lead_ms` is how
     /// long before the hard expiry the recompute starts.
@@ -17,9 +18,6 @@ pub enum Verdict {
     /// Eager refresh (`--eager-refresh P`): fresh, and it has lived P of its TTL: serve it and
     /// refresh it behind the request (once per key per instance, as swr's refresh).
     RefreshAhead,
-    /// The race TTL (`rails-race-ttl`): past its expiry but within `--stale` of it: push its
-    /// expiry back by `--stale` ([`Policy::race_push`]) and recompute it in the request.
-    Race,
     /// Past its hard expiry (past the stale window under swr). It must be loaded again; the
     /// value is kept in Redis for `grace_ms` only so that it can be served when the load
     /// fails (`--fail-safe`) or a wait for it runs out (`--lock-timeout-policy stale`).
@@ -32,6 +30,8 @@ pub struct Policy {
     pub kind: Freshness,
     pub ttl_ms: u64,
     pub stale_ms: u64,
+    /// What a read inside the stale window does.
+    pub stale_read: StaleRead,
     pub beta: f64,
     /// Fraction of the TTL by which each write is spread, uniformly in ±jitter.
     pub jitter: f64,
@@ -82,15 +82,11 @@ impl Policy {
                     self.fresh(meta, now_ms)
                 }
             }
-            Freshness::Swr | Freshness::RaceTtl => {
+            Freshness::Swr => {
                 if now_ms < meta.soft_expiry_ms as f64 {
                     self.fresh(meta, now_ms)
                 } else if now_ms < meta.hard_expiry_ms as f64 {
-                    if self.kind == Freshness::Swr {
-                        Verdict::Stale
-                    } else {
-                        Verdict::Race
-                    }
+                    Verdict::Stale
                 } else {
                     Verdict::Expired
                 }
@@ -115,15 +111,16 @@ impl Policy {
         }
     }
 
-    /// Whether entries live a window past their TTL (swr's, the race TTL's).
+    /// Whether entries live a window past their TTL (swr's).
     fn windowed(&self) -> bool {
-        matches!(self.kind, Freshness::Swr | Freshness::RaceTtl)
+        self.kind == Freshness::Swr
     }
 
-    /// The race TTL's push-back of an entry found expired at `now_ms`: the same value, fresh
-    /// for `--stale` more, kept `--stale` after that (Rails writes it with twice the race TTL),
-    /// so that readers after the push serve it while its first reader recomputes.
-    pub fn race_push(&self, meta: &Meta, now_ms: u64) -> (Meta, u64) {
+    /// [`StaleRead::ExtendAndRecompute`]'s push-back of an entry found stale at `now_ms`: the
+    /// same value, fresh for the window (`--stale`) more, kept the window after that (Rails
+    /// writes it with twice its race TTL), so that readers after the push serve it while its
+    /// first reader recomputes.
+    pub fn extend(&self, meta: &Meta, now_ms: u64) -> (Meta, u64) {
         let soft = now_ms + self.stale_ms;
         let pushed = Meta {
             soft_expiry_ms: soft,
@@ -220,6 +217,7 @@ mod tests {
             kind,
             ttl_ms: 1000,
             stale_ms: 500,
+            stale_read: StaleRead::RefreshBehind,
             beta: 1.0,
             jitter: 0.0,
             negative_ttl_ms: Some(50),
@@ -275,14 +273,17 @@ mod tests {
     }
 
     #[test]
-    fn the_race_ttl_pushes_an_expired_entry_back_by_the_window() {
-        let p = policy(Freshness::RaceTtl); // race TTL 500
+    fn extend_and_recompute_pushes_a_stale_entry_back_by_the_window() {
+        let p = Policy {
+            stale_read: StaleRead::ExtendAndRecompute,
+            ..policy(Freshness::Swr)
+        }; // race TTL 500
         let (meta, px) = p.stamp(0, 1, 1, 0.5);
         assert_eq!(px, 1500);
         assert_eq!(p.judge(&meta, 999.0, 0.5), Verdict::Fresh);
-        assert_eq!(p.judge(&meta, 1000.0, 0.5), Verdict::Race);
+        assert_eq!(p.judge(&meta, 1000.0, 0.5), Verdict::Stale);
         assert_eq!(p.judge(&meta, 1500.0, 0.5), Verdict::Expired);
-        let (pushed, px) = p.race_push(&meta, 1200);
+        let (pushed, px) = p.extend(&meta, 1200);
         assert_eq!(px, 1000, "written with twice the race TTL");
         assert_eq!(pushed.version, meta.version);
         assert_eq!(
@@ -290,7 +291,7 @@ mod tests {
             Verdict::Fresh,
             "served as fresh"
         );
-        assert_eq!(p.judge(&pushed, 1700.0, 0.5), Verdict::Race);
+        assert_eq!(p.judge(&pushed, 1700.0, 0.5), Verdict::Stale);
     }
 
     #[test]

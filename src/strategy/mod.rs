@@ -9,8 +9,10 @@ pub mod failsafe;
 pub mod freshness;
 pub mod invalidate;
 pub mod lock;
+pub mod policy;
 pub mod schema;
 pub mod single_flight;
+pub mod store;
 
 use std::fmt;
 
@@ -29,11 +31,18 @@ pub enum Freshness {
     /// No cache: every request loads from the database, Redis is neither read nor written.
     /// The baseline of the break-even hit rate (docs/strategies.md).
     NoCache,
-    /// Rails' `race_condition_ttl`: like swr, an entry is kept `--stale` past its expiry, but
-    /// the first reader that finds it expired pushes its expiry back by `--stale` (a separate
-    /// SET) and recomputes it in the request, while readers after the push are served the
-    /// old value as fresh. Only the `rails-race-ttl` preset names it.
-    RaceTtl,
+}
+
+/// What a reader does with an entry found inside its stale window (swr's freshness: past its
+/// soft expiry, before its hard one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StaleRead {
+    /// Serve it and refresh it behind the request (stale-while-revalidate).
+    RefreshBehind,
+    /// Write it back with its expiry pushed by the window (a separate SET), then recompute it
+    /// in the request; readers after the push are served the old value as fresh (Rails'
+    /// `race_condition_ttl`).
+    ExtendAndRecompute,
 }
 
 /// Who performs a load when one is needed.
@@ -76,11 +85,18 @@ impl Coordination {
 
 /// A parsed `--strategy`: one freshness, one coordination, whether the jitter preset was
 /// named (its ±10% applies unless `--jitter` says otherwise), and the library whose
-/// semantics it reproduces when a library preset was named.
+/// semantics it reproduces when a library preset was named. Two more choices are fixed by
+/// the library presets only (every composed strategy has the defaults of [`StrategySpec::of`]):
+/// what a stale read does, and who coordinates a background refresh.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StrategySpec {
     pub freshness: Freshness,
     pub coordination: Coordination,
+    /// Who performs a background refresh (swr's, an eager refresh); a token in Redis, if
+    /// any, is a lock.
+    pub refresh: Coordination,
+    /// What a read inside swr's stale window does.
+    pub stale_read: StaleRead,
     pub jitter_preset: bool,
     pub library: Option<Library>,
 }
@@ -124,20 +140,27 @@ impl Library {
             .map_or("?", |(n, _)| n)
     }
 
+    /// The preset as a composition of the strategy's choices.
     fn spec(self) -> StrategySpec {
-        let (freshness, coordination) = match self {
-            Library::LaravelFlexible => (Freshness::Swr, Coordination::None),
-            Library::RailsRaceTtl => (Freshness::RaceTtl, Coordination::None),
-            Library::Symfony => (Freshness::Xfetch, Coordination::SingleFlight),
-            Library::CaffeineRefresh | Library::SpringSync | Library::Fusion => {
-                (Freshness::Expire, Coordination::SingleFlight)
-            }
-        };
-        StrategySpec {
-            freshness,
-            coordination,
-            jitter_preset: false,
+        let base = |freshness, coordination| StrategySpec {
             library: Some(self),
+            ..StrategySpec::of(freshness, coordination, false)
+        };
+        match self {
+            // A refresh under a lock (and skipped without it), a miss under none.
+            Library::LaravelFlexible => StrategySpec {
+                refresh: Coordination::Mutex,
+                ..base(Freshness::Swr, Coordination::None)
+            },
+            // swr's window, but a stale read pushes the expiry back and recomputes.
+            Library::RailsRaceTtl => StrategySpec {
+                stale_read: StaleRead::ExtendAndRecompute,
+                ..base(Freshness::Swr, Coordination::None)
+            },
+            Library::Symfony => base(Freshness::Xfetch, Coordination::SingleFlight),
+            Library::CaffeineRefresh | Library::SpringSync | Library::Fusion => {
+                base(Freshness::Expire, Coordination::SingleFlight)
+            }
         }
     }
 
@@ -205,6 +228,18 @@ const VALID_FORMS: &str = "valid: no-cache (alone), a library preset (alone: lar
     with lease, and/or jitter, e.g. swr+mutex, xfetch+single-flight, mutex+single-flight, swr+lease";
 
 impl StrategySpec {
+    /// A composed strategy: a refresh coordinated as a miss is, a stale read refreshed behind.
+    pub fn of(freshness: Freshness, coordination: Coordination, jitter_preset: bool) -> Self {
+        StrategySpec {
+            freshness,
+            coordination,
+            refresh: coordination,
+            stale_read: StaleRead::RefreshBehind,
+            jitter_preset,
+            library: None,
+        }
+    }
+
     pub fn parse(s: &str) -> Result<Self, String> {
         let mut freshness: Option<(Freshness, &str)> = None;
         let (mut mutex, mut sf, mut jitter, mut lease) = (false, false, false, false);
@@ -212,12 +247,11 @@ impl StrategySpec {
             return Err(format!("empty strategy ({VALID_FORMS})"));
         }
         if s.trim() == NO_CACHE {
-            return Ok(StrategySpec {
-                freshness: Freshness::NoCache,
-                coordination: Coordination::None,
-                jitter_preset: false,
-                library: None,
-            });
+            return Ok(StrategySpec::of(
+                Freshness::NoCache,
+                Coordination::None,
+                false,
+            ));
         }
         if let Some((_, l)) = LIBRARIES.iter().find(|(n, _)| *n == s.trim()) {
             return Ok(l.spec());
@@ -279,22 +313,11 @@ impl StrategySpec {
             (true, false) => Coordination::Mutex,
             (true, true) => Coordination::MutexSingleFlight,
         };
-        Ok(StrategySpec {
-            freshness: freshness.map_or(Freshness::Expire, |(f, _)| f),
+        Ok(StrategySpec::of(
+            freshness.map_or(Freshness::Expire, |(f, _)| f),
             coordination,
-            jitter_preset: jitter,
-            library: None,
-        })
-    }
-
-    /// Who performs a background refresh (swr's, an eager refresh): the coordination, except
-    /// under `laravel-flexible`, whose refresh takes a lock (and is skipped without it) while
-    /// its misses take none.
-    pub fn refresh_coordination(&self) -> Coordination {
-        match self.library {
-            Some(Library::LaravelFlexible) => Coordination::Mutex,
-            _ => self.coordination,
-        }
+            jitter,
+        ))
     }
 
     /// What the named library preset sets where a flag does not, if one was named.
@@ -307,10 +330,10 @@ impl StrategySpec {
         self.freshness != Freshness::NoCache
     }
 
-    /// Whether entries are kept past their expiry by the freshness itself (swr's window, the
-    /// race TTL), so a stale value can be served without `--fail-safe`.
+    /// Whether entries are kept past their expiry by the freshness itself (swr's window,
+    /// whatever a stale read does in it), so a stale value can be served without `--fail-safe`.
     pub fn serves_stale(&self) -> bool {
-        matches!(self.freshness, Freshness::Swr | Freshness::RaceTtl)
+        self.freshness == Freshness::Swr
     }
 
     /// The TTL jitter when `--jitter` is not given: ±10% for the jitter preset, else none.
@@ -327,8 +350,6 @@ impl fmt::Display for StrategySpec {
         let mut parts: Vec<&str> = Vec::with_capacity(4);
         match self.freshness {
             Freshness::NoCache => return f.write_str(NO_CACHE),
-            // Only the rails-race-ttl preset names it (above).
-            Freshness::RaceTtl => parts.push("rails-race-ttl"),
             Freshness::Expire => {}
             Freshness::Xfetch => parts.push("xfetch"),
             Freshness::Swr => parts.push("swr"),
@@ -397,9 +418,19 @@ mod tests {
         }
         let laravel = StrategySpec::parse("laravel-flexible").unwrap();
         assert_eq!(
-            (laravel.coordination, laravel.refresh_coordination()),
+            (laravel.coordination, laravel.refresh),
             (Coordination::None, Coordination::Mutex),
             "laravel's misses take no lock, its refreshes do"
+        );
+        let rails = StrategySpec::parse("rails-race-ttl").unwrap();
+        assert_eq!(
+            (rails.freshness, rails.stale_read, rails.refresh),
+            (
+                Freshness::Swr,
+                StaleRead::ExtendAndRecompute,
+                Coordination::None
+            ),
+            "rails keeps swr's window, and a stale read extends it and recomputes"
         );
         let n = StrategySpec::parse(" no-cache ").unwrap();
         assert_eq!(n.to_string(), "no-cache");

@@ -58,15 +58,7 @@ fn canonical_names() -> Vec<String> {
             Coordination::Lease,
         ] {
             for jitter_preset in [false, true] {
-                names.push(
-                    StrategySpec {
-                        freshness,
-                        coordination,
-                        jitter_preset,
-                        library: None,
-                    }
-                    .to_string(),
-                );
+                names.push(StrategySpec::of(freshness, coordination, jitter_preset).to_string());
             }
         }
     }
