@@ -578,6 +578,11 @@ pub struct ReportCmd {
     pub html: Option<PathBuf>,
 }
 
+/// The long help of `--fault`: the grammar and every kind with its keys.
+const FAULT_HELP: &str = "A fault: KIND@AT[+FOR][,KEY=VALUE…], repeatable; AT counts from the start of the measured window, FOR is how long it lasts. The same keys as a scenario file's [[fault]] table, read by the same code; any fault given on the command line (this flag or a shorthand) replaces the file's faults.
+
+Kinds: kill-redis@AT+FOR, kill-postgres@AT+FOR, pause-redis@AT+FOR, drop-cache@AT (keys fraction, order), slow-db@AT+FOR (key factor), spike@AT+FOR (key factor), failover@AT and migrate-slot@AT (key slot) on a Redis Cluster. E.g. --fault kill-redis@3s+2s, --fault drop-cache@4s,fraction=100%,order=hottest, --fault slow-db@5s+3s,factor=4, --fault spike@5s+2s,factor=3, --fault migrate-slot@2s,slot=hottest. The per-kind flags (--kill-redis-at …) are shorthands for the same (docs/faults.md).";
+
 /// Why the defaults are what they are, for `run --help` and `compare --help`.
 pub const DEFAULTS_WHY: &str = "Defaults: 10k req/s for 10 s over 10000 keys (Zipf 1.0) on 2 app instances, TTL 3 s, loads of 10 ms on 16 connections per instance, starting from the steady state. Chosen so that every strategy shows its mechanism: the 10 hottest keys expire at least twice in the window (cache-aside herds of ~10 on the hottest), the pools stay under ~50% busy (nothing queues or is shed), XFetch recomputes early, mutex waiters contend, single-flight followers wait and SWR serves stale. A TTL longer than the run, or a cold start into a small pool, measures something else: the run says so (diagnoses).";
 
@@ -1335,10 +1340,23 @@ pub struct RunFlags {
     #[serde(skip)]
     pub spike_factor: Option<f64>,
 
-    /// Faults of a scenario file (`[[fault]]` tables with kind kill-redis, kill-postgres, pause-redis, drop-cache, slow-db or spike, at, down_for); any fault flag on the command line replaces them all
-    #[arg(skip)]
+    /// Faults (`[[fault]]` tables: kind, at, down_for and the kind's own keys); on the command line `--fault KIND@AT[+FOR][,KEY=VALUE…]`, and any fault given there replaces them all
+    #[arg(
+        long = "fault",
+        value_name = "KIND@AT[+FOR],…",
+        value_parser = crate::fault::parse,
+        help_heading = "Faults",
+        help = "A fault, e.g. kill-redis@3s+2s or drop-cache@4s,fraction=50%",
+        long_help = FAULT_HELP
+    )]
     #[serde(default)]
     pub fault: Vec<FaultSpec>,
+
+    /// A sweep axis on a fault's key (`--axis drop-cache.fraction=…`): set on the one fault of
+    /// its kind once the file's faults and the flags' are merged.
+    #[arg(skip)]
+    #[serde(skip)]
+    pub fault_keys: Vec<crate::fault::KeySet>,
 
     /// External Redis: shell command that restarts it after a fault.
     ///

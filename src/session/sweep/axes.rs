@@ -1,6 +1,8 @@
 //! The axes of a sweep: `--axis NAME=VALUES`, where NAME is any numeric flag of `run` and
 //! VALUES a list or a range, and each point's run flags, built by clap itself from the sweep's
 //! own flags with `--NAME VALUE` on top, so any run flag is an axis with no code of its own.
+//! NAME may also be a fault's key, `KIND.KEY` (`drop-cache.fraction`, `spike.at`): the key of
+//! the run's one fault of that kind, with the unit [`FaultKind::keys`] gives it.
 
 use std::any::TypeId;
 
@@ -8,6 +10,7 @@ use clap::{ArgAction, Args, Command, FromArgMatches};
 
 use crate::cli::RunFlags;
 use crate::error::UsageError;
+use crate::fault::{FaultKind, KeySet, KeyUnit};
 use crate::values::{Dur, Percent, Rate, Size};
 
 /// The unit of a size axis in sweep.json, by which the renderers write its values as sizes.
@@ -216,6 +219,43 @@ fn range(kind: Kind, flag: &str, spec: &str) -> Result<Vec<Point>, UsageError> {
     Ok(out)
 }
 
+/// The kind of values of a fault key axis `KIND.KEY`.
+fn fault_key_kind(name: &str) -> Result<Kind, UsageError> {
+    let (kind, key) = name.split_once('.').unwrap_or((name, ""));
+    let Some(kind) = FaultKind::ALL.into_iter().find(|k| k.name() == kind) else {
+        let all: Vec<&str> = FaultKind::ALL.iter().map(|k| k.name()).collect();
+        return Err(UsageError::new(format!(
+            "--axis {name}: `{kind}` is not a fault kind; an axis on a fault's key is KIND.KEY, KIND one of {}",
+            all.join(", ")
+        )));
+    };
+    let unit = match key {
+        "at" => KeyUnit::Duration,
+        "for" if !kind.is_instant() => KeyUnit::Duration,
+        _ => match kind.keys().iter().find(|k| k.name == key) {
+            Some(k) => k.unit,
+            None => {
+                return Err(UsageError::new(format!(
+                    "--axis {name}: `{key}` is not a key of {kind}: at{}{}",
+                    if kind.is_instant() { "" } else { ", for" },
+                    kind.keys()
+                        .iter()
+                        .map(|k| format!(", {}", k.name))
+                        .collect::<String>()
+                )));
+            }
+        },
+    };
+    match unit {
+        KeyUnit::Duration => Ok(Kind::Dur),
+        KeyUnit::Share => Ok(Kind::Percent),
+        KeyUnit::Number => Ok(Kind::Float),
+        KeyUnit::Word => Err(UsageError::new(format!(
+            "--axis {name}: `{key}` is not numeric (an axis is a number, a share or a duration): compare its values with `stampede compare`, or run them one by one"
+        ))),
+    }
+}
+
 /// Parse `--axis NAME=VALUES`.
 pub fn parse(spec: &str) -> Result<Axis, UsageError> {
     let (name, values) = spec.split_once('=').ok_or_else(|| {
@@ -223,6 +263,10 @@ pub fn parse(spec: &str) -> Result<Axis, UsageError> {
             "--axis {spec}: expected NAME=VALUES such as rps=1000,2000 or rps=1k..16k:x2"
         ))
     })?;
+    if name.contains('.') {
+        let name = name.trim();
+        return points(fault_key_kind(name)?, name.to_string(), values);
+    }
     let flag = name.trim().replace('_', "-");
     let cmd = run_flags_command();
     let Some(arg) = cmd
@@ -243,6 +287,11 @@ pub fn parse(spec: &str) -> Result<Axis, UsageError> {
             "--axis {flag}: --{flag} is not numeric (an axis is a number, a rate, a percentage, a duration or a size): compare its values with `stampede compare`, or run them one by one"
         )));
     };
+    points(kind, flag, values)
+}
+
+/// The axis `flag` of values of `kind`, from a list or a range.
+fn points(kind: Kind, flag: String, values: &str) -> Result<Axis, UsageError> {
     let values = values.trim();
     let points = if values.contains("..") {
         range(kind, &flag, values)?
@@ -282,7 +331,21 @@ pub fn parse(spec: &str) -> Result<Axis, UsageError> {
 /// value as `run` would.
 pub fn flags_at(base: &RunFlags, set: &[(&str, &str)]) -> Result<RunFlags, UsageError> {
     let mut args: Vec<String> = Vec::new();
+    let mut keys: Vec<KeySet> = Vec::new();
     for (flag, v) in set {
+        // A fault's key (`drop-cache.fraction`): set on the merged fault list at resolution.
+        if let Some((kind, key)) = flag.split_once('.') {
+            let kind = FaultKind::ALL
+                .into_iter()
+                .find(|k| k.name() == kind)
+                .ok_or_else(|| UsageError::new(format!("--axis {flag}: not a fault kind")))?;
+            keys.push(KeySet {
+                kind,
+                key: key.to_string(),
+                value: v.to_string(),
+            });
+            continue;
+        }
         args.push(format!("--{flag}={v}"));
     }
     let m = run_flags_command()
@@ -301,6 +364,7 @@ pub fn flags_at(base: &RunFlags, set: &[(&str, &str)]) -> Result<RunFlags, Usage
     flags
         .update_from_arg_matches(&m)
         .map_err(|e| UsageError::new(format!("--axis: {e}")))?;
+    flags.fault_keys.extend(keys);
     Ok(flags)
 }
 
