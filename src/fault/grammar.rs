@@ -10,7 +10,8 @@ use toml::{Table, Value};
 use super::{FaultKind, FaultSpec};
 
 /// The grammar, for error messages.
-const SHAPE: &str = "KIND@AT[+FOR][,KEY=VALUE…], e.g. kill-redis@3s+2s or drop-cache@4s,fraction=50%";
+const SHAPE: &str =
+    "KIND@AT[+FOR][,KEY=VALUE…], e.g. kill-redis@3s+2s or drop-cache@4s,fraction=50%";
 
 /// Read `--fault TEXT` into the fault a `[[fault]]` table with the same keys would be.
 pub fn parse(text: &str) -> Result<FaultSpec, String> {

@@ -116,31 +116,62 @@ fn errors_name_the_bad_part_and_what_is_allowed() {
         ("kill-redis", &["no @AT", "KIND@AT"][..]),
         (
             "kil-redis@1s+1s",
-            &["`kil-redis` is not a fault kind", "kill-redis, kill-postgres"][..],
+            &[
+                "`kil-redis` is not a fault kind",
+                "kill-redis, kill-postgres",
+            ][..],
         ),
-        ("kill-redis@1s", &["needs +FOR", "how long Redis stays down"][..]),
-        ("drop-cache@1s+1s", &["takes no +FOR", "a drop is instant"][..]),
+        (
+            "kill-redis@1s",
+            &["needs +FOR", "how long Redis stays down"][..],
+        ),
+        (
+            "drop-cache@1s+1s",
+            &["takes no +FOR", "a drop is instant"][..],
+        ),
         ("kill-redis@+1s", &["no time after @"][..]),
         (
             "drop-cache@1s,factr=3",
-            &["`factr` is not a key of drop-cache", "fraction (", "order ("][..],
+            &[
+                "`factr` is not a key of drop-cache",
+                "fraction (",
+                "order (",
+            ][..],
         ),
         (
             "kill-redis@1s+1s,fraction=10%",
             &["not a key of kill-redis", "takes no keys"][..],
         ),
-        ("slow-db@1s+1s,fraction=10%", &["the keys of slow-db: factor"][..]),
-        ("drop-cache@1s,fraction", &["`fraction` is not KEY=VALUE"][..]),
+        (
+            "slow-db@1s+1s,fraction=10%",
+            &["the keys of slow-db: factor"][..],
+        ),
+        (
+            "drop-cache@1s,fraction",
+            &["`fraction` is not KEY=VALUE"][..],
+        ),
         ("drop-cache@1s,at=2s", &["`at=` is written in the head"][..]),
-        ("slow-db@1s+1s,for=2s", &["`for=` is written in the head"][..]),
+        (
+            "slow-db@1s+1s,for=2s",
+            &["`for=` is written in the head"][..],
+        ),
         (
             "drop-cache@1s,fraction=10%,fraction=20%",
             &["`fraction` is given twice"][..],
         ),
-        ("drop-cache@1s,fraction=200%", &["200%", "between 0% and 100%"][..]),
-        ("drop-cache@1s,order=coldest", &["coldest", "hottest", "random"][..]),
+        (
+            "drop-cache@1s,fraction=200%",
+            &["200%", "between 0% and 100%"][..],
+        ),
+        (
+            "drop-cache@1s,order=coldest",
+            &["coldest", "hottest", "random"][..],
+        ),
         ("slow-db@1s+1s,factor=lots", &["lots"][..]),
-        ("kill-redis@3+2s", &["'3' is not a duration", "with a unit"][..]),
+        (
+            "kill-redis@3+2s",
+            &["'3' is not a duration", "with a unit"][..],
+        ),
         ("migrate-slot@1s,slot=99999", &["0 to 16383"][..]),
     ] {
         let e = parse(text).unwrap_err();

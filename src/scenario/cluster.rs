@@ -141,7 +141,8 @@ pub(super) fn cluster_settings(m: &RunFlags) -> Result<ClusterSettings, UsageErr
 /// The slot the run's migrations move: `--slot` (the file's `slot`) or the migrate-slot
 /// faults' own `slot` key; a run moves one slot, so they must agree.
 fn migrated_slot(m: &RunFlags) -> Result<Option<u16>, UsageError> {
-    let mut chosen: Option<(Option<u16>, String)> = m.slot.map(|s| (Some(s), format!("--slot {s}")));
+    let mut chosen: Option<(Option<u16>, String)> =
+        m.slot.map(|s| (Some(s), format!("--slot {s}")));
     for f in &m.fault {
         let Some(c) = f.slot.filter(|_| f.kind == FaultKind::MigrateSlot) else {
             continue;

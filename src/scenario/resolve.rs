@@ -1022,6 +1022,11 @@ fn build(
     let own_load = own_load(&m)?;
     let (tls, redis_tls) = tls_settings(&m)?;
     let cluster = super::cluster::cluster_settings(&m)?;
+    // A migrate-slot fault's `slot` is folded into the run's one slot, which the migration
+    // reads: `slot=12` and `--slot 12` make the same scenario.
+    for f in &mut m.fault {
+        f.slot = None;
+    }
     // Under --db-sql the keys are the user's: --keys only caps them (0: all).
     let keys = match &own_load {
         _ if trace.is_some() => trace.as_ref().map_or(0, |t| t.found.distinct_keys),

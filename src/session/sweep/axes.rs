@@ -436,6 +436,48 @@ mod tests {
     }
 
     #[test]
+    fn a_fault_key_is_an_axis() {
+        let a = parse("drop-cache.fraction=10%,50%").unwrap();
+        assert_eq!(
+            (a.flag.as_str(), a.name.as_str()),
+            ("drop-cache.fraction", "drop_cache.fraction")
+        );
+        assert_eq!(a.unit, "share");
+        assert_eq!(numbers("drop-cache.fraction=10%,50%"), vec![0.1, 0.5]);
+        assert_eq!(numbers("spike.factor=2..8:x2"), vec![2.0, 4.0, 8.0]);
+        assert_eq!(
+            numbers("kill-redis.for=1s..3s:+1s"),
+            vec![1000.0, 2000.0, 3000.0]
+        );
+        assert_eq!(parse("drop-cache.at=2s").unwrap().unit, "ms");
+        // The old spelling of the same axis, through its shorthand flag, still works.
+        assert_eq!(numbers("drop-fraction=10%,50%"), vec![0.1, 0.5]);
+        for (spec, word) in [
+            ("drop-cache.order=hottest", "not numeric"),
+            ("drop-cache.for=1s", "not a key of drop-cache"),
+            ("drop-cache.factor=2", "at, fraction, order"),
+            ("kil-redis.at=1s", "not a fault kind"),
+        ] {
+            let e = parse(spec).unwrap_err().to_string();
+            assert!(e.contains(word), "{spec}: {e}");
+        }
+        let f = flags_at(
+            &RunFlags::default(),
+            &[("drop-cache.fraction", "10%"), ("rps", "400")],
+        )
+        .unwrap();
+        assert_eq!(f.rps.map(|r| r.0), Some(400.0));
+        assert_eq!(
+            f.fault_keys,
+            vec![KeySet {
+                kind: FaultKind::DropCache,
+                key: "fraction".into(),
+                value: "10%".into()
+            }]
+        );
+    }
+
+    #[test]
     fn a_point_sets_its_flag_and_keeps_the_rest() {
         let base = RunFlags {
             keys: Some(200),
