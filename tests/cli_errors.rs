@@ -79,6 +79,8 @@ fn bad_flags_exit_2_naming_the_flag() {
             "mutex",
             "--axis",
             "drop-cache.fraction=10%,50%",
+            "--out",
+            "/nonexistent/stampede-sweep",
         ],
         2,
         &["--axis drop-cache.fraction", "no drop-cache fault"],
