@@ -59,11 +59,7 @@ fn one_man_page_holds_every_subcommand_and_flag() {
     }
     // No pointer to pages that are not installed.
     assert!(!page.contains("stampede\\-run(1)"));
-    for flag in [
-        "\\-\\-scenario",
-        "\\-\\-fault",
-        "\\-\\-allow\\-missing",
-    ] {
+    for flag in ["\\-\\-scenario", "\\-\\-fault", "\\-\\-allow\\-missing"] {
         assert!(page.contains(flag), "{flag}");
     }
     assert!(page.contains(".SH \"EXIT STATUS\""));
