@@ -8,7 +8,7 @@
 mod grammar;
 mod slot;
 
-pub use grammar::{parse, spell, with_key};
+pub use grammar::{keys_of, parse, spell, stray_key, with_key};
 pub use slot::SlotChoice;
 
 use std::time::Duration;

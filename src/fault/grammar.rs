@@ -107,13 +107,26 @@ pub fn spell(f: &FaultSpec) -> String {
 pub fn keys_of(kind: FaultKind) -> String {
     let keys = kind.keys();
     if keys.is_empty() {
-        return format!("{kind} takes no keys, only {kind}@AT{}", plus_for(kind));
+        return format!(
+            "{kind} takes no keys besides at{}",
+            if kind.is_instant() { "" } else { " and for" }
+        );
     }
     let list: Vec<String> = keys
         .iter()
         .map(|k| format!("{} ({})", k.name, k.what))
         .collect();
     format!("the keys of {kind}: {}", list.join(", "))
+}
+
+/// A key `f` sets that its kind does not take (a `[[fault]]` table may write any key of a
+/// fault): the same rule as the command line's, from [`FaultKind::keys`].
+pub fn stray_key(f: &FaultSpec) -> Option<String> {
+    table_of(f).ok()?.keys().find_map(|key| {
+        let own = matches!(key.as_str(), "kind" | "at" | "down_for")
+            || f.kind.keys().iter().any(|k| k.name == key);
+        (!own).then(|| key.clone())
+    })
 }
 
 fn plus_for(kind: FaultKind) -> &'static str {

@@ -611,23 +611,13 @@ fn faults_from_flags(flags: &mut RunFlags) -> Result<Vec<String>, UsageError> {
 
 /// A shock's own settings, wherever it was written.
 fn check_shock(f: &FaultSpec, name: &str) -> Result<(), UsageError> {
-    let only = |what: &str, kinds: &str| {
-        UsageError::new(format!(
-            "{name}: `{what}` is a setting of {kinds} only, not of {}",
-            f.kind
-        ))
-    };
-    if f.fraction.is_some() && f.kind != FaultKind::DropCache {
-        return Err(only("fraction", "drop-cache"));
-    }
-    if f.order.is_some() && f.kind != FaultKind::DropCache {
-        return Err(only("order", "drop-cache"));
-    }
-    if f.factor.is_some() && !matches!(f.kind, FaultKind::SlowDb | FaultKind::Spike) {
-        return Err(only("factor", "slow-db and spike"));
-    }
-    if f.slot.is_some() && f.kind != FaultKind::MigrateSlot {
-        return Err(only("slot", "migrate-slot"));
+    // Which keys a kind takes is the kind's own list, as on the command line.
+    if let Some(key) = schedule::stray_key(f) {
+        return Err(UsageError::new(format!(
+            "{name}: `{key}` is not a setting of {}; {}",
+            f.kind,
+            schedule::keys_of(f.kind)
+        )));
     }
     if f.kind == FaultKind::DropCache && !f.down_for.0.is_zero() {
         return Err(UsageError::new(format!(

@@ -305,6 +305,15 @@ fn file_faults_are_tables_and_flags_replace_them() {
             "when",
         ),
         ("kill_redis_at = \"1s\"\n", "kill_redis_at"),
+        // A key of another kind: refused by the kind's own list, as on the command line.
+        (
+            "[[fault]]\nkind = \"kill-redis\"\nat = \"1s\"\ndown_for = \"1s\"\nfraction = \"10%\"\n",
+            "`fraction` is not a setting of kill-redis; kill-redis takes no keys besides at and for",
+        ),
+        (
+            "[[fault]]\nkind = \"spike\"\nat = \"1s\"\nfor = \"1s\"\nslot = 3\n",
+            "the keys of spike: factor",
+        ),
         (
             "[[fault]]\nkind = \"kill-redis\"\nat = \"9s\"\ndown_for = \"5s\"\n",
             "[[fault]] #1",
