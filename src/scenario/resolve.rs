@@ -1257,7 +1257,7 @@ pub fn verdict_possible(
         faults.iter().map(|f| f.at.0).min(),
         faults.iter().map(|f| f.ends_at()).max(),
     ) else {
-        return Err("the run has no shock: add one (--drop-cache-at, --kill-redis-at, --slow-db-at, --spike-at, …)".to_string());
+        return Err("the run has no shock: add one (--fault drop-cache@AT, --fault kill-redis@AT+FOR, --fault slow-db@AT+FOR, --fault spike@AT+FOR, …)".to_string());
     };
     if first < c.baseline_window.0 {
         return Err(format!(
