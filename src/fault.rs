@@ -1,7 +1,15 @@
 //! The faults a scenario asks for, as the user wrote them, checked before any server starts:
 //! flags paired in order, every outage inside the measured window, no two outages of one
 //! server overlapping (outages of different servers may). Running them is [`crate::chaos`]'s
-//! job.
+//! job. A fault is written one way on the command line, `--fault KIND@AT[+FOR][,KEY=VALUE…]`,
+//! read by the same deserializer as a `[[fault]]` table ([`grammar`]); each kind says here
+//! which keys it takes ([`FaultKind::keys`]), so a new kind needs nothing of the CLI.
+
+mod grammar;
+mod slot;
+
+pub use grammar::{keys_of, parse, spell, stray_key, with_key};
+pub use slot::SlotChoice;
 
 use std::time::Duration;
 
@@ -129,6 +137,44 @@ impl FaultKind {
         )
     }
 
+    /// The keys a fault of this kind takes besides `kind`, `at` and `down_for`, in a `[[fault]]`
+    /// table and after `KIND@AT[+FOR],` on the command line alike.
+    pub fn keys(self) -> &'static [FaultKey] {
+        match self {
+            FaultKind::DropCache => &[
+                FaultKey {
+                    name: "fraction",
+                    unit: KeyUnit::Share,
+                    what: "the share of the entries removed [default: 100%]",
+                },
+                FaultKey {
+                    name: "order",
+                    unit: KeyUnit::Word,
+                    what: "which go first: hottest or random [default: hottest]",
+                },
+            ],
+            FaultKind::SlowDb => &[FaultKey {
+                name: "factor",
+                unit: KeyUnit::Number,
+                what: "how many times its cost a load costs, 1 to 1000 [default: 4]",
+            }],
+            FaultKind::Spike => &[FaultKey {
+                name: "factor",
+                unit: KeyUnit::Number,
+                what: "how many times the rate is offered, 0.01 to 100 [default: 2]",
+            }],
+            FaultKind::MigrateSlot => &[FaultKey {
+                name: "slot",
+                unit: KeyUnit::Word,
+                what: "the slot moved: hottest or 0 to 16383 [default: hottest, or --slot]",
+            }],
+            FaultKind::KillRedis
+            | FaultKind::KillPostgres
+            | FaultKind::PauseRedis
+            | FaultKind::Failover => &[],
+        }
+    }
+
     /// The name written in scenario files and results: `kill-redis`.
     pub fn name(self) -> &'static str {
         match self {
@@ -200,14 +246,39 @@ impl FaultKind {
     }
 }
 
+/// A key of a fault besides `kind`, `at` and `down_for` (see [`FaultKind::keys`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FaultKey {
+    /// As written in a table and after `KIND@AT[+FOR],`: `fraction`.
+    pub name: &'static str,
+    /// What its values are, which says whether a sweep can step it.
+    pub unit: KeyUnit,
+    /// What it sets, with its range and default, for an error that lists the keys.
+    pub what: &'static str,
+}
+
+/// What a fault key's values are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyUnit {
+    /// A duration (`at`, `down_for`).
+    Duration,
+    /// A share, `10%` or `0.1`.
+    Share,
+    /// A plain number.
+    Number,
+    /// A word from a list (or a word or a number): not a sweep axis.
+    Word,
+}
+
 impl std::fmt::Display for FaultKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
     }
 }
 
-/// One `[[fault]]` table of a scenario file; on the command line the same fault is a pair of
-/// flags, such as `--kill-redis-at AT --redis-down-for DOWN_FOR` (see [`FaultKind::flags`]).
+/// One `[[fault]]` table of a scenario file; on the command line the same fault is
+/// `--fault KIND@AT[+FOR][,KEY=VALUE…]` (read into this by [`parse`]), or a pair of shorthand
+/// flags such as `--kill-redis-at AT --redis-down-for DOWN_FOR` (see [`FaultKind::flags`]).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FaultSpec {
@@ -228,6 +299,10 @@ pub struct FaultSpec {
     /// rate is offered (default 2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub factor: Option<f64>,
+    /// migrate-slot: the slot moved, `hottest` or 0 to 16383 (default: `--slot`, else the
+    /// hottest key's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<SlotChoice>,
 }
 
 impl FaultSpec {
@@ -240,6 +315,7 @@ impl FaultSpec {
             fraction: None,
             order: None,
             factor: None,
+            slot: None,
         }
     }
 
@@ -261,6 +337,43 @@ impl FaultSpec {
     /// When the shock is over (its server back, its time up), from the window's start.
     pub fn ends_at(&self) -> Duration {
         self.at.0 + self.down_for.0
+    }
+}
+
+/// One key of one fault set from outside the fault list (a sweep axis `drop-cache.fraction`):
+/// it lands on the one fault of `kind` the run has, after the file's and the flags' faults
+/// are merged.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeySet {
+    pub kind: FaultKind,
+    /// `at`, `for` or one of the kind's [`FaultKind::keys`].
+    pub key: String,
+    pub value: String,
+}
+
+impl KeySet {
+    /// Set the key on the one fault of its kind in `faults`; none or several is an error
+    /// naming the axis.
+    pub fn apply(&self, faults: &mut [FaultSpec]) -> Result<(), String> {
+        let (kind, axis) = (self.kind, format!("--axis {}.{}", self.kind, self.key));
+        let mut of_kind = faults.iter_mut().filter(|f| f.kind == kind);
+        let (Some(f), None) = (of_kind.next(), of_kind.next()) else {
+            let n = faults.iter().filter(|f| f.kind == kind).count();
+            return Err(if n == 0 {
+                format!(
+                    "{axis}: the run has no {kind} fault to set `{}` on: add one (--fault {kind}@AT{}, or a [[fault]] table with kind = \"{kind}\")",
+                    self.key,
+                    if kind.is_instant() { "" } else { "+FOR" }
+                )
+            } else {
+                format!(
+                    "{axis}: the run has {n} {kind} faults, and the axis sets `{}` on one: keep one {kind} fault (a shorthand such as --drop-fraction sets every fault of its kind)",
+                    self.key
+                )
+            });
+        };
+        *f = with_key(f, &self.key, &self.value).map_err(|e| format!("{axis}: {e}"))?;
+        Ok(())
     }
 }
 

@@ -46,6 +46,45 @@ fn bad_flags_exit_2_naming_the_flag() {
         &["xfetch", "swr", "valid"],
     );
     fails_with(&["run", "--rps", "10", "--clients", "5"], 2, &["--clients"]);
+    // One grammar for faults: the bad part is named, with what is allowed.
+    fails_with(
+        &["run", "--fault", "kil-redis@1s+1s"],
+        2,
+        &[
+            "--fault",
+            "`kil-redis` is not a fault kind",
+            "kill-redis, kill-postgres",
+        ],
+    );
+    fails_with(
+        &["run", "--fault", "slow-db@1s+1s,fraction=10%"],
+        2,
+        &["--fault", "`fraction` is not a key of slow-db", "factor"],
+    );
+    fails_with(
+        &[
+            "run",
+            "--fault",
+            "kill-redis@1s+2s",
+            "--fault",
+            "pause-redis@2s+1s",
+        ],
+        2,
+        &["--fault pause-redis@2s+1s", "must not overlap"],
+    );
+    fails_with(
+        &[
+            "sweep",
+            "--strategies",
+            "mutex",
+            "--axis",
+            "drop-cache.fraction=10%,50%",
+            "--out",
+            "/nonexistent/stampede-sweep",
+        ],
+        2,
+        &["--axis drop-cache.fraction", "no drop-cache fault"],
+    );
     fails_with(&["run", "--keys", "10", "--warm", "11"], 2, &["--warm"]);
     fails_with(&["run", "--jitter", "150%"], 2, &["--jitter"]);
     fails_with(

@@ -8,9 +8,10 @@ use clap::CommandFactory;
 /// The width the help is laid out for (the CLI caps it there, and a pipe has no width).
 const WIDTH: usize = 100;
 
-/// Most lines `stampede run -h` may take: about one per flag, plus the headings (raised as
-/// flags are added, never to fit a flag of several lines).
-const RUN_SHORT_HELP_MAX_LINES: usize = 192;
+/// Most lines `stampede run -h` may take: about one per flag a newcomer needs, plus the
+/// headings. Flags for experts are hidden from `-h` (`hide_short_help`) and shown by
+/// `--help`; the ceiling is 150 after every issue of this round, so this one leaves room.
+const RUN_SHORT_HELP_MAX_LINES: usize = 125;
 
 /// The whole command tree, as clap builds it (built-in help flags and subcommand included).
 fn cli() -> clap::Command {
@@ -121,10 +122,74 @@ fn run_short_help_is_a_page_and_long_help_has_the_rest() {
     );
     assert!(l > s, "run --help ({l} lines) is not longer than -h ({s})");
     // The headings are in the short help, and the long text only in --help.
-    for heading in ["Strategy:", "Load:", "Faults:", "Shards and live metrics:"] {
+    for heading in ["Strategy:", "Load:", "Faults:", "Output:"] {
         assert!(short.contains(heading), "run -h lacks {heading}\n{short}");
     }
     assert!(short.contains("[default: cache-aside]"), "{short}");
     assert!(!short.contains("Defaults:"), "{short}");
     assert!(long.contains("Defaults:") && long.contains("expire is another name"));
+}
+
+/// The headings of `run --help`, each once, in the order `stampede::cli::RUN_HEADINGS` fixes
+/// (a heading's place is where its first flag is declared, so a flag declared in the wrong
+/// struct or with a misspelt heading shows here).
+#[test]
+fn run_help_shows_each_heading_once_in_the_fixed_order() {
+    for args in [&["run", "--help"][..], &["run", "-h"][..]] {
+        let text = help(args);
+        let headings: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with(' ') && l.ends_with(':') && *l != "Options:")
+            .map(|l| l.trim_end_matches(':'))
+            .collect();
+        let mut seen = std::collections::HashSet::new();
+        for h in &headings {
+            assert!(seen.insert(*h), "{args:?}: heading {h:?} twice:\n{text}");
+        }
+        let fixed: Vec<&str> = stampede::cli::RUN_HEADINGS
+            .iter()
+            .copied()
+            .filter(|h| headings.contains(h))
+            .collect();
+        assert_eq!(headings, fixed, "{args:?}: headings out of the fixed order");
+    }
+    let long = help(&["run", "--help"]);
+    for h in stampede::cli::RUN_HEADINGS {
+        assert!(long.contains(&format!("\n{h}:\n")), "run --help lacks {h}");
+    }
+}
+
+/// The fault shorthands still parse but are shown nowhere: `--fault` is the one spelling the
+/// help teaches, and docs/faults.md lists the shorthands once.
+#[test]
+fn fault_shorthands_are_left_out_of_the_help() {
+    let (short, long) = (help(&["run", "-h"]), help(&["run", "--help"]));
+    assert!(short.contains("--fault <"), "{short}");
+    for flag in [
+        "--kill-redis-at",
+        "--drop-fraction",
+        "--spike-factor",
+        "--migrate-slot-at",
+    ] {
+        assert!(!short.contains(&format!("{flag} <")), "run -h shows {flag}");
+        assert!(
+            !long.contains(&format!("{flag} <")),
+            "run --help shows {flag}"
+        );
+    }
+    let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/faults.md"))
+        .expect("docs/faults.md");
+    let shorthands = docs
+        .split("### Shorthands")
+        .nth(1)
+        .expect("docs/faults.md has a Shorthands section");
+    let cmd = cli();
+    let run = cmd.find_subcommand("run").expect("run");
+    for arg in own_args(run).filter(|a| a.is_hide_set()) {
+        let flag = format!("--{} ", arg.get_long().unwrap_or_default());
+        assert!(
+            shorthands.contains(&flag),
+            "docs/faults.md's shorthands do not list {flag}"
+        );
+    }
 }

@@ -296,6 +296,57 @@ fn a_shocked_map_has_a_verdict_in_every_cell() {
     assert!(text(&o.stderr).contains("--observe"), "{}", text(&o.stderr));
 }
 
+/// An axis on a fault's key (`drop-cache.fraction`) sets the key of the run's one fault of
+/// that kind, here given with `--fault`: each cell's drop removes its own share.
+#[test]
+fn a_fault_key_is_an_axis() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("k");
+    let o = {
+        let _turn = cpu_turn();
+        stampede()
+            .args([
+                "sweep",
+                "--strategies",
+                "mutex",
+                "--axis",
+                "drop-cache.fraction=50%,100%",
+                "--rps",
+                "200",
+                "--duration",
+                "5s",
+                "--keys",
+                "200",
+                "--fault",
+                "drop-cache@2s",
+                "--observe",
+                "2s",
+                "--settle",
+                "1s",
+                "--out",
+            ])
+            .arg(&out)
+            .output()
+            .unwrap()
+    };
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let doc = json(&out.join("sweep.json"));
+    let cells = doc["cells"].as_array().unwrap();
+    assert_eq!(cells.len(), 2);
+    let mut fractions = Vec::new();
+    for c in cells {
+        assert_eq!(c["shock"], true, "{c}");
+        fractions.push(c["params"]["drop_cache.fraction"].as_f64().unwrap());
+    }
+    assert_eq!(fractions, [0.5, 1.0]);
+    let full = json(&out.join("mutex/drop_cache.fraction=1.json"));
+    assert_eq!(
+        full["scenario"]["faults"][0]["fraction"], "100%",
+        "{}",
+        full["scenario"]
+    );
+}
+
 /// `stampede ARGS`, expected to be refused as a usage error before any server starts.
 fn refused(args: &[&str], names: &str) {
     let o = stampede().args(args).output().unwrap();

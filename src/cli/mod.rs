@@ -177,7 +177,12 @@ pub struct ShardFlags {
     ///
     /// The shard index is read from $JOB_COMPLETION_INDEX, as a Kubernetes Indexed Job sets it;
     /// otherwise as --shard.
-    #[arg(long, value_name = "N", help_heading = "Shards and live metrics")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "N",
+        help_heading = "Shards and live metrics"
+    )]
     pub shards: Option<u32>,
 
     /// The run's name, the same in all its shards [default: derived]
@@ -185,7 +190,12 @@ pub struct ShardFlags {
     /// Names the run every shard of it joins (its Redis keys and Postgres schema); every shard
     /// of one run gives the same, two runs at once on the same servers differ [default: derived
     /// from the scenario and the shard count]
-    #[arg(long, value_name = "ID", help_heading = "Shards and live metrics")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "ID",
+        help_heading = "Shards and live metrics"
+    )]
     pub run_id: Option<String>,
 
     /// When all shards start [default: --start-delay after the setup]
@@ -193,7 +203,7 @@ pub struct ShardFlags {
     /// When every shard starts its traffic (warm-up, then the measured window), as RFC 3339
     /// (2026-12-01T03:00:00Z) or Unix seconds; by default shard 0 (or `prepare`) fixes it at
     /// --start-delay after its setup.
-    #[arg(long, value_name = "TIME", value_parser = parse_start_at, help_heading = "Shards and live metrics")]
+    #[arg(hide_short_help = true, long, value_name = "TIME", value_parser = parse_start_at, help_heading = "Shards and live metrics")]
     pub start_at: Option<u64>,
 
     /// From the end of the setup to the start instant [default: 5s]
@@ -201,6 +211,7 @@ pub struct ShardFlags {
     /// Time from the end of the setup to the start instant it writes: every shard must have
     /// connected by then (a shard that is not ready in time exits 3).
     #[arg(
+        hide_short_help = true,
         long,
         value_name = "DURATION",
         help_heading = "Shards and live metrics"
@@ -211,6 +222,7 @@ pub struct ShardFlags {
     ///
     /// A shard that has waited this long for the start signal gives up with exit 3.
     #[arg(
+        hide_short_help = true,
         long,
         value_name = "DURATION",
         help_heading = "Shards and live metrics"
@@ -222,6 +234,7 @@ pub struct ShardFlags {
     /// How long shard 0 waits at the end for the other shards to finish before it reads the
     /// server counters and removes the run's schema and keys.
     #[arg(
+        hide_short_help = true,
         long,
         value_name = "DURATION",
         help_heading = "Shards and live metrics"
@@ -261,6 +274,7 @@ pub struct MetricsFlags {
     ///
     /// Keep serving the final values this long after the run, so the last scrape sees them.
     #[arg(
+        hide_short_help = true,
         long,
         value_name = "DURATION",
         help_heading = "Shards and live metrics"
@@ -441,7 +455,7 @@ pub struct TrialFlags {
     /// Give every trial the same seed.
     ///
     /// By default trial k, counted from 1, uses seed + k - 1, so each draws other keys.
-    #[arg(long, help_heading = "Trials")]
+    #[arg(hide_short_help = true, long, help_heading = "Trials")]
     pub same_seed: bool,
 }
 
@@ -577,6 +591,36 @@ pub struct ReportCmd {
     #[arg(long, value_name = "FILE", help_heading = "Output")]
     pub html: Option<PathBuf>,
 }
+
+/// The long help of `--fault`: the grammar and every kind with its keys.
+const FAULT_HELP: &str = "A fault: KIND@AT[+FOR][,KEY=VALUE…], repeatable; AT counts from the start of the measured window, FOR is how long it lasts. The same keys as a scenario file's [[fault]] table, read by the same code; any fault given on the command line (this flag or a shorthand) replaces the file's faults.
+
+Kinds: kill-redis@AT+FOR, kill-postgres@AT+FOR, pause-redis@AT+FOR, drop-cache@AT (keys fraction, order), slow-db@AT+FOR (key factor), spike@AT+FOR (key factor), failover@AT and migrate-slot@AT (key slot) on a Redis Cluster. E.g. --fault kill-redis@3s+2s, --fault drop-cache@4s,fraction=100%,order=hottest, --fault slow-db@5s+3s,factor=4, --fault spike@5s+2s,factor=3, --fault migrate-slot@2s,slot=hottest. The per-kind flags of earlier versions (--kill-redis-at T --redis-down-for D, --drop-cache-at T, --drop-fraction P, …) still work as shorthands for the same faults; they are left out of the help, and docs/faults.md lists them.";
+
+/// The headings of `run --help` (and of `compare` and `sweep`, which share its flags), in the
+/// order they are shown. clap shows a heading once, where its first flag is declared, so this
+/// is the order of the headings' first flags; tests/help.rs holds the help to it.
+pub const RUN_HEADINGS: &[&str] = &[
+    "Strategy",
+    "Scenario file",
+    "Load",
+    "Trace",
+    "Keys and values",
+    "Redis memory",
+    "Database",
+    "Servers and TLS",
+    "Protection",
+    "Faults",
+    "Client",
+    "Recovery verdict",
+    "Writes",
+    "Cluster",
+    "Output",
+    "Thresholds",
+    "App under test",
+    "Trials",
+    "Shards and live metrics",
+];
 
 /// Why the defaults are what they are, for `run --help` and `compare --help`.
 pub const DEFAULTS_WHY: &str = "Defaults: 10k req/s for 10 s over 10000 keys (Zipf 1.0) on 2 app instances, TTL 3 s, loads of 10 ms on 16 connections per instance, starting from the steady state. Chosen so that every strategy shows its mechanism: the 10 hottest keys expire at least twice in the window (cache-aside herds of ~10 on the hottest), the pools stay under ~50% busy (nothing queues or is shed), XFetch recomputes early, mutex waiters contend, single-flight followers wait and SWR serves stale. A TTL longer than the run, or a cold start into a small pool, measures something else: the run says so (diagnoses).";
@@ -722,6 +766,7 @@ pub struct RunFlags {
     /// twitter (cache-trace CSV), meta (CacheLib KV replay CSV, v1 or v2), csv or jsonl
     /// (timestamp and key, optional value_size, op, ttl), monitor (redis-cli MONITOR output).
     #[arg(
+        hide_short_help = true,
         long,
         value_name = "FORMAT",
         value_enum,
@@ -731,7 +776,12 @@ pub struct RunFlags {
     pub trace_format: Option<crate::trace::Format>,
 
     /// Map csv/jsonl columns: timestamp=ts,key=k,...
-    #[arg(long, value_name = "MAP", help_heading = "Trace")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "MAP",
+        help_heading = "Trace"
+    )]
     pub trace_columns: Option<String>,
 
     /// Replay reads only, or SETs/DELETEs too as writes [default: reads]
@@ -739,6 +789,7 @@ pub struct RunFlags {
     /// reads: a look-aside trace's SETs and DELETEs are mostly the app's own write-backs; they
     /// are counted and skipped. all: they are replayed as writes (--invalidate applies).
     #[arg(
+        hide_short_help = true,
         long,
         value_name = "OPS",
         value_enum,
@@ -748,7 +799,7 @@ pub struct RunFlags {
     pub trace_ops: Option<crate::replay::TraceOps>,
 
     /// Replay the trace X times faster than recorded [default: 1]
-    #[arg(long, value_name = "X", help_heading = "Trace")]
+    #[arg(hide_short_help = true, long, value_name = "X", help_heading = "Trace")]
     pub speed: Option<f64>,
 
     /// Place each whole second's requests: even or random [default: even]
@@ -756,6 +807,7 @@ pub struct RunFlags {
     /// For traces stamped in whole seconds: evenly over the second in trace order, or at
     /// seeded random instants within it (the count per second kept exactly).
     #[arg(
+        hide_short_help = true,
         long,
         value_name = "HOW",
         value_enum,
@@ -765,7 +817,12 @@ pub struct RunFlags {
     pub trace_spread: Option<crate::replay::Spread>,
 
     /// Skip the trace's first D of trace time [default: 0s]
-    #[arg(long, value_name = "DURATION", help_heading = "Trace")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "DURATION",
+        help_heading = "Trace"
+    )]
     pub trace_skip: Option<Dur>,
 
     /// Distinct item ids (database rows and keys) [default: 10000]
@@ -798,6 +855,7 @@ pub struct RunFlags {
     /// --maxmemory's (k: 1000, kb: 1024). A write keeps each item's size. Instead of
     /// --value-size.
     #[arg(
+        hide_short_help = true,
         long,
         value_name = "DIST",
         conflicts_with = "value_size",
@@ -833,7 +891,7 @@ pub struct RunFlags {
     ///
     /// Redis's maxmemory-samples, 1 to 64: more is closer to the exact policy and costs more
     /// CPU per eviction.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64), help_heading = "Redis memory")]
+    #[arg(hide_short_help = true, long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64), help_heading = "Redis memory")]
     pub maxmemory_samples: Option<u32>,
 
     /// TTL of a cache entry (the soft expiry under swr) [default: 3s]
@@ -873,7 +931,12 @@ pub struct RunFlags {
     /// Redis connections per app instance, each multiplexed [default: 1]
     ///
     /// The requests that start together share one write.
-    #[arg(long, value_name = "N", help_heading = "Servers and TLS")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "N",
+        help_heading = "Servers and TLS"
+    )]
     pub redis_conns: Option<u32>,
 
     /// Open loop: requests handled at once per instance [default: 2048]
@@ -886,7 +949,7 @@ pub struct RunFlags {
     ///
     /// Requests per instance that may queue once --max-inflight are being handled; beyond it
     /// requests are shed.
-    #[arg(long, value_name = "N", help_heading = "Load")]
+    #[arg(hide_short_help = true, long, value_name = "N", help_heading = "Load")]
     pub backlog: Option<u32>,
 
     /// Cache at the start: steady, cold or synchronized [default: steady]
@@ -954,7 +1017,12 @@ pub struct RunFlags {
     /// Mutex: how often a waiter polls the cache [default: 50ms]
     ///
     /// With ±50% jitter.
-    #[arg(long, value_name = "DURATION", help_heading = "Strategy")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "DURATION",
+        help_heading = "Strategy"
+    )]
     pub lock_poll: Option<Dur>,
 
     /// Mutex: longest wait of a waiter [default: 2s]
@@ -973,6 +1041,7 @@ pub struct RunFlags {
     ///
     /// stale: serve the stale value if there is one (needs the swr freshness), else load.
     #[arg(
+        hide_short_help = true,
         long,
         value_enum,
         value_name = "POLICY",
@@ -998,7 +1067,12 @@ pub struct RunFlags {
     /// After a key's load failed and its kept value was served, the instance serves that
     /// value without a load for D (db.fail_safe_throttled), so a failing database is not
     /// asked for the key by every request.
-    #[arg(long, value_name = "DURATION", help_heading = "Strategy")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "DURATION",
+        help_heading = "Strategy"
+    )]
     pub fail_safe_throttle: Option<Dur>,
 
     /// Soft timeout: answer with the kept value at D [default: off]
@@ -1032,7 +1106,12 @@ pub struct RunFlags {
     ///
     /// The keys of popularity rank 1..=K (the most requested) are re-loaded every
     /// --rewarm-every.
-    #[arg(long, value_name = "K", help_heading = "Strategy")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "K",
+        help_heading = "Strategy"
+    )]
     pub rewarm_top: Option<u64>,
 
     /// L1: in-process LRU entries per instance [default: off]
@@ -1048,7 +1127,12 @@ pub struct RunFlags {
     ///
     /// An entry is served from the tier for D after it was read or loaded, never past its
     /// Redis entry's own expiry (the default: exactly that).
-    #[arg(long, value_name = "DURATION", help_heading = "Strategy")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "DURATION",
+        help_heading = "Strategy"
+    )]
     pub l1_ttl: Option<Dur>,
 
     /// L1: invalidation: ttl, pubsub or tracking [default: ttl]
@@ -1062,6 +1146,7 @@ pub struct RunFlags {
     /// namespace, RESP3 pushes); when that connection drops the tier is flushed and bypassed
     /// until tracking is on again.
     #[arg(
+        hide_short_help = true,
         long,
         value_enum,
         value_name = "MODE",
@@ -1086,7 +1171,12 @@ pub struct RunFlags {
     /// How long a not-found sentinel is cached [default: off]
     ///
     /// Cache a not-found sentinel for this long (negative caching).
-    #[arg(long, value_name = "DURATION", help_heading = "Keys and values")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "DURATION",
+        help_heading = "Keys and values"
+    )]
     pub negative_ttl: Option<Dur>,
 
     /// What a load costs the DB: sleep or heavy [default: sleep]
@@ -1126,7 +1216,12 @@ pub struct RunFlags {
     ///
     /// The token bucket's size: after an idle spell this many loads go at once, then one every
     /// 1/R. Default: a tenth of a second's worth (R/10), at least 1.
-    #[arg(long, value_name = "B", help_heading = "Protection")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "B",
+        help_heading = "Protection"
+    )]
     pub db_burst: Option<u32>,
 
     /// Rate limit per instance or global [default: instance]
@@ -1137,6 +1232,7 @@ pub struct RunFlags {
     /// Redis's clock, within --redis-timeout); while Redis cannot answer, each instance limits
     /// itself to R / instances, and the time it did is reported.
     #[arg(
+        hide_short_help = true,
         long,
         value_enum,
         value_name = "SCOPE",
@@ -1160,48 +1256,96 @@ pub struct RunFlags {
     /// Breaker: share of failed loads that opens it [default: 50%]
     ///
     /// The share of failed loads (errors and timeouts) over the window that opens it.
-    #[arg(long, value_name = "P", help_heading = "Protection")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "P",
+        help_heading = "Protection"
+    )]
     pub breaker_error_rate: Option<Percent>,
 
     /// Breaker: mean load latency that opens it [default: 1s]
     ///
     /// The mean load latency over the window (pool wait included) that opens it; a probe this
     /// slow fails.
-    #[arg(long, value_name = "DURATION", help_heading = "Protection")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "DURATION",
+        help_heading = "Protection"
+    )]
     pub breaker_latency: Option<Dur>,
 
     /// Breaker: how far back loads are counted [default: 1s]
     ///
     /// How far back the failed loads and latencies that open it are counted.
-    #[arg(long, value_name = "DURATION", help_heading = "Protection")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "DURATION",
+        help_heading = "Protection"
+    )]
     pub breaker_window: Option<Dur>,
 
     /// Breaker: how long it stays open before probing [default: 2s]
     ///
     /// While open it refuses every load.
-    #[arg(long, value_name = "DURATION", help_heading = "Protection")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "DURATION",
+        help_heading = "Protection"
+    )]
     pub breaker_cooldown: Option<Dur>,
 
     /// Breaker: loads let through when half-open [default: 3]
     ///
     /// Loads let through after the cooldown (half-open); it closes when all succeed within
     /// --breaker-latency, else opens again.
-    #[arg(long, value_name = "N", help_heading = "Protection")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "N",
+        help_heading = "Protection"
+    )]
     pub breaker_probes: Option<u32>,
 
     /// Breaker: fewest loads in the window to open it [default: 20]
     ///
     /// The fewest loads in the window before it may open, so a handful of failures does not
     /// trip it.
-    #[arg(long, value_name = "N", help_heading = "Protection")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "N",
+        help_heading = "Protection"
+    )]
     pub breaker_min_loads: Option<u32>,
+
+    /// Faults (`[[fault]]` tables: kind, at, down_for and the kind's own keys); on the command line `--fault KIND@AT[+FOR][,KEY=VALUE…]`, and any fault given there replaces them all
+    #[arg(
+        long = "fault",
+        value_name = "KIND@AT[+FOR],…",
+        value_parser = crate::fault::parse,
+        help_heading = "Faults",
+        help = "A fault, e.g. kill-redis@3s+2s or drop-cache@4s,fraction=50%",
+        long_help = FAULT_HELP
+    )]
+    #[serde(default)]
+    pub fault: Vec<FaultSpec>,
+
+    /// A sweep axis on a fault's key (`--axis drop-cache.fraction=…`): set on the one fault of
+    /// its kind once the file's faults and the flags' are merged.
+    #[arg(skip)]
+    #[serde(skip)]
+    pub fault_keys: Vec<crate::fault::KeySet>,
 
     /// Crash Redis (SIGKILL) at T into the measured window.
     ///
     /// Crash Redis (SIGKILL) this long after the measured window starts; repeatable, paired in
     /// order with --redis-down-for (scenario file: [[fault]] with kind = "kill-redis", at,
     /// down_for).
-    #[arg(long, value_name = "T", help_heading = "Faults")]
+    #[arg(hide = true, long, value_name = "T", help_heading = "Fault shorthands")]
     #[serde(skip)]
     pub kill_redis_at: Vec<Dur>,
 
@@ -1209,7 +1353,12 @@ pub struct RunFlags {
     ///
     /// How long Redis stays down after the matching --kill-redis-at before a new, empty one
     /// starts on the same port.
-    #[arg(long, value_name = "DURATION", help_heading = "Faults")]
+    #[arg(
+        hide = true,
+        long,
+        value_name = "DURATION",
+        help_heading = "Fault shorthands"
+    )]
     #[serde(skip)]
     pub redis_down_for: Vec<Dur>,
 
@@ -1220,7 +1369,7 @@ pub struct RunFlags {
     /// recovery runs); repeatable, paired in order with --postgres-down-for (scenario file:
     /// [[fault]] with kind = "kill-postgres"). Loads fail fast meanwhile: without --db-timeout a
     /// Postgres fault sets it to 1s.
-    #[arg(long, value_name = "T", help_heading = "Faults")]
+    #[arg(hide = true, long, value_name = "T", help_heading = "Fault shorthands")]
     #[serde(skip)]
     pub kill_postgres_at: Vec<Dur>,
 
@@ -1228,7 +1377,12 @@ pub struct RunFlags {
     ///
     /// How long Postgres stays down after the matching --kill-postgres-at before it starts
     /// again.
-    #[arg(long, value_name = "DURATION", help_heading = "Faults")]
+    #[arg(
+        hide = true,
+        long,
+        value_name = "DURATION",
+        help_heading = "Fault shorthands"
+    )]
     #[serde(skip)]
     pub postgres_down_for: Vec<Dur>,
 
@@ -1237,14 +1391,19 @@ pub struct RunFlags {
     /// Stall Redis this long after the measured window starts (CLIENT PAUSE ALL: connections
     /// stay open, every command hangs until its --redis-timeout); repeatable, paired in order
     /// with --pause-for (scenario file: [[fault]] with kind = "pause-redis").
-    #[arg(long, value_name = "T", help_heading = "Faults")]
+    #[arg(hide = true, long, value_name = "T", help_heading = "Fault shorthands")]
     #[serde(skip)]
     pub pause_redis_at: Vec<Dur>,
 
     /// How long Redis stays paused after --pause-redis-at.
     ///
     /// How long Redis stays paused after the matching --pause-redis-at.
-    #[arg(long, value_name = "DURATION", help_heading = "Faults")]
+    #[arg(
+        hide = true,
+        long,
+        value_name = "DURATION",
+        help_heading = "Fault shorthands"
+    )]
     #[serde(skip)]
     pub pause_for: Vec<Dur>,
 
@@ -1252,7 +1411,7 @@ pub struct RunFlags {
     ///
     /// Drops every [[fault]] of the scenario file, so the same workload runs undisturbed: the
     /// control that tells a metastable failure from plain overload.
-    #[arg(long, help_heading = "Shocks")]
+    #[arg(long, help_heading = "Faults")]
     #[serde(skip)]
     pub no_shocks: bool,
 
@@ -1262,14 +1421,14 @@ pub struct RunFlags {
     /// after the measured window starts, with UNLINK: only entries, never the run's heartbeat,
     /// locks, lease tokens or version markers; repeatable (scenario file: [[fault]] with kind =
     /// "drop-cache", at, fraction, order).
-    #[arg(long, value_name = "T", help_heading = "Shocks")]
+    #[arg(hide = true, long, value_name = "T", help_heading = "Fault shorthands")]
     #[serde(skip)]
     pub drop_cache_at: Vec<Dur>,
 
     /// Share of the entries a cache drop removes [default: 100%]
     ///
     /// Applies to every drop-cache shock, the scenario file's included.
-    #[arg(long, value_name = "P", help_heading = "Shocks")]
+    #[arg(hide = true, long, value_name = "P", help_heading = "Fault shorthands")]
     #[serde(skip)]
     pub drop_fraction: Option<Percent>,
 
@@ -1278,11 +1437,12 @@ pub struct RunFlags {
     /// hottest: the most popular keys first (the cheapest way to hurt). random: a seeded random
     /// share of the keys.
     #[arg(
+        hide = true,
         long,
         value_enum,
         value_name = "ORDER",
         hide_possible_values = true,
-        help_heading = "Shocks"
+        help_heading = "Fault shorthands"
     )]
     #[serde(skip)]
     pub drop_order: Option<crate::fault::DropOrder>,
@@ -1293,19 +1453,24 @@ pub struct RunFlags {
     /// times its cost (the server really works longer: pg_sleep's argument is multiplied) for
     /// the matching --slow-db-for; repeatable (scenario file: [[fault]] with kind = "slow-db",
     /// at, for, factor). Needs --db-query sleep.
-    #[arg(long, value_name = "T", help_heading = "Shocks")]
+    #[arg(hide = true, long, value_name = "T", help_heading = "Fault shorthands")]
     #[serde(skip)]
     pub slow_db_at: Vec<Dur>,
 
     /// How long loads stay slow after --slow-db-at.
-    #[arg(long, value_name = "DURATION", help_heading = "Shocks")]
+    #[arg(
+        hide = true,
+        long,
+        value_name = "DURATION",
+        help_heading = "Fault shorthands"
+    )]
     #[serde(skip)]
     pub slow_db_for: Vec<Dur>,
 
     /// Slow-db: how many times its cost a load costs [default: 4]
     ///
     /// Applies to every slow-db shock, the scenario file's included.
-    #[arg(long, value_name = "K", help_heading = "Shocks")]
+    #[arg(hide = true, long, value_name = "K", help_heading = "Fault shorthands")]
     #[serde(skip)]
     pub slow_db_factor: Option<f64>,
 
@@ -1315,48 +1480,53 @@ pub struct RunFlags {
     /// times the rate for the matching --spike-for (the schedule stays exact and seeded);
     /// repeatable (scenario file: [[fault]] with kind = "spike", at, for, factor). Open loop
     /// only.
-    #[arg(long, value_name = "T", help_heading = "Shocks")]
+    #[arg(hide = true, long, value_name = "T", help_heading = "Fault shorthands")]
     #[serde(skip)]
     pub spike_at: Vec<Dur>,
 
     /// How long the rate stays multiplied after --spike-at.
-    #[arg(long, value_name = "DURATION", help_heading = "Shocks")]
+    #[arg(
+        hide = true,
+        long,
+        value_name = "DURATION",
+        help_heading = "Fault shorthands"
+    )]
     #[serde(skip)]
     pub spike_for: Vec<Dur>,
 
     /// Spike: how many times the rate is offered [default: 2]
     ///
     /// Applies to every spike, the scenario file's included.
-    #[arg(long, value_name = "K", help_heading = "Shocks")]
+    #[arg(hide = true, long, value_name = "K", help_heading = "Fault shorthands")]
     #[serde(skip)]
     pub spike_factor: Option<f64>,
-
-    /// Faults of a scenario file (`[[fault]]` tables with kind kill-redis, kill-postgres, pause-redis, drop-cache, slow-db or spike, at, down_for); any fault flag on the command line replaces them all
-    #[arg(skip)]
-    #[serde(default)]
-    pub fault: Vec<FaultSpec>,
 
     /// External Redis: shell command that restarts it after a fault.
     ///
     /// External Redis (--redis-url) only: shell command (run with sh -c) that starts it again
     /// after a fault's SHUTDOWN NOSAVE.
-    #[arg(long, value_name = "CMD", help_heading = "Faults")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "CMD",
+        help_heading = "Faults"
+    )]
     pub redis_restart_cmd: Option<String>,
 
-    /// External Redis: allow --pause-redis-at on it.
+    /// External Redis: allow a pause-redis fault on it.
     ///
-    /// External Redis (--redis-url) only: allow --pause-redis-at, which stalls every client of
+    /// External Redis (--redis-url) only: allow a pause-redis fault, which stalls every client of
     /// that server, not only this run.
-    #[arg(long, help_heading = "Faults")]
+    #[arg(hide_short_help = true, long, help_heading = "Faults")]
     #[serde(default)]
     pub allow_pause_external: bool,
 
-    /// External Redis: allow --kill-redis-at on it (SHUTDOWN NOSAVE).
+    /// External Redis: allow a kill-redis fault on it (SHUTDOWN NOSAVE).
     ///
-    /// External Redis (--redis-url) only: allow --kill-redis-at, which sends that server
+    /// External Redis (--redis-url) only: allow a kill-redis fault, which sends that server
     /// SHUTDOWN NOSAVE: it stops without saving, so every client's data not yet persisted is
     /// lost, not only this run's.
-    #[arg(long, help_heading = "Faults")]
+    #[arg(hide_short_help = true, long, help_heading = "Faults")]
     #[serde(default)]
     pub allow_kill_external: bool,
 
@@ -1365,14 +1535,24 @@ pub struct RunFlags {
     /// External Postgres (--pg-url) only: shell command (run with sh -c) that crashes it at a
     /// kill-postgres fault, e.g. `pg_ctl stop -D DIR -m immediate` (stampede cannot crash a
     /// server it did not start; pg_terminate_backend only ends sessions).
-    #[arg(long, value_name = "CMD", help_heading = "Faults")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "CMD",
+        help_heading = "Faults"
+    )]
     pub pg_kill_cmd: Option<String>,
 
     /// External Postgres: shell command that starts it again.
     ///
     /// External Postgres (--pg-url) only: shell command (run with sh -c) that starts it again
     /// after the fault's down time.
-    #[arg(long, value_name = "CMD", help_heading = "Faults")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "CMD",
+        help_heading = "Faults"
+    )]
     pub pg_restart_cmd: Option<String>,
 
     /// The client gives up on a request after D [default: never]
@@ -1393,11 +1573,21 @@ pub struct RunFlags {
     pub retries: Option<u32>,
 
     /// The wait before the first retry, doubled after [default: 100ms]
-    #[arg(long, value_name = "DURATION", help_heading = "Client")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "DURATION",
+        help_heading = "Client"
+    )]
     pub retry_backoff: Option<Dur>,
 
     /// Spread each retry's wait within ±P [default: 0%]
-    #[arg(long, value_name = "P", help_heading = "Client")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "P",
+        help_heading = "Client"
+    )]
     pub retry_jitter: Option<Percent>,
 
     /// Goodput's deadline [default: --request-timeout, else 1s]
@@ -1411,25 +1601,50 @@ pub struct RunFlags {
     ///
     /// The baseline of the recovery verdict: goodput, hit rate, DB calls/s and p99 over this
     /// span before the first shock.
-    #[arg(long, value_name = "DURATION", help_heading = "Recovery verdict")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "DURATION",
+        help_heading = "Recovery verdict"
+    )]
     pub baseline_window: Option<Dur>,
 
     /// Share of the baseline's goodput that is back [default: 95%]
-    #[arg(long, value_name = "P", help_heading = "Recovery verdict")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "P",
+        help_heading = "Recovery verdict"
+    )]
     pub recovery_goodput: Option<Percent>,
 
     /// Hit-rate points under the baseline still back [default: 5]
-    #[arg(long, value_name = "POINTS", help_heading = "Recovery verdict")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "POINTS",
+        help_heading = "Recovery verdict"
+    )]
     pub recovery_hit_points: Option<f64>,
 
     /// How long both must stay back [default: 2s]
-    #[arg(long, value_name = "DURATION", help_heading = "Recovery verdict")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "DURATION",
+        help_heading = "Recovery verdict"
+    )]
     pub settle: Option<Dur>,
 
     /// Least time after the last shock for a verdict [default: 10s]
     ///
     /// With less of the window left after the last shock ends, the verdict is not-judged.
-    #[arg(long, value_name = "DURATION", help_heading = "Recovery verdict")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "DURATION",
+        help_heading = "Recovery verdict"
+    )]
     pub observe: Option<Dur>,
 
     /// Writes per second alongside the reads [default: 0]
@@ -1445,7 +1660,12 @@ pub struct RunFlags {
     /// Zipf exponent of the keys written [default: --zipf]
     ///
     /// By default the reads' exponent, --zipf.
-    #[arg(long, value_name = "S", help_heading = "Writes")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "S",
+        help_heading = "Writes"
+    )]
     pub write_zipf: Option<f64>,
 
     /// What a write does to the cache [default: delete]
@@ -1483,13 +1703,19 @@ pub struct RunFlags {
     /// rediss:// only: CA file (PEM) to verify Redis's certificate with.
     ///
     /// Verify Redis's certificate against this CA file (PEM) instead of the system's store.
-    #[arg(long, value_name = "FILE", help_heading = "Servers and TLS")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "FILE",
+        help_heading = "Servers and TLS"
+    )]
     pub redis_ca: Option<PathBuf>,
 
     /// rediss:// only: client certificate (PEM), with --redis-key.
     ///
     /// For a Redis that requires one (tls-auth-clients yes).
     #[arg(
+        hide_short_help = true,
         long,
         value_name = "FILE",
         requires = "redis_key",
@@ -1499,6 +1725,7 @@ pub struct RunFlags {
 
     /// rediss:// only: the private key (PEM) of --redis-cert.
     #[arg(
+        hide_short_help = true,
         long,
         value_name = "FILE",
         requires = "redis_cert",
@@ -1510,7 +1737,7 @@ pub struct RunFlags {
     ///
     /// Prints a warning: anyone on the path can read and change the traffic. --redis-insecure
     /// alone is --redis-insecure=true; --redis-insecure=false verifies.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", hide_possible_values = true, help_heading = "Servers and TLS")]
+    #[arg(hide_short_help = true, long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", hide_possible_values = true, help_heading = "Servers and TLS")]
     pub redis_insecure: Option<bool>,
 
     /// Managed cluster: P primaries, R replicas each [default: 3:1]
@@ -1527,15 +1754,20 @@ pub struct RunFlags {
     /// Reads (GET) go to a replica of the key's primary; writes, locks and scripts stay on
     /// the primary. With writes the consistency figures then count replication lag too.
     /// --read-from-replicas alone is --read-from-replicas=true.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", hide_possible_values = true, help_heading = "Cluster")]
+    #[arg(hide_short_help = true, long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", hide_possible_values = true, help_heading = "Cluster")]
     pub read_from_replicas: Option<bool>,
 
     /// Primary a kill or failover strikes [default: hottest]
     ///
-    /// On a Redis Cluster, the primary --kill-redis-at kills and --failover-at hands over.
+    /// On a Redis Cluster, the primary a kill-redis fault kills and a failover hands over.
     /// hottest: the primary serving the slot of the run's most popular key; random: one drawn
     /// with the run's seed; or a node id (CLUSTER NODES) or host:port.
-    #[arg(long, value_name = "hottest|random|ID", help_heading = "Cluster")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "hottest|random|ID",
+        help_heading = "Cluster"
+    )]
     pub redis_node: Option<String>,
 
     /// Cluster fault: a planned CLUSTER FAILOVER at T.
@@ -1543,7 +1775,7 @@ pub struct RunFlags {
     /// This long after the measured window starts, the replica of --redis-node's primary takes
     /// over (CLUSTER FAILOVER, a coordinated hand-over without data loss); repeatable (scenario
     /// file: [[fault]] with kind = "failover").
-    #[arg(long, value_name = "T", help_heading = "Cluster")]
+    #[arg(hide = true, long, value_name = "T", help_heading = "Fault shorthands")]
     #[serde(skip)]
     pub failover_at: Vec<Dur>,
 
@@ -1553,15 +1785,21 @@ pub struct RunFlags {
     /// to another primary (SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE), so requests meet
     /// ASK redirects while it moves; repeatable (scenario file: [[fault]] with kind =
     /// "migrate-slot").
-    #[arg(long, value_name = "T", help_heading = "Cluster")]
+    #[arg(hide = true, long, value_name = "T", help_heading = "Fault shorthands")]
     #[serde(skip)]
     pub migrate_slot_at: Vec<Dur>,
 
-    /// Slot --migrate-slot-at moves [default: the hottest key's]
+    /// Slot a migrate-slot fault moves [default: the hottest key's]
     ///
-    /// On a Redis Cluster, the slot (0 to 16383) --migrate-slot-at moves; by default the slot of
+    /// On a Redis Cluster, the slot (0 to 16383) a migrate-slot fault moves (its `slot` key
+    /// is the same); by default the slot of
     /// the run's most popular key (its entry, lock, lease token and version marker share it).
-    #[arg(long, value_name = "N", help_heading = "Cluster")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "N",
+        help_heading = "Cluster"
+    )]
     pub slot: Option<u16>,
 
     /// Your own load: the query a miss runs on --pg-url, $1 the key.
@@ -1581,6 +1819,7 @@ pub struct RunFlags {
     /// ORDER BY views DESC); popularity is Zipf over them in the order returned (the first the
     /// most popular); --keys N keeps the first N. Runs in a READ ONLY transaction.
     #[arg(
+        hide_short_help = true,
         long,
         value_name = "SQL",
         conflicts_with = "keys_file",
@@ -1591,11 +1830,21 @@ pub struct RunFlags {
     /// With --db-sql: a file of keys, one a line, most popular first.
     ///
     /// The keys, one per line, most popular first (instead of --keys-sql).
-    #[arg(long, value_name = "FILE", help_heading = "Database")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "FILE",
+        help_heading = "Database"
+    )]
     pub keys_file: Option<PathBuf>,
 
     /// Width of a timeline bucket [default: 100ms]
-    #[arg(long, value_name = "DURATION", help_heading = "Output")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "DURATION",
+        help_heading = "Output"
+    )]
     pub interval: Option<Dur>,
 
     /// Exit 1 when a figure breaks a limit, e.g. p99_ms_max=250.
@@ -1646,7 +1895,12 @@ pub struct TargetFlags {
     /// flooded with new connections just when it can least take them (measured on
     /// examples/app at 40k req/s: 64 connections held p99 1.9 ms; 256 served 25k req/s at p99
     /// 22 ms; 2048 fell 634 ms behind).
-    #[arg(long, value_name = "N", help_heading = "App under test")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "N",
+        help_heading = "App under test"
+    )]
     pub http_conns: Option<u32>,
 
     /// A header sent with every request, 'Name: value' (repeatable).
@@ -1660,6 +1914,7 @@ pub struct TargetFlags {
     /// Comma-separated or repeated. Other statuses are errors, counted by class in
     /// http.status.
     #[arg(
+        hide_short_help = true,
         long,
         value_name = "CODE",
         value_delimiter = ',',
@@ -1671,7 +1926,12 @@ pub struct TargetFlags {
     ///
     /// A regular expression the response body must match for the request to count as success
     /// (so a 200 with the wrong body is an error).
-    #[arg(long, value_name = "REGEX", help_heading = "App under test")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "REGEX",
+        help_heading = "App under test"
+    )]
     pub expect_body: Option<String>,
 
     /// Start the app under test with this shell command.
@@ -1688,20 +1948,35 @@ pub struct TargetFlags {
     ///
     /// The URL that answers 2xx once the app is ready; by default, readiness is the target's
     /// port accepting connections.
-    #[arg(long, value_name = "URL", help_heading = "App under test")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "URL",
+        help_heading = "App under test"
+    )]
     pub app_ready: Option<String>,
 
     /// With --app-cmd: time allowed to get ready [default: 30s]
     ///
     /// How long the app may take to be ready before the run fails.
-    #[arg(long, value_name = "DURATION", help_heading = "App under test")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "DURATION",
+        help_heading = "App under test"
+    )]
     pub app_ready_timeout: Option<crate::values::Dur>,
 
     /// With --app-cmd: the app's output file [default: a temp file]
     ///
     /// The file the app's output goes to; by default a file in the temp dir, named in the
     /// results.
-    #[arg(long, value_name = "FILE", help_heading = "App under test")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "FILE",
+        help_heading = "App under test"
+    )]
     pub app_log: Option<PathBuf>,
 
     /// For an app that is already running: the schema it reads.
@@ -1709,7 +1984,12 @@ pub struct TargetFlags {
     /// With no --app-cmd, servers given with --redis-url and --pg-url: stampede creates the
     /// schema, seeds the items table and the stampede_load(id) function in it, and drops it at
     /// the end.
-    #[arg(long, value_name = "NAME", help_heading = "App under test")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "NAME",
+        help_heading = "App under test"
+    )]
     pub schema: Option<String>,
 
     /// Regex of the app's DB calls [default: by role, else by schema]
@@ -1717,7 +1997,12 @@ pub struct TargetFlags {
     /// Which statements of pg_stat_statements are the app's DB calls (a Postgres regular
     /// expression on the statement text). Default: every statement of the app's own role on a
     /// managed Postgres, else every statement naming the run's schema.
-    #[arg(long, value_name = "REGEX", help_heading = "App under test")]
+    #[arg(
+        hide_short_help = true,
+        long,
+        value_name = "REGEX",
+        help_heading = "App under test"
+    )]
     pub db_match: Option<String>,
 }
 

@@ -134,8 +134,31 @@ pub(super) fn cluster_settings(m: &RunFlags) -> Result<ClusterSettings, UsageErr
         managed,
         read_from_replicas: m.read_from_replicas.unwrap_or(false),
         node,
-        slot: m.slot,
+        slot: migrated_slot(m)?,
     })
+}
+
+/// The slot the run's migrations move: `--slot` (the file's `slot`) or the migrate-slot
+/// faults' own `slot` key; a run moves one slot, so they must agree.
+fn migrated_slot(m: &RunFlags) -> Result<Option<u16>, UsageError> {
+    let mut chosen: Option<(Option<u16>, String)> =
+        m.slot.map(|s| (Some(s), format!("--slot {s}")));
+    for f in &m.fault {
+        let Some(c) = f.slot.filter(|_| f.kind == FaultKind::MigrateSlot) else {
+            continue;
+        };
+        let this = format!("{} slot={c}", f.kind);
+        match &chosen {
+            Some((n, first)) if *n != c.number() => {
+                return Err(UsageError::new(format!(
+                    "{first} and {this} name different slots: the run's migrations move one slot, so give it once"
+                )));
+            }
+            Some(_) => {}
+            None => chosen = Some((c.number(), this)),
+        }
+    }
+    Ok(chosen.and_then(|(n, _)| n))
 }
 
 #[cfg(test)]

@@ -35,14 +35,16 @@ pub const PG_FAULT_DB_TIMEOUT: Dur = Dur(Duration::from_secs(1));
 
 /// Where a setting came from, so an error can say which flag or which key of which file.
 enum Src<'a> {
-    Flags,
+    /// The command line, with each fault's name as it was written there (`--fault …` or the
+    /// shorthand flags), in the order of the flags' fault list.
+    Flags(&'a [String]),
     File(&'a Path),
 }
 
 impl Src<'_> {
     fn name(&self, key: &str) -> String {
         match self {
-            Src::Flags => format!("--{}", key.replace('_', "-")),
+            Src::Flags(_) => format!("--{}", key.replace('_', "-")),
             Src::File(p) => format!("`{key}` in {}", p.display()),
         }
     }
@@ -70,6 +72,7 @@ fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
             // Faults given on the command line replace the file's list as a whole.
             fault: if flags.fault.is_empty() && !flags.no_shocks { file.fault } else { flags.fault },
             no_shocks: flags.no_shocks,
+            fault_keys: flags.fault_keys,
             kill_redis_at: Vec::new(),
             redis_down_for: Vec::new(),
             kill_postgres_at: Vec::new(),
@@ -526,10 +529,10 @@ pub fn invalidation(name: &str) -> Result<Invalidate, String> {
 /// How a fault is named in an error: the flags that made it, or its table in the file.
 fn fault_name(src: &Src, i: usize, f: &FaultSpec) -> String {
     match src {
-        Src::Flags => {
-            let (at, down) = f.kind.flags();
-            format!("{at} {} {down} {}", f.at, f.down_for)
-        }
+        Src::Flags(names) => names
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| format!("--fault {}", schedule::spell(f))),
         Src::File(p) => format!(
             "[[fault]] #{} (kind = \"{}\") in {}",
             i + 1,
@@ -539,8 +542,9 @@ fn fault_name(src: &Src, i: usize, f: &FaultSpec) -> String {
     }
 }
 
-/// Pair each kind's `at` flags with its duration flags into the flags' fault list.
-fn faults_from_flags(flags: &mut RunFlags) -> Result<(), UsageError> {
+/// The flags' fault list: each `--fault`, then the shorthands (each kind's `at` flags paired
+/// with its duration flags); with each fault's name as written, for errors.
+fn faults_from_flags(flags: &mut RunFlags) -> Result<Vec<String>, UsageError> {
     let mut faults = Vec::new();
     for (kind, at, down) in [
         (
@@ -583,31 +587,37 @@ fn faults_from_flags(flags: &mut RunFlags) -> Result<(), UsageError> {
             .iter()
             .map(|&at| FaultSpec::new(FaultKind::DropCache, at, Dur(Duration::ZERO))),
     );
-    if flags.no_shocks && !faults.is_empty() {
+    let mut names: Vec<String> = flags
+        .fault
+        .iter()
+        .map(|f| format!("--fault {}", schedule::spell(f)))
+        .collect();
+    names.extend(faults.iter().map(|f| {
+        let (at, down) = f.kind.flags();
+        if f.kind.is_instant() {
+            format!("{at} {}", f.at)
+        } else {
+            format!("{at} {} {down} {}", f.at, f.down_for)
+        }
+    }));
+    flags.fault.extend(faults);
+    if flags.no_shocks && !flags.fault.is_empty() {
         return Err(UsageError::new(
             "--no-shocks runs without faults, and fault or shock flags ask for some: drop one or the other",
         ));
     }
-    flags.fault = faults;
-    Ok(())
+    Ok(names)
 }
 
 /// A shock's own settings, wherever it was written.
 fn check_shock(f: &FaultSpec, name: &str) -> Result<(), UsageError> {
-    let only = |what: &str, kinds: &str| {
-        UsageError::new(format!(
-            "{name}: `{what}` is a setting of {kinds} only, not of {}",
-            f.kind
-        ))
-    };
-    if f.fraction.is_some() && f.kind != FaultKind::DropCache {
-        return Err(only("fraction", "drop-cache"));
-    }
-    if f.order.is_some() && f.kind != FaultKind::DropCache {
-        return Err(only("order", "drop-cache"));
-    }
-    if f.factor.is_some() && !matches!(f.kind, FaultKind::SlowDb | FaultKind::Spike) {
-        return Err(only("factor", "slow-db and spike"));
+    // Which keys a kind takes is the kind's own list, as on the command line.
+    if let Some(key) = schedule::stray_key(f) {
+        return Err(UsageError::new(format!(
+            "{name}: `{key}` is not a setting of {}; {}",
+            f.kind,
+            schedule::keys_of(f.kind)
+        )));
     }
     if f.kind == FaultKind::DropCache && !f.down_for.0.is_zero() {
         return Err(UsageError::new(format!(
@@ -671,8 +681,8 @@ fn apply_shock_flags(
     ] {
         if set && !has(m, kind) {
             return Err(UsageError::new(format!(
-                "{flag} sets every {kind} shock, and the run has none: add {} (or a [[fault]] with kind = \"{kind}\")",
-                kind.flags().0
+                "{flag} sets every {kind} shock, and the run has none: add one (--fault {kind}@AT{}, or a [[fault]] with kind = \"{kind}\")",
+                if kind.is_instant() { "" } else { "+FOR" }
             )));
         }
     }
@@ -957,8 +967,8 @@ fn build(
     mut flags: RunFlags,
     unused: &mut Option<UsageError>,
 ) -> Result<Scenario, UsageError> {
-    faults_from_flags(&mut flags)?;
-    check(&flags, &Src::Flags)?;
+    let names = faults_from_flags(&mut flags)?;
+    check(&flags, &Src::Flags(&names))?;
     let from_file = match file {
         Some(p) => {
             let f = read_file(p)?;
@@ -969,9 +979,13 @@ fn build(
     };
     let faults_src = match file {
         Some(p) if flags.fault.is_empty() => Src::File(p),
-        _ => Src::Flags,
+        _ => Src::Flags(&names),
     };
     let mut m = merge(flags, from_file);
+    // A sweep axis on a fault's key lands on the merged list, whoever wrote the fault.
+    for set in &m.fault_keys {
+        set.apply(&mut m.fault).map_err(UsageError::new)?;
+    }
     super::trace::workload_from(&mut m)?;
 
     let strategy = StrategySpec::parse(m.strategy.as_deref().unwrap_or("cache-aside"))
@@ -998,6 +1012,11 @@ fn build(
     let own_load = own_load(&m)?;
     let (tls, redis_tls) = tls_settings(&m)?;
     let cluster = super::cluster::cluster_settings(&m)?;
+    // A migrate-slot fault's `slot` is folded into the run's one slot, which the migration
+    // reads: `slot=12` and `--slot 12` make the same scenario.
+    for f in &mut m.fault {
+        f.slot = None;
+    }
     // Under --db-sql the keys are the user's: --keys only caps them (0: all).
     let keys = match &own_load {
         _ if trace.is_some() => trace.as_ref().map_or(0, |t| t.found.distinct_keys),
@@ -1238,7 +1257,7 @@ pub fn verdict_possible(
         faults.iter().map(|f| f.at.0).min(),
         faults.iter().map(|f| f.ends_at()).max(),
     ) else {
-        return Err("the run has no shock: add one (--drop-cache-at, --kill-redis-at, --slow-db-at, --spike-at, …)".to_string());
+        return Err("the run has no shock: add one (--fault drop-cache@AT, --fault kill-redis@AT+FOR, --fault slow-db@AT+FOR, --fault spike@AT+FOR, …)".to_string());
     };
     if first < c.baseline_window.0 {
         return Err(format!(

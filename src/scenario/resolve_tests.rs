@@ -305,6 +305,15 @@ fn file_faults_are_tables_and_flags_replace_them() {
             "when",
         ),
         ("kill_redis_at = \"1s\"\n", "kill_redis_at"),
+        // A key of another kind: refused by the kind's own list, as on the command line.
+        (
+            "[[fault]]\nkind = \"kill-redis\"\nat = \"1s\"\ndown_for = \"1s\"\nfraction = \"10%\"\n",
+            "`fraction` is not a setting of kill-redis; kill-redis takes no keys besides at and for",
+        ),
+        (
+            "[[fault]]\nkind = \"spike\"\nat = \"1s\"\nfor = \"1s\"\nslot = 3\n",
+            "the keys of spike: factor",
+        ),
         (
             "[[fault]]\nkind = \"kill-redis\"\nat = \"9s\"\ndown_for = \"5s\"\n",
             "[[fault]] #1",
@@ -495,4 +504,249 @@ fn the_fail_safe_and_eager_refresh_take_the_presets_defaults_and_refuse_what_nee
     )
     .unwrap_err();
     assert!(e.to_string().contains("no-cache caches nothing"), "{e}");
+}
+
+/// The run flags of `stampede run ARGS`, as clap parses them.
+fn run_flags(args: &[&str]) -> RunFlags {
+    use clap::Parser;
+    let cli = crate::cli::Cli::try_parse_from(["stampede", "run"].iter().chain(args))
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    match cli.command {
+        crate::cli::Command::Run(cmd) => cmd.flags(),
+        _ => unreachable!("a run"),
+    }
+}
+
+fn json(s: &Scenario) -> serde_json::Value {
+    serde_json::to_value(s).unwrap()
+}
+
+/// `--fault`, the per-kind shorthand flags and `[[fault]]` tables are three spellings of one
+/// schedule: they resolve to the same scenario.
+#[test]
+fn fault_flag_shorthands_and_tables_resolve_alike() {
+    let grammar = run_flags(&[
+        "--fault",
+        "kill-redis@3s+2s",
+        "--fault",
+        "drop-cache@4s,fraction=100%,order=hottest",
+        "--fault",
+        "slow-db@5s+3s,factor=4",
+        "--fault",
+        "spike@5s+2s,factor=3",
+        "--fault",
+        "kill-postgres@1s+1s",
+        "--db-timeout",
+        "1s",
+    ]);
+    let shorthands = run_flags(&[
+        "--kill-redis-at",
+        "3s",
+        "--redis-down-for",
+        "2s",
+        "--drop-cache-at",
+        "4s",
+        "--drop-fraction",
+        "100%",
+        "--drop-order",
+        "hottest",
+        "--slow-db-at",
+        "5s",
+        "--slow-db-for",
+        "3s",
+        "--slow-db-factor",
+        "4",
+        "--spike-at",
+        "5s",
+        "--spike-for",
+        "2s",
+        "--spike-factor",
+        "3",
+        "--kill-postgres-at",
+        "1s",
+        "--postgres-down-for",
+        "1s",
+        "--db-timeout",
+        "1s",
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("faults.toml");
+    std::fs::write(
+        &p,
+        "db_timeout = \"1s\"\n\
+         [[fault]]\nkind = \"kill-redis\"\nat = \"3s\"\ndown_for = \"2s\"\n\
+         [[fault]]\nkind = \"drop-cache\"\nat = \"4s\"\nfraction = \"100%\"\norder = \"hottest\"\n\
+         [[fault]]\nkind = \"slow-db\"\nat = \"5s\"\nfor = \"3s\"\nfactor = 4\n\
+         [[fault]]\nkind = \"spike\"\nat = \"5s\"\nfor = \"2s\"\nfactor = 3\n\
+         [[fault]]\nkind = \"kill-postgres\"\nat = \"1s\"\ndown_for = \"1s\"\n",
+    )
+    .unwrap();
+    let from_grammar = resolve(None, grammar).unwrap();
+    assert_eq!(from_grammar.faults.len(), 5);
+    assert_eq!(
+        json(&from_grammar),
+        json(&resolve(None, shorthands).unwrap())
+    );
+    // The same but for the file's name, which a scenario records.
+    let mut from_file = json(&resolve(Some(&p), RunFlags::default()).unwrap());
+    from_file["scenario_file"] = serde_json::Value::Null;
+    assert_eq!(json(&from_grammar), from_file);
+
+    // On a cluster: a migration's slot as a key, as --slot, and as the default.
+    let cluster = |args: &[&str]| {
+        let mut a = vec!["--redis-cluster"];
+        a.extend(args);
+        json(&resolve(None, run_flags(&a)).unwrap())
+    };
+    assert_eq!(
+        cluster(&["--fault", "migrate-slot@2s,slot=12"]),
+        cluster(&["--migrate-slot-at", "2s", "--slot", "12"])
+    );
+    assert_eq!(
+        cluster(&["--fault", "migrate-slot@2s,slot=hottest"]),
+        cluster(&["--migrate-slot-at", "2s"])
+    );
+    assert_eq!(
+        cluster(&["--fault", "failover@2s"]),
+        cluster(&["--failover-at", "2s"])
+    );
+    let e = resolve(
+        None,
+        run_flags(&[
+            "--redis-cluster",
+            "--slot",
+            "3",
+            "--fault",
+            "migrate-slot@2s,slot=4",
+        ]),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("--slot 3 and migrate-slot slot=4"), "{e}");
+}
+
+#[test]
+fn command_line_faults_replace_the_files_and_errors_name_them_as_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("outage.toml");
+    std::fs::write(
+        &p,
+        "[[fault]]\nkind = \"kill-redis\"\nat = \"4s\"\ndown_for = \"3s\"\n",
+    )
+    .unwrap();
+    let s = resolve(Some(&p), run_flags(&["--fault", "drop-cache@1s"])).unwrap();
+    let kinds: Vec<FaultKind> = s.faults.iter().map(|f| f.kind).collect();
+    assert_eq!(
+        kinds,
+        [FaultKind::DropCache],
+        "--fault replaces the file's faults"
+    );
+    // Both spellings on one command line make one schedule.
+    let s = resolve(
+        None,
+        run_flags(&[
+            "--fault",
+            "drop-cache@1s",
+            "--kill-redis-at",
+            "4s",
+            "--redis-down-for",
+            "1s",
+        ]),
+    )
+    .unwrap();
+    assert_eq!(s.faults.len(), 2);
+    for (args, words) in [
+        (
+            &[
+                "--fault",
+                "kill-redis@1s+2s",
+                "--fault",
+                "pause-redis@2s+1s",
+            ][..],
+            &["--fault pause-redis@2s+1s", "must not overlap"][..],
+        ),
+        (
+            &["--fault", "kill-redis@8s+5s"][..],
+            &["--fault kill-redis@8s+5s", "still be down"][..],
+        ),
+        (
+            &["--fault", "drop-cache@1s,fraction=0%"][..],
+            &["--fault drop-cache@1s,fraction=0%", "more than 0%"][..],
+        ),
+        (
+            &["--fault", "spike@1s+1s,factor=1000"][..],
+            &["factor 1000 is out of range"][..],
+        ),
+        (
+            &["--fault", "drop-cache@1s", "--no-shocks"][..],
+            &["--no-shocks"][..],
+        ),
+        (
+            &["--drop-fraction", "50%"][..],
+            &["--fault drop-cache@AT"][..],
+        ),
+        (&["--fault", "failover@1s"][..], &["Redis Cluster"][..]),
+    ] {
+        let e = resolve(None, run_flags(args)).unwrap_err().to_string();
+        for w in words {
+            assert!(e.contains(w), "{args:?}: {e}");
+        }
+    }
+    // A bad --fault is clap's error, naming the flag and the bad part.
+    use clap::Parser;
+    let e =
+        crate::cli::Cli::try_parse_from(["stampede", "run", "--fault", "drop-cache@1s,factr=2"])
+            .unwrap_err()
+            .to_string();
+    assert!(
+        e.contains("--fault") && e.contains("`factr` is not a key of drop-cache"),
+        "{e}"
+    );
+}
+
+/// A sweep axis on a fault's key lands on the run's one fault of that kind, from the flags
+/// or the file; none or several is refused, naming the axis.
+#[test]
+fn a_fault_key_axis_sets_the_one_fault_of_its_kind() {
+    use crate::fault::KeySet;
+    let set = |v: &str| KeySet {
+        kind: FaultKind::DropCache,
+        key: "fraction".into(),
+        value: v.into(),
+    };
+    let mut flags = run_flags(&["--fault", "drop-cache@4s"]);
+    flags.fault_keys = vec![set("10%")];
+    let s = resolve(None, flags).unwrap();
+    assert_eq!(s.faults[0].fraction, Some(Percent(0.1)));
+    // The file's fault too.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("drop.toml");
+    std::fs::write(&p, "[[fault]]\nkind = \"drop-cache\"\nat = \"2s\"\n").unwrap();
+    let flags = RunFlags {
+        fault_keys: vec![set("50%")],
+        ..Default::default()
+    };
+    assert_eq!(
+        resolve(Some(&p), flags).unwrap().faults[0].fraction,
+        Some(Percent(0.5))
+    );
+    for (args, word) in [
+        (&[][..], "the run has no drop-cache fault"),
+        (
+            &["--fault", "drop-cache@1s", "--fault", "drop-cache@2s"][..],
+            "the run has 2 drop-cache faults",
+        ),
+    ] {
+        let mut flags = run_flags(args);
+        flags.fault_keys = vec![set("10%")];
+        let e = resolve(None, flags).unwrap_err().to_string();
+        assert!(
+            e.contains("--axis drop-cache.fraction") && e.contains(word),
+            "{e}"
+        );
+    }
+    let mut flags = run_flags(&["--fault", "drop-cache@4s"]);
+    flags.fault_keys = vec![set("0%")];
+    let e = resolve(None, flags).unwrap_err().to_string();
+    assert!(e.contains("more than 0%"), "{e}");
 }

@@ -1,6 +1,8 @@
 //! The axes of a sweep: `--axis NAME=VALUES`, where NAME is any numeric flag of `run` and
 //! VALUES a list or a range, and each point's run flags, built by clap itself from the sweep's
 //! own flags with `--NAME VALUE` on top, so any run flag is an axis with no code of its own.
+//! NAME may also be a fault's key, `KIND.KEY` (`drop-cache.fraction`, `spike.at`): the key of
+//! the run's one fault of that kind, with the unit [`FaultKind::keys`] gives it.
 
 use std::any::TypeId;
 
@@ -8,6 +10,7 @@ use clap::{ArgAction, Args, Command, FromArgMatches};
 
 use crate::cli::RunFlags;
 use crate::error::UsageError;
+use crate::fault::{FaultKind, KeySet, KeyUnit};
 use crate::values::{Dur, Percent, Rate, Size};
 
 /// The unit of a size axis in sweep.json, by which the renderers write its values as sizes.
@@ -216,6 +219,43 @@ fn range(kind: Kind, flag: &str, spec: &str) -> Result<Vec<Point>, UsageError> {
     Ok(out)
 }
 
+/// The kind of values of a fault key axis `KIND.KEY`.
+fn fault_key_kind(name: &str) -> Result<Kind, UsageError> {
+    let (kind, key) = name.split_once('.').unwrap_or((name, ""));
+    let Some(kind) = FaultKind::ALL.into_iter().find(|k| k.name() == kind) else {
+        let all: Vec<&str> = FaultKind::ALL.iter().map(|k| k.name()).collect();
+        return Err(UsageError::new(format!(
+            "--axis {name}: `{kind}` is not a fault kind; an axis on a fault's key is KIND.KEY, KIND one of {}",
+            all.join(", ")
+        )));
+    };
+    let unit = match key {
+        "at" => KeyUnit::Duration,
+        "for" if !kind.is_instant() => KeyUnit::Duration,
+        _ => match kind.keys().iter().find(|k| k.name == key) {
+            Some(k) => k.unit,
+            None => {
+                return Err(UsageError::new(format!(
+                    "--axis {name}: `{key}` is not a key of {kind}: at{}{}",
+                    if kind.is_instant() { "" } else { ", for" },
+                    kind.keys()
+                        .iter()
+                        .map(|k| format!(", {}", k.name))
+                        .collect::<String>()
+                )));
+            }
+        },
+    };
+    match unit {
+        KeyUnit::Duration => Ok(Kind::Dur),
+        KeyUnit::Share => Ok(Kind::Percent),
+        KeyUnit::Number => Ok(Kind::Float),
+        KeyUnit::Word => Err(UsageError::new(format!(
+            "--axis {name}: `{key}` is not numeric (an axis is a number, a share or a duration): compare its values with `stampede compare`, or run them one by one"
+        ))),
+    }
+}
+
 /// Parse `--axis NAME=VALUES`.
 pub fn parse(spec: &str) -> Result<Axis, UsageError> {
     let (name, values) = spec.split_once('=').ok_or_else(|| {
@@ -223,6 +263,10 @@ pub fn parse(spec: &str) -> Result<Axis, UsageError> {
             "--axis {spec}: expected NAME=VALUES such as rps=1000,2000 or rps=1k..16k:x2"
         ))
     })?;
+    if name.contains('.') {
+        let name = name.trim();
+        return points(fault_key_kind(name)?, name.to_string(), values);
+    }
     let flag = name.trim().replace('_', "-");
     let cmd = run_flags_command();
     let Some(arg) = cmd
@@ -243,6 +287,11 @@ pub fn parse(spec: &str) -> Result<Axis, UsageError> {
             "--axis {flag}: --{flag} is not numeric (an axis is a number, a rate, a percentage, a duration or a size): compare its values with `stampede compare`, or run them one by one"
         )));
     };
+    points(kind, flag, values)
+}
+
+/// The axis `flag` of values of `kind`, from a list or a range.
+fn points(kind: Kind, flag: String, values: &str) -> Result<Axis, UsageError> {
     let values = values.trim();
     let points = if values.contains("..") {
         range(kind, &flag, values)?
@@ -282,7 +331,21 @@ pub fn parse(spec: &str) -> Result<Axis, UsageError> {
 /// value as `run` would.
 pub fn flags_at(base: &RunFlags, set: &[(&str, &str)]) -> Result<RunFlags, UsageError> {
     let mut args: Vec<String> = Vec::new();
+    let mut keys: Vec<KeySet> = Vec::new();
     for (flag, v) in set {
+        // A fault's key (`drop-cache.fraction`): set on the merged fault list at resolution.
+        if let Some((kind, key)) = flag.split_once('.') {
+            let kind = FaultKind::ALL
+                .into_iter()
+                .find(|k| k.name() == kind)
+                .ok_or_else(|| UsageError::new(format!("--axis {flag}: not a fault kind")))?;
+            keys.push(KeySet {
+                kind,
+                key: key.to_string(),
+                value: v.to_string(),
+            });
+            continue;
+        }
         args.push(format!("--{flag}={v}"));
     }
     let m = run_flags_command()
@@ -301,6 +364,7 @@ pub fn flags_at(base: &RunFlags, set: &[(&str, &str)]) -> Result<RunFlags, Usage
     flags
         .update_from_arg_matches(&m)
         .map_err(|e| UsageError::new(format!("--axis: {e}")))?;
+    flags.fault_keys.extend(keys);
     Ok(flags)
 }
 
@@ -369,6 +433,48 @@ mod tests {
             let e = parse(spec).unwrap_err().to_string();
             assert!(e.contains(word), "{spec}: {e}");
         }
+    }
+
+    #[test]
+    fn a_fault_key_is_an_axis() {
+        let a = parse("drop-cache.fraction=10%,50%").unwrap();
+        assert_eq!(
+            (a.flag.as_str(), a.name.as_str()),
+            ("drop-cache.fraction", "drop_cache.fraction")
+        );
+        assert_eq!(a.unit, "share");
+        assert_eq!(numbers("drop-cache.fraction=10%,50%"), vec![0.1, 0.5]);
+        assert_eq!(numbers("spike.factor=2..8:x2"), vec![2.0, 4.0, 8.0]);
+        assert_eq!(
+            numbers("kill-redis.for=1s..3s:+1s"),
+            vec![1000.0, 2000.0, 3000.0]
+        );
+        assert_eq!(parse("drop-cache.at=2s").unwrap().unit, "ms");
+        // The old spelling of the same axis, through its shorthand flag, still works.
+        assert_eq!(numbers("drop-fraction=10%,50%"), vec![0.1, 0.5]);
+        for (spec, word) in [
+            ("drop-cache.order=hottest", "not numeric"),
+            ("drop-cache.for=1s", "not a key of drop-cache"),
+            ("drop-cache.factor=2", "at, fraction, order"),
+            ("kil-redis.at=1s", "not a fault kind"),
+        ] {
+            let e = parse(spec).unwrap_err().to_string();
+            assert!(e.contains(word), "{spec}: {e}");
+        }
+        let f = flags_at(
+            &RunFlags::default(),
+            &[("drop-cache.fraction", "10%"), ("rps", "400")],
+        )
+        .unwrap();
+        assert_eq!(f.rps.map(|r| r.0), Some(400.0));
+        assert_eq!(
+            f.fault_keys,
+            vec![KeySet {
+                kind: FaultKind::DropCache,
+                key: "fraction".into(),
+                value: "10%".into()
+            }]
+        );
     }
 
     #[test]

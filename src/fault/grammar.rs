@@ -1,0 +1,191 @@
+//! The command line's one spelling of a fault, `KIND@AT[+FOR][,KEY=VALUE…]`
+//! (`drop-cache@4s,fraction=100%,order=hottest`). The text becomes the key/value table a
+//! `[[fault]]` of a scenario file is (`kind`, `at`, `down_for` and the kind's own keys) and is
+//! read by the same deserializer, so a flag and a table cannot mean different things; only
+//! the shape (the `@`, the `+`, which keys a kind takes) is checked here, the values by their
+//! types and the checks that follow resolution for both alike.
+
+use toml::{Table, Value};
+
+use super::{FaultKind, FaultSpec};
+
+/// The grammar, for error messages.
+const SHAPE: &str =
+    "KIND@AT[+FOR][,KEY=VALUE…], e.g. kill-redis@3s+2s or drop-cache@4s,fraction=50%";
+
+/// Read `--fault TEXT` into the fault a `[[fault]]` table with the same keys would be.
+pub fn parse(text: &str) -> Result<FaultSpec, String> {
+    let mut parts = text.split(',');
+    let head = parts.next().unwrap_or_default().trim();
+    let (kind, when) = head
+        .split_once('@')
+        .ok_or_else(|| format!("`{head}` has no @AT: write {SHAPE}"))?;
+    let kind = kind_named(kind.trim())?;
+    let (at, down_for) = match when.split_once('+') {
+        Some((at, d)) => (at.trim(), Some(d.trim())),
+        None => (when.trim(), None),
+    };
+    if at.is_empty() {
+        return Err(format!(
+            "`{head}`: no time after @: when, after the measured window starts, {} (e.g. {kind}@3s)",
+            kind.what()
+        ));
+    }
+    let mut table = Table::new();
+    table.insert("kind".into(), Value::String(kind.name().into()));
+    table.insert("at".into(), Value::String(at.into()));
+    match (down_for, kind.is_instant()) {
+        (Some(_), true) => {
+            return Err(format!(
+                "`{head}`: {kind} takes no +FOR: it lasts {}",
+                kind.lasts()
+            ));
+        }
+        (None, false) => {
+            return Err(format!(
+                "`{head}`: {kind} needs +FOR, {} (e.g. {kind}@3s+2s)",
+                kind.lasts()
+            ));
+        }
+        (Some(d), false) => {
+            table.insert("down_for".into(), Value::String(d.into()));
+        }
+        (None, true) => {}
+    }
+    for pair in parts {
+        let (key, value) = pair
+            .split_once('=')
+            .ok_or_else(|| format!("`{pair}` is not KEY=VALUE: write {SHAPE}"))?;
+        let key = key.trim();
+        check_key(kind, key)?;
+        if table.contains_key(key) {
+            return Err(format!("`{key}` is given twice: it takes one value"));
+        }
+        table.insert(key.into(), typed(value.trim()));
+    }
+    read(table)
+}
+
+/// The fault `f` with `key` set to `value`, read as `KEY=VALUE` after `KIND@AT[+FOR],` is
+/// (`at` and `for` too): how a sweep axis such as `drop-cache.fraction` sets one fault's key.
+pub fn with_key(f: &FaultSpec, key: &str, value: &str) -> Result<FaultSpec, String> {
+    let mut table = table_of(f)?;
+    let value = value.trim();
+    match key {
+        "at" => table.insert("at".into(), Value::String(value.into())),
+        "for" | "down_for" => table.insert("down_for".into(), Value::String(value.into())),
+        _ => {
+            check_key(f.kind, key)?;
+            table.insert(key.into(), typed(value))
+        }
+    };
+    read(table)
+}
+
+/// A fault as `--fault` takes it: `slow-db@5s+3s,factor=4`.
+pub fn spell(f: &FaultSpec) -> String {
+    let mut out = format!("{}@{}", f.kind, f.at);
+    if !f.down_for.0.is_zero() {
+        out.push_str(&format!("+{}", f.down_for));
+    }
+    // The kind's own keys, as the table would write them: a new key needs nothing here.
+    if let Ok(table) = table_of(f) {
+        for (key, value) in &table {
+            if matches!(key.as_str(), "kind" | "at" | "down_for") {
+                continue;
+            }
+            match value {
+                Value::String(s) => out.push_str(&format!(",{key}={s}")),
+                v => out.push_str(&format!(",{key}={v}")),
+            }
+        }
+    }
+    out
+}
+
+/// The keys `kind` takes, each with what it sets, for an error.
+pub fn keys_of(kind: FaultKind) -> String {
+    let keys = kind.keys();
+    if keys.is_empty() {
+        return format!(
+            "{kind} takes no keys besides at{}",
+            if kind.is_instant() { "" } else { " and for" }
+        );
+    }
+    let list: Vec<String> = keys
+        .iter()
+        .map(|k| format!("{} ({})", k.name, k.what))
+        .collect();
+    format!("the keys of {kind}: {}", list.join(", "))
+}
+
+/// A key `f` sets that its kind does not take (a `[[fault]]` table may write any key of a
+/// fault): the same rule as the command line's, from [`FaultKind::keys`].
+pub fn stray_key(f: &FaultSpec) -> Option<String> {
+    table_of(f).ok()?.keys().find_map(|key| {
+        let own = matches!(key.as_str(), "kind" | "at" | "down_for")
+            || f.kind.keys().iter().any(|k| k.name == key);
+        (!own).then(|| key.clone())
+    })
+}
+
+fn plus_for(kind: FaultKind) -> &'static str {
+    if kind.is_instant() { "" } else { "+FOR" }
+}
+
+fn kind_named(name: &str) -> Result<FaultKind, String> {
+    FaultKind::ALL
+        .into_iter()
+        .find(|k| k.name() == name)
+        .ok_or_else(|| {
+            let all: Vec<&str> = FaultKind::ALL.iter().map(|k| k.name()).collect();
+            format!(
+                "`{name}` is not a fault kind; the kinds: {}",
+                all.join(", ")
+            )
+        })
+}
+
+fn check_key(kind: FaultKind, key: &str) -> Result<(), String> {
+    if matches!(key, "kind" | "at" | "for" | "down_for") {
+        return Err(format!(
+            "`{key}=` is written in the head: {kind}@AT{}",
+            plus_for(kind)
+        ));
+    }
+    if kind.keys().iter().any(|k| k.name == key) {
+        return Ok(());
+    }
+    Err(format!("`{key}` is not a key of {kind}; {}", keys_of(kind)))
+}
+
+/// A value as a TOML file would hold it: a number if it reads as one (`factor=4`), else a
+/// string (`fraction=50%`, `order=hottest`); each key's type reads both as a file does.
+fn typed(value: &str) -> Value {
+    if let Ok(i) = value.parse::<i64>() {
+        return Value::Integer(i);
+    }
+    match value.parse::<f64>() {
+        Ok(f) if f.is_finite() => Value::Float(f),
+        _ => Value::String(value.into()),
+    }
+}
+
+fn table_of(f: &FaultSpec) -> Result<Table, String> {
+    match Value::try_from(f) {
+        Ok(Value::Table(t)) => Ok(t),
+        Ok(_) => Err("a fault is not a table".into()),
+        Err(e) => Err(format!("cannot write the fault as a table: {e}")),
+    }
+}
+
+/// The `[[fault]]` table's deserializer, which a scenario file's faults go through too.
+fn read(table: Table) -> Result<FaultSpec, String> {
+    Value::Table(table)
+        .try_into::<FaultSpec>()
+        .map_err(|e| e.to_string().trim_end().to_string())
+}
+
+#[cfg(test)]
+#[path = "grammar_tests.rs"]
+mod tests;
