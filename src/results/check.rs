@@ -350,8 +350,7 @@ mod tests {
         );
         let base: RunResult = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
         let mut cur = base.clone();
-        cur.db.peak_key_herd = None;
-        cur.db.peak_key_herd_unknown = Some("no ledger".into());
+        cur.db.peak_key_herd = crate::results::Known::unknown("no ledger");
         let tols = tolerances(&[]).unwrap();
         for (b, c) in [(&base, &cur), (&cur, &base)] {
             let rows = judge_trials(std::slice::from_ref(b), std::slice::from_ref(c), &tols);

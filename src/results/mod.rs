@@ -7,6 +7,7 @@ pub mod check;
 pub mod cluster;
 pub mod cost;
 pub mod diagnose;
+pub mod known;
 pub mod l1;
 pub mod memory;
 pub mod merge;
@@ -32,6 +33,7 @@ use crate::protect::breaker::State;
 use crate::scenario::Scenario;
 use crate::thresholds::{Thresholds, passes};
 use crate::workload::Start;
+pub use known::Known;
 
 /// Version of the results document; bump when a field changes meaning or disappears.
 /// 2: `db.calls` counts the measured window's statements only (no warm loads, no loads that
@@ -46,16 +48,25 @@ use crate::workload::Start;
 /// ledger herds (`db.ledger_peak_key_herd`, `db.ledger_redundant_loads`); a threshold records
 /// `measured: null` and `unknown` when its figure is unknown. No figure of a built-in
 /// 1-process run changed meaning, so `check` judges schema 2 against schema 3.
-pub const SCHEMA: u32 = 3;
+/// 4: an unknown figure is null with its reason in the one top-level `unknown` map (field
+/// path → reason, e.g. `db.calls`, `thresholds[0].measured`) instead of a `<name>_unknown`
+/// string beside it (`thresholds[].unknown` is gone too); a merged result sums the counts
+/// the merge used to take from shard 0. No figure changed meaning: `check` reads and judges
+/// schemas 2, 3 and 4 together, converting the older forms on reading.
+pub const SCHEMA: u32 = 4;
 
 /// Whether results of these two schema versions count the same things under the same names
-/// for the figures `check` judges: schema 1 counted DB calls and peaks differently; 2 and 3
-/// differ only where 3 says unknown, which `check` reports as not comparable.
+/// for the figures `check` judges: schema 1 counted DB calls and peaks differently; 2, 3 and
+/// 4 differ only in how they say unknown, which `check` reports as not comparable.
 pub fn schemas_comparable(a: u32, b: u32) -> bool {
     a == b || (a >= 2 && b >= 2)
 }
 
+/// One run's results. Written and read through [`known::lift`] and [`known::lower`] (the
+/// derived serialization is `RunResult::serialize`/`deserialize`, wrapped below), so every
+/// unknown figure is null in the file with its reason in the top-level `unknown` map.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(remote = "Self")]
 pub struct RunResult {
     /// Version of this document's layout.
     pub schema: u32,
@@ -75,12 +86,9 @@ pub struct RunResult {
     pub requests: Requests,
     pub outcomes: Outcomes,
     /// Share of completed requests served from the cache without a load: (hit + stale) /
-    /// completed. Null when the tool cannot see the outcomes (an app under test: see
+    /// completed. Unknown when the tool cannot see the outcomes (an app under test: see
     /// `redis.keyspace_hit_rate`) or no request completed.
-    pub hit_rate: Option<f64>,
-    /// Why `hit_rate` is null, when it is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hit_rate_unknown: Option<String>,
+    pub hit_rate: Known<f64>,
     pub db: DbFigures,
     /// What a hit and a miss cost in this run, and the break-even hit rate (absent for an app
     /// under test, and in results written before it existed).
@@ -140,8 +148,25 @@ pub struct RunResult {
     pub merged: Option<shard::Merged>,
 }
 
-fn some_zero() -> Option<u64> {
-    Some(0)
+impl Serialize for RunResult {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut doc = RunResult::serialize(self, serde_json::value::Serializer)
+            .map_err(serde::ser::Error::custom)?;
+        known::lift(&mut doc);
+        doc.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for RunResult {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut doc = serde_json::Value::deserialize(d)?;
+        known::lower(&mut doc);
+        RunResult::deserialize(doc).map_err(serde::de::Error::custom)
+    }
+}
+
+fn known_zero() -> Known<u64> {
+    Known::Value(0)
 }
 
 /// The cache against the database, exact because every write goes through the tool, which
@@ -160,14 +185,11 @@ pub struct Consistency {
     /// Keys written at least once in the window.
     pub keys_written: u64,
     /// Of those, keys whose cached entry held another version than the database's row once
-    /// writes had stopped and in-flight work had ended: wrong until their TTL runs out. Null
-    /// when the written keys could not be read back (`divergent_keys_unknown` says why).
-    /// Absent (files written before writes existed): no writes, so 0.
-    #[serde(default = "some_zero")]
-    pub divergent_keys: Option<u64>,
-    /// Why `divergent_keys` is null, when it is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub divergent_keys_unknown: Option<String>,
+    /// writes had stopped and in-flight work had ended: wrong until their TTL runs out.
+    /// Unknown when the written keys could not be read back. Absent (files written before
+    /// writes existed): no writes, so 0.
+    #[serde(default = "known_zero")]
+    pub divergent_keys: Known<u64>,
     /// Writes read back (one GET each, apart from the traffic) once their own invalidation
     /// was done, every fill of the key in flight at the commit had written back, and no
     /// other write of the key was in flight.
@@ -209,8 +231,7 @@ impl Default for Consistency {
             stale_read_ratio: 0.0,
             staleness_ms: Staleness::default(),
             keys_written: 0,
-            divergent_keys: Some(0),
-            divergent_keys_unknown: None,
+            divergent_keys: Known::Value(0),
             writes_probed: 0,
             writes_left_wrong: 0,
             writes_left_wrong_ratio: 0.0,
@@ -278,9 +299,8 @@ impl RunResult {
     /// obtain is unknown, never 0 (`figure` gives NaN for it, which every comparison treats
     /// as not comparable and every renderer prints as `—`).
     pub fn measured(&self, m: Metric) -> Result<f64, String> {
-        fn known<T: Into<f64>>(v: Option<T>, why: &Option<String>) -> Result<f64, String> {
-            v.map(Into::into)
-                .ok_or_else(|| why.clone().unwrap_or_else(|| "not measured".to_string()))
+        fn known<T: Into<f64> + Copy>(v: &Known<T>) -> Result<f64, String> {
+            v.result().map(Into::into)
         }
         let n = |v: u64| Ok(v as f64);
         let none_completed = || {
@@ -300,13 +320,13 @@ impl RunResult {
         };
         let d = &self.db;
         let c = &self.consistency;
-        let u = |v: Option<u64>| v.map(|x| x as f64);
+        let u = |v: &Known<u64>| v.clone().map(|x| x as f64);
         match m {
-            Metric::DbCalls => known(u(d.calls), &d.calls_unknown),
-            Metric::RedundantLoads => known(u(d.redundant_loads), &d.redundant_loads_unknown),
-            Metric::PeakKeyHerd => known(u(d.peak_key_herd), &d.peak_key_herd_unknown),
+            Metric::DbCalls => known(&u(&d.calls)),
+            Metric::RedundantLoads => known(&u(&d.redundant_loads)),
+            Metric::PeakKeyHerd => known(&u(&d.peak_key_herd)),
             Metric::PeakConcurrent => n(d.peak_concurrent),
-            Metric::HitRate => known(self.hit_rate, &self.hit_rate_unknown),
+            Metric::HitRate => known(&self.hit_rate),
             Metric::Stale => app_outcomes().and(n(self.outcomes.stale)),
             Metric::StaleRatio => app_outcomes()
                 .and(none_completed())
@@ -330,7 +350,7 @@ impl RunResult {
             Metric::StaleReads => n(c.stale_reads),
             Metric::StaleReadRatio => Ok(c.stale_read_ratio),
             Metric::StalenessP99 => Ok(c.staleness_ms.p99),
-            Metric::DivergentKeys => known(u(c.divergent_keys), &c.divergent_keys_unknown),
+            Metric::DivergentKeys => known(&u(&c.divergent_keys)),
             Metric::WritesLeftWrongRatio => Ok(c.writes_left_wrong_ratio),
             Metric::StaleSetsRefused => n(c.stale_sets_refused),
             Metric::InvalidationFailures => n(c.invalidation_failures),
@@ -361,16 +381,14 @@ impl RunResult {
                     Ok(measured) => ThresholdResult {
                         name,
                         limit,
-                        measured: Some(measured),
-                        unknown: None,
+                        measured: Known::Value(measured),
                         passed: passes(m, limit, measured),
                     },
                     // A limit on a figure nobody measured holds nothing: it fails.
                     Err(why) => ThresholdResult {
                         name,
                         limit,
-                        measured: None,
-                        unknown: Some(why),
+                        measured: Known::Unknown(why),
                         passed: false,
                     },
                 }
@@ -386,22 +404,22 @@ impl RunResult {
                 continue;
             };
             let d = m.def();
-            match (t.measured, &t.unknown) {
-                (Some(v), _) => o.push_str(&format!(
+            match &t.measured {
+                Known::Value(v) => o.push_str(&format!(
                     "threshold broken ({}): {} = {} but measured {} ({})\n",
                     self.strategy,
                     t.name,
                     d.unit.show(t.limit),
-                    d.unit.show(v),
+                    d.unit.show(*v),
                     d.what
                 )),
-                (None, why) => o.push_str(&format!(
+                Known::Unknown(why) => o.push_str(&format!(
                     "threshold broken ({}): {} = {} but {} is unknown: {} (a limit on a figure that was not measured fails)\n",
                     self.strategy,
                     t.name,
                     d.unit.show(t.limit),
                     d.name,
-                    why.as_deref().unwrap_or("not measured")
+                    why
                 )),
             }
         }
@@ -442,12 +460,9 @@ pub struct ThresholdResult {
     pub name: String,
     /// The limit, in the metric's unit (calls, ms, or a share between 0 and 1).
     pub limit: f64,
-    /// What the run measured, same unit; null when the figure is unknown (then the
-    /// threshold fails).
-    pub measured: Option<f64>,
-    /// Why the figure is unknown, when it is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unknown: Option<String>,
+    /// What the run measured, same unit; unknown (null, its reason in `unknown`) when the
+    /// figure is (then the threshold fails).
+    pub measured: Known<f64>,
     /// Whether the measured value is within the limit.
     pub passed: bool,
 }
@@ -514,11 +529,8 @@ pub struct Outcomes {
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DbFigures {
     /// Statements sent to Postgres in the measured window (one per load that got a connection).
-    /// An app under test's are the server's count; null when it could not be read.
-    pub calls: Option<u64>,
-    /// Why `calls` is null, when it is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub calls_unknown: Option<String>,
+    /// An app under test's are the server's count; unknown when it could not be read.
+    pub calls: Known<u64>,
     /// Executions of the measured window's loader statement that Postgres completed
     /// (pg_stat_statements counts a statement when it ends without error):
     /// `calls == calls_server + statement_errors`. Null when unavailable (see the note).
@@ -574,29 +586,20 @@ pub struct DbFigures {
     pub warmup_calls: u64,
     /// Most statements running in Postgres at once (at most instances × db-pool).
     pub peak_concurrent: u64,
-    /// Most loads in flight at once, those waiting for a pooled connection included (null for
-    /// an app under test, whose loads the tool cannot see: see `peak_active_sampled`).
+    /// Most loads in flight at once, those waiting for a pooled connection included (unknown
+    /// for an app under test, whose loads the tool cannot see: see `peak_active_sampled`).
     #[serde(default)]
-    pub peak_in_flight: Option<u64>,
-    /// Why `peak_in_flight` is null, when it is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub peak_in_flight_unknown: Option<String>,
+    pub peak_in_flight: Known<u64>,
     /// An app under test's most statements active at once in pg_stat_activity, sampled (a
     /// shorter peak between two samples is not seen); absent for the built-in app.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peak_active_sampled: Option<u64>,
-    /// Most loads of one key in flight at once (the herd), queued ones included; null when
-    /// it could not be measured (`peak_key_herd_unknown` says why).
-    pub peak_key_herd: Option<u64>,
-    /// Why `peak_key_herd` is null, when it is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub peak_key_herd_unknown: Option<String>,
+    /// Most loads of one key in flight at once (the herd), queued ones included; unknown
+    /// when it could not be measured.
+    pub peak_key_herd: Known<u64>,
     /// Loads started while another load of the same key was in flight (queued ones
-    /// included); null when it could not be measured.
-    pub redundant_loads: Option<u64>,
-    /// Why `redundant_loads` is null, when it is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub redundant_loads_unknown: Option<String>,
+    /// included); unknown when it could not be measured.
+    pub redundant_loads: Known<u64>,
     /// A sharded run's herd, from the load ledger on the server's clock: most loads of one
     /// key running in Postgres at once (loads queued for a connection are not in it), over
     /// every shard. A different quantity from `peak_key_herd`, hence its own name; absent
@@ -1164,18 +1167,15 @@ mod tests {
     #[test]
     fn a_threshold_on_an_unknown_figure_fails_with_the_reason() {
         let mut r = baseline();
-        r.db.peak_key_herd = None;
-        r.db.peak_key_herd_unknown = Some("the app does not load through stampede_load".into());
-        r.db.calls = None;
-        r.db.calls_unknown = Some("pg_stat_statements could not be read".into());
+        r.db.peak_key_herd = Known::unknown("the app does not load through stampede_load");
+        r.db.calls = Known::unknown("pg_stat_statements could not be read");
         let t: Thresholds =
             toml::from_str("peak_key_herd_max = 5\ndb_calls_max = 1000000").unwrap();
         let judged = r.judge(&t);
         assert_eq!(judged.len(), 2);
         for j in &judged {
             assert!(!j.passed, "{} passed on an unknown figure", j.name);
-            assert_eq!(j.measured, None);
-            assert!(j.unknown.is_some());
+            assert!(j.measured.reason().is_some());
         }
         r.thresholds = judged;
         let broken = r.broken_thresholds();
@@ -1213,17 +1213,41 @@ mod tests {
     #[test]
     fn an_unknown_figure_is_null_in_the_json_with_its_reason() {
         let mut r = baseline();
-        r.consistency.divergent_keys = None;
-        r.consistency.divergent_keys_unknown = Some("read-back failed".into());
+        r.consistency.divergent_keys = Known::unknown("read-back failed");
+        let t: Thresholds = toml::from_str("divergent_keys_max = 0").unwrap();
+        r.thresholds = r.judge(&t);
+        r.schema = SCHEMA;
         let v = serde_json::to_value(&r).unwrap();
         assert!(v.pointer("/consistency/divergent_keys").unwrap().is_null());
-        assert_eq!(
-            v.pointer("/consistency/divergent_keys_unknown")
-                .and_then(|x| x.as_str()),
-            Some("read-back failed")
-        );
+        assert_eq!(v["unknown"]["consistency.divergent_keys"], "read-back failed");
+        assert!(v["thresholds"][0]["measured"].is_null());
+        assert_eq!(v["unknown"]["thresholds[0].measured"], "read-back failed");
+        assert!(!v.to_string().contains("$unknown"), "no marker is written");
         let back: RunResult = serde_json::from_value(v).unwrap();
-        assert!(back.measured(Metric::DivergentKeys).is_err());
+        assert_eq!(
+            back.measured(Metric::DivergentKeys),
+            Err("read-back failed".to_string())
+        );
+        assert_eq!(back.thresholds[0].measured.reason(), Some("read-back failed"));
+        // Every figure known: no map at all.
+        let v = serde_json::to_value(baseline()).unwrap();
+        assert!(v.get("unknown").is_none());
+    }
+
+    #[test]
+    fn a_schema_3_file_reads_its_companion_reasons() {
+        let mut v: serde_json::Value = serde_json::to_value(baseline()).unwrap();
+        v["schema"] = 3.into();
+        v["db"]["calls"] = serde_json::Value::Null;
+        v["db"]["calls_unknown"] = "pg_stat_statements could not be read".into();
+        v["hit_rate"] = serde_json::Value::Null;
+        v["hit_rate_unknown"] = "no request completed".into();
+        let r: RunResult = serde_json::from_value(v).unwrap();
+        assert_eq!(
+            r.measured(Metric::DbCalls),
+            Err("pg_stat_statements could not be read".to_string())
+        );
+        assert_eq!(r.hit_rate.reason(), Some("no request completed"));
     }
 
     #[test]

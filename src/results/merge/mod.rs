@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use anyhow::{Result, anyhow};
 
 use super::shard::{Merged, ShardFigures};
-use super::{Bucket, Latency, RunResult, decode_histogram};
+use super::{Bucket, Known, Latency, RunResult, decode_histogram};
 use crate::error::UsageError;
 use rules::{Merge, any, both, by_parent, either, first, min, recomputed, same};
 
@@ -162,7 +162,6 @@ impl Merge for RunResult {
             requests,
             outcomes,
             hit_rate,
-            hit_rate_unknown,
             db,
             cost,
             l1,
@@ -214,7 +213,6 @@ impl Merge for RunResult {
         self.requests.merge(requests)?;
         self.outcomes.merge(outcomes)?;
         recomputed(&mut self.hit_rate, hit_rate);
-        recomputed(&mut self.hit_rate_unknown, hit_rate_unknown);
         // The pools' busy share is weighed by the shards' instances.
         let busy = self.db.pool_busy * f64::from(self.generator.instances)
             + db.pool_busy * f64::from(generator.instances);
@@ -309,9 +307,12 @@ fn align(
 /// those only shard 0 read for the whole run.
 fn finish(m: &mut RunResult) -> Result<()> {
     let completed = m.requests.completed;
-    m.hit_rate = (completed > 0)
-        .then(|| (m.outcomes.hit + m.outcomes.stale + m.outcomes.l1_hit) as f64 / completed as f64);
-    m.hit_rate_unknown = (completed == 0).then(|| "no request completed".to_string());
+    m.hit_rate = Known::or_unknown(
+        (completed > 0).then(|| {
+            (m.outcomes.hit + m.outcomes.stale + m.outcomes.l1_hit) as f64 / completed as f64
+        }),
+        || "no request completed".to_string(),
+    );
     let share = |n: u64| (completed > 0).then(|| n as f64 / completed as f64);
     if let Some(l1) = &mut m.l1 {
         l1.hit_rate = share(l1.hits);
@@ -319,22 +320,12 @@ fn finish(m: &mut RunResult) -> Result<()> {
     }
     m.consistency.stale_read_ratio = share(m.consistency.stale_reads).unwrap_or(0.0);
     let d = &mut m.db;
-    d.calls_unknown = d
-        .calls
-        .is_none()
-        .then(|| "a shard's DB calls are unknown".to_string());
-    d.peak_in_flight_unknown = d
-        .peak_in_flight
-        .is_none()
-        .then(|| "a shard's peak of loads in flight is unknown".to_string());
     // A herd spans processes: no shard's own count sees another shard's loads, so the
     // client-side figures of a 1-process run are unknown here; the ledger's (statements
     // running in Postgres) have names of their own, as they count something else.
     let why = "a sharded run's loads are counted per process, and a herd spans processes: see db.ledger_peak_key_herd and db.ledger_redundant_loads (statements running in Postgres, from the load ledger)";
-    d.peak_key_herd = None;
-    d.peak_key_herd_unknown = Some(why.to_string());
-    d.redundant_loads = None;
-    d.redundant_loads_unknown = Some(why.to_string());
+    d.peak_key_herd = Known::unknown(why);
+    d.redundant_loads = Known::unknown(why);
     let whole = m.shard.as_ref().and_then(|s| s.whole_run.as_ref());
     let ledger = whole.and_then(|w| w.ledger);
     d.ledger_peak_key_herd = ledger.map(|l| l.peak_herd);

@@ -5,7 +5,7 @@ use anyhow::{Result, anyhow};
 use hdrhistogram::Histogram;
 
 use super::rules::{
-    Merge, all, any, by_parent, first, max, recomputed, same, sum, sum_known, weighted_mean,
+    Merge, all, any, by_parent, first, max, recomputed, same, sum, sum_known, sum_some, weighted_mean,
 };
 use crate::results::cost::{CostFigures, THIS_RUN, break_even};
 use crate::results::l1::L1Figures;
@@ -75,7 +75,6 @@ impl Merge for DbFigures {
     fn merge(&mut self, o: &Self) -> Result<()> {
         let DbFigures {
             calls,
-            calls_unknown,
             calls_server,
             calls_server_note,
             calls_server_read,
@@ -92,12 +91,9 @@ impl Merge for DbFigures {
             warmup_calls,
             peak_concurrent,
             peak_in_flight,
-            peak_in_flight_unknown,
             peak_active_sampled,
             peak_key_herd,
-            peak_key_herd_unknown,
             redundant_loads,
-            redundant_loads_unknown,
             ledger_peak_key_herd,
             ledger_redundant_loads,
             statement_ms_mean,
@@ -121,7 +117,10 @@ impl Merge for DbFigures {
             write_latency_ms,
         } = o;
         // Means first: they are weighed by the counts before those are summed.
-        let (mine, theirs) = (self.calls.unwrap_or(0), calls.unwrap_or(0));
+        let (mine, theirs) = (
+            self.calls.value().unwrap_or(0),
+            calls.value().unwrap_or(0),
+        );
         weighted_mean(&mut self.statement_ms_mean, mine, statement_ms_mean, theirs);
         weighted_mean(&mut self.pool_wait_ms_mean, mine, pool_wait_ms_mean, theirs);
         weighted_mean(
@@ -132,7 +131,6 @@ impl Merge for DbFigures {
         );
         // A shard whose DB calls are unknown leaves the sum unknown.
         sum_known(&mut self.calls, calls);
-        recomputed(&mut self.calls_unknown, calls_unknown);
         // The server's own count is read once, for every shard, by shard 0.
         recomputed(&mut self.calls_server, calls_server);
         recomputed(&mut self.calls_server_note, calls_server_note);
@@ -154,15 +152,12 @@ impl Merge for DbFigures {
         // run's (the merge's notes say so).
         sum(&mut self.peak_concurrent, peak_concurrent);
         sum_known(&mut self.peak_in_flight, peak_in_flight);
-        recomputed(&mut self.peak_in_flight_unknown, peak_in_flight_unknown);
         // An app under test's (never sharded).
         same(&mut self.peak_active_sampled, peak_active_sampled);
         // A herd spans processes: no shard's own count sees another's loads (the ledger's
         // figures stand in for them).
         recomputed(&mut self.peak_key_herd, peak_key_herd);
-        recomputed(&mut self.peak_key_herd_unknown, peak_key_herd_unknown);
         recomputed(&mut self.redundant_loads, redundant_loads);
-        recomputed(&mut self.redundant_loads_unknown, redundant_loads_unknown);
         recomputed(&mut self.ledger_peak_key_herd, ledger_peak_key_herd);
         recomputed(&mut self.ledger_redundant_loads, ledger_redundant_loads);
         // Weighed by the shards' instances, which the run holds.
@@ -181,7 +176,7 @@ impl Merge for DbFigures {
         first(&mut self.seeded_bytes, seeded_bytes);
         // Writes are refused with shards (one process must see every commit).
         sum(&mut self.writes, writes);
-        sum_known(&mut self.writes_server, writes_server);
+        sum_some(&mut self.writes_server, writes_server);
         sum(&mut self.write_errors, write_errors);
         same(&mut self.write_latency_ms, write_latency_ms);
         Ok(())
@@ -302,7 +297,6 @@ impl Merge for Consistency {
             staleness_ms,
             keys_written,
             divergent_keys,
-            divergent_keys_unknown,
             writes_probed,
             writes_left_wrong,
             writes_left_wrong_ratio,
@@ -318,10 +312,6 @@ impl Merge for Consistency {
         staleness_ms_merge(&mut self.staleness_ms, staleness_ms);
         sum(&mut self.keys_written, keys_written);
         sum_known(&mut self.divergent_keys, divergent_keys);
-        if self.divergent_keys.is_none() && self.divergent_keys_unknown.is_none() {
-            self.divergent_keys_unknown
-                .clone_from(divergent_keys_unknown);
-        }
         sum(&mut self.writes_probed, writes_probed);
         sum(&mut self.writes_left_wrong, writes_left_wrong);
         recomputed(&mut self.writes_left_wrong_ratio, writes_left_wrong_ratio);

@@ -4,6 +4,8 @@
 
 use anyhow::Result;
 
+use crate::results::Known;
+
 /// A part of a result that folds another shard's same part into itself.
 pub trait Merge {
     /// Fold `other` (a later shard's part, shards taken in index order) into `self`.
@@ -15,8 +17,20 @@ pub fn sum<T: std::ops::AddAssign + Copy>(a: &mut T, b: &T) {
     *a += *b;
 }
 
-/// A count that may be unknown: added, and unknown when a shard's is.
-pub fn sum_known(a: &mut Option<u64>, b: &Option<u64>) {
+/// A count that may be unknown: added, and unknown when a shard's is (with its reason).
+pub fn sum_known(a: &mut Known<u64>, b: &Known<u64>) {
+    if let (Known::Value(x), Known::Value(y)) = (&*a, b) {
+        *a = Known::Value(x + y);
+    } else if a.is_known() {
+        *a = Known::unknown(format!(
+            "a shard's is unknown: {}",
+            b.reason().unwrap_or_default()
+        ));
+    }
+}
+
+/// A count that may be missing: added, and missing when a shard's is.
+pub fn sum_some(a: &mut Option<u64>, b: &Option<u64>) {
     *a = a.zip(*b).map(|(x, y)| x + y);
 }
 
