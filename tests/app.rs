@@ -168,7 +168,10 @@ fn an_app_that_bypasses_the_ledger_leaves_its_herds_unknown_and_a_limit_on_them_
     );
     assert_eq!(v["thresholds"][0]["passed"], false);
     assert!(v["thresholds"][0]["measured"].is_null());
-    assert!(v["unknown"]["thresholds[0].measured"].as_str().is_some(), "{v}");
+    assert!(
+        v["unknown"]["thresholds[0].measured"].as_str().is_some(),
+        "{v}"
+    );
     assert!(stdout.contains("peak herd unknown ("), "{stdout}");
 }
 

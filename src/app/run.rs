@@ -414,8 +414,7 @@ fn shape(
             .unwrap_or_else(|| "the app does not load through stampede_load".to_string())
     };
     d.peak_key_herd = Known::or_unknown(ledger.herds.as_ref().map(|h| h.peak_herd), herd_unknown);
-    d.redundant_loads =
-        Known::or_unknown(ledger.herds.as_ref().map(|h| h.redundant), herd_unknown);
+    d.redundant_loads = Known::or_unknown(ledger.herds.as_ref().map(|h| h.redundant), herd_unknown);
     if let Some(n) = &ledger.note {
         notes.push(n.clone());
     }

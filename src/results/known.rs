@@ -182,16 +182,20 @@ const COMPANIONS: [(&str, &str); 6] = [
     ("db.peak_in_flight", "db.peak_in_flight_unknown"),
     ("db.peak_key_herd", "db.peak_key_herd_unknown"),
     ("db.redundant_loads", "db.redundant_loads_unknown"),
-    ("consistency.divergent_keys", "consistency.divergent_keys_unknown"),
+    (
+        "consistency.divergent_keys",
+        "consistency.divergent_keys_unknown",
+    ),
 ];
 
 /// Put the reasons of `doc`'s `unknown` map back on their figures, for [`Known`] to read;
 /// in a document of schema 2 or 3, take them from the companion fields instead.
 pub fn lower(doc: &mut Value) {
-    let mut reasons: Vec<(String, Value)> = match doc.as_object_mut().and_then(|o| o.remove("unknown")) {
-        Some(Value::Object(m)) => m.into_iter().collect(),
-        _ => vec![],
-    };
+    let mut reasons: Vec<(String, Value)> =
+        match doc.as_object_mut().and_then(|o| o.remove("unknown")) {
+            Some(Value::Object(m)) => m.into_iter().collect(),
+            _ => vec![],
+        };
     for (figure, companion) in COMPANIONS {
         let (parent, name) = companion.rsplit_once('.').unwrap_or(("", companion));
         let holder = if parent.is_empty() {
@@ -271,7 +275,8 @@ mod tests {
         assert_eq!(h.reason(), Some("none completed"));
         let c: Known<u64> = serde_json::from_value(doc["db"]["calls"].clone()).unwrap();
         assert_eq!(c, Known::Value(5));
-        let t: Known<f64> = serde_json::from_value(doc["thresholds"][0]["measured"].clone()).unwrap();
+        let t: Known<f64> =
+            serde_json::from_value(doc["thresholds"][0]["measured"].clone()).unwrap();
         assert_eq!(t.reason(), Some("why"));
     }
 }

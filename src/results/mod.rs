@@ -1219,7 +1219,10 @@ mod tests {
         r.schema = SCHEMA;
         let v = serde_json::to_value(&r).unwrap();
         assert!(v.pointer("/consistency/divergent_keys").unwrap().is_null());
-        assert_eq!(v["unknown"]["consistency.divergent_keys"], "read-back failed");
+        assert_eq!(
+            v["unknown"]["consistency.divergent_keys"],
+            "read-back failed"
+        );
         assert!(v["thresholds"][0]["measured"].is_null());
         assert_eq!(v["unknown"]["thresholds[0].measured"], "read-back failed");
         assert!(!v.to_string().contains("$unknown"), "no marker is written");
@@ -1228,7 +1231,10 @@ mod tests {
             back.measured(Metric::DivergentKeys),
             Err("read-back failed".to_string())
         );
-        assert_eq!(back.thresholds[0].measured.reason(), Some("read-back failed"));
+        assert_eq!(
+            back.thresholds[0].measured.reason(),
+            Some("read-back failed")
+        );
         // Every figure known: no map at all.
         let v = serde_json::to_value(baseline()).unwrap();
         assert!(v.get("unknown").is_none());

@@ -5,7 +5,8 @@ use anyhow::{Result, anyhow};
 use hdrhistogram::Histogram;
 
 use super::rules::{
-    Merge, all, any, by_parent, first, max, recomputed, same, sum, sum_known, sum_some, weighted_mean,
+    Merge, all, any, by_parent, first, max, recomputed, same, sum, sum_known, sum_some,
+    weighted_mean,
 };
 use crate::results::cost::{CostFigures, THIS_RUN, break_even};
 use crate::results::l1::L1Figures;
@@ -117,10 +118,7 @@ impl Merge for DbFigures {
             write_latency_ms,
         } = o;
         // Means first: they are weighed by the counts before those are summed.
-        let (mine, theirs) = (
-            self.calls.value().unwrap_or(0),
-            calls.value().unwrap_or(0),
-        );
+        let (mine, theirs) = (self.calls.value().unwrap_or(0), calls.value().unwrap_or(0));
         weighted_mean(&mut self.statement_ms_mean, mine, statement_ms_mean, theirs);
         weighted_mean(&mut self.pool_wait_ms_mean, mine, pool_wait_ms_mean, theirs);
         weighted_mean(
