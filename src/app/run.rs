@@ -21,7 +21,7 @@ use crate::fault::Server;
 use crate::live::Live;
 use crate::origin::Db;
 use crate::redact;
-use crate::results::{AppFigures, RunResult, StartFigures};
+use crate::results::{AppFigures, Known, RunResult, StartFigures};
 use crate::scenario::Scenario;
 use crate::session::build::{Measured, build};
 use crate::session::builtin::Setup;
@@ -351,8 +351,7 @@ fn shape(
     let d = &mut r.db;
     // What the built-in app's own bookkeeping would have said is not there: the app's loads
     // are seen only from the servers.
-    d.calls = sampled.db_calls;
-    d.calls_unknown = sampled.db_calls.is_none().then(|| {
+    d.calls = Known::or_unknown(sampled.db_calls, || {
         "pg_stat_statements could not be read at the window's start or end (a Postgres crash empties it, or the read missed its deadline)".to_string()
     });
     d.calls_server = sampled.db_calls;
@@ -368,9 +367,8 @@ fn shape(
     d.peak_concurrent = sampled.peak_active;
     // The app's loads in flight (queued for its pool included) are its own: the servers
     // show only the statements active, sampled.
-    d.peak_in_flight = None;
-    d.peak_in_flight_unknown = Some(
-        "an app under test's loads queued in its own pool are invisible from the servers: see db.peak_active_sampled".to_string(),
+    d.peak_in_flight = Known::unknown(
+        "an app under test's loads queued in its own pool are invisible from the servers: see db.peak_active_sampled",
     );
     d.peak_active_sampled = Some(sampled.peak_active);
     d.statement_ms_mean = None;
@@ -380,24 +378,21 @@ fn shape(
     d.pool_busy = 0.0;
     // The herds are known only from the load ledger: an app that does not load through
     // `stampede_load(id)` leaves them unknown, never 0.
-    let herd_unknown = ledger.herds.is_none().then(|| {
+    let herd_unknown = || {
         ledger
             .note
             .clone()
             .unwrap_or_else(|| "the app does not load through stampede_load".to_string())
-    });
-    d.peak_key_herd = ledger.herds.as_ref().map(|h| h.peak_herd);
-    d.peak_key_herd_unknown = herd_unknown.clone();
-    d.redundant_loads = ledger.herds.as_ref().map(|h| h.redundant);
-    d.redundant_loads_unknown = herd_unknown;
+    };
+    d.peak_key_herd = Known::or_unknown(ledger.herds.as_ref().map(|h| h.peak_herd), herd_unknown);
+    d.redundant_loads = Known::or_unknown(ledger.herds.as_ref().map(|h| h.redundant), herd_unknown);
     if let Some(n) = &ledger.note {
         notes.push(n.clone());
     }
     // The built-in hit rate counts the tool's own outcomes, which an app's HTTP answers do
     // not carry; Redis's server-wide ratio is named for what it is.
-    r.hit_rate = None;
-    r.hit_rate_unknown = Some(
-        "an app under test's answers do not say whether they came from its cache: see redis.keyspace_hit_rate".to_string(),
+    r.hit_rate = Known::unknown(
+        "an app under test's answers do not say whether they came from its cache: see redis.keyspace_hit_rate",
     );
     r.redis.keyspace_hit_rate = match (sampled.redis_hits, sampled.redis_misses) {
         (Some(h), Some(m)) if h + m > 0 => Some(h as f64 / (h + m) as f64),

@@ -7,73 +7,120 @@ use std::time::Instant;
 
 use serde::Serialize;
 
-/// Counts of rare events, shared by every instance.
-#[derive(Debug, Default)]
-pub struct Counters {
-    pub redis_errors: AtomicU64,
-    pub redis_timeouts: AtomicU64,
+/// Declares the run's counters once: each becomes an atomic of [`Counters`] (bumped on the
+/// hot path with one relaxed add) and a field of [`CountersSnapshot`], with the snapshot,
+/// the difference of two snapshots, their sum and the serialization generated from the one
+/// list. Adding a counter is a line here and the place that bumps it (and, to report it, the
+/// result field it fills).
+macro_rules! counters {
+    ($($(#[$doc:meta])* $f:ident,)*) => {
+        /// Counts of rare events, shared by every instance, and the servers' health.
+        #[derive(Debug, Default)]
+        pub struct Counters {
+            $($(#[$doc])* pub $f: AtomicU64,)*
+            /// Whether Redis is up (not killed, not paused), as the fault schedule knows it
+            /// (not a counter: not in snapshots). A success is a request's Redis command.
+            pub redis_health: ServerHealth,
+            /// Whether Postgres is up, as the fault schedule knows it. A success is a load that
+            /// got its answer.
+            pub pg_health: ServerHealth,
+        }
+
+        /// A copy of [`Counters`] at one moment; the difference of two is what happened
+        /// between, the sum of two what two sets of instances counted.
+        #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+        pub struct CountersSnapshot {
+            $($(#[$doc])* pub $f: u64,)*
+        }
+
+        impl Counters {
+            pub fn snapshot(&self) -> CountersSnapshot {
+                CountersSnapshot { $($f: self.$f.load(Relaxed),)* }
+            }
+        }
+
+        impl std::ops::Sub for CountersSnapshot {
+            type Output = CountersSnapshot;
+            fn sub(self, o: Self) -> Self {
+                CountersSnapshot { $($f: self.$f.saturating_sub(o.$f),)* }
+            }
+        }
+
+        impl std::ops::Add for CountersSnapshot {
+            type Output = CountersSnapshot;
+            fn add(self, o: Self) -> Self {
+                CountersSnapshot { $($f: self.$f + o.$f,)* }
+            }
+        }
+
+        impl CountersSnapshot {
+            /// Every counter by name, in declaration order.
+            pub fn named(&self) -> Vec<(&'static str, u64)> {
+                vec![$((stringify!($f), self.$f),)*]
+            }
+        }
+    };
+}
+
+counters! {
+    redis_errors,
+    redis_timeouts,
     /// Redis commands refused with OOM (a write at `maxmemory` under noeviction): also in
     /// `redis_errors`.
-    pub redis_oom: AtomicU64,
-    pub background_refreshes: AtomicU64,
-    pub refreshes_skipped: AtomicU64,
-    pub early_recomputes: AtomicU64,
+    redis_oom,
+    background_refreshes,
+    refreshes_skipped,
+    early_recomputes,
     /// Sum over early recomputes of how long before the hard expiry they started, µs.
-    pub early_lead_us: AtomicU64,
-    pub lock_acquired: AtomicU64,
-    pub lock_contended: AtomicU64,
-    pub lock_timeouts: AtomicU64,
-    pub lock_lost: AtomicU64,
-    pub lock_unavailable: AtomicU64,
-    pub negative_hits: AtomicU64,
-    pub cold_misses: AtomicU64,
+    early_lead_us,
+    lock_acquired,
+    lock_contended,
+    lock_timeouts,
+    lock_lost,
+    lock_unavailable,
+    negative_hits,
+    cold_misses,
     /// Cache writes whose TTL (soft expiry under swr) runs out before the window closes.
-    pub expiring_writes: AtomicU64,
+    expiring_writes,
     /// Loads refused because `--db-limit` loads of the instance were in flight.
-    pub limit_refusals: AtomicU64,
+    limit_refusals,
     /// Loads refused because the instance's breaker was open.
-    pub breaker_refusals: AtomicU64,
+    breaker_refusals,
     /// Loads refused because `--db-rate` had no token left.
-    pub rate_refusals: AtomicU64,
+    rate_refusals,
     /// Cache SETs refused because they would have stored an older version (versioned) or
     /// presented a lease token no longer the key's (deleted by a write, or run out).
-    pub stale_sets_refused: AtomicU64,
+    stale_sets_refused,
     /// Invalidations after a committed write that failed or came back late (Redis down or
     /// slow): the cache may keep the old version until its TTL.
-    pub invalidation_failures: AtomicU64,
+    invalidation_failures,
     /// In-process tier (`--l1`): entries evicted to make room (least recently used first).
-    pub l1_evictions: AtomicU64,
+    l1_evictions,
     /// In-process tier: invalidations received, one per key (a pub/sub message, a tracking
     /// push), whether or not the instance held the key.
-    pub l1_invalidations_received: AtomicU64,
+    l1_invalidations_received,
     /// In-process tier: flushes of a whole instance's tier (its invalidation connection
     /// dropped under `--l1-invalidate tracking`).
-    pub l1_flushes: AtomicU64,
+    l1_flushes,
     /// In-process tier: values read while an invalidation of their key (or a flush) arrived,
     /// and so not cached in the tier.
-    pub l1_spoiled: AtomicU64,
+    l1_spoiled,
     /// In-process tier: measured requests served from it with a version older than one
     /// committed before they started (also in the run's stale reads).
-    pub l1_stale_reads: AtomicU64,
+    l1_stale_reads,
     /// Requests served a kept value past its expiry because their load failed (`--fail-safe`),
     /// the throttled ones included.
-    pub fail_safe: AtomicU64,
+    fail_safe,
     /// Of `fail_safe`, requests served it without a load because the key was throttled.
-    pub fail_safe_throttled: AtomicU64,
+    fail_safe_throttled,
     /// Requests answered with the kept value at `--soft-timeout` while their load went on.
-    pub soft_timeouts: AtomicU64,
+    soft_timeouts,
     /// Loads that went on behind a soft timeout and wrote their value back.
-    pub soft_timeout_write_backs: AtomicU64,
+    soft_timeout_write_backs,
     /// Background refreshes started by `--eager-refresh`.
-    pub eager_refreshes: AtomicU64,
+    eager_refreshes,
     /// Race-TTL push-backs written (`rails-race-ttl`).
-    pub race_pushes: AtomicU64,
-    /// Whether Redis is up (not killed, not paused), as the fault schedule knows it (not a
-    /// counter: not in snapshots). A success is a request's Redis command.
-    pub redis_health: ServerHealth,
-    /// Whether Postgres is up, as the fault schedule knows it. A success is a load that got
-    /// its answer.
-    pub pg_health: ServerHealth,
+    race_pushes,
 }
 
 /// A server's state as the fault schedule ([`crate::chaos`]) sets it, for the timeline, and
@@ -123,56 +170,6 @@ impl ServerHealth {
     }
 }
 
-macro_rules! counters_snapshot {
-    ($($f:ident),* $(,)?) => {
-        /// A copy of [`Counters`] at one moment; the difference of two is what happened between.
-        #[derive(Debug, Default, Clone, Copy, Serialize)]
-        pub struct CountersSnapshot { $(pub $f: u64,)* }
-        impl Counters {
-            pub fn snapshot(&self) -> CountersSnapshot {
-                CountersSnapshot { $($f: self.$f.load(Relaxed),)* }
-            }
-        }
-        impl std::ops::Sub for CountersSnapshot {
-            type Output = CountersSnapshot;
-            fn sub(self, o: Self) -> Self { CountersSnapshot { $($f: self.$f.saturating_sub(o.$f),)* } }
-        }
-    };
-}
-counters_snapshot!(
-    redis_errors,
-    redis_timeouts,
-    redis_oom,
-    background_refreshes,
-    refreshes_skipped,
-    early_recomputes,
-    early_lead_us,
-    lock_acquired,
-    lock_contended,
-    lock_timeouts,
-    lock_lost,
-    lock_unavailable,
-    negative_hits,
-    cold_misses,
-    expiring_writes,
-    limit_refusals,
-    breaker_refusals,
-    rate_refusals,
-    stale_sets_refused,
-    invalidation_failures,
-    l1_evictions,
-    l1_invalidations_received,
-    l1_flushes,
-    l1_spoiled,
-    l1_stale_reads,
-    fail_safe,
-    fail_safe_throttled,
-    soft_timeouts,
-    soft_timeout_write_backs,
-    eager_refreshes,
-    race_pushes,
-);
-
 pub fn bump(c: &AtomicU64) {
     c.fetch_add(1, Relaxed);
 }
@@ -180,6 +177,24 @@ pub fn bump(c: &AtomicU64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_declaration_gives_the_snapshot_its_difference_and_sum() {
+        let c = Counters::default();
+        bump(&c.eager_refreshes);
+        let a = c.snapshot();
+        bump(&c.eager_refreshes);
+        bump(&c.redis_errors);
+        let b = c.snapshot();
+        let d = b - a;
+        assert_eq!((d.eager_refreshes, d.redis_errors, d.lock_lost), (1, 1, 0));
+        assert_eq!((a + b).eager_refreshes, 3);
+        let named = b.named();
+        assert_eq!(named[0], ("redis_errors", 1));
+        assert!(named.contains(&("eager_refreshes", 2)));
+        let json = serde_json::to_value(b).unwrap();
+        assert_eq!(json.as_object().unwrap().len(), named.len());
+    }
 
     #[test]
     fn redis_health_marks_every_bucket_that_saw_an_outage() {

@@ -46,9 +46,9 @@ pub fn thresholds(ts: &[ThresholdResult]) -> String {
             "  threshold {} {}: measured {}  {}",
             t.name,
             u.show(t.limit),
-            match (t.measured, &t.unknown) {
-                (Some(v), _) => u.show(v),
-                (None, why) => format!("unknown ({})", why.as_deref().unwrap_or("not measured")),
+            match &t.measured {
+                crate::results::Known::Value(v) => u.show(*v),
+                crate::results::Known::Unknown(why) => format!("unknown ({why})"),
             },
             if t.passed { "ok" } else { "BROKEN" }
         );

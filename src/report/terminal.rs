@@ -496,6 +496,7 @@ pub fn summary(r: &RunResult) -> String {
             None => format!(
                 "peak in flight {}",
                 d.peak_in_flight
+                    .value()
                     .map_or_else(|| "unknown".to_string(), |n| n.to_string())
             ),
         },

@@ -103,10 +103,10 @@ pub enum Verdict {
 /// One metric judged.
 pub struct Row {
     pub metric: Metric,
-    /// The baseline's figure (the median of its trials).
-    pub baseline: f64,
-    /// The current figure (the median of its trials).
-    pub current: f64,
+    /// The baseline's figure (the median of its trials that measured it; None when none did).
+    pub baseline: Option<f64>,
+    /// The current figure (the median of its trials that measured it; None when none did).
+    pub current: Option<f64>,
     pub tolerance: Tolerance,
     pub verdict: Verdict,
     /// With 5 trials or more on both sides: the 95% bootstrap interval of current − baseline.
@@ -114,22 +114,22 @@ pub struct Row {
 }
 
 impl Row {
-    /// A value of this row's metric, for people.
-    pub fn show(&self, v: f64) -> String {
-        self.metric.def().unit.show(v)
+    /// A value of this row's metric, for people (a dash when unknown).
+    pub fn show(&self, v: Option<f64>) -> String {
+        v.map_or_else(|| "—".to_string(), |v| self.metric.def().unit.show(v))
     }
 
     /// The change from baseline to current: relative for counts and latencies, in points for rates.
     pub fn change(&self) -> String {
-        let d = self.current - self.baseline;
-        if d.is_nan() {
+        let (Some(b), Some(c)) = (self.baseline, self.current) else {
             return "—".to_string();
-        }
+        };
+        let d = c - b;
         match self.metric.def().unit {
             Unit::Share => format!("{:+.2} pp", d * 100.0),
-            _ if self.baseline == 0.0 && d == 0.0 => "0%".to_string(),
-            _ if self.baseline == 0.0 => format!("+{}", self.show(d)),
-            _ => format!("{:+.1}%", d * 100.0 / self.baseline),
+            _ if b == 0.0 && d == 0.0 => "0%".to_string(),
+            _ if b == 0.0 => format!("+{}", self.show(Some(d))),
+            _ => format!("{:+.1}%", d * 100.0 / b),
         }
     }
 
@@ -151,7 +151,12 @@ impl Row {
     /// The change with its interval when there is one: "+3.1% [+1.0, +5.2]".
     pub fn change_with_interval(&self) -> String {
         match self.interval {
-            Some((lo, hi)) => format!("{} [{}, {}]", self.change(), self.show(lo), self.show(hi)),
+            Some((lo, hi)) => format!(
+                "{} [{}, {}]",
+                self.change(),
+                self.show(Some(lo)),
+                self.show(Some(hi))
+            ),
             None => self.change(),
         }
     }
@@ -199,19 +204,23 @@ pub fn judge_trials(
     tols.iter()
         .enumerate()
         .map(|(i, &(m, t))| {
-            let bs: Vec<f64> = baseline.iter().map(|r| r.figure(m)).collect();
-            let cs: Vec<f64> = current.iter().map(|r| r.figure(m)).collect();
-            // An unknown figure (NaN) in any trial: not comparable, never a 0.
-            if bs.iter().chain(&cs).any(|v| v.is_nan()) {
+            let known = |rs: &[RunResult]| -> Option<Vec<f64>> {
+                rs.iter().map(|r| r.measured(m).ok()).collect()
+            };
+            let measured = |rs: &[RunResult]| -> Vec<f64> {
+                rs.iter().filter_map(|r| r.measured(m).ok()).collect()
+            };
+            // An unknown figure in any trial: not comparable, never a 0.
+            let (Some(bs), Some(cs)) = (known(baseline), known(current)) else {
                 return Row {
                     metric: m,
-                    baseline: stats::median(&bs).unwrap_or(f64::NAN),
-                    current: stats::median(&cs).unwrap_or(f64::NAN),
+                    baseline: stats::median(&measured(baseline)),
+                    current: stats::median(&measured(current)),
                     tolerance: t,
                     verdict: Verdict::NotComparable,
                     interval: None,
                 };
-            }
+            };
             let (b, c) = (
                 stats::median(&bs).unwrap_or(0.0),
                 stats::median(&cs).unwrap_or(0.0),
@@ -244,8 +253,8 @@ pub fn judge_trials(
             };
             Row {
                 metric: m,
-                baseline: b,
-                current: c,
+                baseline: Some(b),
+                current: Some(c),
                 tolerance: t,
                 verdict,
                 interval,
@@ -350,8 +359,7 @@ mod tests {
         );
         let base: RunResult = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
         let mut cur = base.clone();
-        cur.db.peak_key_herd = None;
-        cur.db.peak_key_herd_unknown = Some("no ledger".into());
+        cur.db.peak_key_herd = crate::results::Known::unknown("no ledger");
         let tols = tolerances(&[]).unwrap();
         for (b, c) in [(&base, &cur), (&cur, &base)] {
             let rows = judge_trials(std::slice::from_ref(b), std::slice::from_ref(c), &tols);

@@ -128,7 +128,7 @@ pub fn line(r: &RunResult) -> Option<String> {
             ms(c.run_load_ms)
         )
     };
-    let verdict = match (c.break_even_hit_rate, r.hit_rate) {
+    let verdict = match (c.break_even_hit_rate, r.hit_rate.value()) {
         (Some(h), _) if h >= 1.0 => {
             "; caching never pays off here: a hit costs more than a load".to_string()
         }

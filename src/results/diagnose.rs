@@ -160,7 +160,7 @@ pub fn diagnose(r: &RunResult) -> Vec<Diagnosis> {
 /// The hit rate below the break-even, with the figures it comes from.
 fn below_break_even(r: &RunResult) -> Option<String> {
     let c = r.cost.as_ref()?;
-    let (h, hr) = (c.break_even_hit_rate?, r.hit_rate?);
+    let (h, hr) = (c.break_even_hit_rate?, r.hit_rate.value()?);
     if hr >= h {
         return None;
     }
@@ -220,7 +220,7 @@ fn shed_message(r: &RunResult, secs: f64) -> String {
             r.generator.max_dispatch_lag_ms
         );
     }
-    let loads_per_s = (r.db.calls.unwrap_or(0) + r.db.pool_timeouts) as f64 / secs;
+    let loads_per_s = (r.db.calls.value().unwrap_or(0) + r.db.pool_timeouts) as f64 / secs;
     let conns = u64::from(sc.instances) * u64::from(sc.db_pool);
     let stmt_ms =
         r.db.statement_ms_mean

@@ -30,26 +30,3 @@ pub struct L1Figures {
     /// Of the run's stale reads (`consistency.stale_reads`), those the tier served.
     pub stale_reads: u64,
 }
-
-impl L1Figures {
-    /// The shards' figures as one run's: counts summed, shares recomputed over `completed`.
-    pub fn merged<'a>(
-        fs: impl Iterator<Item = &'a L1Figures>,
-        completed: u64,
-        redis_hits: u64,
-    ) -> L1Figures {
-        let mut m = L1Figures::default();
-        for f in fs {
-            m.hits += f.hits;
-            m.evictions += f.evictions;
-            m.invalidations_received += f.invalidations_received;
-            m.flushes += f.flushes;
-            m.spoiled += f.spoiled;
-            m.stale_reads += f.stale_reads;
-        }
-        let share = |n: u64| (completed > 0).then(|| n as f64 / completed as f64);
-        m.hit_rate = share(m.hits);
-        m.redis_hit_rate = share(redis_hits);
-        m
-    }
-}

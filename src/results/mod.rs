@@ -7,12 +7,15 @@ pub mod check;
 pub mod cluster;
 pub mod cost;
 pub mod diagnose;
+pub mod known;
 pub mod l1;
+pub mod measure;
 pub mod memory;
 pub mod merge;
 pub mod recovery;
 pub mod schema;
 pub mod shard;
+pub mod stores;
 pub mod summary;
 pub mod sweep;
 
@@ -26,12 +29,12 @@ use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
 use serde::{Deserialize, Serialize};
 
 use crate::fault::FaultKind;
-use crate::metric::Metric;
 use crate::metrics::pct_ms;
 use crate::protect::breaker::State;
 use crate::scenario::Scenario;
-use crate::thresholds::{Thresholds, passes};
 use crate::workload::Start;
+pub use known::Known;
+pub use stores::{DbFigures, LockFigures, RedisFigures};
 
 /// Version of the results document; bump when a field changes meaning or disappears.
 /// 2: `db.calls` counts the measured window's statements only (no warm loads, no loads that
@@ -46,16 +49,25 @@ use crate::workload::Start;
 /// ledger herds (`db.ledger_peak_key_herd`, `db.ledger_redundant_loads`); a threshold records
 /// `measured: null` and `unknown` when its figure is unknown. No figure of a built-in
 /// 1-process run changed meaning, so `check` judges schema 2 against schema 3.
-pub const SCHEMA: u32 = 3;
+/// 4: an unknown figure is null with its reason in the one top-level `unknown` map (field
+/// path → reason, e.g. `db.calls`, `thresholds[0].measured`) instead of a `<name>_unknown`
+/// string beside it (`thresholds[].unknown` is gone too); a merged result sums the counts
+/// the merge used to take from shard 0. No figure changed meaning: `check` reads and judges
+/// schemas 2, 3 and 4 together, converting the older forms on reading.
+pub const SCHEMA: u32 = 4;
 
 /// Whether results of these two schema versions count the same things under the same names
-/// for the figures `check` judges: schema 1 counted DB calls and peaks differently; 2 and 3
-/// differ only where 3 says unknown, which `check` reports as not comparable.
+/// for the figures `check` judges: schema 1 counted DB calls and peaks differently; 2, 3 and
+/// 4 differ only in how they say unknown, which `check` reports as not comparable.
 pub fn schemas_comparable(a: u32, b: u32) -> bool {
     a == b || (a >= 2 && b >= 2)
 }
 
+/// One run's results. Written and read through [`known::lift`] and [`known::lower`] (the
+/// derived serialization is `RunResult::serialize`/`deserialize`, wrapped below), so every
+/// unknown figure is null in the file with its reason in the top-level `unknown` map.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(remote = "Self")]
 pub struct RunResult {
     /// Version of this document's layout.
     pub schema: u32,
@@ -75,12 +87,9 @@ pub struct RunResult {
     pub requests: Requests,
     pub outcomes: Outcomes,
     /// Share of completed requests served from the cache without a load: (hit + stale) /
-    /// completed. Null when the tool cannot see the outcomes (an app under test: see
+    /// completed. Unknown when the tool cannot see the outcomes (an app under test: see
     /// `redis.keyspace_hit_rate`) or no request completed.
-    pub hit_rate: Option<f64>,
-    /// Why `hit_rate` is null, when it is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hit_rate_unknown: Option<String>,
+    pub hit_rate: Known<f64>,
     pub db: DbFigures,
     /// What a hit and a miss cost in this run, and the break-even hit rate (absent for an app
     /// under test, and in results written before it existed).
@@ -140,8 +149,25 @@ pub struct RunResult {
     pub merged: Option<shard::Merged>,
 }
 
-fn some_zero() -> Option<u64> {
-    Some(0)
+impl Serialize for RunResult {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut doc = RunResult::serialize(self, serde_json::value::Serializer)
+            .map_err(serde::ser::Error::custom)?;
+        known::lift(&mut doc);
+        doc.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for RunResult {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let mut doc = serde_json::Value::deserialize(d)?;
+        known::lower(&mut doc);
+        RunResult::deserialize(doc).map_err(serde::de::Error::custom)
+    }
+}
+
+fn known_zero() -> Known<u64> {
+    Known::Value(0)
 }
 
 /// The cache against the database, exact because every write goes through the tool, which
@@ -160,14 +186,11 @@ pub struct Consistency {
     /// Keys written at least once in the window.
     pub keys_written: u64,
     /// Of those, keys whose cached entry held another version than the database's row once
-    /// writes had stopped and in-flight work had ended: wrong until their TTL runs out. Null
-    /// when the written keys could not be read back (`divergent_keys_unknown` says why).
-    /// Absent (files written before writes existed): no writes, so 0.
-    #[serde(default = "some_zero")]
-    pub divergent_keys: Option<u64>,
-    /// Why `divergent_keys` is null, when it is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub divergent_keys_unknown: Option<String>,
+    /// writes had stopped and in-flight work had ended: wrong until their TTL runs out.
+    /// Unknown when the written keys could not be read back. Absent (files written before
+    /// writes existed): no writes, so 0.
+    #[serde(default = "known_zero")]
+    pub divergent_keys: Known<u64>,
     /// Writes read back (one GET each, apart from the traffic) once their own invalidation
     /// was done, every fill of the key in flight at the commit had written back, and no
     /// other write of the key was in flight.
@@ -209,8 +232,7 @@ impl Default for Consistency {
             stale_read_ratio: 0.0,
             staleness_ms: Staleness::default(),
             keys_written: 0,
-            divergent_keys: Some(0),
-            divergent_keys_unknown: None,
+            divergent_keys: Known::Value(0),
             writes_probed: 0,
             writes_left_wrong: 0,
             writes_left_wrong_ratio: 0.0,
@@ -268,151 +290,6 @@ pub struct AppFigures {
     pub notes: Vec<String>,
 }
 
-impl RunResult {
-    /// The value of one metric of the list in [`crate::metric`].
-    pub fn figure(&self, m: Metric) -> f64 {
-        self.measured(m).unwrap_or(f64::NAN)
-    }
-
-    /// The value of one metric, or why it was not measured: a figure the tool could not
-    /// obtain is unknown, never 0 (`figure` gives NaN for it, which every comparison treats
-    /// as not comparable and every renderer prints as `—`).
-    pub fn measured(&self, m: Metric) -> Result<f64, String> {
-        fn known<T: Into<f64>>(v: Option<T>, why: &Option<String>) -> Result<f64, String> {
-            v.map(Into::into)
-                .ok_or_else(|| why.clone().unwrap_or_else(|| "not measured".to_string()))
-        }
-        let n = |v: u64| Ok(v as f64);
-        let none_completed = || {
-            if self.requests.completed == 0 {
-                Err("no request completed".to_string())
-            } else {
-                Ok(())
-            }
-        };
-        let app = self.app.is_some();
-        let app_outcomes = || {
-            if app {
-                Err("an app under test's outcomes are HTTP's: the tool cannot see whether it served from its cache".to_string())
-            } else {
-                Ok(())
-            }
-        };
-        let d = &self.db;
-        let c = &self.consistency;
-        let u = |v: Option<u64>| v.map(|x| x as f64);
-        match m {
-            Metric::DbCalls => known(u(d.calls), &d.calls_unknown),
-            Metric::RedundantLoads => known(u(d.redundant_loads), &d.redundant_loads_unknown),
-            Metric::PeakKeyHerd => known(u(d.peak_key_herd), &d.peak_key_herd_unknown),
-            Metric::PeakConcurrent => n(d.peak_concurrent),
-            Metric::HitRate => known(self.hit_rate, &self.hit_rate_unknown),
-            Metric::Stale => app_outcomes().and(n(self.outcomes.stale)),
-            Metric::StaleRatio => app_outcomes()
-                .and(none_completed())
-                .map(|()| share(self.outcomes.stale, self.requests.completed)),
-            Metric::Waited => app_outcomes().and(n(self.outcomes.waited)),
-            Metric::Errors => n(self.requests.errors),
-            Metric::ErrorRate => Ok(share(
-                self.requests.errors
-                    + self.outcomes.timed_out
-                    + self.requests.shed
-                    + self.requests.unsent,
-                self.requests.scheduled,
-            )),
-            Metric::Rejected => n(self.outcomes.rejected),
-            Metric::RejectedRate => {
-                none_completed().map(|()| share(self.outcomes.rejected, self.requests.completed))
-            }
-            Metric::P50 => none_completed().map(|()| self.latency_ms.p50),
-            Metric::P95 => none_completed().map(|()| self.latency_ms.p95),
-            Metric::P99 => none_completed().map(|()| self.latency_ms.p99),
-            Metric::StaleReads => n(c.stale_reads),
-            Metric::StaleReadRatio => Ok(c.stale_read_ratio),
-            Metric::StalenessP99 => Ok(c.staleness_ms.p99),
-            Metric::DivergentKeys => known(u(c.divergent_keys), &c.divergent_keys_unknown),
-            Metric::WritesLeftWrongRatio => Ok(c.writes_left_wrong_ratio),
-            Metric::StaleSetsRefused => n(c.stale_sets_refused),
-            Metric::InvalidationFailures => n(c.invalidation_failures),
-            Metric::RecoveryBack => match &self.recovery {
-                None => Err("the run has no shock to recover from".to_string()),
-                Some(rc) => rc
-                    .back_ms
-                    .map(|v| v as f64)
-                    .ok_or_else(|| format!("{}: {}", rc.verdict.name(), rc.reason)),
-            },
-        }
-    }
-
-    /// One metric for a summary line: its value in its unit, or `unknown (why)`.
-    pub fn shown(&self, m: Metric) -> String {
-        match self.measured(m) {
-            Ok(v) => m.def().unit.show(v),
-            Err(why) => format!("unknown ({why})"),
-        }
-    }
-
-    /// Judge this run against every threshold of `t`.
-    pub fn judge(&self, t: &Thresholds) -> Vec<ThresholdResult> {
-        t.iter()
-            .map(|(m, limit)| {
-                let name = m.threshold_name().unwrap_or_default();
-                match self.measured(m) {
-                    Ok(measured) => ThresholdResult {
-                        name,
-                        limit,
-                        measured: Some(measured),
-                        unknown: None,
-                        passed: passes(m, limit, measured),
-                    },
-                    // A limit on a figure nobody measured holds nothing: it fails.
-                    Err(why) => ThresholdResult {
-                        name,
-                        limit,
-                        measured: None,
-                        unknown: Some(why),
-                        passed: false,
-                    },
-                }
-            })
-            .collect()
-    }
-
-    /// One line per broken threshold, naming it, its limit and what was measured.
-    pub fn broken_thresholds(&self) -> String {
-        let mut o = String::new();
-        for t in self.thresholds.iter().filter(|t| !t.passed) {
-            let Some(m) = Metric::by_threshold_name(&t.name) else {
-                continue;
-            };
-            let d = m.def();
-            match (t.measured, &t.unknown) {
-                (Some(v), _) => o.push_str(&format!(
-                    "threshold broken ({}): {} = {} but measured {} ({})\n",
-                    self.strategy,
-                    t.name,
-                    d.unit.show(t.limit),
-                    d.unit.show(v),
-                    d.what
-                )),
-                (None, why) => o.push_str(&format!(
-                    "threshold broken ({}): {} = {} but {} is unknown: {} (a limit on a figure that was not measured fails)\n",
-                    self.strategy,
-                    t.name,
-                    d.unit.show(t.limit),
-                    d.name,
-                    why.as_deref().unwrap_or("not measured")
-                )),
-            }
-        }
-        o
-    }
-}
-
-fn share(n: u64, of: u64) -> f64 {
-    if of == 0 { 0.0 } else { n as f64 / of as f64 }
-}
-
 /// What the cache held when traffic started.
 #[derive(Debug, Clone, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StartFigures {
@@ -442,12 +319,9 @@ pub struct ThresholdResult {
     pub name: String,
     /// The limit, in the metric's unit (calls, ms, or a share between 0 and 1).
     pub limit: f64,
-    /// What the run measured, same unit; null when the figure is unknown (then the
-    /// threshold fails).
-    pub measured: Option<f64>,
-    /// Why the figure is unknown, when it is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub unknown: Option<String>,
+    /// What the run measured, same unit; unknown (null, its reason in `unknown`) when the
+    /// figure is (then the threshold fails).
+    pub measured: Known<f64>,
     /// Whether the measured value is within the limit.
     pub passed: bool,
 }
@@ -506,245 +380,6 @@ pub struct Outcomes {
     /// Answered from the instance's in-process tier (`--l1`), Redis not asked.
     #[serde(default)]
     pub l1_hit: u64,
-}
-
-/// The database's side of the measured window. A *load* is a request's need for a value (it
-/// waits for a pooled connection, then sends a statement); a *DB call* is a statement the
-/// server received. Loads that never got a connection are not DB calls.
-#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct DbFigures {
-    /// Statements sent to Postgres in the measured window (one per load that got a connection).
-    /// An app under test's are the server's count; null when it could not be read.
-    pub calls: Option<u64>,
-    /// Why `calls` is null, when it is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub calls_unknown: Option<String>,
-    /// Executions of the measured window's loader statement that Postgres completed
-    /// (pg_stat_statements counts a statement when it ends without error):
-    /// `calls == calls_server + statement_errors`. Null when unavailable (see the note).
-    pub calls_server: Option<u64>,
-    /// Why `calls_server` is null, when it is.
-    pub calls_server_note: Option<String>,
-    /// How `calls_server` was read when it is not one reading at the end of the run: a
-    /// Postgres crash empties pg_stat_statements, so the counts read just before each kill
-    /// are added to the last reading. Null for a single reading.
-    #[serde(default)]
-    pub calls_server_read: Option<String>,
-    /// Statements of the window the server received that ended in an error
-    /// (`statement_timeout` included).
-    #[serde(default)]
-    pub statement_errors: u64,
-    /// Of `statement_errors`, statements cancelled by `statement_timeout` (`--db-timeout`).
-    #[serde(default)]
-    pub statement_timeouts: u64,
-    /// Loads that gave up waiting for a pooled connection (`--db-timeout`): no statement sent.
-    #[serde(default)]
-    pub pool_timeouts: u64,
-    /// Loads that could not open a new connection (Postgres down or recovering): no
-    /// statement sent.
-    #[serde(default)]
-    pub connect_errors: u64,
-    /// Loads refused because `--db-limit` loads of their instance were in flight: no
-    /// statement sent (the request was served stale, or rejected; an early recompute or a
-    /// background refresh kept the value it had).
-    #[serde(default)]
-    pub limit_refusals: u64,
-    /// Loads refused because their instance's breaker was open (or half-open with every
-    /// probe out): no statement sent.
-    #[serde(default)]
-    pub breaker_refusals: u64,
-    /// Loads refused because the rate limit (`--db-rate`) had no token left: no statement
-    /// sent (served stale, or rejected, as under the bulkhead).
-    #[serde(default)]
-    pub rate_refusals: u64,
-    /// Under `--db-rate-scope global`: how long, in the measured window, at least one
-    /// instance limited its own loads to R / instances because Redis did not answer the
-    /// global bucket's call, ms.
-    #[serde(default)]
-    pub rate_fallback_ms: u64,
-    /// Of `calls`, the statements of the re-warm job (`--rewarm-every`).
-    #[serde(default)]
-    pub rewarm_calls: u64,
-    /// Runs of the re-warm job that started in the measured window (each re-loads
-    /// `--rewarm-top` keys, less those refused or left to another loader).
-    #[serde(default)]
-    pub rewarm_runs: u64,
-    /// Statements sent during the warm-up (not in `calls`; sent under another statement text,
-    /// so the server counts them apart).
-    pub warmup_calls: u64,
-    /// Most statements running in Postgres at once (at most instances × db-pool).
-    pub peak_concurrent: u64,
-    /// Most loads in flight at once, those waiting for a pooled connection included (null for
-    /// an app under test, whose loads the tool cannot see: see `peak_active_sampled`).
-    #[serde(default)]
-    pub peak_in_flight: Option<u64>,
-    /// Why `peak_in_flight` is null, when it is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub peak_in_flight_unknown: Option<String>,
-    /// An app under test's most statements active at once in pg_stat_activity, sampled (a
-    /// shorter peak between two samples is not seen); absent for the built-in app.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub peak_active_sampled: Option<u64>,
-    /// Most loads of one key in flight at once (the herd), queued ones included; null when
-    /// it could not be measured (`peak_key_herd_unknown` says why).
-    pub peak_key_herd: Option<u64>,
-    /// Why `peak_key_herd` is null, when it is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub peak_key_herd_unknown: Option<String>,
-    /// Loads started while another load of the same key was in flight (queued ones
-    /// included); null when it could not be measured.
-    pub redundant_loads: Option<u64>,
-    /// Why `redundant_loads` is null, when it is.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub redundant_loads_unknown: Option<String>,
-    /// A sharded run's herd, from the load ledger on the server's clock: most loads of one
-    /// key running in Postgres at once (loads queued for a connection are not in it), over
-    /// every shard. A different quantity from `peak_key_herd`, hence its own name; absent
-    /// for a 1-process run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ledger_peak_key_herd: Option<u64>,
-    /// A sharded run's redundant loads from the load ledger (as `ledger_peak_key_herd`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ledger_redundant_loads: Option<u64>,
-    /// Mean time a statement ran, ms (null without statements).
-    #[serde(default)]
-    pub statement_ms_mean: Option<f64>,
-    /// Mean time a load waited for a pooled connection before its statement, ms.
-    #[serde(default)]
-    pub pool_wait_ms_mean: Option<f64>,
-    /// Share of the pools' connection time spent running statements over the window and its
-    /// drain: statement time / (instances × db-pool × wall time). Near 1 the pool is the
-    /// bottleneck.
-    #[serde(default)]
-    pub pool_busy: f64,
-    /// Refreshes run behind a read: swr's behind a stale read, `--eager-refresh`'s behind a
-    /// fresh one.
-    pub background_refreshes: u64,
-    /// Such refreshes not run because another instance held the lock.
-    pub refreshes_skipped: u64,
-    /// XFetch recomputes started before the hard expiry.
-    pub early_recomputes: u64,
-    /// Mean time between an early recompute's start and the expiry it pre-empted, ms.
-    pub early_lead_ms_mean: Option<f64>,
-    /// Requests served a value kept past its expiry because their load failed (an error, a
-    /// timeout, a refusal by a protection) under `--fail-safe` (outcome `stale`), the
-    /// throttled ones included.
-    #[serde(default)]
-    pub fail_safe: u64,
-    /// Of `fail_safe`, requests served it without a load: their key's load had failed on
-    /// their instance within `--fail-safe-throttle`.
-    #[serde(default)]
-    pub fail_safe_throttled: u64,
-    /// Requests answered with the kept value at `--soft-timeout` while their load went on
-    /// behind them (outcome `stale`).
-    #[serde(default)]
-    pub soft_timeouts: u64,
-    /// Loads that went on behind a soft timeout and wrote their value back (each after its
-    /// request had been answered).
-    #[serde(default)]
-    pub soft_timeout_write_backs: u64,
-    /// Background refreshes started by `--eager-refresh` (of `background_refreshes` when
-    /// they loaded; one per key per instance at a time).
-    #[serde(default)]
-    pub eager_refreshes: u64,
-    /// `rails-race-ttl`: entries written back with their expiry pushed by the race TTL, each
-    /// by a reader that then recomputed the value.
-    #[serde(default)]
-    pub race_pushes: u64,
-    /// Under `--db-query heavy`: what one heavy query cost on the idle server before traffic
-    /// (median of a few runs), ms. Null under `sleep`, whose cost is `--db-cost`.
-    #[serde(default)]
-    pub heavy_query_ms: Option<f64>,
-    /// A trace replay: the payload bytes of the seeded items as Postgres counts them
-    /// (sum of octet_length), beside the trace's own sizes (`scenario.trace`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub seeded_bytes: Option<u64>,
-    /// Writes committed (`--write-rps`): one UPDATE each, its own transaction, not in `calls`.
-    #[serde(default)]
-    pub writes: u64,
-    /// Executions of the write statement Postgres completed (pg_stat_statements), for the
-    /// same run: `writes == writes_server` (a failed UPDATE is in neither). Null without
-    /// writes or without pg_stat_statements.
-    #[serde(default)]
-    pub writes_server: Option<u64>,
-    /// Writes whose UPDATE failed or never got a connection: nothing committed.
-    #[serde(default)]
-    pub write_errors: u64,
-    /// From each write's scheduled start to the end of its invalidation (null without writes).
-    #[serde(default)]
-    pub write_latency_ms: Option<Latency>,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct RedisFigures {
-    /// keyspace_hits from INFO, change over the measured window (plus warm-up: INFO has no windows).
-    pub keyspace_hits: Option<u64>,
-    /// keyspace_misses from INFO, same window as `keyspace_hits`.
-    pub keyspace_misses: Option<u64>,
-    /// keyspace_hits / (keyspace_hits + keyspace_misses) over the window: every GET the server
-    /// answered, lock polls and other clients' reads included (null when INFO could not be
-    /// read at both ends, or Redis restarted).
-    #[serde(default)]
-    pub keyspace_hit_rate: Option<f64>,
-    /// Why the keyspace figures may include other clients' traffic or are null.
-    pub note: Option<String>,
-    /// Redis commands that failed (connection down, error reply).
-    pub errors: u64,
-    /// Redis commands that missed their `--redis-timeout` deadline.
-    pub timeouts: u64,
-    /// Reads that found no entry (a cold miss), whatever happened next.
-    pub cold_misses: u64,
-    /// Reads served by a not-found sentinel (negative caching).
-    pub negative_hits: u64,
-    /// Entries that expired (soft expiry under swr) inside the measured window: those found
-    /// at the start that ran out in it, and those written in it whose TTL ran out before it
-    /// closed. Counted by the tool from the TTLs it wrote.
-    #[serde(default)]
-    pub expiries: u64,
-    /// The run's Redis commands refused with OOM (a write at `maxmemory` under
-    /// noeviction: a write-back, a lock or lease SET, a version marker), counted by the tool;
-    /// also in `errors`. A refused write-back still serves the request from the database.
-    #[serde(default)]
-    pub oom_errors: u64,
-    /// Keys Redis evicted to stay under `maxmemory` (INFO `evicted_keys`, change from the
-    /// start state written to the end: the warm-up's traffic included, as INFO has no
-    /// windows; every client's on an external Redis). Null when INFO could not be read at both ends or Redis restarted.
-    #[serde(default)]
-    pub evicted_keys: Option<u64>,
-    /// The server's memory: its limit, peak, what it held at the end, what a key cost.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub memory: Option<memory::MemoryFigures>,
-    /// A Redis Cluster's nodes over the window, each with its commands, keyspace hits and
-    /// misses, memory and share of the commands (absent on a single server).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nodes: Option<Vec<cluster::NodeFigures>>,
-    /// Cluster: the busiest primary's share of the commands the primaries processed in the
-    /// window (0–1; a fair spread is 1 / primaries). Null when a primary's counters could not
-    /// be read at both ends.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hottest_node_share: Option<f64>,
-    /// Cluster: MOVED redirects the nodes answered in the window (INFO errorstats, summed):
-    /// requests sent to a node that no longer serves the key's slot.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub moved: Option<u64>,
-    /// Cluster: ASK redirects the nodes answered in the window (INFO errorstats, summed):
-    /// requests for a key of a slot being migrated that had already moved.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ask: Option<u64>,
-}
-
-#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct LockFigures {
-    /// Locks taken.
-    pub acquired: u64,
-    /// Attempts that found the lock held by someone else.
-    pub contended: u64,
-    /// Waits that ran out of `--lock-wait`.
-    pub timeouts: u64,
-    /// Releases that found the lock gone or someone else's: the lease ran out under the holder.
-    pub lost: u64,
-    /// Lock attempts that failed because Redis was unreachable (the request loaded anyway).
-    pub unavailable: u64,
 }
 
 /// Latency percentiles in milliseconds.
@@ -1119,127 +754,4 @@ pub fn read_json(path: &Path) -> Result<RunResult> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The committed CI baseline's mutex result: a real schema-2 document.
-    fn baseline() -> RunResult {
-        let p = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/results/baseline-ci/mutex.json"
-        );
-        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-    }
-
-    #[test]
-    fn a_schema_2_file_reads_with_every_figure_known() {
-        let r = baseline();
-        assert_eq!(r.schema, 2);
-        // A recovery exists only after a shock, which the baseline has none of.
-        for d in crate::metric::DEFS
-            .iter()
-            .filter(|d| d.metric != crate::metric::Metric::RecoveryBack)
-        {
-            assert!(
-                r.measured(d.metric).is_ok(),
-                "{} unknown in a schema-2 baseline",
-                d.name
-            );
-        }
-        assert!(schemas_comparable(2, SCHEMA));
-        assert!(!schemas_comparable(1, SCHEMA));
-    }
-
-    #[test]
-    fn a_threshold_on_an_unknown_figure_fails_with_the_reason() {
-        let mut r = baseline();
-        r.db.peak_key_herd = None;
-        r.db.peak_key_herd_unknown = Some("the app does not load through stampede_load".into());
-        r.db.calls = None;
-        r.db.calls_unknown = Some("pg_stat_statements could not be read".into());
-        let t: Thresholds =
-            toml::from_str("peak_key_herd_max = 5\ndb_calls_max = 1000000").unwrap();
-        let judged = r.judge(&t);
-        assert_eq!(judged.len(), 2);
-        for j in &judged {
-            assert!(!j.passed, "{} passed on an unknown figure", j.name);
-            assert_eq!(j.measured, None);
-            assert!(j.unknown.is_some());
-        }
-        r.thresholds = judged;
-        let broken = r.broken_thresholds();
-        assert!(
-            broken
-                .contains("peak_key_herd is unknown: the app does not load through stampede_load"),
-            "{broken}"
-        );
-        assert!(
-            broken.contains("db_calls is unknown: pg_stat_statements could not be read"),
-            "{broken}"
-        );
-        assert!(r.figure(Metric::DbCalls).is_nan());
-        assert_eq!(
-            r.shown(Metric::DbCalls),
-            "unknown (pg_stat_statements could not be read)"
-        );
-    }
-
-    #[test]
-    fn with_no_request_completed_the_latency_and_rates_are_unknown() {
-        let mut r = baseline();
-        r.requests.completed = 0;
-        for m in [Metric::P50, Metric::P95, Metric::P99, Metric::RejectedRate] {
-            assert_eq!(
-                r.measured(m),
-                Err("no request completed".to_string()),
-                "{m:?}"
-            );
-        }
-        let t: Thresholds = toml::from_str("p99_ms_max = 250").unwrap();
-        assert!(!r.judge(&t)[0].passed);
-    }
-
-    #[test]
-    fn an_unknown_figure_is_null_in_the_json_with_its_reason() {
-        let mut r = baseline();
-        r.consistency.divergent_keys = None;
-        r.consistency.divergent_keys_unknown = Some("read-back failed".into());
-        let v = serde_json::to_value(&r).unwrap();
-        assert!(v.pointer("/consistency/divergent_keys").unwrap().is_null());
-        assert_eq!(
-            v.pointer("/consistency/divergent_keys_unknown")
-                .and_then(|x| x.as_str()),
-            Some("read-back failed")
-        );
-        let back: RunResult = serde_json::from_value(v).unwrap();
-        assert!(back.measured(Metric::DivergentKeys).is_err());
-    }
-
-    #[test]
-    fn whole_leaves_out_the_trailing_partial_buckets() {
-        let b = |t, partial| Bucket {
-            t_ms: t,
-            partial,
-            ..Bucket::default()
-        };
-        let tl = vec![b(100, false), b(200, false), b(230, true), b(260, true)];
-        assert_eq!(whole(&tl).len(), 2);
-        assert!(whole(&[b(10, true)]).is_empty());
-        let json = serde_json::to_value(b(100, false)).unwrap();
-        assert!(
-            json.get("partial").is_none(),
-            "a whole bucket writes no flag"
-        );
-    }
-
-    #[test]
-    fn histograms_round_trip() {
-        let mut h = Histogram::<u64>::new_with_bounds(1, 3_600_000_000, 3).unwrap();
-        for v in [100, 2_000, 30_000, 30_001] {
-            h.record(v).unwrap();
-        }
-        let back = decode_histogram(&encode_histogram(&h)).unwrap();
-        assert_eq!(back.len(), 4);
-        assert_eq!(back.value_at_quantile(0.5), h.value_at_quantile(0.5));
-    }
-}
+mod tests;

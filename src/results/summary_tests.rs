@@ -10,14 +10,14 @@ fn trial(strategy: &str, calls: u64, p99: f64, divergent: u64, stale_read_ratio:
         serde_json::from_str(include_str!("../../results/baseline-ci/cache-aside.json"))
             .expect("the CI baseline parses");
     r.strategy = strategy.to_string();
-    r.db.calls = Some(calls);
+    r.db.calls = crate::results::Known::Value(calls);
     r.latency_ms.p99 = p99;
     r.outcomes.stale = 0;
     r.requests.errors = 0;
     r.outcomes.rejected = 0;
     r.thresholds.clear();
     r.diagnoses.clear();
-    r.consistency.divergent_keys = Some(divergent);
+    r.consistency.divergent_keys = crate::results::Known::Value(divergent);
     r.consistency.stale_read_ratio = stale_read_ratio;
     r
 }
@@ -290,7 +290,7 @@ fn unknown_trials_count_for_nothing() {
     // and `b`, better on everything it measured, cannot be said to dominate `a` on a figure
     // `a` never had; the table prints a dash.
     let unknown = |mut r: RunResult| {
-        r.consistency.divergent_keys = None;
+        r.consistency.divergent_keys = crate::results::Known::unknown("not read back");
         r
     };
     let runs = vec![
@@ -314,7 +314,8 @@ fn unknown_trials_count_for_nothing() {
     // One unknown trial of six: the five known ones decide.
     let mut runs = runs;
     for (i, r) in runs[0].iter_mut().enumerate() {
-        r.consistency.divergent_keys = (i > 0).then_some(0);
+        r.consistency.divergent_keys =
+            crate::results::Known::or_unknown((i > 0).then_some(0), || "not read back".into());
     }
     let s = build(&runs);
     assert_eq!(row(&s, "a").dominated_by.as_deref(), Some("b"));

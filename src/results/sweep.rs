@@ -238,10 +238,10 @@ pub fn figures(r: &RunResult) -> (Figures, Option<Value>) {
     let f = Figures {
         offered_per_s: r.requests.scheduled as f64 / secs,
         goodput_per_s: goodput / secs,
-        db_calls_per_s: r.db.calls.map(|c| c as f64 / secs),
+        db_calls_per_s: r.db.calls.value().map(|c| c as f64 / secs),
         p99_ms: measured(crate::metric::Metric::P99),
-        peak_key_herd: r.db.peak_key_herd.map(|h| h as f64),
-        hit_rate: r.hit_rate,
+        peak_key_herd: r.db.peak_key_herd.value().map(|h| h as f64),
+        hit_rate: r.hit_rate.value(),
         errors_per_s: (r.requests.errors + r.requests.shed + r.requests.unsent) as f64 / secs,
         goodput_from: from.to_string(),
         bytes_per_key: count("/redis/memory/used_memory_per_key"),

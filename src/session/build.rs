@@ -11,7 +11,7 @@ use crate::driver::{Divergence, Raw};
 use crate::fault::FaultKind;
 use crate::metrics::Outcome;
 use crate::redact;
-use crate::results::{self, RunResult, StartFigures};
+use crate::results::{self, Known, RunResult, StartFigures};
 use crate::scenario::Scenario;
 
 /// Everything a result is built from, gathered before it is built once.
@@ -137,9 +137,12 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
             timed_out: o(Outcome::TimedOut),
             l1_hit: o(Outcome::L1Hit),
         },
-        hit_rate: (completed > 0).then(|| {
-            (o(Outcome::Hit) + o(Outcome::Stale) + o(Outcome::L1Hit)) as f64 / completed as f64
-        }),
+        hit_rate: Known::or_unknown(
+            (completed > 0).then(|| {
+                (o(Outcome::Hit) + o(Outcome::Stale) + o(Outcome::L1Hit)) as f64 / completed as f64
+            }),
+            || "no request completed".to_string(),
+        ),
         l1: sc.l1.map(|_| results::l1::L1Figures {
             hits: o(Outcome::L1Hit),
             hit_rate: (completed > 0).then(|| o(Outcome::L1Hit) as f64 / completed as f64),
@@ -151,10 +154,8 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
             spoiled: c.l1_spoiled,
             stale_reads: c.l1_stale_reads,
         }),
-        hit_rate_unknown: (completed == 0).then(|| "no request completed".to_string()),
         db: results::DbFigures {
-            calls: Some(d.calls),
-            calls_unknown: None,
+            calls: Known::Value(d.calls),
             calls_server,
             calls_server_note: match (&db.stat_statements_missing, &faults) {
                 (Some(n), _) => Some(n.clone()),
@@ -176,13 +177,10 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
             rewarm_runs: raw.rewarm_runs,
             warmup_calls: d.warmup_calls,
             peak_concurrent: d.peak_concurrent,
-            peak_in_flight: Some(d.peak_in_flight),
-            peak_in_flight_unknown: None,
+            peak_in_flight: Known::Value(d.peak_in_flight),
             peak_active_sampled: None,
-            peak_key_herd: Some(d.peak_herd),
-            peak_key_herd_unknown: None,
-            redundant_loads: Some(d.redundant),
-            redundant_loads_unknown: None,
+            peak_key_herd: Known::Value(d.peak_herd),
+            redundant_loads: Known::Value(d.redundant),
             ledger_peak_key_herd: None,
             ledger_redundant_loads: None,
             statement_ms_mean: (d.calls > 0)
@@ -335,13 +333,12 @@ fn consistency(
     let s = &t.staleness;
     let stale_reads = s.len();
     // Without writes the database never changes, so no key can differ from it: 0 is measured.
-    let (keys_written, divergent_keys, unknown) = match divergence {
-        None => (0, Some(0), None),
-        Some(Ok(d)) => (d.keys_written, Some(d.divergent_keys), None),
+    let (keys_written, divergent_keys) = match divergence {
+        None => (0, Known::Value(0)),
+        Some(Ok(d)) => (d.keys_written, Known::Value(d.divergent_keys)),
         Some(Err(e)) => (
             0,
-            None,
-            Some(format!(
+            Known::unknown(format!(
                 "the written keys could not be read back after the run ({e})"
             )),
         ),
@@ -364,7 +361,6 @@ fn consistency(
         },
         keys_written,
         divergent_keys,
-        divergent_keys_unknown: unknown,
         writes_probed: writes.map_or(0, |w| w.probed),
         writes_left_wrong: writes.map_or(0, |w| w.left_wrong),
         writes_left_wrong_ratio: writes
