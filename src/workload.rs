@@ -90,31 +90,7 @@ pub fn combine_digests(parts: impl IntoIterator<Item = (u64, u64)>) -> (u64, u64
         .fold((FNV_OFFSET, 0), |(h, n), (d, c)| (fnv_step(h, d), n + c))
 }
 
-/// What the cache holds when the measured traffic starts.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize, schemars::JsonSchema,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum Start {
-    /// What a long-running service would hold under this workload: each key present with the
-    /// probability its request rate and TTL imply, its remaining TTL spread (docs/design.md).
-    Steady,
-    /// Empty: every key's first request misses (a cold start).
-    Cold,
-    /// Every key present, all written at the same instant: the mass expiry TTL jitter is for.
-    Synchronized,
-}
-
-impl Start {
-    /// The name `--start` takes and results write.
-    pub fn name(self) -> &'static str {
-        match self {
-            Start::Steady => "steady",
-            Start::Cold => "cold",
-            Start::Synchronized => "synchronized",
-        }
-    }
-}
+pub use crate::values::start::Start;
 
 /// Spans of the schedule where the rate is multiplied (spikes), as a warp of time: the
 /// schedule is drawn at the base rate on a virtual clock that runs `factor` times faster

@@ -8,16 +8,10 @@ pub mod conn;
 pub mod http;
 pub mod ledger;
 pub mod process;
-pub mod role;
-pub mod run;
 pub mod sample;
-pub mod scenario;
-
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cli::TargetFlags;
 use crate::error::UsageError;
 use crate::redact;
 use crate::values::Dur;
@@ -157,134 +151,10 @@ pub fn parse_variant(s: &str) -> Result<(String, Vec<(String, String)>), UsageEr
     Ok((name.to_string(), env))
 }
 
-/// The target of `flags`, checked; None without `--target`. `managed_servers`: whether the
-/// tool starts Redis and Postgres itself (then an already-running app could not know them).
-pub fn resolve(
-    flags: &TargetFlags,
-    managed_servers: bool,
-) -> Result<Option<TargetSpec>, UsageError> {
-    let Some(url) = flags.target.clone() else {
-        let given = [
-            ("--http-timeout", flags.http_timeout.is_some()),
-            ("--http-conns", flags.http_conns.is_some()),
-            ("--header", !flags.header.is_empty()),
-            ("--expect-status", !flags.expect_status.is_empty()),
-            ("--expect-body", flags.expect_body.is_some()),
-            ("--app-cmd", flags.app_cmd.is_some()),
-            ("--app-ready", flags.app_ready.is_some()),
-            ("--app-ready-timeout", flags.app_ready_timeout.is_some()),
-            ("--app-log", flags.app_log.is_some()),
-            ("--schema", flags.schema.is_some()),
-            ("--db-match", flags.db_match.is_some()),
-        ];
-        if let Some((f, _)) = given.iter().find(|(_, g)| *g) {
-            return Err(UsageError::new(format!(
-                "{f} applies to an app under test: give --target URL too"
-            )));
-        }
-        return Ok(None);
-    };
-    if !(url.starts_with("http://") || url.starts_with("https://")) {
-        return Err(UsageError::new(format!(
-            "--target {}: give an http:// or https:// URL",
-            redact::url(&url)
-        )));
-    }
-    if !url.contains(KEY_MARK) {
-        return Err(UsageError::new(format!(
-            "--target {}: put {KEY_MARK} where the item id goes, e.g. http://127.0.0.1:8080/items/{KEY_MARK}",
-            redact::url(&url)
-        )));
-    }
-    if flags.app_cmd.is_none() {
-        if url.contains(PORT_MARK) {
-            return Err(UsageError::new(
-                "--target has {port}, which stampede fills in only for an app it starts: give --app-cmd, or the app's port",
-            ));
-        }
-        if managed_servers {
-            return Err(UsageError::new(
-                "an app that is already running (no --app-cmd) reads servers it was configured with: give them with --redis-url and --pg-url, and --schema NAME for where stampede seeds the items it reads",
-            ));
-        }
-        if flags.schema.is_none() {
-            return Err(UsageError::new(
-                "an app that is already running (no --app-cmd) was configured with the schema it reads: name it with --schema NAME (stampede creates it, seeds it and drops it at the end)",
-            ));
-        }
-    } else if flags.schema.is_some() {
-        return Err(UsageError::new(
-            "--schema is for an app that is already running; an app started with --app-cmd is told its schema in DB_SCHEMA",
-        ));
-    }
-    if let Some(s) = &flags.schema
-        && (s.is_empty()
-            || s.len() > 60
-            || !s
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-            || s.starts_with(|c: char| c.is_ascii_digit()))
-    {
-        return Err(UsageError::new(format!(
-            "--schema {s}: use a plain lower-case identifier (letters, digits, _)"
-        )));
-    }
-    if let Some(b) = &flags.expect_body {
-        regex::Regex::new(b).map_err(|e| UsageError::new(format!("--expect-body {b}: {e}")))?;
-    }
-    for h in &flags.header {
-        // Not quoted back: a header without its ':' may be a bare credential.
-        let (name, value) = h
-            .split_once(':')
-            .ok_or_else(|| UsageError::new("a --header has no ':': write it as 'Name: value'"))?;
-        reqwest::header::HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
-            UsageError::new(format!("--header: '{}' is not a header name", name.trim()))
-        })?;
-        reqwest::header::HeaderValue::from_str(value.trim()).map_err(|_| {
-            UsageError::new(format!("--header {}: the value is not valid", name.trim()))
-        })?;
-    }
-    if let Some(s) = flags
-        .expect_status
-        .iter()
-        .find(|s| !(100..=599).contains(*s))
-    {
-        return Err(UsageError::new(format!(
-            "--expect-status {s}: an HTTP status is between 100 and 599"
-        )));
-    }
-    let http_timeout = flags.http_timeout.unwrap_or(Dur(Duration::from_secs(5)));
-    if http_timeout.0.is_zero() {
-        return Err(UsageError::new("--http-timeout must be more than 0"));
-    }
-    if flags.http_conns == Some(0) {
-        return Err(UsageError::new(
-            "--http-conns must be at least 1 (the connections to the target)",
-        ));
-    }
-    Ok(Some(TargetSpec {
-        url,
-        http_timeout,
-        http_conns: flags.http_conns,
-        headers: flags.header.clone(),
-        expect_status: flags.expect_status.clone(),
-        expect_body: flags.expect_body.clone(),
-        app_cmd: flags.app_cmd.clone(),
-        app_ready: flags.app_ready.clone(),
-        app_ready_timeout: flags
-            .app_ready_timeout
-            .unwrap_or(Dur(Duration::from_secs(30))),
-        app_log: flags.app_log.as_ref().map(|p| p.display().to_string()),
-        schema: flags.schema.clone(),
-        db_match: flags.db_match.clone(),
-        variant: None,
-        app_env: Vec::new(),
-    }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn variants_parse_and_bad_ones_say_why() {

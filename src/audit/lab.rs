@@ -11,10 +11,11 @@ use anyhow::{Context, Result};
 use redis::aio::ConnectionManager;
 
 use super::Settings;
+use crate::app;
 use crate::app::process::{ManagedApp, Ready};
-use crate::app::{self, role};
 use crate::error::EnvError;
 use crate::origin::Db;
+use crate::origin::role;
 use crate::redact;
 use crate::servers::postgres::PgStartOptions;
 use crate::servers::{ManagedPostgres, ManagedRedis};

@@ -105,7 +105,7 @@ impl Settings {
                 "audit needs --target URL, e.g. --target 'http://127.0.0.1:{port}/items/{key}' --app-cmd CMD",
             ));
         }
-        let target = app::resolve(&cmd.target, managed)?
+        let target = crate::scenario::target::resolve(&cmd.target, managed)?
             .ok_or_else(|| UsageError::new("audit needs --target URL"))?;
         let user_via = match (&cmd.user_header, &cmd.user_cookie) {
             (Some(h), _) => {

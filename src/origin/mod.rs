@@ -21,6 +21,7 @@ use crate::ledger::{self, LedgerLoad};
 use crate::sizes::Sizes;
 
 mod own;
+pub mod role;
 use crate::metrics::{LoadGuard, Phase};
 use crate::redact;
 pub use own::OwnLoad;

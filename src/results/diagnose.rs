@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::RunResult;
 use crate::scenario::LoadShape;
 use crate::strategy::{Coordination, Freshness, StaleRead};
-use crate::workload::Start;
+use crate::values::start::Start;
 
 /// Every diagnosis code, with when it is given.
 pub const CODES: [(&str, &str); 7] = [

@@ -32,7 +32,7 @@ use crate::fault::FaultKind;
 use crate::metrics::pct_ms;
 use crate::protect::breaker::State;
 use crate::scenario::Scenario;
-use crate::workload::Start;
+use crate::values::start::Start;
 pub use known::Known;
 pub use stores::{DbFigures, LockFigures, RedisFigures};
 

@@ -476,6 +476,7 @@ mod memory;
 pub mod policy;
 mod resolve;
 mod servers;
+pub mod target;
 mod trace;
 
 pub use cluster::{ClusterSettings, NodeChoice};

@@ -137,7 +137,7 @@ fn variants(cmd: &CompareCmd) -> Result<Vec<Scenario>, UsageError> {
             "--variant starts the app under test once per variant: give --target URL and --app-cmd CMD too",
         ));
     }
-    let base = crate::app::scenario::with_target(
+    let base = crate::scenario::target::with_target(
         scenario::resolve(cmd.scenario.as_ref(), cmd.flags.clone())?,
         &cmd.flags,
         &cmd.target,

@@ -1,6 +1,6 @@
 //! One measured run, in phases, whatever sends the traffic — the built-in app instances
 //! ([`super::builtin`]), one shard of a sharded run ([`super::shards`]) or an app under test
-//! (`app::run`):
+//! (`session::app_run`):
 //!
 //! 1. servers and run space: the run's schema and cache namespace, held by a [`RunSpace`]
 //!    that removes them on every way out (a result, an error, Ctrl-C, a dropped future);
@@ -152,7 +152,7 @@ impl Parts {
             eprintln!("warning: {e:#}");
         }
         if let Some(r) = &self.role
-            && let Err(e) = crate::app::role::drop(&self.pg_url, r).await
+            && let Err(e) = crate::origin::role::drop(&self.pg_url, r).await
         {
             eprintln!("warning: {e:#}");
         }

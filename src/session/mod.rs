@@ -1,10 +1,11 @@
 //! The orchestration of a run, apart from the commands that ask for it: the servers of a
 //! session ([`env`]), one measured run in phases ([`lifecycle`]) of the built-in app on them
-//! ([`builtin`]) or of an app under test (`crate::app::run`), repeated trials and comparisons ([`trials`],
+//! ([`builtin`]) or of an app under test ([`app_run`]), repeated trials and comparisons ([`trials`],
 //! [`comparison`]), sharded runs ([`shards`]) and the removal of dead runs' leftovers
 //! ([`cleanup`]). A command reads its arguments, calls one function here and says how the
 //! process ends.
 
+pub mod app_run;
 pub mod build;
 pub mod builtin;
 pub mod cleanup;
@@ -39,7 +40,7 @@ pub async fn run_on(
     status: &Status,
 ) -> Result<RunResult> {
     if sc.target.is_some() {
-        return crate::app::run::run_on(sc, env, shutdown, out, status).await;
+        return app_run::run_on(sc, env, shutdown, out, status).await;
     }
     builtin::run_on(sc, env, shutdown, out, status).await
 }

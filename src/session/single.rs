@@ -18,7 +18,7 @@ use crate::values::Dur;
 
 /// The scenario of `run`: the file and flags resolved, with the app under test if any.
 pub fn scenario(cmd: &RunCmd) -> Result<Scenario> {
-    let sc = crate::app::scenario::with_target(
+    let sc = crate::scenario::target::with_target(
         scenario::resolve(cmd.scenario.as_ref(), cmd.flags())?,
         &cmd.flags,
         &cmd.target,

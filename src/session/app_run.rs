@@ -10,24 +10,25 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
 
-use super::http::HttpTarget;
-use super::process::{ManagedApp, Ready};
-use super::sample::{ACTIVITY_EVERY, AppStatements, Sampled, Sampler};
-use super::{self as target, TargetSpec, role};
+use super::build::{Measured, build};
+use super::builtin::Setup;
+use super::env::{Env, Status};
+use super::heartbeat::Heartbeat;
+use super::lifecycle::{self, Progress, Readings, RunSpace};
+use crate::app::http::HttpTarget;
+use crate::app::process::{ManagedApp, Ready};
+use crate::app::sample::{ACTIVITY_EVERY, AppStatements, Sampled, Sampler};
+use crate::app::{self as target, TargetSpec};
 use crate::cache;
 use crate::driver::Driver;
 use crate::error::{EnvError, UsageError};
 use crate::fault::Server;
 use crate::live::Live;
 use crate::origin::Db;
+use crate::origin::role;
 use crate::redact;
 use crate::results::{AppFigures, Known, RunResult, StartFigures};
 use crate::scenario::Scenario;
-use crate::session::build::{Measured, build};
-use crate::session::builtin::Setup;
-use crate::session::env::{Env, Status};
-use crate::session::heartbeat::Heartbeat;
-use crate::session::lifecycle::{self, Progress, Readings, RunSpace};
 use crate::workload::Start;
 
 /// Set up the app's schema and role, run, and remove both whatever happened.
@@ -238,7 +239,7 @@ async fn measure(
 ) -> Result<RunResult> {
     let redis_version = lifecycle::redis_version(setup.admin).await?;
     // The app's cache is the run's Redis: a limit is in place before the app starts.
-    let memory_config = crate::session::memory::configure(sc, env, setup.admin)
+    let memory_config = super::memory::configure(sc, env, setup.admin)
         .await
         .context("setting the managed Redis's memory limit")?;
     let port = match &t.app_cmd {
@@ -278,8 +279,7 @@ async fn measure(
     bar.finish_and_clear();
     let after = Readings::read(setup.admin).await;
     let restarted = lifecycle::redis_restarted(faults.as_ref());
-    let memory =
-        crate::session::memory::figures(sc, setup.admin, memory_config.as_ref(), restarted).await;
+    let memory = super::memory::figures(sc, setup.admin, memory_config.as_ref(), restarted).await;
     let mut notes = Vec::new();
     let (pid, log, ready_ms) = match &mut started {
         Some(s) => {
@@ -296,7 +296,7 @@ async fn measure(
         }
         None => (None, None, None),
     };
-    let ledger = super::ledger::read(setup.db, &sampled).await;
+    let ledger = crate::app::ledger::read(setup.db, &sampled).await;
     // Stopped before the result is built, so nothing of the app outlives its figures.
     drop(started);
     let measured = Measured {
@@ -338,7 +338,7 @@ fn shape(
     http: &HttpTarget,
     which: &AppStatements,
     sampled: &Sampled,
-    ledger: super::ledger::Ledger,
+    ledger: crate::app::ledger::Ledger,
     mut notes: Vec<String>,
     pid: Option<u32>,
     log: Option<String>,

@@ -1,0 +1,239 @@
+//! A scenario pointed at an app under test (`--target`): the target's flags checked and
+//! joined to the workload, and what a target changes about the run (a cold start). The
+//! target's settings are resolution's to read; `crate::app` holds the resolved type.
+
+use std::time::Duration;
+
+use crate::app::{KEY_MARK, PORT_MARK, TargetSpec};
+use crate::cli::{RunFlags, TargetFlags};
+use crate::error::UsageError;
+use crate::metric::Metric;
+use crate::redact;
+use crate::scenario::Scenario;
+use crate::values::Dur;
+use crate::workload::Start;
+
+/// `sc` with the app under test of `target` (unchanged without `--target`). `flags` are the
+/// run's flags as given, to tell a `--start` the user asked for from the default.
+pub fn with_target(
+    mut sc: Scenario,
+    flags: &RunFlags,
+    target: &TargetFlags,
+) -> Result<Scenario, UsageError> {
+    let on_cluster = sc.cluster.managed.is_some()
+        || sc
+            .redis_url
+            .as_deref()
+            .is_some_and(crate::cache::is_cluster);
+    if target.target.is_some() && on_cluster {
+        // The app reaches its Redis through its own client: stampede cannot make it speak
+        // cluster, and its figures (INFO, the kill) would be of another server than the app's.
+        return Err(UsageError::new(
+            "--redis-cluster and redis+cluster:// URLs are for the built-in app: an app under test connects to its own Redis with its own client; give its Redis with --redis-url (one server) or drop --target",
+        ));
+    }
+    let managed = sc.redis_url.is_none() || sc.pg_url.is_none();
+    let Some(spec) = resolve(target, managed)? else {
+        return Ok(sc);
+    };
+    // stampede writes only its own cache entries: an app's cache it cannot fill.
+    match flags.start {
+        None | Some(Start::Cold) => sc.start = Start::Cold,
+        Some(s) => {
+            return Err(UsageError::new(format!(
+                "--start {} needs stampede to fill the cache, which it cannot do for an app under test: with --target the start is cold (let a --warmup fill the app's cache instead)",
+                s.name()
+            )));
+        }
+    }
+    if sc.warm > 0 {
+        return Err(UsageError::new(
+            "--warm writes stampede's own cache entries, which an app under test does not read: use --warmup to let the app fill its cache",
+        ));
+    }
+    if let Some(f) = sc.faults.iter().find(|f| {
+        matches!(
+            f.kind,
+            crate::fault::FaultKind::DropCache | crate::fault::FaultKind::SlowDb
+        )
+    }) {
+        // The app's cache entries and its queries are its own: stampede knows neither.
+        return Err(UsageError::new(format!(
+            "a {} shock acts on the built-in app's {}, and an app under test has its own: with --target use a spike, a --kill-redis-at (its Redis comes back empty) or a --kill-postgres-at",
+            f.kind,
+            if f.kind == crate::fault::FaultKind::DropCache {
+                "cache entries"
+            } else {
+                "loads"
+            }
+        )));
+    }
+    if sc.client.is_some_and(|c| c.timeout.is_some()) {
+        return Err(UsageError::new(
+            "--request-timeout is the built-in app's client deadline: with --target, --http-timeout is the client's",
+        ));
+    }
+    if sc.writes.is_some() {
+        // The consistency figures are exact only because the tool sees every commit; an
+        // app's own writes it cannot see.
+        return Err(UsageError::new(
+            "--write-rps sends the built-in app's writes, and an app under test writes through its own code, which stampede cannot see commit: drop --write-rps with --target (writes and their consistency figures are measured on the built-in strategies)",
+        ));
+    }
+    // The built-in app's own policies: an app under test has its own code for each, which
+    // these flags cannot change (they were ignored before, so a run looked protected when
+    // nothing had been switched on).
+    let builtin = [
+        ("--l1", sc.l1.is_some()),
+        ("--fail-safe", sc.fail_safe.is_some()),
+        ("--eager-refresh", sc.eager_refresh.is_some()),
+        ("--rewarm-every", sc.rewarm.is_some()),
+        ("--db-rate", sc.db_rate.is_some()),
+    ];
+    if let Some((flag, _)) = builtin.iter().find(|(_, on)| *on) {
+        return Err(UsageError::new(format!(
+            "{flag} is a policy of the built-in app, and an app under test runs its own code: drop {flag} with --target (switch the app's own policy with --app-cmd's environment, or compare --variant)"
+        )));
+    }
+    // What an app under test can never tell the tool, refused before anything starts: its
+    // answers do not say whether they came from its cache.
+    for (m, _) in sc.thresholds.iter() {
+        if matches!(
+            m,
+            Metric::HitRate | Metric::Stale | Metric::StaleRatio | Metric::Waited
+        ) {
+            return Err(UsageError::new(format!(
+                "{}: with --target, {} is never known (an app under test's HTTP answers do not say whether they were served from its cache); the run reports Redis's own redis.keyspace_hit_rate instead: drop the threshold",
+                m.threshold_name().unwrap_or_default(),
+                m.name()
+            )));
+        }
+    }
+    sc.target = Some(spec);
+    Ok(sc)
+}
+
+/// The target of `flags`, checked; None without `--target`. `managed_servers`: whether the
+/// tool starts Redis and Postgres itself (then an already-running app could not know them).
+pub fn resolve(
+    flags: &TargetFlags,
+    managed_servers: bool,
+) -> Result<Option<TargetSpec>, UsageError> {
+    let Some(url) = flags.target.clone() else {
+        let given = [
+            ("--http-timeout", flags.http_timeout.is_some()),
+            ("--http-conns", flags.http_conns.is_some()),
+            ("--header", !flags.header.is_empty()),
+            ("--expect-status", !flags.expect_status.is_empty()),
+            ("--expect-body", flags.expect_body.is_some()),
+            ("--app-cmd", flags.app_cmd.is_some()),
+            ("--app-ready", flags.app_ready.is_some()),
+            ("--app-ready-timeout", flags.app_ready_timeout.is_some()),
+            ("--app-log", flags.app_log.is_some()),
+            ("--schema", flags.schema.is_some()),
+            ("--db-match", flags.db_match.is_some()),
+        ];
+        if let Some((f, _)) = given.iter().find(|(_, g)| *g) {
+            return Err(UsageError::new(format!(
+                "{f} applies to an app under test: give --target URL too"
+            )));
+        }
+        return Ok(None);
+    };
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(UsageError::new(format!(
+            "--target {}: give an http:// or https:// URL",
+            redact::url(&url)
+        )));
+    }
+    if !url.contains(KEY_MARK) {
+        return Err(UsageError::new(format!(
+            "--target {}: put {KEY_MARK} where the item id goes, e.g. http://127.0.0.1:8080/items/{KEY_MARK}",
+            redact::url(&url)
+        )));
+    }
+    if flags.app_cmd.is_none() {
+        if url.contains(PORT_MARK) {
+            return Err(UsageError::new(
+                "--target has {port}, which stampede fills in only for an app it starts: give --app-cmd, or the app's port",
+            ));
+        }
+        if managed_servers {
+            return Err(UsageError::new(
+                "an app that is already running (no --app-cmd) reads servers it was configured with: give them with --redis-url and --pg-url, and --schema NAME for where stampede seeds the items it reads",
+            ));
+        }
+        if flags.schema.is_none() {
+            return Err(UsageError::new(
+                "an app that is already running (no --app-cmd) was configured with the schema it reads: name it with --schema NAME (stampede creates it, seeds it and drops it at the end)",
+            ));
+        }
+    } else if flags.schema.is_some() {
+        return Err(UsageError::new(
+            "--schema is for an app that is already running; an app started with --app-cmd is told its schema in DB_SCHEMA",
+        ));
+    }
+    if let Some(s) = &flags.schema
+        && (s.is_empty()
+            || s.len() > 60
+            || !s
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            || s.starts_with(|c: char| c.is_ascii_digit()))
+    {
+        return Err(UsageError::new(format!(
+            "--schema {s}: use a plain lower-case identifier (letters, digits, _)"
+        )));
+    }
+    if let Some(b) = &flags.expect_body {
+        regex::Regex::new(b).map_err(|e| UsageError::new(format!("--expect-body {b}: {e}")))?;
+    }
+    for h in &flags.header {
+        // Not quoted back: a header without its ':' may be a bare credential.
+        let (name, value) = h
+            .split_once(':')
+            .ok_or_else(|| UsageError::new("a --header has no ':': write it as 'Name: value'"))?;
+        reqwest::header::HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
+            UsageError::new(format!("--header: '{}' is not a header name", name.trim()))
+        })?;
+        reqwest::header::HeaderValue::from_str(value.trim()).map_err(|_| {
+            UsageError::new(format!("--header {}: the value is not valid", name.trim()))
+        })?;
+    }
+    if let Some(s) = flags
+        .expect_status
+        .iter()
+        .find(|s| !(100..=599).contains(*s))
+    {
+        return Err(UsageError::new(format!(
+            "--expect-status {s}: an HTTP status is between 100 and 599"
+        )));
+    }
+    let http_timeout = flags.http_timeout.unwrap_or(Dur(Duration::from_secs(5)));
+    if http_timeout.0.is_zero() {
+        return Err(UsageError::new("--http-timeout must be more than 0"));
+    }
+    if flags.http_conns == Some(0) {
+        return Err(UsageError::new(
+            "--http-conns must be at least 1 (the connections to the target)",
+        ));
+    }
+    Ok(Some(TargetSpec {
+        url,
+        http_timeout,
+        http_conns: flags.http_conns,
+        headers: flags.header.clone(),
+        expect_status: flags.expect_status.clone(),
+        expect_body: flags.expect_body.clone(),
+        app_cmd: flags.app_cmd.clone(),
+        app_ready: flags.app_ready.clone(),
+        app_ready_timeout: flags
+            .app_ready_timeout
+            .unwrap_or(Dur(Duration::from_secs(30))),
+        app_log: flags.app_log.as_ref().map(|p| p.display().to_string()),
+        schema: flags.schema.clone(),
+        db_match: flags.db_match.clone(),
+        variant: None,
+        app_env: Vec::new(),
+    }))
+}
