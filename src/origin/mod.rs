@@ -8,23 +8,28 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use clap::ValueEnum;
-use deadpool_postgres::{
-    Manager, ManagerConfig, Pool, PoolError, RecyclingMethod, Runtime, TimeoutType, Timeouts,
-};
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime, Timeouts};
 use serde::{Deserialize, Serialize};
-use tokio_postgres::Row;
 use tokio_postgres::types::Type;
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use crate::error::{EnvError, UsageError};
-use crate::ledger::{self, LedgerLoad};
+use crate::ledger;
 use crate::sizes::Sizes;
 
+mod counts;
+mod load;
 mod own;
+mod probe;
 pub mod role;
-use crate::metrics::{LoadGuard, Phase};
 use crate::redact;
+pub use load::{LoadCost, LoadFailure, Loaded, Origin};
+use load::{
+    STATEMENT_GRACE, UNMEASURED_COLUMN, heavy_aggregate, ledger_loader_sql, loader_sql,
+    loader_types, write_sql,
+};
 pub use own::OwnLoad;
+pub use probe::PgProbe;
 
 /// What one load (one DB call) costs the database.
 #[derive(
@@ -39,130 +44,10 @@ pub enum DbQuery {
     Heavy,
 }
 
-/// Why a load did not produce an answer. Copy, so a single-flight leader can hand it to every
-/// follower.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LoadFailure {
-    /// Postgres returned an error or the connection broke.
-    Db,
-    /// The statement ran out of `statement_timeout` (`--db-timeout`).
-    Timeout,
-    /// The wait for a pooled connection ran out (`--db-timeout`): no statement was sent.
-    PoolTimeout,
-    /// The loader this request was waiting on was cancelled or panicked.
-    Abandoned,
-    /// The wait for the lock ran out under `--lock-timeout-policy error`.
-    LockTimeout,
-    /// Refused before it started, nothing sent to Postgres: `--db-limit` loads of this
-    /// instance were in flight.
-    Limited,
-    /// Refused before it started, nothing sent to Postgres: the instance's breaker is open.
-    BreakerOpen,
-    /// Refused before it started, nothing sent to Postgres: `--db-rate` had no token left.
-    RateLimited,
-}
-
-impl LoadFailure {
-    /// Whether the load was refused by a protection (the request is served stale or rejected,
-    /// not failed).
-    pub fn refused(self) -> bool {
-        matches!(
-            self,
-            LoadFailure::Limited | LoadFailure::BreakerOpen | LoadFailure::RateLimited
-        )
-    }
-}
-
 /// Rows seeded into `reviews` under `--db-query heavy`. Sized so that one aggregate over them
 /// costs several ms of one core on the reference machine (see docs/faults.md): enough
 /// for a herd to saturate a 2-core server, little enough that seeding takes well under a second.
 pub const REVIEW_ROWS: i64 = 100_000;
-
-/// What one load costs the database.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum LoadCost {
-    /// `pg_sleep` for this long on a held connection.
-    Sleep(Duration),
-    /// A CPU-bound aggregate over every row of `reviews` (seeded by [`Db::seed_reviews`]).
-    Heavy,
-}
-
-/// The heavy loader's aggregate: the item's own mean rating and a helpfulness-weighted mean
-/// over the whole catalogue, so every call scans and computes over every review. `$1` is the
-/// item id; kept in one place so the cost measured before traffic is the cost paid in it.
-fn heavy_aggregate(schema: &str) -> String {
-    format!(
-        "SELECT avg(r.rating) FILTER (WHERE r.item_id = $1) AS rating, \
-         sum(r.rating * (r.helpful + 1))::float8 / sum(r.helpful + 1) AS catalogue_rating FROM {schema}.reviews r"
-    )
-}
-
-/// Alias of the version column in the statement sent in the measured window: with
-/// `{schema}.items` it is what [`Db::server_calls`] finds the statement by in
-/// pg_stat_statements.
-const MEASURED_ALIAS: &str = "stampede_load_version";
-
-/// What loads outside the measured window add to the statement, so the server counts them
-/// apart, exactly: pg_stat_statements identifies a statement by its parse tree, in which
-/// aliases do not count, so the difference is one more output column.
-const UNMEASURED_COLUMN: &str = ", 0 AS stampede_unmeasured";
-
-/// The loader statement, in the measured window or outside it.
-fn loader_sql(schema: &str, cost: LoadCost, measured: bool) -> String {
-    let (alias, extra) = (
-        MEASURED_ALIAS,
-        if measured { "" } else { UNMEASURED_COLUMN },
-    );
-    match cost {
-        LoadCost::Sleep(_) => format!(
-            "SELECT i.payload, i.version AS {alias}{extra} FROM pg_sleep($2) LEFT JOIN {schema}.items i ON i.id = $1"
-        ),
-        LoadCost::Heavy => format!(
-            "SELECT i.payload, i.version AS {alias}, a.rating, a.catalogue_rating{extra} FROM ({}) a LEFT JOIN {schema}.items i ON i.id = $1",
-            heavy_aggregate(schema)
-        ),
-    }
-}
-
-/// Alias of the version a write returns: what [`Db::server_writes`] finds the write statement
-/// by in pg_stat_statements, apart from the loader's.
-const WRITE_ALIAS: &str = "stampede_write_version";
-
-/// One write: the row's version bumped and its payload changed (its first 8 characters become
-/// the new version in hex, so the length stays `--value-size`), in one statement that is its
-/// own transaction, returning what the cache is to hold.
-fn write_sql(schema: &str) -> String {
-    format!(
-        "UPDATE {schema}.items SET version = version + 1, payload = overlay(payload placing lpad(to_hex(version + 1), 8, '0') from 1 for 8) WHERE id = $1 RETURNING version AS {WRITE_ALIAS}, payload"
-    )
-}
-
-/// The loader statement of a sharded run: the load goes through the run's load ledger
-/// ([`crate::ledger`]), which spends the `sleep` cost and records the load on the server's
-/// clock, so that herds across shards on different machines are counted on one clock. One row
-/// whether or not the item exists (payload null when not), like the built-in loader.
-fn ledger_loader_sql(schema: &str, measured: bool) -> String {
-    let extra = if measured { "" } else { UNMEASURED_COLUMN };
-    format!(
-        "SELECT l.payload, l.version AS {MEASURED_ALIAS}{extra} FROM (SELECT 1) one LEFT JOIN LATERAL {schema}.{}($1) l ON true",
-        crate::ledger::LOAD_FUNCTION
-    )
-}
-
-fn loader_types(cost: LoadCost) -> &'static [Type] {
-    match cost {
-        LoadCost::Sleep(_) => &[Type::INT8, Type::FLOAT8],
-        LoadCost::Heavy => &[Type::INT8],
-    }
-}
-
-/// How long a load's statement may run past `--db-timeout` before the app itself gives up on
-/// it. Postgres's `statement_timeout` normally ends it first; this bounds a statement on a
-/// server that stopped answering altogether.
-const STATEMENT_GRACE: Duration = Duration::from_millis(100);
-
-/// How long one probe of the fault schedule (connect, `SELECT 1`, reading the counts) may take.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The run's schema on a Postgres server, and an admin connection for setup and read-back.
 pub struct Db {
@@ -507,19 +392,6 @@ impl Db {
         Ok(client)
     }
 
-    /// The fault schedule's own connection to this server: it reads the counts before a
-    /// crash and tells when the server is back.
-    pub fn probe(&self) -> PgProbe {
-        PgProbe {
-            config: self.config.clone(),
-            tls: self.tls.clone(),
-            schema: self.schema.clone(),
-            // The user's statement is not found by schema: read at the end only.
-            stats: self.stat_statements_missing.is_none() && self.own.is_none(),
-            client: None,
-        }
-    }
-
     /// The rows of `ids` (payload and version), read in one statement on the admin
     /// connection: cache warming reads in bulk, not one load per key through the app's pools,
     /// and is not a DB call.
@@ -705,64 +577,6 @@ impl Db {
         })
     }
 
-    /// Executions of the measured window's loader statement counted by the server
-    /// (pg_stat_statements: statements that completed), or None when the extension is not
-    /// available.
-    pub async fn server_calls(&self) -> Option<u64> {
-        if self.stat_statements_missing.is_some() {
-            return None;
-        }
-        if let Some(own) = &self.own {
-            return self.own_server_calls(own).await;
-        }
-        server_calls(&*self.admin().await.ok()?, &self.schema).await
-    }
-
-    /// The server's clock now, µs since the epoch: the clock the load ledger is written by.
-    pub async fn server_now_us(&self) -> Result<i64> {
-        ledger::server_now_us(&*self.admin().await?).await
-    }
-
-    /// The loads recorded in the run's ledger that started in `[from_us, to_us)`, server clock.
-    pub async fn ledger_loads(&self, from_us: i64, to_us: i64) -> Result<Vec<LedgerLoad>> {
-        ledger::read(&*self.admin().await?, &self.schema, from_us, to_us).await
-    }
-
-    /// Executions of the write statement counted by the server (pg_stat_statements), or None
-    /// when the extension is not available.
-    pub async fn server_writes(&self) -> Option<u64> {
-        if self.stat_statements_missing.is_some() {
-            return None;
-        }
-        let pattern = format!("%{}.items%{WRITE_ALIAS}%", self.schema);
-        let row = self
-            .admin()
-            .await
-            .ok()?
-            .query_one(
-                "SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_statements WHERE query LIKE $1",
-                &[&pattern],
-            )
-            .await
-            .ok()?;
-        Some(row.get::<_, i64>(0) as u64)
-    }
-
-    /// The current version of each of `ids` (on the admin connection: not a DB call).
-    pub async fn versions(&self, ids: &[i64]) -> Result<Vec<(i64, i64)>> {
-        let sql = format!(
-            "SELECT id, version FROM {}.items WHERE id = ANY($1)",
-            self.schema
-        );
-        let rows = self
-            .admin()
-            .await?
-            .query(&sql, &[&ids])
-            .await
-            .context("reading the written items' versions")?;
-        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
-    }
-
     /// Whether the run has a heartbeat in this database: not under --db-sql, where nothing of
     /// the run is in it, so nothing to clean up.
     pub fn keeps_heartbeat(&self) -> bool {
@@ -802,228 +616,6 @@ impl Db {
             .batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema))
             .await
             .with_context(|| format!("dropping schema {}", self.schema))
-    }
-}
-
-/// The measured window's loader statement as pg_stat_statements counts it in `schema`.
-async fn server_calls(client: &tokio_postgres::Client, schema: &str) -> Option<u64> {
-    // The built-in loader reads `{schema}.items`; a sharded run's calls `{schema}.stampede_load`.
-    let pattern = format!("%{MEASURED_ALIAS}%{schema}.items%");
-    let ledger = format!(
-        "%{MEASURED_ALIAS}%{schema}.{}(%",
-        crate::ledger::LOAD_FUNCTION
-    );
-    let row = client
-        .query_one(
-            "SELECT coalesce(sum(calls), 0)::int8 FROM pg_stat_statements WHERE (query LIKE $1 OR query LIKE $2) AND query NOT LIKE '%stampede_unmeasured%'",
-            &[&pattern, &ledger],
-        )
-        .await
-        .ok()?;
-    Some(row.get::<_, i64>(0) as u64)
-}
-
-/// The fault schedule's connection to Postgres: opened on demand and again after a crash,
-/// every step bounded, so it can tell when the server is back and read its counts just
-/// before a kill.
-pub struct PgProbe {
-    config: tokio_postgres::Config,
-    tls: MakeRustlsConnect,
-    schema: String,
-    /// Whether pg_stat_statements can be read.
-    stats: bool,
-    client: Option<tokio_postgres::Client>,
-}
-
-impl PgProbe {
-    async fn client(&mut self) -> Option<&tokio_postgres::Client> {
-        if self
-            .client
-            .as_ref()
-            .is_none_or(tokio_postgres::Client::is_closed)
-        {
-            self.client = None;
-            if let Ok(Ok((client, conn))) =
-                tokio::time::timeout(PROBE_TIMEOUT, self.config.connect(self.tls.clone())).await
-            {
-                tokio::spawn(async move {
-                    // Ends when the client is dropped or the server goes away.
-                    let _ = conn.await;
-                });
-                self.client = Some(client);
-            }
-        }
-        self.client.as_ref()
-    }
-
-    /// Whether the server answers a query now.
-    pub async fn ready(&mut self) -> bool {
-        let Some(c) = self.client().await else {
-            return false;
-        };
-        let ok = matches!(
-            tokio::time::timeout(PROBE_TIMEOUT, c.simple_query("SELECT 1")).await,
-            Ok(Ok(_))
-        );
-        if !ok {
-            self.client = None;
-        }
-        ok
-    }
-
-    /// The server's count of the measured loader statement now; None when it cannot be read.
-    pub async fn server_calls(&mut self) -> Option<u64> {
-        if !self.stats {
-            return None;
-        }
-        let schema = self.schema.clone();
-        let c = self.client().await?;
-        tokio::time::timeout(PROBE_TIMEOUT, server_calls(c, &schema))
-            .await
-            .ok()
-            .flatten()
-    }
-}
-
-/// One app instance's database access.
-pub struct Origin {
-    pool: Pool,
-    /// The loader statement: in the measured window, and outside it.
-    sql: [String; 2],
-    /// The write statement (prepared on first use: a run without writes never sends it).
-    write_sql: String,
-    /// `--db-sql`: the user's query and its keys.
-    own: Option<Arc<own::OwnQuery>>,
-    cost: LoadCost,
-    /// Loads go through the run's load ledger (a sharded run): `$1` is the only parameter.
-    via_ledger: bool,
-    /// Bounds of a load's wait for a connection and of opening a new one.
-    timeouts: Timeouts,
-    /// When the app gives up on a statement itself (`--db-timeout` plus a grace).
-    statement_deadline: Option<Duration>,
-}
-
-/// A loaded row: the item's payload and version.
-pub struct Loaded(Row);
-
-impl Loaded {
-    pub fn payload(&self) -> &[u8] {
-        self.0.get::<_, &str>(0).as_bytes()
-    }
-    pub fn version(&self) -> u64 {
-        self.0.get::<_, i64>(1) as u64
-    }
-}
-
-/// A committed write: the row's new version and payload.
-pub struct Written(Row);
-
-impl Written {
-    pub fn version(&self) -> u64 {
-        self.0.get::<_, i64>(0) as u64
-    }
-    pub fn payload(&self) -> &[u8] {
-        self.0.get::<_, &str>(1).as_bytes()
-    }
-}
-
-impl Origin {
-    /// Write `id`: one UPDATE on a pooled connection, committed when it returns. None when
-    /// it failed (no connection, an error, the deadline): nothing was committed, or nothing
-    /// the tool can vouch for. Not a load and not a DB call.
-    pub async fn write(&self, id: u64) -> Option<Written> {
-        let client = self.pool.timeout_get(&self.timeouts).await.ok()?;
-        let run = async {
-            let stmt = client
-                .prepare_typed_cached(&self.write_sql, &[Type::INT8])
-                .await
-                .ok()?;
-            client.query_opt(&stmt, &[&(id as i64)]).await.ok()?
-        };
-        let row = match self.statement_deadline {
-            Some(d) => tokio::time::timeout(d, run).await.ok()??,
-            None => run.await?,
-        };
-        Some(Written(row))
-    }
-
-    /// Load `id`: wait for a connection, then run the loader statement (one DB call, counted
-    /// on `load` when it is sent). `Ok(None)` when the id does not exist.
-    pub async fn load(&self, id: u64, load: &LoadGuard<'_>) -> Result<Option<Loaded>, LoadFailure> {
-        // An id past the user's keys is not in their table: nothing to ask.
-        let own_key = match &self.own {
-            Some(own) => match own.key(id) {
-                Some(k) => Some(k),
-                None => return Ok(None),
-            },
-            None => None,
-        };
-        let client = self
-            .pool
-            .timeout_get(&self.timeouts)
-            .await
-            .map_err(|e| match e {
-                PoolError::Timeout(TimeoutType::Wait) => {
-                    load.pool_timeout();
-                    LoadFailure::PoolTimeout
-                }
-                // Opening a new connection failed or ran out of time: the server is down,
-                // refusing connections while it recovers, or not answering.
-                _ => {
-                    load.connect_failed();
-                    LoadFailure::Db
-                }
-            })?;
-        let statement = load.statement();
-        let sql = match statement.phase() {
-            Phase::Measured => &self.sql[0],
-            Phase::WarmUp => &self.sql[1],
-        };
-        let run = async {
-            let types = match &self.own {
-                Some(own) => &own.types[..],
-                None if self.via_ledger => &[Type::INT8][..],
-                None => loader_types(self.cost),
-            };
-            let stmt = client.prepare_typed_cached(sql, types).await.map_err(|_| {
-                statement.failed(false);
-                LoadFailure::Db
-            })?;
-            let id = id as i64;
-            match (own_key, self.cost) {
-                (Some(key), _) => client.query_one(&stmt, &[key]).await,
-                (None, LoadCost::Sleep(_)) if self.via_ledger => {
-                    client.query_one(&stmt, &[&id]).await
-                }
-                (None, LoadCost::Sleep(d)) => {
-                    // A slow-db shock makes the server really work longer.
-                    let secs = d.as_secs_f64() * load.cost_factor();
-                    client.query_one(&stmt, &[&id, &secs]).await
-                }
-                (None, LoadCost::Heavy) => client.query_one(&stmt, &[&id]).await,
-            }
-            .map_err(|e| {
-                if e.code() == Some(&tokio_postgres::error::SqlState::QUERY_CANCELED) {
-                    statement.failed(true);
-                    LoadFailure::Timeout
-                } else {
-                    statement.failed(false);
-                    LoadFailure::Db
-                }
-            })
-        };
-        let row = match self.statement_deadline {
-            Some(d) => tokio::time::timeout(d, run).await.unwrap_or_else(|_| {
-                // The server did not even cancel it: it is not answering.
-                statement.failed(true);
-                Err(LoadFailure::Timeout)
-            })?,
-            None => run.await?,
-        };
-        if row.get::<_, Option<&str>>(0).is_none() {
-            return Ok(None);
-        }
-        Ok(Some(Loaded(row)))
     }
 }
 
