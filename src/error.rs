@@ -18,6 +18,42 @@ impl UsageError {
     }
 }
 
+/// Every usage problem found in one pass, so that one error lists them all rather than the
+/// user fixing them one run at a time.
+#[derive(Debug, Default)]
+pub struct Problems(Vec<String>);
+
+impl Problems {
+    pub fn push(&mut self, problem: impl Into<String>) {
+        let p = problem.into();
+        if !self.0.contains(&p) {
+            self.0.push(p);
+        }
+    }
+
+    /// The value of `r`, or `None` with its error noted.
+    pub fn take<T>(&mut self, r: Result<T, UsageError>) -> Option<T> {
+        r.map_err(|e| self.push(e.0)).ok()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Ok when nothing was found; else one error: the problem, or each of them on its line.
+    pub fn into_result(self) -> Result<(), UsageError> {
+        match &self.0[..] {
+            [] => Ok(()),
+            [one] => Err(UsageError::new(one.clone())),
+            many => Err(UsageError::new(format!(
+                "{} problems:\n  - {}",
+                many.len(),
+                many.join("\n  - ")
+            ))),
+        }
+    }
+}
+
 /// A server could not be reached or did not behave (exit 3).
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]

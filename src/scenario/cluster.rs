@@ -63,28 +63,33 @@ impl ClusterSettings {
 /// The cluster flags, checked against where Redis is and what a cluster run cannot do.
 pub(super) fn cluster_settings(m: &RunFlags) -> Result<ClusterSettings, UsageError> {
     let managed = m
+        .cluster
         .redis_cluster
         .as_deref()
         .map(ClusterShape::from_str)
         .transpose()?;
-    let external = m.redis_url.as_deref().is_some_and(crate::cache::is_cluster);
-    if managed.is_some() && m.redis_url.is_some() {
+    let external = m
+        .servers
+        .redis_url
+        .as_deref()
+        .is_some_and(crate::cache::is_cluster);
+    if managed.is_some() && m.servers.redis_url.is_some() {
         return Err(UsageError::new(
             "--redis-cluster starts a managed cluster, and --redis-url gives a Redis: drop one (an external cluster is --redis-url redis+cluster://host:port,…)",
         ));
     }
     let on_cluster = managed.is_some() || external;
-    let node = match &m.redis_node {
+    let node = match &m.cluster.redis_node {
         Some(n) => NodeChoice::from_str(n).map_err(UsageError::new)?,
         None => NodeChoice::default(),
     };
     for (set, flag) in [
         (
-            m.read_from_replicas.unwrap_or(false),
+            m.cluster.read_from_replicas.unwrap_or(false),
             "--read-from-replicas",
         ),
-        (m.redis_node.is_some(), "--redis-node"),
-        (m.slot.is_some(), "--slot"),
+        (m.cluster.redis_node.is_some(), "--redis-node"),
+        (m.cluster.slot.is_some(), "--slot"),
     ] {
         if set && !on_cluster {
             return Err(UsageError::new(format!(
@@ -92,19 +97,22 @@ pub(super) fn cluster_settings(m: &RunFlags) -> Result<ClusterSettings, UsageErr
             )));
         }
     }
-    if let Some(s) = m.slot
+    if let Some(s) = m.cluster.slot
         && s >= 16384
     {
         return Err(UsageError::new(format!(
             "--slot {s} is not a slot: Redis Cluster has slots 0 to 16383"
         )));
     }
-    if on_cluster && m.l1.is_some() && m.l1_invalidate == Some(crate::l1::L1Invalidate::Tracking) {
+    if on_cluster
+        && m.cache.l1.is_some()
+        && m.cache.l1_invalidate == Some(crate::l1::L1Invalidate::Tracking)
+    {
         return Err(UsageError::new(
             "--l1-invalidate tracking is not supported on a Redis Cluster: broadcast tracking on one connection hears only that node's keys; use --l1-invalidate pubsub (a cluster carries PUBLISH to every node) or ttl",
         ));
     }
-    if let Some(f) = m.fault.iter().find(|f| f.kind.needs_cluster())
+    if let Some(f) = m.faults.fault.iter().find(|f| f.kind.needs_cluster())
         && !on_cluster
     {
         return Err(UsageError::new(format!(
@@ -112,27 +120,32 @@ pub(super) fn cluster_settings(m: &RunFlags) -> Result<ClusterSettings, UsageErr
             f.kind
         )));
     }
-    if external && m.fault.iter().any(|f| f.kind == FaultKind::KillRedis) {
+    if external
+        && m.faults
+            .fault
+            .iter()
+            .any(|f| f.kind == FaultKind::KillRedis)
+    {
         return Err(UsageError::new(
             "kill-redis on an external Redis Cluster is not supported: stampede kills a primary only of a cluster it starts (--redis-cluster); on yours use --failover-at (a planned CLUSTER FAILOVER) or --migrate-slot-at",
         ));
     }
     if managed.is_some()
-        && m.fault.iter().any(|f| f.kind == FaultKind::Failover)
+        && m.faults.fault.iter().any(|f| f.kind == FaultKind::Failover)
         && managed.is_some_and(|s| s.replicas == 0)
     {
         return Err(UsageError::new(
             "a failover hands a primary over to its replica, and --redis-cluster P:0 has none: give replicas (e.g. --redis-cluster 3:1)",
         ));
     }
-    if on_cluster && m.maxmemory.is_some() {
+    if on_cluster && m.memory.maxmemory.is_some() {
         return Err(UsageError::new(
             "--maxmemory is not supported on a Redis Cluster yet (each node would need its own share of the budget): drop it, or run on one server",
         ));
     }
     Ok(ClusterSettings {
         managed,
-        read_from_replicas: m.read_from_replicas.unwrap_or(false),
+        read_from_replicas: m.cluster.read_from_replicas.unwrap_or(false),
         node,
         slot: migrated_slot(m)?,
     })
@@ -142,8 +155,8 @@ pub(super) fn cluster_settings(m: &RunFlags) -> Result<ClusterSettings, UsageErr
 /// faults' own `slot` key; a run moves one slot, so they must agree.
 fn migrated_slot(m: &RunFlags) -> Result<Option<u16>, UsageError> {
     let mut chosen: Option<(Option<u16>, String)> =
-        m.slot.map(|s| (Some(s), format!("--slot {s}")));
-    for f in &m.fault {
+        m.cluster.slot.map(|s| (Some(s), format!("--slot {s}")));
+    for f in &m.faults.fault {
         let Some(c) = f.slot.filter(|_| f.kind == FaultKind::MigrateSlot) else {
             continue;
         };

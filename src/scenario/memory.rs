@@ -10,7 +10,7 @@ use crate::sizes::SizeDist;
 /// The payload size of every item (the distribution's mean, rounded, under
 /// `--value-size-dist`) and the distribution, if any.
 pub(super) fn value_sizes(m: &RunFlags) -> Result<(usize, Option<SizeDist>), UsageError> {
-    match (m.value_size, m.value_size_dist) {
+    match (m.data.value_size, m.data.value_size_dist) {
         (Some(_), Some(_)) => Err(UsageError::new(
             "value_size and value_size_dist are both set: every item has one size or each has its own, not both; keep one",
         )),
@@ -24,21 +24,21 @@ pub(super) fn value_sizes(m: &RunFlags) -> Result<(usize, Option<SizeDist>), Usa
 /// the flags are refused there (its own configuration is read and reported instead).
 pub(super) fn limit(m: &RunFlags) -> Result<Option<MemoryLimit>, UsageError> {
     let given = [
-        ("maxmemory", m.maxmemory.is_some()),
-        ("maxmemory_policy", m.maxmemory_policy.is_some()),
-        ("maxmemory_samples", m.maxmemory_samples.is_some()),
+        ("maxmemory", m.memory.maxmemory.is_some()),
+        ("maxmemory_policy", m.memory.maxmemory_policy.is_some()),
+        ("maxmemory_samples", m.memory.maxmemory_samples.is_some()),
     ];
     let Some((first, _)) = given.iter().find(|(_, set)| *set) else {
         return Ok(None);
     };
     let flag = |k: &str| format!("--{}", k.replace('_', "-"));
-    if m.redis_url.is_some() {
+    if m.servers.redis_url.is_some() {
         return Err(UsageError::new(format!(
             "{} sets the memory limit of the Redis stampede starts, and --redis-url is your server: stampede never changes its configuration (its maxmemory, policy and samples are read and reported in the result). Set them on the server yourself (CONFIG SET maxmemory …), or drop --redis-url to run on a managed Redis",
             flag(first)
         )));
     }
-    if let Some(n) = m.maxmemory_samples
+    if let Some(n) = m.memory.maxmemory_samples
         && !(1..=64).contains(&n)
     {
         return Err(UsageError::new(format!(
@@ -48,9 +48,12 @@ pub(super) fn limit(m: &RunFlags) -> Result<Option<MemoryLimit>, UsageError> {
     // A policy without a limit is Redis's own "no limit" (maxmemory 0) with that policy: it
     // acts once a limit is set, as a sweep along --maxmemory does at each point.
     Ok(Some(MemoryLimit {
-        maxmemory: m.maxmemory.unwrap_or_default(),
-        policy: m.maxmemory_policy.unwrap_or(EvictionPolicy::Noeviction),
-        samples: m.maxmemory_samples.unwrap_or(DEFAULT_SAMPLES),
+        maxmemory: m.memory.maxmemory.unwrap_or_default(),
+        policy: m
+            .memory
+            .maxmemory_policy
+            .unwrap_or(EvictionPolicy::Noeviction),
+        samples: m.memory.maxmemory_samples.unwrap_or(DEFAULT_SAMPLES),
     }))
 }
 
@@ -63,25 +66,28 @@ mod tests {
     fn a_limit_needs_maxmemory_and_a_managed_redis() {
         let none = limit(&RunFlags::default()).unwrap();
         assert_eq!(none, None);
-        let l = limit(&RunFlags {
-            maxmemory: Some(Size(8 << 20)),
-            ..Default::default()
+        let l = limit(&{
+            let mut f: RunFlags = Default::default();
+            f.memory.maxmemory = Some(Size(8 << 20));
+            f
         })
         .unwrap()
         .unwrap();
         assert_eq!(l.policy, EvictionPolicy::Noeviction);
         assert_eq!(l.samples, 5);
-        let l = limit(&RunFlags {
-            maxmemory_policy: Some(EvictionPolicy::AllkeysLru),
-            ..Default::default()
+        let l = limit(&{
+            let mut f: RunFlags = Default::default();
+            f.memory.maxmemory_policy = Some(EvictionPolicy::AllkeysLru);
+            f
         })
         .unwrap()
         .unwrap();
         assert_eq!((l.maxmemory.0, l.policy), (0, EvictionPolicy::AllkeysLru));
-        let e = limit(&RunFlags {
-            maxmemory: Some(Size(8 << 20)),
-            redis_url: Some("redis://127.0.0.1:1".into()),
-            ..Default::default()
+        let e = limit(&{
+            let mut f: RunFlags = Default::default();
+            f.memory.maxmemory = Some(Size(8 << 20));
+            f.servers.redis_url = Some("redis://127.0.0.1:1".into());
+            f
         })
         .unwrap_err();
         assert!(e.to_string().contains("never changes"), "{e}");
@@ -90,17 +96,19 @@ mod tests {
     #[test]
     fn one_size_or_a_distribution() {
         let d: SizeDist = "100..300".parse().unwrap();
-        let (v, dist) = value_sizes(&RunFlags {
-            value_size_dist: Some(d),
-            ..Default::default()
+        let (v, dist) = value_sizes(&{
+            let mut f: RunFlags = Default::default();
+            f.data.value_size_dist = Some(d);
+            f
         })
         .unwrap();
         assert_eq!((v, dist), (200, Some(d)));
         assert!(
-            value_sizes(&RunFlags {
-                value_size: Some(10),
-                value_size_dist: Some(d),
-                ..Default::default()
+            value_sizes(&{
+                let mut f: RunFlags = Default::default();
+                f.data.value_size = Some(10);
+                f.data.value_size_dist = Some(d);
+                f
             })
             .is_err()
         );

@@ -467,10 +467,6 @@ fn start_cold() -> Start {
     Start::Cold
 }
 
-/// Most database connections a run may open in all (instances × db-pool): each is a Postgres
-/// backend process of several MB, and a managed server is given exactly this many.
-pub const MAX_DB_CONNECTIONS: u32 = 2000;
-
 mod cluster;
 mod memory;
 pub mod policy;
@@ -479,8 +475,9 @@ mod servers;
 pub mod target;
 mod trace;
 
+pub use crate::strategy::invalidate::invalidation;
 pub use cluster::{ClusterSettings, NodeChoice};
-pub use resolve::{invalidation, resolve, resolve_one, verdict_possible};
+pub use resolve::{resolve, resolve_one, verdict_possible};
 pub use survival::{Client, RecoveryCriteria};
 
 mod survival;
@@ -494,16 +491,14 @@ mod tests {
     fn every_setting_is_the_workload_s_the_strategy_s_or_neither() {
         // With writes, a lease, a memory limit and a size distribution, so that every
         // optional setting is written.
-        let s = resolve(
-            None,
-            RunFlags {
-                strategy: Some("lease".into()),
-                write_rps: Some(Rate(10.0)),
-                maxmemory: Some(crate::values::Size(8 << 20)),
-                value_size_dist: Some("100..10k".parse().unwrap()),
-                ..Default::default()
-            },
-        )
+        let s = resolve(None, {
+            let mut f: RunFlags = Default::default();
+            f.cache.strategy = Some("lease".into());
+            f.writes.write_rps = Some(Rate(10.0));
+            f.memory.maxmemory = Some(crate::values::Size(8 << 20));
+            f.data.value_size_dist = Some("100..10k".parse().unwrap());
+            f
+        })
         .unwrap();
         let v = serde_json::to_value(&s).unwrap();
         let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
@@ -534,14 +529,12 @@ mod tests {
         }
         assert_eq!(s.label(), "cache-aside");
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
-        let s = resolve(
-            Some(&dir.join("invalidation.toml")),
-            RunFlags {
-                strategy: Some("swr+lease".into()),
-                invalidate: Some("versioned".into()),
-                ..Default::default()
-            },
-        )
+        let s = resolve(Some(&dir.join("invalidation.toml")), {
+            let mut f: RunFlags = Default::default();
+            f.cache.strategy = Some("swr+lease".into());
+            f.writes.invalidate = Some("versioned".into());
+            f
+        })
         .unwrap();
         assert_eq!(s.writes.map(|w| (w.rps, w.zipf)), Some((100.0, 1.1)));
         assert_eq!(s.label(), "swr+lease/versioned");
@@ -557,13 +550,11 @@ mod tests {
 
     #[test]
     fn a_typed_scenario_reads_back_what_it_wrote() {
-        let s = resolve(
-            None,
-            RunFlags {
-                strategy: Some("jitter+mutex".into()),
-                ..Default::default()
-            },
-        )
+        let s = resolve(None, {
+            let mut f: RunFlags = Default::default();
+            f.cache.strategy = Some("jitter+mutex".into());
+            f
+        })
         .unwrap();
         let text = serde_json::to_string(&s).unwrap();
         let back: Scenario = serde_json::from_str(&text).unwrap();

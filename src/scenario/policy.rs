@@ -149,13 +149,11 @@ mod tests {
     }
 
     fn scenario_with_writes() -> Scenario {
-        resolve(
-            None,
-            RunFlags {
-                write_rps: Some(crate::values::Rate(10.0)),
-                ..Default::default()
-            },
-        )
+        resolve(None, {
+            let mut f: RunFlags = Default::default();
+            f.writes.write_rps = Some(crate::values::Rate(10.0));
+            f
+        })
         .expect("writes resolve")
     }
 

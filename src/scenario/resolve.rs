@@ -3,27 +3,25 @@
 //! starts fails here, naming the file, the key and what is allowed.
 
 use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
 use std::time::Duration;
 
 use super::servers::{own_load, tls_settings};
-use super::{
-    Client, FailSafe, LoadShape, MAX_DB_CONNECTIONS, RecoveryCriteria, Rewarm, Scenario, WriteLoad,
-};
+use super::{Client, FailSafe, LoadShape, RecoveryCriteria, Rewarm, Scenario, WriteLoad};
 
-/// Most keys a run may seed: each is a Postgres row and a cache entry.
-const MAX_KEYS: u64 = 50_000_000;
 /// Most payload a run may seed (keys × value size): it is stored twice, in Postgres and Redis.
 const MAX_DATA_BYTES: u64 = 8 << 30;
-use crate::cli::RunFlags;
-use crate::error::UsageError;
+use crate::cli::{MAX_DB_CONNECTIONS, RunFlags};
+use crate::error::{Problems, UsageError};
 use crate::fault::{self as schedule, FaultKind, FaultSpec};
 use crate::l1::L1Spec;
 use crate::origin::DbQuery;
 use crate::protect::BreakerSpec;
 use crate::protect::rate::RateSpec;
-use crate::redact;
 use crate::strategy::StrategySpec;
 use crate::strategy::invalidate::Invalidate;
+use crate::strategy::invalidate::invalidation;
 use crate::strategy::lock::LockTimeoutPolicy;
 use crate::values::{Dur, Percent, Rate};
 use crate::workload::{Arrival, Start};
@@ -51,479 +49,80 @@ impl Src<'_> {
 }
 
 /// Read and parse a scenario file; a missing file, a TOML syntax error (with its line) and an
-/// unknown key are usage errors naming the file.
+/// unknown key are usage errors naming the file. The settings' groups are flattened into the
+/// file's one table, which serde cannot check for unknown keys, so the keys are checked here
+/// against the file's schema; a value that does not parse is then named by its key.
 pub fn read_file(path: &Path) -> Result<RunFlags, UsageError> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         UsageError::new(format!("cannot read scenario file {}: {e}", path.display()))
     })?;
-    toml::from_str(&text).map_err(|e| {
+    let said = |e: &dyn std::fmt::Display| {
         UsageError::new(format!(
             "scenario file {}: {}",
             path.display(),
             e.to_string().trim_end()
         ))
+    };
+    let table: toml::Table = toml::from_str(&text).map_err(|e| said(&e))?;
+    let known = RunFlags::file_keys();
+    if let Some(key) = table.keys().find(|k| !known.contains(k)) {
+        let line = text
+            .lines()
+            .position(|l| {
+                l.trim_start()
+                    .strip_prefix(key.as_str())
+                    .is_some_and(|rest| rest.trim_start().starts_with('='))
+            })
+            .map_or(String::new(), |i| format!(" (line {})", i + 1));
+        return Err(said(&format!(
+            "unknown field `{key}`{line}; the keys are the run flags with `_` for `-`: {}",
+            known.join(", ")
+        )));
+    }
+    RunFlags::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
+        // Flattened, serde's error has lost the key: find it by reading each key alone.
+        let culprit = table.iter().find_map(|(k, v)| {
+            let mut one = toml::Table::new();
+            one.insert(k.clone(), v.clone());
+            RunFlags::deserialize(toml::Value::Table(one))
+                .err()
+                .map(|e| format!("`{k}`: {}", e.to_string().trim_end()))
+        });
+        said(&culprit.unwrap_or_else(|| e.to_string()))
     })
 }
 
-fn merge(flags: RunFlags, file: RunFlags) -> RunFlags {
-    macro_rules! pick {
-        ($($f:ident),* $(,)?) => { RunFlags {
-            $($f: flags.$f.or(file.$f),)*
-            // Faults given on the command line replace the file's list as a whole.
-            fault: if flags.fault.is_empty() && !flags.no_shocks { file.fault } else { flags.fault },
-            no_shocks: flags.no_shocks,
-            fault_keys: flags.fault_keys,
-            kill_redis_at: Vec::new(),
-            redis_down_for: Vec::new(),
-            kill_postgres_at: Vec::new(),
-            postgres_down_for: Vec::new(),
-            pause_redis_at: Vec::new(),
-            pause_for: Vec::new(),
-            drop_cache_at: Vec::new(),
-            slow_db_at: Vec::new(),
-            slow_db_for: Vec::new(),
-            spike_at: Vec::new(),
-            spike_for: Vec::new(),
-            failover_at: Vec::new(),
-            migrate_slot_at: Vec::new(),
-            drop_fraction: flags.drop_fraction,
-            drop_order: flags.drop_order,
-            slow_db_factor: flags.slow_db_factor,
-            spike_factor: flags.spike_factor,
-            allow_pause_external: flags.allow_pause_external || file.allow_pause_external,
-            allow_kill_external: flags.allow_kill_external || file.allow_kill_external,
-            threshold: flags.threshold,
-        } };
-    }
-    let mut m = pick!(
-        strategy,
-        trace,
-        workload_from,
-        trace_format,
-        trace_columns,
-        trace_ops,
-        speed,
-        trace_spread,
-        trace_skip,
-        rps,
-        clients,
-        arrival,
-        duration,
-        warmup,
-        keys,
-        zipf,
-        seed,
-        value_size,
-        value_size_dist,
-        maxmemory,
-        maxmemory_policy,
-        maxmemory_samples,
-        ttl,
-        db_cost,
-        db_pool,
-        db_timeout,
-        instances,
-        redis_conns,
-        max_inflight,
-        backlog,
-        start,
-        warm,
-        redis_url,
-        pg_url,
-        redis_timeout,
-        tls,
-        redis_ca,
-        redis_cert,
-        redis_key,
-        redis_insecure,
-        db_sql,
-        keys_sql,
-        keys_file,
-        interval,
-        beta,
-        stale,
-        lock_ttl,
-        lock_poll,
-        lock_wait,
-        lock_timeout_policy,
-        jitter,
-        missing_ratio,
-        negative_ttl,
-        request_timeout,
-        retries,
-        retry_backoff,
-        retry_jitter,
-        goodput_within,
-        baseline_window,
-        recovery_goodput,
-        recovery_hit_points,
-        settle,
-        observe,
-        db_query,
-        db_limit,
-        breaker,
-        breaker_error_rate,
-        breaker_latency,
-        breaker_window,
-        breaker_cooldown,
-        breaker_probes,
-        breaker_min_loads,
-        db_rate,
-        db_burst,
-        db_rate_scope,
-        rewarm_every,
-        rewarm_top,
-        l1,
-        l1_ttl,
-        l1_invalidate,
-        fail_safe,
-        fail_safe_throttle,
-        soft_timeout,
-        eager_refresh,
-        redis_restart_cmd,
-        pg_kill_cmd,
-        pg_restart_cmd,
-        thresholds,
-        write_rps,
-        write_zipf,
-        invalidate,
-        lease_ttl,
-        redis_cluster,
-        read_from_replicas,
-        redis_node,
-        slot,
-    );
-    // A payload size given on the command line replaces the file's, whichever form it takes.
-    if flags.value_size.is_some() {
-        m.value_size_dist = None;
-    } else if flags.value_size_dist.is_some() {
-        m.value_size = None;
-    }
-    // A load shape given on the command line replaces the file's, whichever kind it is.
-    if flags.rps.is_some() {
-        m.clients = None;
-    } else if flags.clients.is_some() {
-        m.rps = None;
-    }
-    m
-}
-
-fn positive_dur(v: Option<Dur>, src: &Src, key: &str) -> Result<(), UsageError> {
-    match v {
-        Some(d) if d.0.is_zero() => Err(UsageError::new(format!(
-            "{} must be longer than 0",
-            src.name(key)
-        ))),
-        _ => Ok(()),
+impl Src<'_> {
+    /// A declared check's finding about `key`, said after its name.
+    fn said(&self, key: &str, what: &str) -> String {
+        if what.starts_with(':') {
+            format!("{}{what}", self.name(key))
+        } else {
+            format!("{} {what}", self.name(key))
+        }
     }
 }
 
-fn at_most<T: PartialOrd + Copy + std::fmt::Display>(
-    v: Option<T>,
-    max: T,
-    src: &Src,
-    key: &str,
-    why: &str,
-) -> Result<(), UsageError> {
-    match v {
-        Some(x) if x > max => Err(UsageError::new(format!(
-            "{} must be at most {max} (got {x}): {why}",
-            src.name(key)
-        ))),
-        _ => Ok(()),
-    }
-}
-
-fn at_least<T: PartialOrd + Copy + std::fmt::Display>(
-    v: Option<T>,
-    min: T,
-    src: &Src,
-    key: &str,
-) -> Result<(), UsageError> {
-    match v {
-        Some(x) if x < min => Err(UsageError::new(format!(
-            "{} must be at least {min} (got {x})",
-            src.name(key)
-        ))),
-        _ => Ok(()),
-    }
-}
-
-/// Checks that need only one source's values.
-fn check(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
-    if let Some(s) = &f.strategy {
-        StrategySpec::parse(s)
-            .map_err(|e| UsageError::new(format!("{}: {e}", src.name("strategy"))))?;
-    }
-    if let Some(Rate(r)) = f.rps
-        && r <= 0.0
-    {
-        return Err(UsageError::new(format!(
-            "{} must be more than 0 requests per second (got {r})",
-            src.name("rps")
-        )));
-    }
-    if matches!(src, Src::File(_)) && f.rps.is_some() && f.clients.is_some() {
-        return Err(UsageError::new(format!(
+/// Checks that need only one source's values: each setting's declared checks, then the
+/// faults' own settings.
+fn check(f: &RunFlags, src: &Src, problems: &mut Problems) {
+    f.check(&mut |key, what| problems.push(src.said(key, &what)));
+    if matches!(src, Src::File(_)) && f.load.rps.is_some() && f.load.clients.is_some() {
+        problems.push(format!(
             "{} and {} both set: choose open loop (rps) or closed loop (clients)",
             src.name("rps"),
             src.name("clients")
-        )));
-    }
-    at_least(f.clients, 1, src, "clients")?;
-    at_most(
-        f.clients,
-        100_000,
-        src,
-        "clients",
-        "each client is a task with its own key stream; use the open loop (--rps) for more load",
-    )?;
-    positive_dur(f.duration, src, "duration")?;
-    at_least(f.keys, 1, src, "keys")?;
-    at_most(
-        f.keys,
-        MAX_KEYS,
-        src,
-        "keys",
-        "every key is a row seeded into Postgres and a cache entry",
-    )?;
-    if let Some(z) = f.zipf
-        && !(z > 0.0 && z.is_finite())
-    {
-        return Err(UsageError::new(format!(
-            "{} must be a number above 0 (got {z})",
-            src.name("zipf")
-        )));
-    }
-    at_least(f.value_size, 1, src, "value_size")?;
-    if let Some(v) = f.value_size
-        && v > 16 * 1024 * 1024
-    {
-        return Err(UsageError::new(format!(
-            "{} must be at most 16 MiB (got {v})",
-            src.name("value_size")
-        )));
-    }
-    positive_dur(f.ttl, src, "ttl")?;
-    at_least(f.db_pool, 1, src, "db_pool")?;
-    at_most(
-        f.db_pool,
-        MAX_DB_CONNECTIONS,
-        src,
-        "db_pool",
-        "every connection is a Postgres backend process",
-    )?;
-    positive_dur(f.db_timeout, src, "db_timeout")?;
-    at_least(f.instances, 1, src, "instances")?;
-    if let Some(n) = f.instances
-        && n > 256
-    {
-        return Err(UsageError::new(format!(
-            "{} must be at most 256 (got {n})",
-            src.name("instances")
-        )));
-    }
-    at_least(f.redis_conns, 1, src, "redis_conns")?;
-    at_most(
-        f.redis_conns,
-        64,
-        src,
-        "redis_conns",
-        "each connection is multiplexed; more only cost CPU",
-    )?;
-    at_least(f.max_inflight, 1, src, "max_inflight")?;
-    at_most(
-        f.max_inflight,
-        1_000_000,
-        src,
-        "max_inflight",
-        "requests held in memory at once per instance",
-    )?;
-    at_most(
-        f.backlog,
-        1_000_000,
-        src,
-        "backlog",
-        "requests held in memory at once per instance",
-    )?;
-    positive_dur(f.redis_timeout, src, "redis_timeout")?;
-    if let Some(d) = f.interval
-        && d.0 < Duration::from_millis(10)
-    {
-        return Err(UsageError::new(format!(
-            "{} must be at least 10ms (got {d})",
-            src.name("interval")
-        )));
-    }
-    if let Some(b) = f.beta
-        && !(b >= 0.0 && b.is_finite())
-    {
-        return Err(UsageError::new(format!(
-            "{} must be 0 or more (got {b})",
-            src.name("beta")
-        )));
-    }
-    positive_dur(f.lock_ttl, src, "lock_ttl")?;
-    positive_dur(f.lease_ttl, src, "lease_ttl")?;
-    check_writes(f, src)?;
-    positive_dur(f.lock_poll, src, "lock_poll")?;
-    positive_dur(f.negative_ttl, src, "negative_ttl")?;
-    at_least(f.db_limit, 1, src, "db_limit")?;
-    at_most(
-        f.db_limit,
-        100_000,
-        src,
-        "db_limit",
-        "loads in flight at once per instance",
-    )?;
-    if let Some(p) = f.breaker_error_rate
-        && p.0 <= 0.0
-    {
-        return Err(UsageError::new(format!(
-            "{} must be above 0% (at 0% any load would open the breaker)",
-            src.name("breaker_error_rate")
-        )));
-    }
-    positive_dur(f.breaker_latency, src, "breaker_latency")?;
-    positive_dur(f.breaker_window, src, "breaker_window")?;
-    positive_dur(f.breaker_cooldown, src, "breaker_cooldown")?;
-    at_least(f.breaker_probes, 1, src, "breaker_probes")?;
-    at_most(
-        f.breaker_probes,
-        10_000,
-        src,
-        "breaker_probes",
-        "loads let through at once while half-open",
-    )?;
-    at_least(f.breaker_min_loads, 1, src, "breaker_min_loads")?;
-    // Not finite (NaN included) is refused when the rate is parsed.
-    if let Some(Rate(r)) = f.db_rate
-        && r <= 0.0
-    {
-        return Err(UsageError::new(format!(
-            "{} must be more than 0 loads per second (got {r})",
-            src.name("db_rate")
-        )));
-    }
-    at_least(f.db_burst, 1, src, "db_burst")?;
-    at_most(
-        f.db_burst,
-        1_000_000,
-        src,
-        "db_burst",
-        "loads let through at once",
-    )?;
-    positive_dur(f.rewarm_every, src, "rewarm_every")?;
-    positive_dur(f.fail_safe, src, "fail_safe")?;
-    positive_dur(f.fail_safe_throttle, src, "fail_safe_throttle")?;
-    positive_dur(f.soft_timeout, src, "soft_timeout")?;
-    if let Some(Percent(p)) = f.eager_refresh
-        && !(p > 0.0 && p < 1.0)
-    {
-        return Err(UsageError::new(format!(
-            "{} must be between 0% and 100% of the TTL, both excluded (got {}): at 0% every read refreshes, at 100% the entry has expired",
-            src.name("eager_refresh"),
-            Percent(p)
-        )));
-    }
-    at_least(f.rewarm_top, 1, src, "rewarm_top")?;
-    at_least(f.l1, 1, src, "l1")?;
-    at_most(f.l1, 100_000_000, src, "l1", "entries per instance")?;
-    positive_dur(f.l1_ttl, src, "l1_ttl")?;
-    for (i, fault) in f.fault.iter().enumerate() {
-        check_shock(fault, &fault_name(src, i, fault))?;
-        if fault.down_for.0.is_zero() && !fault.kind.is_instant() {
-            return Err(UsageError::new(format!(
-                "{}: down_for must be longer than 0",
-                fault_name(src, i, fault)
-            )));
-        }
-    }
-    for (key, cmd, what) in [
-        (
-            "redis_restart_cmd",
-            &f.redis_restart_cmd,
-            "starts your Redis again",
-        ),
-        ("pg_kill_cmd", &f.pg_kill_cmd, "crashes your Postgres"),
-        (
-            "pg_restart_cmd",
-            &f.pg_restart_cmd,
-            "starts your Postgres again",
-        ),
-    ] {
-        if let Some(c) = cmd
-            && c.trim().is_empty()
-        {
-            return Err(UsageError::new(format!(
-                "{} is empty: give the shell command that {what}",
-                src.name(key)
-            )));
-        }
-    }
-    for (key, url, schemes) in [
-        (
-            "redis_url",
-            &f.redis_url,
-            &[
-                "redis://",
-                "rediss://",
-                "unix://",
-                "redis+cluster://",
-                "rediss+cluster://",
-            ][..],
-        ),
-        ("pg_url", &f.pg_url, &["postgres://", "postgresql://"][..]),
-    ] {
-        if let Some(u) = url
-            && !schemes.iter().any(|s| u.starts_with(s))
-        {
-            return Err(UsageError::new(format!(
-                "{} must start with {} (got {})",
-                src.name(key),
-                schemes.join(" or "),
-                redact::url(u)
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// The write flags' own values: a rate of 0 or more, a Zipf exponent above 0, one known
-/// invalidation.
-fn check_writes(f: &RunFlags, src: &Src) -> Result<(), UsageError> {
-    if let Some(Rate(r)) = f.write_rps
-        && !(r >= 0.0 && r.is_finite())
-    {
-        return Err(UsageError::new(format!(
-            "{} must be 0 (no writes) or more writes per second (got {r})",
-            src.name("write_rps")
-        )));
-    }
-    if let Some(z) = f.write_zipf
-        && !(z > 0.0 && z.is_finite())
-    {
-        return Err(UsageError::new(format!(
-            "{} must be a number above 0 (got {z})",
-            src.name("write_zipf")
-        )));
-    }
-    if let Some(i) = &f.invalidate {
-        invalidation(i).map_err(|e| UsageError::new(format!("{}: {e}", src.name("invalidate"))))?;
-    }
-    Ok(())
-}
-
-/// One invalidation by name.
-pub fn invalidation(name: &str) -> Result<Invalidate, String> {
-    if name.contains(',') {
-        return Err(format!(
-            "'{name}' names several invalidations: a run has one (compare --invalidate takes a list and runs each)"
         ));
     }
-    Invalidate::parse(name).ok_or_else(|| {
-        format!("unknown invalidation '{name}' (valid: delete, set, versioned, none, delete-first)")
-    })
+    for (i, fault) in f.faults.fault.iter().enumerate() {
+        problems.take(check_shock(fault, &fault_name(src, i, fault)));
+        if fault.down_for.0.is_zero() && !fault.kind.is_instant() {
+            problems.push(format!(
+                "{}: down_for must be longer than 0",
+                fault_name(src, i, fault)
+            ));
+        }
+    }
 }
 
 /// How a fault is named in an error: the flags that made it, or its table in the file.
@@ -549,32 +148,40 @@ fn faults_from_flags(flags: &mut RunFlags) -> Result<Vec<String>, UsageError> {
     for (kind, at, down) in [
         (
             FaultKind::KillRedis,
-            &flags.kill_redis_at,
-            &flags.redis_down_for,
+            &flags.faults.kill_redis_at,
+            &flags.faults.redis_down_for,
         ),
         (
             FaultKind::KillPostgres,
-            &flags.kill_postgres_at,
-            &flags.postgres_down_for,
+            &flags.faults.kill_postgres_at,
+            &flags.faults.postgres_down_for,
         ),
         (
             FaultKind::PauseRedis,
-            &flags.pause_redis_at,
-            &flags.pause_for,
+            &flags.faults.pause_redis_at,
+            &flags.faults.pause_for,
         ),
     ] {
         faults.extend(schedule::pair(kind, at, down).map_err(UsageError)?);
     }
     for (kind, at, down) in [
-        (FaultKind::SlowDb, &flags.slow_db_at, &flags.slow_db_for),
-        (FaultKind::Spike, &flags.spike_at, &flags.spike_for),
+        (
+            FaultKind::SlowDb,
+            &flags.faults.slow_db_at,
+            &flags.faults.slow_db_for,
+        ),
+        (
+            FaultKind::Spike,
+            &flags.faults.spike_at,
+            &flags.faults.spike_for,
+        ),
     ] {
         faults.extend(schedule::pair(kind, at, down).map_err(UsageError)?);
     }
     // A drop, a failover and a slot migration are instant: no duration flag to pair with.
     for (kind, at) in [
-        (FaultKind::Failover, &flags.failover_at),
-        (FaultKind::MigrateSlot, &flags.migrate_slot_at),
+        (FaultKind::Failover, &flags.faults.failover_at),
+        (FaultKind::MigrateSlot, &flags.faults.migrate_slot_at),
     ] {
         faults.extend(
             at.iter()
@@ -583,11 +190,13 @@ fn faults_from_flags(flags: &mut RunFlags) -> Result<Vec<String>, UsageError> {
     }
     faults.extend(
         flags
+            .faults
             .drop_cache_at
             .iter()
             .map(|&at| FaultSpec::new(FaultKind::DropCache, at, Dur(Duration::ZERO))),
     );
     let mut names: Vec<String> = flags
+        .faults
         .fault
         .iter()
         .map(|f| format!("--fault {}", schedule::spell(f)))
@@ -600,8 +209,8 @@ fn faults_from_flags(flags: &mut RunFlags) -> Result<Vec<String>, UsageError> {
             format!("{at} {} {down} {}", f.at, f.down_for)
         }
     }));
-    flags.fault.extend(faults);
-    if flags.no_shocks && !flags.fault.is_empty() {
+    flags.faults.fault.extend(faults);
+    if flags.faults.no_shocks && !flags.faults.fault.is_empty() {
         return Err(UsageError::new(
             "--no-shocks runs without faults, and fault or shock flags ask for some: drop one or the other",
         ));
@@ -664,20 +273,28 @@ fn apply_shock_flags(
     closed_loop: bool,
     sleep_cost: bool,
 ) -> Result<(), UsageError> {
-    let has = |m: &RunFlags, kind: FaultKind| m.fault.iter().any(|f| f.kind == kind);
+    let has = |m: &RunFlags, kind: FaultKind| m.faults.fault.iter().any(|f| f.kind == kind);
     for (set, flag, kind) in [
         (
-            m.drop_fraction.is_some(),
+            m.faults.drop_fraction.is_some(),
             "--drop-fraction",
             FaultKind::DropCache,
         ),
-        (m.drop_order.is_some(), "--drop-order", FaultKind::DropCache),
         (
-            m.slow_db_factor.is_some(),
+            m.faults.drop_order.is_some(),
+            "--drop-order",
+            FaultKind::DropCache,
+        ),
+        (
+            m.faults.slow_db_factor.is_some(),
             "--slow-db-factor",
             FaultKind::SlowDb,
         ),
-        (m.spike_factor.is_some(), "--spike-factor", FaultKind::Spike),
+        (
+            m.faults.spike_factor.is_some(),
+            "--spike-factor",
+            FaultKind::Spike,
+        ),
     ] {
         if set && !has(m, kind) {
             return Err(UsageError::new(format!(
@@ -686,7 +303,7 @@ fn apply_shock_flags(
             )));
         }
     }
-    if let Some(k) = m.slow_db_factor.or(m.spike_factor)
+    if let Some(k) = m.faults.slow_db_factor.or(m.faults.spike_factor)
         && !(0.01..=1000.0).contains(&k)
     {
         return Err(UsageError::new(format!(
@@ -694,12 +311,12 @@ fn apply_shock_flags(
         )));
     }
     let (fraction, order, slow, spike) = (
-        m.drop_fraction,
-        m.drop_order,
-        m.slow_db_factor,
-        m.spike_factor,
+        m.faults.drop_fraction,
+        m.faults.drop_order,
+        m.faults.slow_db_factor,
+        m.faults.spike_factor,
     );
-    for f in &mut m.fault {
+    for f in &mut m.faults.fault {
         match f.kind {
             FaultKind::DropCache => {
                 f.fraction = fraction.or(f.fraction);
@@ -727,41 +344,42 @@ fn apply_shock_flags(
 /// Faults on servers the tool did not start need what only the user can give: a way to crash
 /// and restart them, or their consent to a pause that stalls every client.
 fn check_external_faults(m: &RunFlags) -> Result<(), UsageError> {
-    let has = |kind: FaultKind| m.fault.iter().any(|f| f.kind == kind);
-    if m.redis_url.is_some() && has(FaultKind::KillRedis) {
+    let has = |kind: FaultKind| m.faults.fault.iter().any(|f| f.kind == kind);
+    if m.servers.redis_url.is_some() && has(FaultKind::KillRedis) {
         // SHUTDOWN NOSAVE is the one way to crash a server the tool cannot SIGKILL, and it takes
         // every tenant's unsaved data with it: consent first, then a way to bring it back.
-        if !m.allow_kill_external {
+        if !m.faults.allow_kill_external {
             return Err(UsageError::new(format!(
                 "a kill-redis fault on an external Redis (--redis-url) sends it SHUTDOWN NOSAVE: the server stops without saving, so every client's data not yet persisted is lost, not only this run's. Add --allow-kill-external (allow_kill_external = true in a scenario file) if that is what you want{}, or drop --redis-url to crash a Redis stampede starts itself",
-                if m.redis_restart_cmd.is_none() {
+                if m.faults.redis_restart_cmd.is_none() {
                     ", with --redis-restart-cmd to start it again"
                 } else {
                     ""
                 }
             )));
         }
-        if m.redis_restart_cmd.is_none() {
+        if m.faults.redis_restart_cmd.is_none() {
             return Err(UsageError::new(
                 "a kill-redis fault on an external Redis (--redis-url) needs --redis-restart-cmd: stampede sends it SHUTDOWN NOSAVE at the fault and runs that shell command to start it again (it only kills and restarts by itself a Redis it started)",
             ));
         }
     }
-    if m.redis_url.is_none() && m.redis_restart_cmd.is_some() {
+    if m.servers.redis_url.is_none() && m.faults.redis_restart_cmd.is_some() {
         return Err(UsageError::new(
             "--redis-restart-cmd applies only to an external Redis (--redis-url): the managed Redis is restarted by stampede itself",
         ));
     }
-    if m.redis_url.is_some() && has(FaultKind::PauseRedis) && !m.allow_pause_external {
+    if m.servers.redis_url.is_some() && has(FaultKind::PauseRedis) && !m.faults.allow_pause_external
+    {
         return Err(UsageError::new(
             "a pause-redis fault on an external Redis (--redis-url) stalls every client of that server, not only this run (CLIENT PAUSE ALL): add --allow-pause-external (allow_pause_external = true in a scenario file) if that is what you want, or drop --redis-url to pause a Redis stampede starts itself",
         ));
     }
-    match &m.pg_url {
+    match &m.servers.pg_url {
         Some(_) if has(FaultKind::KillPostgres) => {
             let missing: Vec<&str> = [
-                ("--pg-kill-cmd", m.pg_kill_cmd.is_none()),
-                ("--pg-restart-cmd", m.pg_restart_cmd.is_none()),
+                ("--pg-kill-cmd", m.faults.pg_kill_cmd.is_none()),
+                ("--pg-restart-cmd", m.faults.pg_restart_cmd.is_none()),
             ]
             .iter()
             .filter(|(_, missing)| *missing)
@@ -774,7 +392,7 @@ fn check_external_faults(m: &RunFlags) -> Result<(), UsageError> {
                 )));
             }
         }
-        None if m.pg_kill_cmd.is_some() || m.pg_restart_cmd.is_some() => {
+        None if m.faults.pg_kill_cmd.is_some() || m.faults.pg_restart_cmd.is_some() => {
             return Err(UsageError::new(
                 "--pg-kill-cmd and --pg-restart-cmd apply only to an external Postgres (--pg-url): the managed Postgres is killed and restarted by stampede itself",
             ));
@@ -789,14 +407,14 @@ fn check_external_faults(m: &RunFlags) -> Result<(), UsageError> {
 fn breaker(m: &RunFlags) -> Result<Option<BreakerSpec>, UsageError> {
     let d = BreakerSpec::DEFAULT;
     let given = [
-        ("breaker_error_rate", m.breaker_error_rate.is_some()),
-        ("breaker_latency", m.breaker_latency.is_some()),
-        ("breaker_window", m.breaker_window.is_some()),
-        ("breaker_cooldown", m.breaker_cooldown.is_some()),
-        ("breaker_probes", m.breaker_probes.is_some()),
-        ("breaker_min_loads", m.breaker_min_loads.is_some()),
+        ("breaker_error_rate", m.protect.breaker_error_rate.is_some()),
+        ("breaker_latency", m.protect.breaker_latency.is_some()),
+        ("breaker_window", m.protect.breaker_window.is_some()),
+        ("breaker_cooldown", m.protect.breaker_cooldown.is_some()),
+        ("breaker_probes", m.protect.breaker_probes.is_some()),
+        ("breaker_min_loads", m.protect.breaker_min_loads.is_some()),
     ];
-    if m.breaker != Some(true) {
+    if m.protect.breaker != Some(true) {
         if let Some((k, _)) = given.iter().find(|(_, set)| *set) {
             return Err(UsageError::new(format!(
                 "--{} is a setting of the circuit breaker, which is off: add --breaker (scenario file: breaker = true)",
@@ -806,22 +424,22 @@ fn breaker(m: &RunFlags) -> Result<Option<BreakerSpec>, UsageError> {
         return Ok(None);
     }
     Ok(Some(BreakerSpec {
-        error_rate: m.breaker_error_rate.unwrap_or(d.error_rate),
-        latency: m.breaker_latency.unwrap_or(d.latency),
-        window: m.breaker_window.unwrap_or(d.window),
-        cooldown: m.breaker_cooldown.unwrap_or(d.cooldown),
-        probes: m.breaker_probes.unwrap_or(d.probes),
-        min_loads: m.breaker_min_loads.unwrap_or(d.min_loads),
+        error_rate: m.protect.breaker_error_rate.unwrap_or(d.error_rate),
+        latency: m.protect.breaker_latency.unwrap_or(d.latency),
+        window: m.protect.breaker_window.unwrap_or(d.window),
+        cooldown: m.protect.breaker_cooldown.unwrap_or(d.cooldown),
+        probes: m.protect.breaker_probes.unwrap_or(d.probes),
+        min_loads: m.protect.breaker_min_loads.unwrap_or(d.min_loads),
     }))
 }
 
 /// The rate limit when `--db-rate` is given; `--db-burst` or `--db-rate-scope` without it is
 /// a usage error rather than a setting that silently does nothing.
 fn db_rate(m: &RunFlags) -> Result<Option<RateSpec>, UsageError> {
-    let Some(Rate(rate)) = m.db_rate else {
+    let Some(Rate(rate)) = m.protect.db_rate else {
         for (k, set) in [
-            ("db_burst", m.db_burst.is_some()),
-            ("db_rate_scope", m.db_rate_scope.is_some()),
+            ("db_burst", m.protect.db_burst.is_some()),
+            ("db_rate_scope", m.protect.db_rate_scope.is_some()),
         ] {
             if set {
                 return Err(UsageError::new(format!(
@@ -834,18 +452,21 @@ fn db_rate(m: &RunFlags) -> Result<Option<RateSpec>, UsageError> {
     };
     Ok(Some(RateSpec {
         rate,
-        burst: m.db_burst.unwrap_or_else(|| RateSpec::default_burst(rate)),
-        scope: m.db_rate_scope.unwrap_or_default(),
+        burst: m
+            .protect
+            .db_burst
+            .unwrap_or_else(|| RateSpec::default_burst(rate)),
+        scope: m.protect.db_rate_scope.unwrap_or_default(),
     }))
 }
 
 /// The in-process tier when `--l1` is given (its other settings alone are refused, and so is
 /// a tier in front of no cache).
 fn l1(m: &RunFlags, strategy: &StrategySpec) -> Result<Option<L1Spec>, UsageError> {
-    let Some(entries) = m.l1 else {
+    let Some(entries) = m.cache.l1 else {
         for (k, set) in [
-            ("l1_ttl", m.l1_ttl.is_some()),
-            ("l1_invalidate", m.l1_invalidate.is_some()),
+            ("l1_ttl", m.cache.l1_ttl.is_some()),
+            ("l1_invalidate", m.cache.l1_invalidate.is_some()),
         ] {
             if set {
                 return Err(UsageError::new(format!(
@@ -863,22 +484,22 @@ fn l1(m: &RunFlags, strategy: &StrategySpec) -> Result<Option<L1Spec>, UsageErro
     }
     Ok(Some(L1Spec {
         entries,
-        ttl: m.l1_ttl,
-        invalidate: m.l1_invalidate.unwrap_or_default(),
+        ttl: m.cache.l1_ttl,
+        invalidate: m.cache.l1_invalidate.unwrap_or_default(),
     }))
 }
 
 /// The re-warm job when `--rewarm-every` is given (`--rewarm-top` alone is refused).
 fn rewarm(m: &RunFlags, keys: u64) -> Result<Option<Rewarm>, UsageError> {
-    let Some(every) = m.rewarm_every else {
-        if m.rewarm_top.is_some() {
+    let Some(every) = m.cache.rewarm_every else {
+        if m.cache.rewarm_top.is_some() {
             return Err(UsageError::new(
                 "--rewarm-top is a setting of the re-warm job, which is off: add --rewarm-every D (scenario file: rewarm_every)",
             ));
         }
         return Ok(None);
     };
-    let top = m.rewarm_top.unwrap_or(100);
+    let top = m.cache.rewarm_top.unwrap_or(100);
     if keys > 0 && top > keys {
         return Err(UsageError::new(format!(
             "--rewarm-top {top} is more than --keys {keys}: re-warm at most every key"
@@ -897,12 +518,13 @@ fn fail_safe(
 ) -> Result<Option<FailSafe>, UsageError> {
     let lib = strategy.library_defaults();
     let max = m
+        .cache
         .fail_safe
         .or_else(|| lib.and_then(|l| l.fail_safe_ttls).map(|n| Dur(ttl.0 * n)));
     let Some(max) = max else {
         for (k, set) in [
-            ("fail_safe_throttle", m.fail_safe_throttle.is_some()),
-            ("soft_timeout", m.soft_timeout.is_some()),
+            ("fail_safe_throttle", m.cache.fail_safe_throttle.is_some()),
+            ("soft_timeout", m.cache.soft_timeout.is_some()),
         ] {
             if set {
                 return Err(UsageError::new(format!(
@@ -913,10 +535,13 @@ fn fail_safe(
         }
         return Ok(None);
     };
-    let throttle = m.fail_safe_throttle.unwrap_or(Dur(Duration::from_secs(
-        lib.and_then(|l| l.fail_safe_throttle_s).unwrap_or(30),
-    )));
-    let soft_timeout = m.soft_timeout.or_else(|| {
+    let throttle = m
+        .cache
+        .fail_safe_throttle
+        .unwrap_or(Dur(Duration::from_secs(
+            lib.and_then(|l| l.fail_safe_throttle_s).unwrap_or(30),
+        )));
+    let soft_timeout = m.cache.soft_timeout.or_else(|| {
         lib.and_then(|l| l.soft_timeout_ms)
             .map(|ms| Dur(Duration::from_millis(ms)))
     });
@@ -962,278 +587,266 @@ pub fn resolve_one(
     ))
 }
 
+/// The scenario file and the flags, each checked on its own, then merged: every problem of a
+/// setting's own value is said at once, before the checks between settings (which would only
+/// repeat them).
 fn build(
     file: Option<&PathBuf>,
     mut flags: RunFlags,
     unused: &mut Option<UsageError>,
 ) -> Result<Scenario, UsageError> {
     let names = faults_from_flags(&mut flags)?;
-    check(&flags, &Src::Flags(&names))?;
+    let mut p = Problems::default();
+    check(&flags, &Src::Flags(&names), &mut p);
     let from_file = match file {
-        Some(p) => {
-            let f = read_file(p)?;
-            check(&f, &Src::File(p))?;
+        Some(path) => {
+            let f = read_file(path)?;
+            check(&f, &Src::File(path), &mut p);
             f
         }
         None => RunFlags::default(),
     };
+    p.into_result()?;
     let faults_src = match file {
-        Some(p) if flags.fault.is_empty() => Src::File(p),
+        Some(path) if flags.faults.fault.is_empty() => Src::File(path),
         _ => Src::Flags(&names),
     };
-    let mut m = merge(flags, from_file);
+    let mut m = flags.merge(from_file);
     // A sweep axis on a fault's key lands on the merged list, whoever wrote the fault.
-    for set in &m.fault_keys {
-        set.apply(&mut m.fault).map_err(UsageError::new)?;
+    for set in &m.faults.fault_keys {
+        set.apply(&mut m.faults.fault).map_err(UsageError::new)?;
     }
     super::trace::workload_from(&mut m)?;
+    let mut p = Problems::default();
+    let sc = assemble(file, m, &faults_src, &mut p, unused);
+    p.into_result()?;
+    sc.ok_or_else(|| UsageError::new("the scenario could not be resolved"))
+}
 
-    let strategy = StrategySpec::parse(m.strategy.as_deref().unwrap_or("cache-aside"))
-        .map_err(UsageError::new)?;
-    let trace = super::trace::settings(&m)?;
-    let load = match (m.rps, m.clients) {
+/// The workload's shape, resolved before the checks that depend on it.
+struct Shape {
+    strategy: StrategySpec,
+    trace: Option<crate::replay::TraceSpec>,
+    load: LoadShape,
+    own_load: Option<super::OwnLoad>,
+    keys: u64,
+    duration: Dur,
+}
+
+/// The strategy, the trace, the load, the keys and the window.
+fn shape(m: &RunFlags, p: &mut Problems) -> Option<Shape> {
+    let strategy = p.take(
+        StrategySpec::parse(m.cache.strategy.as_deref().unwrap_or("cache-aside"))
+            .map_err(UsageError::new),
+    )?;
+    let trace = p.take(super::trace::settings(m))?;
+    let arrival = m.load.arrival.unwrap_or(Arrival::Constant);
+    let load = match (&trace, m.load.rps, m.load.clients) {
         // The trace's own mean rate: the schedule is the trace's.
-        _ if trace.is_some() => LoadShape::Open {
-            rps: trace
-                .as_ref()
-                .map_or(0.0, |t| t.found.requests as f64 / t.found.run_s),
+        (Some(t), _, _) => LoadShape::Open {
+            rps: t.found.requests as f64 / t.found.run_s,
             arrival: Arrival::Constant,
         },
-        (_, Some(c)) => LoadShape::Closed { clients: c },
-        (Some(Rate(r)), None) => LoadShape::Open {
-            rps: r,
-            arrival: m.arrival.unwrap_or(Arrival::Constant),
-        },
-        (None, None) => LoadShape::Open {
+        (None, _, Some(c)) => LoadShape::Closed { clients: c },
+        (None, Some(Rate(r)), None) => LoadShape::Open { rps: r, arrival },
+        (None, None, None) => LoadShape::Open {
             rps: 10_000.0,
-            arrival: m.arrival.unwrap_or(Arrival::Constant),
+            arrival,
         },
     };
-    let own_load = own_load(&m)?;
-    let (tls, redis_tls) = tls_settings(&m)?;
-    let cluster = super::cluster::cluster_settings(&m)?;
+    let own_load = p.take(own_load(m))?;
+    // Under --db-sql the keys are the user's: --keys only caps them (0: all).
+    let keys = match (&trace, &own_load) {
+        (Some(t), _) => t.found.distinct_keys,
+        (None, Some(_)) => m.data.keys.unwrap_or(0),
+        (None, None) => m.data.resolved().keys(),
+    };
+    let duration = match &trace {
+        Some(t) => super::trace::duration(t, m.load.warmup),
+        None => m.load.resolved().duration(),
+    };
+    Some(Shape {
+        strategy,
+        trace,
+        load,
+        own_load,
+        keys,
+        duration,
+    })
+}
+
+/// The checks between settings, each problem noted, and the scenario they leave.
+fn assemble(
+    file: Option<&PathBuf>,
+    mut m: RunFlags,
+    faults_src: &Src,
+    p: &mut Problems,
+    unused: &mut Option<UsageError>,
+) -> Option<Scenario> {
+    let Shape {
+        strategy,
+        trace,
+        load,
+        own_load,
+        keys,
+        duration,
+    } = shape(&m, p)?;
+    let tls = p.take(tls_settings(&m));
+    let cluster = p.take(super::cluster::cluster_settings(&m));
     // A migrate-slot fault's `slot` is folded into the run's one slot, which the migration
     // reads: `slot=12` and `--slot 12` make the same scenario.
-    for f in &mut m.fault {
+    for f in &mut m.faults.fault {
         f.slot = None;
     }
-    // Under --db-sql the keys are the user's: --keys only caps them (0: all).
-    let keys = match &own_load {
-        _ if trace.is_some() => trace.as_ref().map_or(0, |t| t.found.distinct_keys),
-        Some(_) => m.keys.unwrap_or(0),
-        None => m.keys.unwrap_or(10_000),
-    };
-    let warm = m.warm.unwrap_or(0);
+    let warm = m.data.resolved().warm();
     if warm > keys && own_load.is_none() {
-        return Err(UsageError::new(format!(
+        p.push(format!(
             "--warm {warm} is more than --keys {keys}: warm at most every key"
-        )));
-    }
-    let ttl = m.ttl.unwrap_or(Dur(Duration::from_secs(3)));
-    let fail_safe = fail_safe(&m, &strategy, ttl)?;
-    let eager_refresh = m.eager_refresh.or_else(|| {
-        strategy
-            .library_defaults()
-            .and_then(|l| l.eager_refresh)
-            .map(Percent)
-    });
-    if !strategy.caches() && (fail_safe.is_some() || eager_refresh.is_some()) {
-        return Err(UsageError::new(
-            "--fail-safe and --eager-refresh keep or refresh cached entries, and --strategy no-cache caches nothing: drop them, or choose a strategy that caches",
         ));
     }
-    let lock_timeout_policy = m.lock_timeout_policy.unwrap_or(LockTimeoutPolicy::Load);
-    if lock_timeout_policy == LockTimeoutPolicy::Stale
-        && !strategy.serves_stale()
-        && fail_safe.is_none()
-    {
-        return Err(UsageError::new(format!(
-            "--lock-timeout-policy stale needs a value kept past expiry (there is none under {}): use --strategy swr+mutex, add --fail-safe D, or --lock-timeout-policy load|error",
-            strategy
-        )));
-    }
-    let jitter = m.jitter.unwrap_or(Percent(strategy.default_jitter()));
-    let duration = match &trace {
-        Some(t) => super::trace::duration(t, m.warmup),
-        None => m.duration.unwrap_or(Dur(Duration::from_secs(10))),
-    };
-    let sleep_cost = own_load.is_none() && m.db_query.unwrap_or(DbQuery::Sleep) == DbQuery::Sleep;
-    apply_shock_flags(&mut m, matches!(load, LoadShape::Closed { .. }), sleep_cost)?;
-    schedule::check(&mut m.fault, duration, |i, f| fault_name(&faults_src, i, f))
-        .map_err(UsageError)?;
-    check_external_faults(&m)?;
-    if trace.is_some() && m.fault.iter().any(|f| f.kind == FaultKind::Spike) {
-        return Err(UsageError::new(
+    let ttl = m.data.resolved().ttl();
+    let cache = p.take(cache_policy(&m, &strategy, ttl, unused));
+    let sleep_cost =
+        own_load.is_none() && m.db.db_query.unwrap_or(DbQuery::Sleep) == DbQuery::Sleep;
+    p.take(apply_shock_flags(
+        &mut m,
+        matches!(load, LoadShape::Closed { .. }),
+        sleep_cost,
+    ));
+    p.take(
+        schedule::check(&mut m.faults.fault, duration, |i, f| {
+            fault_name(faults_src, i, f)
+        })
+        .map_err(UsageError),
+    );
+    p.take(check_external_faults(&m));
+    if trace.is_some() && m.faults.fault.iter().any(|f| f.kind == FaultKind::Spike) {
+        p.push(
             "a spike multiplies the synthetic schedule's rate, and a trace's times are its own: replay a busier stretch (--trace-skip), or all of it faster (--speed)",
-        ));
+        );
     }
-    let (value_size, value_size_dist) = super::memory::value_sizes(&m)?;
-    let payload = (keys as f64 * value_size as f64) as u64;
-    if own_load.is_none() && payload > MAX_DATA_BYTES {
-        return Err(UsageError::new(format!(
-            "--keys {keys} × --value-size {value_size} is {} GiB of payload, more than {} GiB: the seeded table and a full cache must fit the machine; fewer keys or smaller values",
-            payload >> 30,
-            MAX_DATA_BYTES >> 30
-        )));
+    let sizes = p.take(super::memory::value_sizes(&m));
+    if let Some((value_size, _)) = sizes {
+        let payload = (keys as f64 * value_size as f64) as u64;
+        if own_load.is_none() && payload > MAX_DATA_BYTES {
+            p.push(format!(
+                "--keys {keys} × --value-size {value_size} is {} GiB of payload, more than {} GiB: the seeded table and a full cache must fit the machine; fewer keys or smaller values",
+                payload >> 30,
+                MAX_DATA_BYTES >> 30
+            ));
+        }
     }
-    let memory = super::memory::limit(&m)?;
-    let (instances, db_pool) = (m.instances.unwrap_or(2), m.db_pool.unwrap_or(16));
+    let memory = p.take(super::memory::limit(&m));
+    let (instances, db_pool) = (m.load.resolved().instances(), m.db.resolved().db_pool());
     if u64::from(instances) * u64::from(db_pool) > u64::from(MAX_DB_CONNECTIONS) {
-        return Err(UsageError::new(format!(
+        p.push(format!(
             "--instances {instances} × --db-pool {db_pool} = {} database connections, more than {MAX_DB_CONNECTIONS}: each is a Postgres backend process; use fewer instances or a smaller pool",
             u64::from(instances) * u64::from(db_pool)
-        )));
-    }
-    let breaker = breaker(&m)?;
-    let db_rate = db_rate(&m)?;
-    let rewarm = rewarm(&m, keys)?;
-    let l1 = l1(&m, &strategy)?;
-    let db_query = m.db_query.unwrap_or(DbQuery::Sleep);
-    let zipf = m.zipf.unwrap_or(1.0);
-    let writes = m.write_rps.filter(|r| r.0 > 0.0).map(|r| WriteLoad {
-        rps: r.0,
-        zipf: m.write_zipf.unwrap_or(zipf),
-    });
-    // A replay of every op writes what the trace writes, at its times: the rate is its mean.
-    let writes = match &trace {
-        Some(t)
-            if t.ops == crate::replay::TraceOps::All && t.found.writes + t.found.deletes > 0 =>
-        {
-            Some(WriteLoad {
-                rps: (t.found.writes + t.found.deletes) as f64 / t.found.run_s,
-                zipf,
-            })
-        }
-        _ => writes,
-    };
-    if writes.is_none() {
-        for (key, set) in [
-            ("write_zipf", m.write_zipf.is_some()),
-            ("invalidate", m.invalidate.is_some()),
-        ] {
-            if set {
-                return Err(UsageError::new(format!(
-                    "--{} is a setting of the writes, and there are none: add --write-rps (scenario file: write_rps)",
-                    key.replace('_', "-")
-                )));
-            }
-        }
-    }
-    if writes.is_some() && own_load.is_some() {
-        // Writes UPDATE the seeded items; under --db-sql the table is the user's and the tool
-        // changes nothing in their database.
-        return Err(UsageError::new(
-            "--write-rps writes to the table stampede seeds, and with --db-sql there is none: stampede changes nothing in your database. Drop --write-rps, or drop --db-sql to measure writes on the seeded table",
         ));
     }
-    let invalidate = match (&writes, &m.invalidate) {
-        (None, _) => None,
-        (Some(_), None) => Some(Invalidate::Delete),
-        (Some(_), Some(i)) => Some(invalidation(i).map_err(UsageError::new)?),
-    };
-    let lease_ttl = strategy
-        .coordination
-        .lease()
-        .then(|| m.lease_ttl.unwrap_or(Dur(Duration::from_secs(2))));
-    if m.lease_ttl.is_some() && lease_ttl.is_none() {
-        *unused = Some(UsageError::new(format!(
-            "--lease-ttl is a setting of the lease coordination, and --strategy {strategy} has none: add lease to the strategy (--strategy lease, swr+lease, xfetch+lease), or drop --lease-ttl (lease_ttl in a scenario file)"
-        )));
-    }
-    if db_query == DbQuery::Heavy && m.db_cost.is_some() {
-        return Err(UsageError::new(
+    let protect = p.take(protections(&m, &strategy, keys));
+    let zipf = m.data.resolved().zipf();
+    let writes = p.take(writes(&m, trace.as_ref(), own_load.is_some(), zipf));
+    let db_query = m.db.db_query.unwrap_or(DbQuery::Sleep);
+    if db_query == DbQuery::Heavy && m.db.db_cost.is_some() {
+        p.push(
             "--db-cost sets the pg_sleep of --db-query sleep; under --db-query heavy a load costs what its aggregate costs on this server: drop --db-cost (or db_cost in the file)",
-        ));
+        );
     }
-
-    let (client, goodput_within, recovery) = survival_settings(&m)?;
+    let survival = p.take(survival_settings(&m));
     let thresholds = m
+        .report
         .thresholds
         .clone()
         .unwrap_or_default()
-        .overridden_by(&m.threshold);
-    if thresholds
-        .iter()
-        .any(|(t, _)| t == crate::metric::Metric::RecoveryBack)
+        .overridden_by(&m.report.threshold);
+    if let Some((_, _, recovery)) = &survival
+        && thresholds
+            .iter()
+            .any(|(t, _)| t == crate::metric::Metric::RecoveryBack)
+        && let Err(why) = verdict_possible(&m.faults.fault, duration, recovery)
     {
-        verdict_possible(&m.fault, duration, &recovery).map_err(|why| {
-            UsageError::new(format!(
-                "threshold recovery_back_ms_max needs a recovery verdict, and {why}"
-            ))
-        })?;
+        p.push(format!(
+            "threshold recovery_back_ms_max needs a recovery verdict, and {why}"
+        ));
     }
-    Ok(Scenario {
+    let ((tls, redis_tls), cluster, cache, (value_size, value_size_dist), memory) =
+        (tls?, cluster?, cache?, sizes?, memory?);
+    let (protect, (writes, invalidate), (client, goodput_within, recovery)) =
+        (protect?, writes?, survival?);
+    Some(Scenario {
         scenario_file: file.map(|p| p.display().to_string()),
-        strategy,
         load,
         duration,
-        warmup: m.warmup.unwrap_or(Dur(Duration::ZERO)),
+        warmup: m.load.resolved().warmup(),
         keys,
         zipf,
-        seed: m.seed.unwrap_or(42),
+        seed: m.data.resolved().seed(),
         value_size,
         value_size_dist,
         memory,
         ttl,
-        db_cost: m.db_cost.unwrap_or(Dur(Duration::from_millis(10))),
+        db_cost: m.db.resolved().db_cost(),
         db_pool,
         // A crash must turn loads into errors quickly, never into a hang: with a Postgres
         // fault and no deadline of the user's, loads get one.
-        db_timeout: m.db_timeout.or(m
+        db_timeout: m.db.db_timeout.or(m
+            .faults
             .fault
             .iter()
             .any(|f| f.kind == FaultKind::KillPostgres)
             .then_some(PG_FAULT_DB_TIMEOUT)),
         instances,
-        redis_conns: m.redis_conns.unwrap_or(1),
-        max_inflight: m.max_inflight.unwrap_or(2048),
-        backlog: m.backlog.unwrap_or(0),
+        redis_conns: m.servers.resolved().redis_conns(),
+        max_inflight: m.load.resolved().max_inflight(),
+        backlog: m.load.resolved().backlog(),
         // A steady start under --db-sql would run the user's query once per key on their
         // server before the run: only when asked.
-        start: m.start.unwrap_or(if own_load.is_some() {
+        start: m.data.start.unwrap_or(if own_load.is_some() {
             Start::Cold
         } else {
             Start::Steady
         }),
         warm,
-        redis_url: m.redis_url,
-        pg_url: m.pg_url,
-        redis_timeout: m.redis_timeout.unwrap_or(Dur(Duration::from_millis(100))),
-        interval: m.interval.unwrap_or(Dur(Duration::from_millis(100))),
-        beta: m.beta.unwrap_or(1.0),
+        redis_timeout: m.servers.resolved().redis_timeout(),
+        interval: m.report.resolved().interval(),
+        beta: m.cache.resolved().beta(),
         // laravel-flexible's `[$fresh, $stale]`: stale as long again as fresh.
-        stale: m.stale.unwrap_or(
+        stale: m.cache.stale.unwrap_or(
             if strategy.library_defaults().is_some_and(|l| l.stale_is_ttl) {
                 ttl
             } else {
-                Dur(Duration::from_secs(10))
+                Dur::secs(10)
             },
         ),
-        lock_ttl: m.lock_ttl.unwrap_or(Dur(Duration::from_secs(2))),
-        lock_poll: m.lock_poll.unwrap_or(Dur(Duration::from_millis(50))),
-        lock_wait: m.lock_wait.unwrap_or(Dur(Duration::from_secs(2))),
-        lock_timeout_policy,
-        jitter,
-        missing_ratio: m.missing_ratio.unwrap_or(Percent(0.0)),
-        negative_ttl: m.negative_ttl,
+        lock_ttl: m.cache.resolved().lock_ttl(),
+        lock_poll: m.cache.resolved().lock_poll(),
+        lock_wait: m.cache.resolved().lock_wait(),
+        lock_timeout_policy: cache.lock_timeout_policy,
+        jitter: m.cache.jitter.unwrap_or(Percent(strategy.default_jitter())),
+        missing_ratio: m.data.resolved().missing_ratio(),
+        negative_ttl: m.data.negative_ttl,
         db_query,
-        db_limit: m.db_limit,
-        breaker,
-        db_rate,
-        rewarm,
-        l1,
-        fail_safe,
-        eager_refresh,
-        faults: m.fault,
-        redis_restart_cmd: m.redis_restart_cmd,
-        allow_pause_external: m.allow_pause_external,
-        allow_kill_external: m.allow_kill_external,
-        pg_kill_cmd: m.pg_kill_cmd,
-        pg_restart_cmd: m.pg_restart_cmd,
+        db_limit: m.protect.db_limit,
+        breaker: protect.breaker,
+        db_rate: protect.db_rate,
+        rewarm: protect.rewarm,
+        l1: protect.l1,
+        fail_safe: cache.fail_safe,
+        eager_refresh: cache.eager_refresh,
+        lease_ttl: cache.lease_ttl,
+        strategy,
+        redis_url: m.servers.redis_url,
+        pg_url: m.servers.pg_url,
+        faults: m.faults.fault,
+        redis_restart_cmd: m.faults.redis_restart_cmd,
+        allow_pause_external: m.faults.allow_pause_external,
+        allow_kill_external: m.faults.allow_kill_external,
+        pg_kill_cmd: m.faults.pg_kill_cmd,
+        pg_restart_cmd: m.faults.pg_restart_cmd,
         thresholds,
         writes,
         invalidate,
-        lease_ttl,
         tls,
         redis_tls,
         cluster,
@@ -1244,6 +857,133 @@ fn build(
         recovery,
         trace,
     })
+}
+
+/// What the strategy keeps and refreshes: the fail-safe, eager refresh, the lock's timeout
+/// policy and the lease.
+struct CachePolicy {
+    fail_safe: Option<FailSafe>,
+    eager_refresh: Option<Percent>,
+    lock_timeout_policy: LockTimeoutPolicy,
+    lease_ttl: Option<Dur>,
+}
+
+fn cache_policy(
+    m: &RunFlags,
+    strategy: &StrategySpec,
+    ttl: Dur,
+    unused: &mut Option<UsageError>,
+) -> Result<CachePolicy, UsageError> {
+    let fail_safe = fail_safe(m, strategy, ttl)?;
+    let eager_refresh = m.cache.eager_refresh.or_else(|| {
+        strategy
+            .library_defaults()
+            .and_then(|l| l.eager_refresh)
+            .map(Percent)
+    });
+    if !strategy.caches() && (fail_safe.is_some() || eager_refresh.is_some()) {
+        return Err(UsageError::new(
+            "--fail-safe and --eager-refresh keep or refresh cached entries, and --strategy no-cache caches nothing: drop them, or choose a strategy that caches",
+        ));
+    }
+    let lock_timeout_policy = m
+        .cache
+        .lock_timeout_policy
+        .unwrap_or(LockTimeoutPolicy::Load);
+    if lock_timeout_policy == LockTimeoutPolicy::Stale
+        && !strategy.serves_stale()
+        && fail_safe.is_none()
+    {
+        return Err(UsageError::new(format!(
+            "--lock-timeout-policy stale needs a value kept past expiry (there is none under {strategy}): use --strategy swr+mutex, add --fail-safe D, or --lock-timeout-policy load|error"
+        )));
+    }
+    let lease_ttl = strategy
+        .coordination
+        .lease()
+        .then(|| m.cache.resolved().lease_ttl());
+    if m.cache.lease_ttl.is_some() && lease_ttl.is_none() {
+        *unused = Some(UsageError::new(format!(
+            "--lease-ttl is a setting of the lease coordination, and --strategy {strategy} has none: add lease to the strategy (--strategy lease, swr+lease, xfetch+lease), or drop --lease-ttl (lease_ttl in a scenario file)"
+        )));
+    }
+    Ok(CachePolicy {
+        fail_safe,
+        eager_refresh,
+        lock_timeout_policy,
+        lease_ttl,
+    })
+}
+
+/// The protections in front of the database, each on only when asked.
+struct Protections {
+    breaker: Option<BreakerSpec>,
+    db_rate: Option<RateSpec>,
+    rewarm: Option<Rewarm>,
+    l1: Option<L1Spec>,
+}
+
+fn protections(
+    m: &RunFlags,
+    strategy: &StrategySpec,
+    keys: u64,
+) -> Result<Protections, UsageError> {
+    Ok(Protections {
+        breaker: breaker(m)?,
+        db_rate: db_rate(m)?,
+        rewarm: rewarm(m, keys)?,
+        l1: l1(m, strategy)?,
+    })
+}
+
+/// The writes and their invalidation: the flags', or a trace's when it replays every op.
+fn writes(
+    m: &RunFlags,
+    trace: Option<&crate::replay::TraceSpec>,
+    own_load: bool,
+    zipf: f64,
+) -> Result<(Option<WriteLoad>, Option<Invalidate>), UsageError> {
+    let writes = match trace {
+        // A replay of every op writes what the trace writes, at its times: the rate is its mean.
+        Some(t)
+            if t.ops == crate::replay::TraceOps::All && t.found.writes + t.found.deletes > 0 =>
+        {
+            Some(WriteLoad {
+                rps: (t.found.writes + t.found.deletes) as f64 / t.found.run_s,
+                zipf,
+            })
+        }
+        _ => m.writes.write_rps.filter(|r| r.0 > 0.0).map(|r| WriteLoad {
+            rps: r.0,
+            zipf: m.writes.write_zipf.unwrap_or(zipf),
+        }),
+    };
+    if writes.is_none() {
+        for (key, set) in [
+            ("write_zipf", m.writes.write_zipf.is_some()),
+            ("invalidate", m.writes.invalidate.is_some()),
+        ] {
+            if set {
+                return Err(UsageError::new(format!(
+                    "--{} is a setting of the writes, and there are none: add --write-rps (scenario file: write_rps)",
+                    key.replace('_', "-")
+                )));
+            }
+        }
+    }
+    if writes.is_some() && own_load {
+        // Writes UPDATE the seeded items; under --db-sql the table is the user's and the tool
+        // changes nothing in their database.
+        return Err(UsageError::new(
+            "--write-rps writes to the table stampede seeds, and with --db-sql there is none: stampede changes nothing in your database. Drop --write-rps, or drop --db-sql to measure writes on the seeded table",
+        ));
+    }
+    let invalidate = match (&writes, &m.writes.invalidate) {
+        (None, _) => None,
+        (Some(_), None) => Some(Invalidate::Delete),
+        (Some(_), Some(i)) => Some(invalidation(i).map_err(UsageError::new)?),
+    };
+    Ok((writes, invalidate))
 }
 
 /// Whether a run with these faults can have a verdict: a shock, a baseline before it, and
@@ -1281,42 +1021,46 @@ pub fn verdict_possible(
 
 /// The client's timeout and retries, goodput's deadline and the recovery criterion.
 fn survival_settings(m: &RunFlags) -> Result<(Option<Client>, Dur, RecoveryCriteria), UsageError> {
-    let retries = m.retries.unwrap_or(0);
+    let retries = m.client.retries.unwrap_or(0);
     if retries > 100 {
         return Err(UsageError::new(format!(
             "--retries {retries}: at most 100 retries of one request"
         )));
     }
-    if retries == 0 && (m.retry_backoff.is_some() || m.retry_jitter.is_some()) {
+    if retries == 0 && (m.client.retry_backoff.is_some() || m.client.retry_jitter.is_some()) {
         return Err(UsageError::new(
             "--retry-backoff and --retry-jitter shape the retries, and there are none: add --retries N",
         ));
     }
-    if m.request_timeout.is_some_and(|d| d.0.is_zero()) {
+    if m.client.request_timeout.is_some_and(|d| d.0.is_zero()) {
         return Err(UsageError::new(
             "--request-timeout must be longer than 0 (leave it out for a client that waits)",
         ));
     }
-    let client = (m.request_timeout.is_some() || retries > 0).then(|| Client {
-        timeout: m.request_timeout,
+    let client = (m.client.request_timeout.is_some() || retries > 0).then(|| Client {
+        timeout: m.client.request_timeout,
         retries,
-        backoff: m.retry_backoff.unwrap_or(Dur(Duration::from_millis(100))),
-        jitter: m.retry_jitter.unwrap_or(Percent(0.0)),
+        backoff: m
+            .client
+            .retry_backoff
+            .unwrap_or(Dur(Duration::from_millis(100))),
+        jitter: m.client.retry_jitter.unwrap_or(Percent(0.0)),
     });
     let within = m
+        .client
         .goodput_within
-        .or(m.request_timeout)
+        .or(m.client.request_timeout)
         .unwrap_or(Dur(super::survival::DEFAULT_GOODPUT_WITHIN));
     if within.0.is_zero() {
         return Err(UsageError::new("--goodput-within must be longer than 0"));
     }
     let d = RecoveryCriteria::default();
     let recovery = RecoveryCriteria {
-        baseline_window: m.baseline_window.unwrap_or(d.baseline_window),
-        goodput: m.recovery_goodput.unwrap_or(d.goodput),
-        hit_points: m.recovery_hit_points.unwrap_or(d.hit_points),
-        settle: m.settle.unwrap_or(d.settle),
-        observe: m.observe.unwrap_or(d.observe),
+        baseline_window: m.recovery.baseline_window.unwrap_or(d.baseline_window),
+        goodput: m.recovery.recovery_goodput.unwrap_or(d.goodput),
+        hit_points: m.recovery.recovery_hit_points.unwrap_or(d.hit_points),
+        settle: m.recovery.settle.unwrap_or(d.settle),
+        observe: m.recovery.observe.unwrap_or(d.observe),
     };
     if !(0.0..=100.0).contains(&recovery.hit_points) {
         return Err(UsageError::new(format!(

@@ -7,9 +7,10 @@ fn flags_win_over_file() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("s.toml");
     std::fs::write(&p, "rps = 500\nttl = \"2s\"\nkeys = 7\n").unwrap();
-    let flags = RunFlags {
-        keys: Some(9),
-        ..Default::default()
+    let flags = {
+        let mut f: RunFlags = Default::default();
+        f.data.keys = Some(9);
+        f
     };
     let s = resolve(Some(&p), flags).unwrap();
     assert_eq!(s.keys, 9);
@@ -21,9 +22,10 @@ fn flags_win_over_file() {
             arrival: Arrival::Constant
         }
     );
-    let flags = RunFlags {
-        clients: Some(3),
-        ..Default::default()
+    let flags = {
+        let mut f: RunFlags = Default::default();
+        f.load.clients = Some(3);
+        f
     };
     assert_eq!(
         resolve(Some(&p), flags).unwrap().load,
@@ -59,10 +61,11 @@ fn dur(s: &str) -> Dur {
 #[test]
 fn bad_faults_are_usage_errors_that_say_why() {
     let case = |at: &[&str], down: &[&str], extra: RunFlags| {
-        let flags = RunFlags {
-            kill_redis_at: at.iter().map(|s| dur(s)).collect(),
-            redis_down_for: down.iter().map(|s| dur(s)).collect(),
-            ..extra
+        let flags = {
+            let mut f = extra;
+            f.faults.kill_redis_at = at.iter().map(|s| dur(s)).collect();
+            f.faults.redis_down_for = down.iter().map(|s| dur(s)).collect();
+            f
         };
         resolve(None, flags).unwrap_err().to_string()
     };
@@ -73,46 +76,49 @@ fn bad_faults_are_usage_errors_that_say_why() {
     assert!(case(&["9s"], &["2s"], none()).contains("still be down when the run ends"));
     assert!(case(&["1s", "2s"], &["3s", "1s"], none()).contains("must not overlap"));
     assert!(case(&["1s"], &["0s"], none()).contains("longer than 0"));
-    let external = RunFlags {
-        redis_url: Some("redis://127.0.0.1:1/".into()),
-        ..Default::default()
+    let external = {
+        let mut f: RunFlags = Default::default();
+        f.servers.redis_url = Some("redis://127.0.0.1:1/".into());
+        f
     };
     // SHUTDOWN NOSAVE loses every client's unsaved data: consent first, then the restart.
     let e = case(&["1s"], &["1s"], external.clone());
     assert!(e.contains("SHUTDOWN NOSAVE"), "{e}");
     assert!(e.contains("--allow-kill-external"), "{e}");
     assert!(e.contains("with --redis-restart-cmd"), "{e}");
-    let consented = RunFlags {
-        allow_kill_external: true,
-        ..external.clone()
+    let consented = {
+        let mut f = external.clone();
+        f.faults.allow_kill_external = true;
+        f
     };
     assert!(case(&["1s"], &["1s"], consented.clone()).contains("needs --redis-restart-cmd"));
-    let restart_only = RunFlags {
-        redis_restart_cmd: Some("redis-server".into()),
-        ..external.clone()
+    let restart_only = {
+        let mut f = external.clone();
+        f.faults.redis_restart_cmd = Some("redis-server".into());
+        f
     };
     let e = case(&["1s"], &["1s"], restart_only.clone());
     assert!(e.contains("--allow-kill-external"), "{e}");
     assert!(!e.contains("with --redis-restart-cmd"), "{e}");
-    resolve(
-        None,
-        RunFlags {
-            kill_redis_at: vec![dur("1s")],
-            redis_down_for: vec![dur("1s")],
-            allow_kill_external: true,
-            ..restart_only
-        },
-    )
+    resolve(None, {
+        let mut f = restart_only;
+        f.faults.kill_redis_at = vec![dur("1s")];
+        f.faults.redis_down_for = vec![dur("1s")];
+        f.faults.allow_kill_external = true;
+        f
+    })
     .unwrap();
-    let managed_cmd = RunFlags {
-        redis_restart_cmd: Some("redis-server".into()),
-        ..Default::default()
+    let managed_cmd = {
+        let mut f: RunFlags = Default::default();
+        f.faults.redis_restart_cmd = Some("redis-server".into());
+        f
     };
     assert!(case(&[], &[], managed_cmd).contains("only to an external Redis"));
-    let heavy_with_cost = RunFlags {
-        db_query: Some(DbQuery::Heavy),
-        db_cost: Some(dur("5ms")),
-        ..Default::default()
+    let heavy_with_cost = {
+        let mut f: RunFlags = Default::default();
+        f.db.db_query = Some(DbQuery::Heavy);
+        f.db.db_cost = Some(dur("5ms"));
+        f
     };
     assert!(case(&[], &[], heavy_with_cost).contains("drop --db-cost"));
 }
@@ -120,33 +126,33 @@ fn bad_faults_are_usage_errors_that_say_why() {
 #[test]
 fn more_fault_kinds_their_checks_and_the_default_db_deadline() {
     let err = |flags: RunFlags| resolve(None, flags).unwrap_err().to_string();
-    let pg = |at: &str, down: &str| RunFlags {
-        kill_postgres_at: vec![dur(at)],
-        postgres_down_for: vec![dur(down)],
-        ..Default::default()
+    let pg = |at: &str, down: &str| {
+        let mut f: RunFlags = Default::default();
+        f.faults.kill_postgres_at = vec![dur(at)];
+        f.faults.postgres_down_for = vec![dur(down)];
+        f
     };
     // A Postgres fault without --db-timeout gets the default deadline; the user's wins.
     let s = resolve(None, pg("1s", "2s")).unwrap();
     assert_eq!(s.faults[0].kind, FaultKind::KillPostgres);
     assert_eq!(s.db_timeout, Some(PG_FAULT_DB_TIMEOUT));
-    let s = resolve(
-        None,
-        RunFlags {
-            db_timeout: Some(dur("200ms")),
-            ..pg("1s", "2s")
-        },
-    )
+    let s = resolve(None, {
+        let mut f = pg("1s", "2s");
+        f.db.db_timeout = Some(dur("200ms"));
+        f
+    })
     .unwrap();
     assert_eq!(s.db_timeout, Some(dur("200ms")));
     assert_eq!(resolve(None, RunFlags::default()).unwrap().db_timeout, None);
 
     // Different servers may be down at once; one server may not be down twice.
-    let mixed = RunFlags {
-        pause_redis_at: vec![dur("2s")],
-        pause_for: vec![dur("1s")],
-        kill_redis_at: vec![dur("5s")],
-        redis_down_for: vec![dur("1s")],
-        ..pg("1s", "3s")
+    let mixed = {
+        let mut f = pg("1s", "3s");
+        f.faults.pause_redis_at = vec![dur("2s")];
+        f.faults.pause_for = vec![dur("1s")];
+        f.faults.kill_redis_at = vec![dur("5s")];
+        f.faults.redis_down_for = vec![dur("1s")];
+        f
     };
     let s = resolve(None, mixed.clone()).unwrap();
     let kinds: Vec<FaultKind> = s.faults.iter().map(|f| f.kind).collect();
@@ -158,33 +164,34 @@ fn more_fault_kinds_their_checks_and_the_default_db_deadline() {
             FaultKind::KillRedis
         ]
     );
-    let e = err(RunFlags {
-        pause_redis_at: vec![dur("5s")],
-        ..mixed
+    let e = err({
+        let mut f = mixed;
+        f.faults.pause_redis_at = vec![dur("5s")];
+        f
     });
     assert!(e.contains("--pause-redis-at 5s --pause-for 1s"), "{e}");
     assert!(e.contains("must not overlap"), "{e}");
     assert!(err(pg("1s", "0s")).contains("longer than 0"));
 
     // External servers: a pause needs consent, a Postgres crash needs the user's commands.
-    let pause_ext = RunFlags {
-        redis_url: Some("redis://127.0.0.1:1/".into()),
-        pause_redis_at: vec![dur("1s")],
-        pause_for: vec![dur("1s")],
-        ..Default::default()
+    let pause_ext = {
+        let mut f: RunFlags = Default::default();
+        f.servers.redis_url = Some("redis://127.0.0.1:1/".into());
+        f.faults.pause_redis_at = vec![dur("1s")];
+        f.faults.pause_for = vec![dur("1s")];
+        f
     };
     assert!(err(pause_ext.clone()).contains("--allow-pause-external"));
-    resolve(
-        None,
-        RunFlags {
-            allow_pause_external: true,
-            ..pause_ext
-        },
-    )
+    resolve(None, {
+        let mut f = pause_ext;
+        f.faults.allow_pause_external = true;
+        f
+    })
     .unwrap();
-    let pg_ext = RunFlags {
-        pg_url: Some("postgres://u@127.0.0.1:1/db".into()),
-        ..pg("1s", "1s")
+    let pg_ext = {
+        let mut f = pg("1s", "1s");
+        f.servers.pg_url = Some("postgres://u@127.0.0.1:1/db".into());
+        f
     };
     let e = err(pg_ext.clone());
     assert!(
@@ -192,28 +199,29 @@ fn more_fault_kinds_their_checks_and_the_default_db_deadline() {
         "{e}"
     );
     assert!(e.contains("pg_terminate_backend"), "{e}");
-    let e = err(RunFlags {
-        pg_kill_cmd: Some("pg_ctl stop -m immediate".into()),
-        ..pg_ext.clone()
+    let e = err({
+        let mut f = pg_ext.clone();
+        f.faults.pg_kill_cmd = Some("pg_ctl stop -m immediate".into());
+        f
     });
     assert!(e.contains("needs --pg-restart-cmd"), "{e}");
-    resolve(
-        None,
-        RunFlags {
-            pg_kill_cmd: Some("k".into()),
-            pg_restart_cmd: Some("r".into()),
-            ..pg_ext
-        },
-    )
+    resolve(None, {
+        let mut f = pg_ext;
+        f.faults.pg_kill_cmd = Some("k".into());
+        f.faults.pg_restart_cmd = Some("r".into());
+        f
+    })
     .unwrap();
-    let e = err(RunFlags {
-        pg_restart_cmd: Some("r".into()),
-        ..Default::default()
+    let e = err({
+        let mut f: RunFlags = Default::default();
+        f.faults.pg_restart_cmd = Some("r".into());
+        f
     });
     assert!(e.contains("only to an external Postgres"), "{e}");
-    let e = err(RunFlags {
-        pg_kill_cmd: Some(" ".into()),
-        ..Default::default()
+    let e = err({
+        let mut f: RunFlags = Default::default();
+        f.faults.pg_kill_cmd = Some(" ".into());
+        f
     });
     assert!(e.contains("--pg-kill-cmd is empty"), "{e}");
 }
@@ -283,10 +291,11 @@ fn file_faults_are_tables_and_flags_replace_them() {
         (s.faults[0].at, s.faults[0].down_for),
         (dur("4s"), dur("3s"))
     );
-    let flags = RunFlags {
-        kill_redis_at: vec![dur("1s")],
-        redis_down_for: vec![dur("1s")],
-        ..Default::default()
+    let flags = {
+        let mut f: RunFlags = Default::default();
+        f.faults.kill_redis_at = vec![dur("1s")];
+        f.faults.redis_down_for = vec![dur("1s")];
+        f
     };
     let s = resolve(Some(&p), flags).unwrap();
     assert_eq!(s.faults[0].at, dur("1s"), "flags replace the file's faults");
@@ -330,15 +339,13 @@ fn file_faults_are_tables_and_flags_replace_them() {
 
 #[test]
 fn the_breaker_takes_its_defaults_and_its_settings_need_it() {
-    let s = resolve(
-        None,
-        RunFlags {
-            breaker: Some(true),
-            breaker_latency: Some(dur("200ms")),
-            db_limit: Some(4),
-            ..Default::default()
-        },
-    )
+    let s = resolve(None, {
+        let mut f: RunFlags = Default::default();
+        f.protect.breaker = Some(true);
+        f.protect.breaker_latency = Some(dur("200ms"));
+        f.protect.db_limit = Some(4);
+        f
+    })
     .unwrap();
     let b = s.breaker.expect("on");
     assert_eq!(b.latency, dur("200ms"));
@@ -351,26 +358,22 @@ fn the_breaker_takes_its_defaults_and_its_settings_need_it() {
     let back: super::super::Scenario = serde_json::from_str(&text).unwrap();
     assert_eq!(back.breaker, Some(b));
 
-    let e = resolve(
-        None,
-        RunFlags {
-            breaker_probes: Some(5),
-            ..Default::default()
-        },
-    )
+    let e = resolve(None, {
+        let mut f: RunFlags = Default::default();
+        f.protect.breaker_probes = Some(5);
+        f
+    })
     .unwrap_err()
     .to_string();
     assert!(
         e.contains("--breaker-probes") && e.contains("add --breaker"),
         "{e}"
     );
-    let off = resolve(
-        None,
-        RunFlags {
-            breaker: Some(false),
-            ..Default::default()
-        },
-    )
+    let off = resolve(None, {
+        let mut f: RunFlags = Default::default();
+        f.protect.breaker = Some(false);
+        f
+    })
     .unwrap();
     assert!(off.breaker.is_none() && off.db_limit.is_none());
 
@@ -392,13 +395,11 @@ fn the_breaker_takes_its_defaults_and_its_settings_need_it() {
 #[test]
 fn the_fail_safe_and_eager_refresh_take_the_presets_defaults_and_refuse_what_needs_them() {
     let with = |strategy: &str, f: RunFlags| {
-        resolve(
-            None,
-            RunFlags {
-                strategy: Some(strategy.to_string()),
-                ..f
-            },
-        )
+        resolve(None, {
+            let mut f = f;
+            f.cache.strategy = Some(strategy.to_string());
+            f
+        })
     };
     let fusion = with("fusion", RunFlags::default()).unwrap();
     let fs = fusion.fail_safe.unwrap();
@@ -412,14 +413,12 @@ fn the_fail_safe_and_eager_refresh_take_the_presets_defaults_and_refuse_what_nee
         "10 × the 3 s TTL, FusionCache's recommended throttle and soft timeout"
     );
     assert_eq!(fusion.eager_refresh, Some(Percent(0.9)));
-    let mine = with(
-        "fusion",
-        RunFlags {
-            fail_safe: Some(dur("5s")),
-            eager_refresh: Some(Percent(0.5)),
-            ..Default::default()
-        },
-    )
+    let mine = with("fusion", {
+        let mut f: RunFlags = Default::default();
+        f.cache.fail_safe = Some(dur("5s"));
+        f.cache.eager_refresh = Some(Percent(0.5));
+        f
+    })
     .unwrap();
     assert_eq!(mine.fail_safe.unwrap().max.0, Duration::from_secs(5));
     assert_eq!(mine.eager_refresh, Some(Percent(0.5)), "a flag overrides");
@@ -429,13 +428,11 @@ fn the_fail_safe_and_eager_refresh_take_the_presets_defaults_and_refuse_what_nee
             .eager_refresh,
         Some(Percent(0.8))
     );
-    let laravel = with(
-        "laravel-flexible",
-        RunFlags {
-            ttl: Some(dur("4s")),
-            ..Default::default()
-        },
-    )
+    let laravel = with("laravel-flexible", {
+        let mut f: RunFlags = Default::default();
+        f.data.ttl = Some(dur("4s"));
+        f
+    })
     .unwrap();
     assert_eq!(laravel.stale.0, Duration::from_secs(4), "stale = TTL");
     let plain = with("cache-aside", RunFlags::default()).unwrap();
@@ -443,65 +440,70 @@ fn the_fail_safe_and_eager_refresh_take_the_presets_defaults_and_refuse_what_nee
 
     for (f, needle) in [
         (
-            RunFlags {
-                soft_timeout: Some(dur("100ms")),
-                ..Default::default()
+            {
+                let mut f: RunFlags = Default::default();
+                f.cache.soft_timeout = Some(dur("100ms"));
+                f
             },
             "--soft-timeout is a setting of the fail-safe",
         ),
         (
-            RunFlags {
-                fail_safe_throttle: Some(dur("1s")),
-                ..Default::default()
+            {
+                let mut f: RunFlags = Default::default();
+                f.cache.fail_safe_throttle = Some(dur("1s"));
+                f
             },
             "--fail-safe-throttle is a setting of the fail-safe",
         ),
         (
-            RunFlags {
-                eager_refresh: Some(Percent(1.0)),
-                ..Default::default()
+            {
+                let mut f: RunFlags = Default::default();
+                f.cache.eager_refresh = Some(Percent(1.0));
+                f
             },
             "--eager-refresh must be between 0% and 100%",
         ),
         (
-            RunFlags {
-                fail_safe: Some(dur("0s")),
-                ..Default::default()
+            {
+                let mut f: RunFlags = Default::default();
+                f.cache.fail_safe = Some(dur("0s"));
+                f
             },
             "--fail-safe must be longer than 0",
         ),
         (
-            RunFlags {
-                lock_timeout_policy: Some(LockTimeoutPolicy::Stale),
-                strategy: Some("mutex".into()),
-                ..Default::default()
+            {
+                let mut f: RunFlags = Default::default();
+                f.cache.lock_timeout_policy = Some(LockTimeoutPolicy::Stale);
+                f.cache.strategy = Some("mutex".into());
+                f
             },
             "add --fail-safe D",
         ),
     ] {
-        let s = f.strategy.clone().unwrap_or_else(|| "cache-aside".into());
+        let s = f
+            .cache
+            .strategy
+            .clone()
+            .unwrap_or_else(|| "cache-aside".into());
         let e = with(&s, f).unwrap_err();
         assert!(e.to_string().contains(needle), "{e}");
     }
     assert!(
-        with(
-            "mutex",
-            RunFlags {
-                lock_timeout_policy: Some(LockTimeoutPolicy::Stale),
-                fail_safe: Some(dur("10s")),
-                ..Default::default()
-            }
-        )
+        with("mutex", {
+            let mut f: RunFlags = Default::default();
+            f.cache.lock_timeout_policy = Some(LockTimeoutPolicy::Stale);
+            f.cache.fail_safe = Some(dur("10s"));
+            f
+        })
         .is_ok(),
         "the fail-safe's kept value is what the lock-timeout policy stale serves"
     );
-    let e = with(
-        "no-cache",
-        RunFlags {
-            fail_safe: Some(dur("1s")),
-            ..Default::default()
-        },
-    )
+    let e = with("no-cache", {
+        let mut f: RunFlags = Default::default();
+        f.cache.fail_safe = Some(dur("1s"));
+        f
+    })
     .unwrap_err();
     assert!(e.to_string().contains("no-cache caches nothing"), "{e}");
 }
@@ -715,16 +717,17 @@ fn a_fault_key_axis_sets_the_one_fault_of_its_kind() {
         value: v.into(),
     };
     let mut flags = run_flags(&["--fault", "drop-cache@4s"]);
-    flags.fault_keys = vec![set("10%")];
+    flags.faults.fault_keys = vec![set("10%")];
     let s = resolve(None, flags).unwrap();
     assert_eq!(s.faults[0].fraction, Some(Percent(0.1)));
     // The file's fault too.
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("drop.toml");
     std::fs::write(&p, "[[fault]]\nkind = \"drop-cache\"\nat = \"2s\"\n").unwrap();
-    let flags = RunFlags {
-        fault_keys: vec![set("50%")],
-        ..Default::default()
+    let flags = {
+        let mut f: RunFlags = Default::default();
+        f.faults.fault_keys = vec![set("50%")];
+        f
     };
     assert_eq!(
         resolve(Some(&p), flags).unwrap().faults[0].fraction,
@@ -738,7 +741,7 @@ fn a_fault_key_axis_sets_the_one_fault_of_its_kind() {
         ),
     ] {
         let mut flags = run_flags(args);
-        flags.fault_keys = vec![set("10%")];
+        flags.faults.fault_keys = vec![set("10%")];
         let e = resolve(None, flags).unwrap_err().to_string();
         assert!(
             e.contains("--axis drop-cache.fraction") && e.contains(word),
@@ -746,7 +749,7 @@ fn a_fault_key_axis_sets_the_one_fault_of_its_kind() {
         );
     }
     let mut flags = run_flags(&["--fault", "drop-cache@4s"]);
-    flags.fault_keys = vec![set("0%")];
+    flags.faults.fault_keys = vec![set("0%")];
     let e = resolve(None, flags).unwrap_err().to_string();
     assert!(e.contains("more than 0%"), "{e}");
 }

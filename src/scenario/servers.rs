@@ -8,31 +8,31 @@ use crate::tls::RedisTls;
 
 /// `--tls` and the Redis TLS flags, checked against where the servers are.
 pub(super) fn tls_settings(m: &RunFlags) -> Result<(bool, RedisTls), UsageError> {
-    let tls = m.tls.unwrap_or(false);
-    if tls && m.redis_url.is_some() && m.pg_url.is_some() {
+    let tls = m.servers.tls.unwrap_or(false);
+    if tls && m.servers.redis_url.is_some() && m.servers.pg_url.is_some() {
         return Err(UsageError::new(
             "--tls starts the managed servers with TLS, and both servers are given by URL: drop --tls (use rediss:// and sslmode= in the URLs)",
         ));
     }
     let redis_tls = RedisTls {
-        ca: m.redis_ca.clone(),
-        cert: m.redis_cert.clone(),
-        key: m.redis_key.clone(),
-        insecure: m.redis_insecure.unwrap_or(false),
+        ca: m.servers.redis_ca.clone(),
+        cert: m.servers.redis_cert.clone(),
+        key: m.servers.redis_key.clone(),
+        insecure: m.servers.redis_insecure.unwrap_or(false),
     };
-    if !redis_tls.is_empty() && m.redis_url.is_none() {
+    if !redis_tls.is_empty() && m.servers.redis_url.is_none() {
         return Err(UsageError::new(
             "--redis-ca, --redis-cert, --redis-key and --redis-insecure are for a Redis given with --redis-url (rediss://…); the managed one uses its own certificates under --tls",
         ));
     }
-    redis_tls.check(m.redis_url.as_deref())?;
+    redis_tls.check(m.servers.redis_url.as_deref())?;
     Ok((tls, redis_tls))
 }
 
 /// `--db-sql` and its keys, checked against what cannot go with them.
 pub(super) fn own_load(m: &RunFlags) -> Result<Option<OwnLoad>, UsageError> {
-    let Some(sql) = &m.db_sql else {
-        if m.keys_sql.is_some() || m.keys_file.is_some() {
+    let Some(sql) = &m.db.db_sql else {
+        if m.db.keys_sql.is_some() || m.db.keys_file.is_some() {
             return Err(UsageError::new(
                 "--keys-sql and --keys-file give the keys of --db-sql: add --db-sql",
             ));
@@ -44,25 +44,25 @@ pub(super) fn own_load(m: &RunFlags) -> Result<Option<OwnLoad>, UsageError> {
             "--db-sql is empty: give the query, with $1 for the key",
         ));
     }
-    if m.pg_url.is_none() {
+    if m.servers.pg_url.is_none() {
         return Err(UsageError::new(
             "--db-sql runs your query on your database: give it with --pg-url",
         ));
     }
-    if m.keys_sql.is_none() && m.keys_file.is_none() {
+    if m.db.keys_sql.is_none() && m.db.keys_file.is_none() {
         return Err(UsageError::new(
             "--db-sql needs its keys: --keys-sql 'SELECT id FROM …' (most popular first) or --keys-file FILE",
         ));
     }
-    if m.keys_sql.is_some() && m.keys_file.is_some() {
+    if m.db.keys_sql.is_some() && m.db.keys_file.is_some() {
         return Err(UsageError::new("give --keys-sql or --keys-file, not both"));
     }
     for (given, flag) in [
-        (m.db_query.is_some(), "--db-query"),
-        (m.db_cost.is_some(), "--db-cost"),
-        (m.value_size.is_some(), "--value-size"),
+        (m.db.db_query.is_some(), "--db-query"),
+        (m.db.db_cost.is_some(), "--db-cost"),
+        (m.data.value_size.is_some(), "--value-size"),
         (
-            m.missing_ratio.is_some_and(|p| p.0 > 0.0),
+            m.data.missing_ratio.is_some_and(|p| p.0 > 0.0),
             "--missing-ratio",
         ),
     ] {
@@ -72,14 +72,14 @@ pub(super) fn own_load(m: &RunFlags) -> Result<Option<OwnLoad>, UsageError> {
             )));
         }
     }
-    if !m.fault.is_empty() {
+    if !m.faults.fault.is_empty() {
         return Err(UsageError::new(
             "faults are not supported with --db-sql yet: run your query without faults",
         ));
     }
     Ok(Some(OwnLoad {
         sql: sql.clone(),
-        keys_sql: m.keys_sql.clone(),
-        keys_file: m.keys_file.clone(),
+        keys_sql: m.db.keys_sql.clone(),
+        keys_file: m.db.keys_file.clone(),
     }))
 }

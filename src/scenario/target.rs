@@ -37,7 +37,7 @@ pub fn with_target(
         return Ok(sc);
     };
     // stampede writes only its own cache entries: an app's cache it cannot fill.
-    match flags.start {
+    match flags.data.start {
         None | Some(Start::Cold) => sc.start = Start::Cold,
         Some(s) => {
             return Err(UsageError::new(format!(

@@ -12,14 +12,14 @@ use crate::values::Dur;
 /// The replay's spec after its first pass, or None without `--trace` (then its settings are
 /// refused, never silently ignored).
 pub(super) fn settings(m: &RunFlags) -> Result<Option<TraceSpec>, UsageError> {
-    let Some(path) = &m.trace else {
+    let Some(path) = &m.traces.trace else {
         for (flag, set) in [
-            ("--trace-format", m.trace_format.is_some()),
-            ("--trace-columns", m.trace_columns.is_some()),
-            ("--trace-ops", m.trace_ops.is_some()),
-            ("--speed", m.speed.is_some()),
-            ("--trace-spread", m.trace_spread.is_some()),
-            ("--trace-skip", m.trace_skip.is_some()),
+            ("--trace-format", m.traces.trace_format.is_some()),
+            ("--trace-columns", m.traces.trace_columns.is_some()),
+            ("--trace-ops", m.traces.trace_ops.is_some()),
+            ("--speed", m.traces.speed.is_some()),
+            ("--trace-spread", m.traces.trace_spread.is_some()),
+            ("--trace-skip", m.traces.trace_skip.is_some()),
         ] {
             if set {
                 return Err(UsageError::new(format!(
@@ -33,52 +33,52 @@ pub(super) fn settings(m: &RunFlags) -> Result<Option<TraceSpec>, UsageError> {
     for (flag, set, why) in [
         (
             "--clients",
-            m.clients.is_some(),
+            m.load.clients.is_some(),
             "a trace is replayed at its own times (open loop)",
         ),
         (
             "--keys",
-            m.keys.is_some(),
+            m.data.keys.is_some(),
             "the trace's distinct keys are the items",
         ),
         (
             "--zipf",
-            m.zipf.is_some(),
+            m.data.zipf.is_some(),
             "the popularity is the trace's own",
         ),
         (
             "--arrival",
-            m.arrival.is_some(),
+            m.load.arrival.is_some(),
             "requests go out at the trace's timestamps",
         ),
         (
             "--missing-ratio",
-            m.missing_ratio.is_some(),
+            m.data.missing_ratio.is_some(),
             "every trace key is an item",
         ),
         (
             "--value-size-dist",
-            m.value_size_dist.is_some(),
+            m.data.value_size_dist.is_some(),
             "each item has the trace's value size for it (--value-size for a key the trace gives none)",
         ),
         (
             "--warm",
-            m.warm.is_some(),
+            m.data.warm.is_some(),
             "item ids follow first appearance, not popularity; use --start steady (the default) or cold",
         ),
         (
             "--db-sql",
-            m.db_sql.is_some(),
+            m.db.db_sql.is_some(),
             "the trace's keys are seeded as the tool's own items",
         ),
         (
             "--keys-sql",
-            m.keys_sql.is_some(),
+            m.db.keys_sql.is_some(),
             "the trace's keys are seeded as the tool's own items",
         ),
         (
             "--keys-file",
-            m.keys_file.is_some(),
+            m.db.keys_file.is_some(),
             "the trace's keys are seeded as the tool's own items",
         ),
     ] {
@@ -88,18 +88,18 @@ pub(super) fn settings(m: &RunFlags) -> Result<Option<TraceSpec>, UsageError> {
             )));
         }
     }
-    let ops = m.trace_ops.unwrap_or(TraceOps::Reads);
-    if ops == TraceOps::All && m.write_rps.is_some() {
+    let ops = m.traces.trace_ops.unwrap_or(TraceOps::Reads);
+    if ops == TraceOps::All && m.writes.write_rps.is_some() {
         return Err(UsageError::new(
             "--trace-ops all replays the trace's own SETs and DELETEs as the writes: drop --write-rps (or replay reads only with --trace-ops reads)",
         ));
     }
-    if m.speed.is_some() && m.rps.is_some() {
+    if m.traces.speed.is_some() && m.load.rps.is_some() {
         return Err(UsageError::new(
             "--speed scales the trace's own timestamps and --rps replaces them with a constant rate: choose one",
         ));
     }
-    let speed = m.speed.unwrap_or(1.0);
+    let speed = m.traces.speed.unwrap_or(1.0);
     if !(speed.is_finite() && speed > 0.0) {
         return Err(UsageError::new(format!(
             "--speed must be a number more than 0 (got {speed})"
@@ -107,22 +107,22 @@ pub(super) fn settings(m: &RunFlags) -> Result<Option<TraceSpec>, UsageError> {
     }
     let opts = replay::Options {
         path: path.clone(),
-        format: m.trace_format,
-        columns: m.trace_columns.clone(),
+        format: m.traces.trace_format,
+        columns: m.traces.trace_columns.clone(),
         ops,
         speed,
-        spread: m.trace_spread.unwrap_or(Spread::Even),
-        skip_s: m.trace_skip.map_or(0.0, |d| d.0.as_secs_f64()),
-        slice_s: m.duration.map(|d| d.0.as_secs_f64()),
-        retime_rps: m.rps.map(|r| r.0),
-        default_size: m.value_size.unwrap_or(1024) as u32,
+        spread: m.traces.trace_spread.unwrap_or(Spread::Even),
+        skip_s: m.traces.trace_skip.map_or(0.0, |d| d.0.as_secs_f64()),
+        slice_s: m.load.duration.map(|d| d.0.as_secs_f64()),
+        retime_rps: m.load.rps.map(|r| r.0),
+        default_size: m.data.value_size.unwrap_or(1024) as u32,
     };
     let spec = replay::load(&opts).map_err(UsageError::new)?;
-    let warmup = m.warmup.map_or(0.0, |d| d.0.as_secs_f64());
+    let warmup = m.load.warmup.map_or(0.0, |d| d.0.as_secs_f64());
     if warmup >= spec.found.run_s {
         return Err(UsageError::new(format!(
             "--warmup {} is the whole replay ({:.3} s of run time) or more: nothing would be measured",
-            m.warmup.unwrap_or(Dur(Duration::ZERO)),
+            m.load.warmup.unwrap_or(Dur(Duration::ZERO)),
             spec.found.run_s
         )));
     }
@@ -139,10 +139,10 @@ pub(super) fn duration(spec: &TraceSpec, warmup: Option<Dur>) -> Dur {
 /// synthetic workload (flags and the scenario file win). Each field read is checked, and a
 /// missing or odd one is named.
 pub(super) fn workload_from(m: &mut RunFlags) -> Result<(), UsageError> {
-    let Some(path) = m.workload_from.clone() else {
+    let Some(path) = m.traces.workload_from.clone() else {
         return Ok(());
     };
-    if m.trace.is_some() {
+    if m.traces.trace.is_some() {
         return Err(UsageError::new(
             "--workload-from synthesizes a workload with a trace's shape and --trace replays the trace itself: choose one",
         ));
@@ -180,34 +180,35 @@ pub(super) fn workload_from(m: &mut RunFlags) -> Result<(), UsageError> {
         )));
     }
     let reads = num("/ops/read_share").unwrap_or(1.0).clamp(0.0, 1.0);
-    m.keys.get_or_insert(keys as u64);
+    m.data.keys.get_or_insert(keys as u64);
     // Rounded as a user would write them (3 digits of exponent, whole requests a second).
-    m.zipf.get_or_insert((zipf * 1000.0).round() / 1000.0);
-    m.rps
+    m.data.zipf.get_or_insert((zipf * 1000.0).round() / 1000.0);
+    m.load
+        .rps
         .get_or_insert(crate::values::Rate((rate * reads).round().max(1.0)));
     let writes = (rate * (1.0 - reads)).round();
-    if m.write_rps.is_none() && m.clients.is_none() && writes >= 1.0 {
-        m.write_rps = Some(crate::values::Rate(writes));
+    if m.writes.write_rps.is_none() && m.load.clients.is_none() && writes >= 1.0 {
+        m.writes.write_rps = Some(crate::values::Rate(writes));
     }
-    if m.value_size.is_none() && m.value_size_dist.is_none() {
+    if m.data.value_size.is_none() && m.data.value_size_dist.is_none() {
         match (num("/value_size/mean"), num("/value_size/p50")) {
             // A lognormal's median is e^mu and its mean e^(mu + sigma²/2): the two give sigma.
             (Some(mean), Some(p50)) if mean > p50 && p50 >= 1.0 => {
                 let s2 = 2.0 * (mean / p50).ln();
                 let sd = mean * (s2.exp() - 1.0).sqrt();
-                m.value_size_dist = Some(crate::sizes::SizeDist::LogNormal {
+                m.data.value_size_dist = Some(crate::sizes::SizeDist::LogNormal {
                     mean: crate::values::Size(mean.round() as u64),
                     sd: crate::values::Size(sd.round().max(1.0) as u64),
                 });
             }
-            (Some(mean), _) if mean >= 1.0 => m.value_size = Some(mean.round() as usize),
+            (Some(mean), _) if mean >= 1.0 => m.data.value_size = Some(mean.round() as usize),
             _ => {}
         }
     }
-    if m.ttl.is_none()
+    if m.data.ttl.is_none()
         && let Some(t) = num("/ttl_s/p50").filter(|t| *t > 0.0)
     {
-        m.ttl = Some(Dur(Duration::from_secs_f64(t)));
+        m.data.ttl = Some(Dur(Duration::from_secs_f64(t)));
     }
     Ok(())
 }

@@ -95,7 +95,7 @@ pub fn any_scenarios(cmd: &CompareCmd) -> Result<Vec<Scenario>, UsageError> {
             "--strategies are the built-in app's: compare an app under test's own implementations with --variant NAME=ENV=VALUE (repeated)",
         ));
     }
-    let invalidations = parse_invalidations(cmd.flags.invalidate.as_deref())?;
+    let invalidations = parse_invalidations(cmd.flags.writes.invalidate.as_deref())?;
     let mut out = Vec::new();
     // A setting one strategy does not use is fine while another of the list uses it
     // (`--lease-ttl` with mutex,lease); refused when none does.
@@ -109,9 +109,9 @@ pub fn any_scenarios(cmd: &CompareCmd) -> Result<Vec<Scenario>, UsageError> {
         };
         for inv in axis {
             let mut flags = cmd.flags.clone();
-            flags.strategy = Some(name.clone());
+            flags.cache.strategy = Some(name.clone());
             if inv.is_some() {
-                flags.invalidate = inv;
+                flags.writes.invalidate = inv;
             }
             let (sc, not_used) = scenario::resolve_one(cmd.scenario.as_ref(), flags)?;
             match not_used {

@@ -123,6 +123,18 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 "#;
 
+/// One invalidation by name.
+pub fn invalidation(name: &str) -> Result<Invalidate, String> {
+    if name.contains(',') {
+        return Err(format!(
+            "'{name}' names several invalidations: a run has one (compare --invalidate takes a list and runs each)"
+        ));
+    }
+    Invalidate::parse(name).ok_or_else(|| {
+        format!("unknown invalidation '{name}' (valid: delete, set, versioned, none, delete-first)")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

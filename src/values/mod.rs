@@ -86,6 +86,18 @@ serde_via_str!(Rate);
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Dur(pub Duration);
 
+impl Dur {
+    /// Whole seconds, for declared defaults.
+    pub const fn secs(s: u64) -> Dur {
+        Dur(Duration::from_secs(s))
+    }
+
+    /// Whole milliseconds, for declared defaults.
+    pub const fn millis(ms: u64) -> Dur {
+        Dur(Duration::from_millis(ms))
+    }
+}
+
 impl FromStr for Dur {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {

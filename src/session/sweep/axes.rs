@@ -364,7 +364,7 @@ pub fn flags_at(base: &RunFlags, set: &[(&str, &str)]) -> Result<RunFlags, Usage
     flags
         .update_from_arg_matches(&m)
         .map_err(|e| UsageError::new(format!("--axis: {e}")))?;
-    flags.fault_keys.extend(keys);
+    flags.faults.fault_keys.extend(keys);
     Ok(flags)
 }
 
@@ -466,9 +466,9 @@ mod tests {
             &[("drop-cache.fraction", "10%"), ("rps", "400")],
         )
         .unwrap();
-        assert_eq!(f.rps.map(|r| r.0), Some(400.0));
+        assert_eq!(f.load.rps.map(|r| r.0), Some(400.0));
         assert_eq!(
-            f.fault_keys,
+            f.faults.fault_keys,
             vec![KeySet {
                 kind: FaultKind::DropCache,
                 key: "fraction".into(),
@@ -479,17 +479,18 @@ mod tests {
 
     #[test]
     fn a_point_sets_its_flag_and_keeps_the_rest() {
-        let base = RunFlags {
-            keys: Some(200),
-            allow_kill_external: true,
-            ..RunFlags::default()
+        let base = {
+            let mut f: RunFlags = RunFlags::default();
+            f.data.keys = Some(200);
+            f.faults.allow_kill_external = true;
+            f
         };
         let f = flags_at(&base, &[("rps", "400"), ("ttl", "2000ms")]).unwrap();
-        assert_eq!(f.rps.map(|r| r.0), Some(400.0));
-        assert_eq!(f.ttl.map(|d| d.0.as_millis()), Some(2000));
-        assert_eq!(f.keys, Some(200));
+        assert_eq!(f.load.rps.map(|r| r.0), Some(400.0));
+        assert_eq!(f.data.ttl.map(|d| d.0.as_millis()), Some(2000));
+        assert_eq!(f.data.keys, Some(200));
         assert!(
-            f.allow_kill_external,
+            f.faults.allow_kill_external,
             "a switch of the sweep survives a point"
         );
         let e = flags_at(&base, &[("db-pool", "-3")])

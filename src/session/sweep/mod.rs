@@ -144,7 +144,7 @@ fn plan(cmd: &SweepCmd) -> Result<Plan, UsageError> {
                 "--boundary rps takes at most one other --axis: the boundary is found for each of its values",
             ));
         }
-        if cmd.flags.clients.is_some() {
+        if cmd.flags.load.clients.is_some() {
             return Err(UsageError::new(
                 "--boundary rps bisects the open loop's rate: drop --clients",
             ));
