@@ -7,11 +7,11 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 use crate::cli::CompareCmd;
+use crate::session::Status;
 use crate::session::trials::{Output, run_trials};
-use crate::session::{Status, comparison};
 
 pub async fn run(cmd: CompareCmd) -> Result<ExitCode> {
-    let scenarios = comparison::scenarios(&cmd)?;
+    let scenarios = crate::scenario::compare::scenarios(&cmd)?;
     let out = Output {
         dir: cmd.out.clone(),
         html: cmd.html.clone(),

@@ -468,6 +468,8 @@ fn start_cold() -> Start {
 }
 
 mod cluster;
+pub mod compare;
+pub mod invocation;
 mod memory;
 pub mod policy;
 mod resolve;

@@ -9,7 +9,6 @@ pub mod app_run;
 pub mod build;
 pub mod builtin;
 pub mod cleanup;
-pub mod comparison;
 pub mod env;
 pub mod faults;
 pub(crate) mod heartbeat;

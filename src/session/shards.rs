@@ -25,7 +25,6 @@ use crate::error::{EnvError, UsageError};
 use crate::fault::Server;
 use crate::instance::now_ms;
 use crate::live::Live;
-use crate::metric::Metric;
 use crate::metrics::Outcome;
 use crate::origin::Db;
 use crate::redact;
@@ -57,17 +56,9 @@ pub fn plan(sc: &Scenario, f: &ShardFlags) -> Result<Option<Plan>> {
         (Some(s), _) => s,
         (None, Some(n)) => ShardSpec::from_index_env(n, std::env::var(INDEX_ENV).ok().as_deref())
             .map_err(UsageError)?,
-        (None, None) => {
-            if f.run_id.is_some() || f.start_at.is_some() {
-                return Err(UsageError::new(
-                    "--run-id and --start-at belong to a sharded run: give --shard I/N or --shards N",
-                )
-                .into());
-            }
-            return Ok(None);
-        }
+        // `--run-id` without a shard count was refused at resolution.
+        (None, None) => return Ok(None),
     };
-    check(sc, spec.count)?;
     Ok(Some(Plan {
         spec,
         run_id: run_id(sc, f, spec.count)?,
@@ -76,43 +67,6 @@ pub fn plan(sc: &Scenario, f: &ShardFlags) -> Result<Option<Plan>> {
         start_timeout: f.start_timeout.map_or(Duration::from_secs(60), |d| d.0),
         end_timeout: f.end_timeout.map_or(Duration::from_secs(60), |d| d.0),
     }))
-}
-
-fn check(sc: &Scenario, count: u32) -> Result<()> {
-    if sc.redis_url.is_none() || sc.pg_url.is_none() {
-        return Err(UsageError::new(format!(
-            "a sharded run needs servers every shard reaches: give --redis-url and --pg-url (missing: {}). Servers the tool starts itself are private to one process, so shards cannot share them",
-            [
-                sc.redis_url.is_none().then_some("--redis-url"),
-                sc.pg_url.is_none().then_some("--pg-url"),
-            ]
-            .into_iter()
-            .flatten()
-            .collect::<Vec<_>>()
-            .join(", ")
-        ))
-        .into());
-    }
-    if sc.instances < count {
-        return Err(UsageError::new(format!(
-            "{count} shards need at least {count} app instances (instance k runs on shard k mod {count}): raise --instances to {count} or more"
-        ))
-        .into());
-    }
-    // A herd spans processes, and each shard counts only its own loads: the merged result's
-    // client-side herd figures are unknown by construction, so a limit on them could never
-    // hold.
-    for (m, _) in sc.thresholds.iter() {
-        if matches!(m, Metric::PeakKeyHerd | Metric::RedundantLoads) {
-            return Err(UsageError::new(format!(
-                "{}: a sharded run cannot know {} (each shard counts only its own loads, and a herd spans shards); its merged result has db.ledger_peak_key_herd and db.ledger_redundant_loads from the load ledger instead: drop the threshold, or run in one process",
-                m.threshold_name().unwrap_or_default(),
-                m.name()
-            ))
-            .into());
-        }
-    }
-    Ok(())
 }
 
 /// `--run-id`, or one derived from the scenario and the shard count, so that shards started
@@ -242,14 +196,7 @@ fn check_on_time(plan: &Plan, at: u64) -> Result<()> {
 
 /// `stampede prepare`: set a sharded run up and write its start signal, then exit.
 pub async fn prepare(cmd: &PrepareCmd) -> Result<()> {
-    let sc = crate::scenario::resolve(cmd.scenario.as_ref(), cmd.flags())?;
-    let Some(count) = cmd.shard.shards.or(cmd.shard.shard.map(|s| s.count)) else {
-        return Err(UsageError::new(
-            "prepare needs --shards N: how many shards the run it sets up has",
-        )
-        .into());
-    };
-    check(&sc, count)?;
+    let (sc, count) = crate::scenario::invocation::for_prepare(cmd)?;
     let plan = Plan {
         spec: ShardSpec::new(0, count).map_err(UsageError)?,
         run_id: run_id(&sc, &cmd.shard, count)?,

@@ -10,22 +10,9 @@ use tokio_util::sync::CancellationToken;
 use super::trials::{self, Ended, Output};
 use super::{Env, Progress, Status, run_on, shutdown_on_signals};
 use crate::cli::RunCmd;
-use crate::error::UsageError;
 use crate::exporter::{self, Export};
 use crate::results::RunResult;
-use crate::scenario::{self, Scenario};
 use crate::values::Dur;
-
-/// The scenario of `run`: the file and flags resolved, with the app under test if any.
-pub fn scenario(cmd: &RunCmd) -> Result<Scenario> {
-    let sc = crate::scenario::target::with_target(
-        scenario::resolve(cmd.scenario.as_ref(), cmd.flags())?,
-        &cmd.flags,
-        &cmd.target,
-    )?;
-    super::comparison::refuse_boundary(&sc)?;
-    Ok(sc)
-}
 
 /// What a run did: one result to show, or trials already written and shown.
 pub enum Done {
@@ -36,51 +23,9 @@ pub enum Done {
 /// Run `cmd`; `show` writes and prints a single run's result (before the metrics linger, so
 /// the last scrape sees what the user saw).
 pub async fn run(cmd: &RunCmd, show: impl FnOnce(&RunResult) -> Result<()>) -> Result<Done> {
-    let sc = scenario(cmd)?;
+    let sc = crate::scenario::invocation::for_run(cmd)?;
     let plan = super::shards::plan(&sc, &cmd.shard)?;
-    if plan.is_some() {
-        // What a shard cannot do yet, said before anything starts.
-        let refused = if sc.writes.is_some() {
-            Some(
-                "--write-rps: the consistency figures are exact only when one process sees every commit; a sharded run cannot have writes yet (run the writes in one process)",
-            )
-        } else if sc.target.is_some() {
-            Some(
-                "--target: a sharded run drives the built-in app's instances; an app under test is driven from one process (its DB figures come from the servers either way)",
-            )
-        } else if sc.own_load.is_some() {
-            Some(
-                "--db-sql: shards count their loads in the load ledger that stampede installs in its own schema, and with --db-sql it creates nothing in your database: run --db-sql in one process",
-            )
-        } else {
-            None
-        };
-        if let Some(why) = refused {
-            return Err(UsageError::new(why).into());
-        }
-    }
-    if plan.is_some() && cmd.trials.repeat > 1 {
-        return Err(UsageError::new(
-            "--repeat runs trials one after another in one process; a sharded run is one trial: run the shards again for another",
-        )
-        .into());
-    }
-    if cmd.trials.repeat > 1 && cmd.metrics.metrics_listen.is_some() {
-        return Err(UsageError::new(
-            "--metrics-listen exports one run's figures: it cannot be combined with --repeat",
-        )
-        .into());
-    }
     if cmd.trials.repeat > 1 {
-        if let Some(p) = &cmd.output.out
-            && p.extension().is_some_and(|x| x == "json")
-        {
-            return Err(UsageError::new(format!(
-                "--out {} looks like a file, but with --repeat it is a directory that gets <strategy>/trial-N.json and summary.json: give a directory",
-                p.display()
-            ))
-            .into());
-        }
         // The same shape as compare writes, for one strategy.
         let out = Output {
             dir: cmd.output.out.clone(),

@@ -17,7 +17,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use tokio_util::sync::CancellationToken;
 
 use super::trials::Ended;
-use super::{Env, Status, comparison, run_on, shutdown_on_signals};
+use super::{Env, Status, run_on, shutdown_on_signals};
 use crate::cli::{CompareCmd, RunFlags, SweepCmd, TargetFlags};
 use crate::error::UsageError;
 use crate::report::sink;
@@ -73,7 +73,7 @@ fn scenarios_at(cmd: &SweepCmd, set: &[(&str, &str)]) -> Result<Vec<Scenario>, U
         quiet: cmd.quiet,
         trials: cmd.trials,
     };
-    let mut out = comparison::any_scenarios(&compare).map_err(|e| {
+    let mut out = crate::scenario::compare::any_scenarios(&compare).map_err(|e| {
         if set.is_empty() {
             return e;
         }

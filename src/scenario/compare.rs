@@ -67,21 +67,9 @@ pub fn parse_invalidations(list: Option<&str>) -> Result<Option<Vec<String>>, Us
 pub fn scenarios(cmd: &CompareCmd) -> Result<Vec<Scenario>, UsageError> {
     let out = any_scenarios(cmd)?;
     for sc in &out {
-        refuse_boundary(sc)?;
+        super::invocation::refuse_boundary(sc)?;
     }
     Ok(out)
-}
-
-/// A limit on the boundary rate, which only a sweep's bisection finds, refused on a run or a
-/// comparison before anything starts (it could never be measured there).
-pub fn refuse_boundary(sc: &Scenario) -> Result<(), UsageError> {
-    if sc.thresholds.boundary_rps_min().is_some() {
-        return Err(UsageError::new(format!(
-            "{}: a run or a comparison has no boundary rate, only `stampede sweep --boundary rps` finds one: drop the threshold here, or sweep",
-            crate::thresholds::BOUNDARY_RPS_MIN
-        )));
-    }
-    Ok(())
 }
 
 /// [`scenarios`] without the refusal of a sweep's own thresholds: the scenarios of one point

@@ -1,0 +1,123 @@
+//! The scenario of one invocation of `run` or `prepare`: the file and flags resolved, the app
+//! under test joined, and every check between the scenario and how it is run (a sharded run,
+//! `--repeat`, `--metrics-listen`, `--out`) made before anything starts, so that the commands
+//! below resolution only run what it returns.
+
+use crate::cli::{PrepareCmd, RunCmd};
+use crate::error::{Problems, UsageError};
+use crate::metric::Metric;
+use crate::scenario::{self, Scenario};
+
+/// The scenario of `run`, or one error listing every problem found.
+pub fn for_run(cmd: &RunCmd) -> Result<Scenario, UsageError> {
+    let sc = scenario::target::with_target(
+        scenario::resolve(cmd.scenario.as_ref(), cmd.flags())?,
+        &cmd.flags,
+        &cmd.target,
+    )?;
+    let mut p = Problems::default();
+    p.take(refuse_boundary(&sc));
+    let shards = cmd.shard.shard.map(|s| s.count).or(cmd.shard.shards);
+    if let Some(count) = shards {
+        sharded(&sc, count, &mut p);
+        if cmd.trials.repeat > 1 {
+            p.push(
+                "--repeat runs trials one after another in one process; a sharded run is one trial: run the shards again for another",
+            );
+        }
+    } else if cmd.shard.run_id.is_some() || cmd.shard.start_at.is_some() {
+        p.push("--run-id and --start-at belong to a sharded run: give --shard I/N or --shards N");
+    }
+    if cmd.trials.repeat > 1 {
+        if cmd.metrics.metrics_listen.is_some() {
+            p.push(
+                "--metrics-listen exports one run's figures: it cannot be combined with --repeat",
+            );
+        }
+        if let Some(path) = &cmd.output.out
+            && path.extension().is_some_and(|x| x == "json")
+        {
+            p.push(format!(
+                "--out {} looks like a file, but with --repeat it is a directory that gets <strategy>/trial-N.json and summary.json: give a directory",
+                path.display()
+            ));
+        }
+    }
+    p.into_result()?;
+    Ok(sc)
+}
+
+/// The scenario of `prepare` and its shard count.
+pub fn for_prepare(cmd: &PrepareCmd) -> Result<(Scenario, u32), UsageError> {
+    let sc = scenario::resolve(cmd.scenario.as_ref(), cmd.flags())?;
+    let Some(count) = cmd.shard.shards.or(cmd.shard.shard.map(|s| s.count)) else {
+        return Err(UsageError::new(
+            "prepare needs --shards N: how many shards the run it sets up has",
+        ));
+    };
+    let mut p = Problems::default();
+    sharded(&sc, count, &mut p);
+    p.into_result()?;
+    Ok((sc, count))
+}
+
+/// A limit on the boundary rate, which only a sweep's bisection finds, refused on a run or a
+/// comparison before anything starts (it could never be measured there).
+pub fn refuse_boundary(sc: &Scenario) -> Result<(), UsageError> {
+    if sc.thresholds.boundary_rps_min().is_some() {
+        return Err(UsageError::new(format!(
+            "{}: a run or a comparison has no boundary rate, only `stampede sweep --boundary rps` finds one: drop the threshold here, or sweep",
+            crate::thresholds::BOUNDARY_RPS_MIN
+        )));
+    }
+    Ok(())
+}
+
+/// What a sharded run of `count` shards needs, and what it cannot do yet.
+fn sharded(sc: &Scenario, count: u32, p: &mut Problems) {
+    if sc.redis_url.is_none() || sc.pg_url.is_none() {
+        p.push(format!(
+            "a sharded run needs servers every shard reaches: give --redis-url and --pg-url (missing: {}). Servers the tool starts itself are private to one process, so shards cannot share them",
+            [
+                sc.redis_url.is_none().then_some("--redis-url"),
+                sc.pg_url.is_none().then_some("--pg-url"),
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join(", ")
+        ));
+    }
+    if sc.instances < count {
+        p.push(format!(
+            "{count} shards need at least {count} app instances (instance k runs on shard k mod {count}): raise --instances to {count} or more"
+        ));
+    }
+    // A herd spans processes, and each shard counts only its own loads: the merged result's
+    // client-side herd figures are unknown by construction, so a limit on them could never
+    // hold.
+    for (m, _) in sc.thresholds.iter() {
+        if matches!(m, Metric::PeakKeyHerd | Metric::RedundantLoads) {
+            p.push(format!(
+                "{}: a sharded run cannot know {} (each shard counts only its own loads, and a herd spans shards); its merged result has db.ledger_peak_key_herd and db.ledger_redundant_loads from the load ledger instead: drop the threshold, or run in one process",
+                m.threshold_name().unwrap_or_default(),
+                m.name()
+            ));
+        }
+    }
+    if sc.writes.is_some() {
+        p.push(
+            "--write-rps: the consistency figures are exact only when one process sees every commit; a sharded run cannot have writes yet (run the writes in one process)",
+        );
+    }
+    if sc.target.is_some() {
+        p.push(
+            "--target: a sharded run drives the built-in app's instances; an app under test is driven from one process (its DB figures come from the servers either way)",
+        );
+    }
+    if sc.own_load.is_some() {
+        p.push(
+            "--db-sql: shards count their loads in the load ledger that stampede installs in its own schema, and with --db-sql it creates nothing in your database: run --db-sql in one process",
+        );
+    }
+}
