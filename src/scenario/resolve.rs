@@ -3,8 +3,6 @@
 //! starts fails here, naming the file, the key and what is allowed.
 
 use std::path::{Path, PathBuf};
-
-use serde::Deserialize;
 use std::time::Duration;
 
 use super::servers::{own_load, tls_settings};
@@ -49,9 +47,9 @@ impl Src<'_> {
 }
 
 /// Read and parse a scenario file; a missing file, a TOML syntax error (with its line) and an
-/// unknown key are usage errors naming the file. The settings' groups are flattened into the
-/// file's one table, which serde cannot check for unknown keys, so the keys are checked here
-/// against the file's schema; a value that does not parse is then named by its key.
+/// unknown key are usage errors naming the file. The settings' groups share the file's one
+/// table, which serde cannot check for unknown keys across groups, so the keys are checked here
+/// against the file's schema (made from the same declarations) before the groups read it.
 pub fn read_file(path: &Path) -> Result<RunFlags, UsageError> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         UsageError::new(format!("cannot read scenario file {}: {e}", path.display()))
@@ -79,17 +77,7 @@ pub fn read_file(path: &Path) -> Result<RunFlags, UsageError> {
             known.join(", ")
         )));
     }
-    RunFlags::deserialize(toml::Value::Table(table.clone())).map_err(|e| {
-        // Flattened, serde's error has lost the key: find it by reading each key alone.
-        let culprit = table.iter().find_map(|(k, v)| {
-            let mut one = toml::Table::new();
-            one.insert(k.clone(), v.clone());
-            RunFlags::deserialize(toml::Value::Table(one))
-                .err()
-                .map(|e| format!("`{k}`: {}", e.to_string().trim_end()))
-        });
-        said(&culprit.unwrap_or_else(|| e.to_string()))
-    })
+    RunFlags::from_toml(&text).map_err(|e| said(&e))
 }
 
 impl Src<'_> {

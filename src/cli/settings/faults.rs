@@ -10,6 +10,7 @@ const FAULT_HELP: &str = "A fault: KIND@AT[+FOR][,KEY=VALUE…], repeatable; AT 
 Kinds: kill-redis@AT+FOR, kill-postgres@AT+FOR, pause-redis@AT+FOR, drop-cache@AT (keys fraction, order), slow-db@AT+FOR (key factor), spike@AT+FOR (key factor), failover@AT and migrate-slot@AT (key slot) on a Redis Cluster. E.g. --fault kill-redis@3s+2s, --fault drop-cache@4s,fraction=100%,order=hottest, --fault slow-db@5s+3s,factor=4, --fault spike@5s+2s,factor=3, --fault migrate-slot@2s,slot=hottest. The per-kind flags of earlier versions (--kill-redis-at T --redis-down-for D, --drop-cache-at T, --drop-fraction P, …) still work as shorthands for the same faults; they are left out of the help, and docs/faults.md lists them.";
 
 settings! {
+    #[command(next_help_heading = "Faults")]
     pub struct FaultFlags / FaultResolved {
 
         /// Faults (`[[fault]]` tables: kind, at, down_for and the kind's own keys); on the command line `--fault KIND@AT[+FOR][,KEY=VALUE…]`, and any fault given there replaces them all
@@ -17,9 +18,8 @@ settings! {
             long = "fault",
             value_name = "KIND@AT[+FOR],…",
             value_parser = crate::fault::parse,
-            help_heading = "Faults",
             help = "A fault, e.g. kill-redis@3s+2s or drop-cache@4s,fraction=50%",
-            long_help = FAULT_HELP
+            long_help = FAULT_HELP,
         )]
         #[serde(default)]
         pub fault: Vec<FaultSpec> => flags;
@@ -35,7 +35,7 @@ settings! {
         /// Crash Redis (SIGKILL) this long after the measured window starts; repeatable, paired in
         /// order with --redis-down-for (scenario file: [[fault]] with kind = "kill-redis", at,
         /// down_for).
-        #[arg(hide = true, long, value_name = "T", help_heading = "Fault shorthands")]
+        #[arg(hide = true, long, value_name = "T")]
         #[serde(skip)]
         pub kill_redis_at: Vec<Dur> => folded;
 
@@ -43,12 +43,7 @@ settings! {
         ///
         /// How long Redis stays down after the matching --kill-redis-at before a new, empty one
         /// starts on the same port.
-        #[arg(
-            hide = true,
-            long,
-            value_name = "DURATION",
-            help_heading = "Fault shorthands"
-        )]
+        #[arg(hide = true, long, value_name = "DURATION")]
         #[serde(skip)]
         pub redis_down_for: Vec<Dur> => folded;
 
@@ -59,7 +54,7 @@ settings! {
         /// recovery runs); repeatable, paired in order with --postgres-down-for (scenario file:
         /// [[fault]] with kind = "kill-postgres"). Loads fail fast meanwhile: without --db-timeout a
         /// Postgres fault sets it to 1s.
-        #[arg(hide = true, long, value_name = "T", help_heading = "Fault shorthands")]
+        #[arg(hide = true, long, value_name = "T")]
         #[serde(skip)]
         pub kill_postgres_at: Vec<Dur> => folded;
 
@@ -67,12 +62,7 @@ settings! {
         ///
         /// How long Postgres stays down after the matching --kill-postgres-at before it starts
         /// again.
-        #[arg(
-            hide = true,
-            long,
-            value_name = "DURATION",
-            help_heading = "Fault shorthands"
-        )]
+        #[arg(hide = true, long, value_name = "DURATION")]
         #[serde(skip)]
         pub postgres_down_for: Vec<Dur> => folded;
 
@@ -81,19 +71,14 @@ settings! {
         /// Stall Redis this long after the measured window starts (CLIENT PAUSE ALL: connections
         /// stay open, every command hangs until its --redis-timeout); repeatable, paired in order
         /// with --pause-for (scenario file: [[fault]] with kind = "pause-redis").
-        #[arg(hide = true, long, value_name = "T", help_heading = "Fault shorthands")]
+        #[arg(hide = true, long, value_name = "T")]
         #[serde(skip)]
         pub pause_redis_at: Vec<Dur> => folded;
 
         /// How long Redis stays paused after --pause-redis-at.
         ///
         /// How long Redis stays paused after the matching --pause-redis-at.
-        #[arg(
-            hide = true,
-            long,
-            value_name = "DURATION",
-            help_heading = "Fault shorthands"
-        )]
+        #[arg(hide = true, long, value_name = "DURATION")]
         #[serde(skip)]
         pub pause_for: Vec<Dur> => folded;
 
@@ -101,7 +86,7 @@ settings! {
         ///
         /// Drops every [[fault]] of the scenario file, so the same workload runs undisturbed: the
         /// control that tells a metastable failure from plain overload.
-        #[arg(long, help_heading = "Faults")]
+        #[arg(long)]
         #[serde(skip)]
         pub no_shocks: bool => flags;
 
@@ -111,14 +96,14 @@ settings! {
         /// after the measured window starts, with UNLINK: only entries, never the run's heartbeat,
         /// locks, lease tokens or version markers; repeatable (scenario file: [[fault]] with kind =
         /// "drop-cache", at, fraction, order).
-        #[arg(hide = true, long, value_name = "T", help_heading = "Fault shorthands")]
+        #[arg(hide = true, long, value_name = "T")]
         #[serde(skip)]
         pub drop_cache_at: Vec<Dur> => folded;
 
         /// Share of the entries a cache drop removes [default: 100%]
         ///
         /// Applies to every drop-cache shock, the scenario file's included.
-        #[arg(hide = true, long, value_name = "P", help_heading = "Fault shorthands")]
+        #[arg(hide = true, long, value_name = "P")]
         #[serde(skip)]
         pub drop_fraction: Option<Percent> => flags;
 
@@ -126,14 +111,7 @@ settings! {
         ///
         /// hottest: the most popular keys first (the cheapest way to hurt). random: a seeded random
         /// share of the keys.
-        #[arg(
-            hide = true,
-            long,
-            value_enum,
-            value_name = "ORDER",
-            hide_possible_values = true,
-            help_heading = "Fault shorthands"
-        )]
+        #[arg(hide = true, long, value_enum, value_name = "ORDER", hide_possible_values = true)]
         #[serde(skip)]
         pub drop_order: Option<crate::fault::DropOrder> => flags;
 
@@ -143,24 +121,19 @@ settings! {
         /// times its cost (the server really works longer: pg_sleep's argument is multiplied) for
         /// the matching --slow-db-for; repeatable (scenario file: [[fault]] with kind = "slow-db",
         /// at, for, factor). Needs --db-query sleep.
-        #[arg(hide = true, long, value_name = "T", help_heading = "Fault shorthands")]
+        #[arg(hide = true, long, value_name = "T")]
         #[serde(skip)]
         pub slow_db_at: Vec<Dur> => folded;
 
         /// How long loads stay slow after --slow-db-at.
-        #[arg(
-            hide = true,
-            long,
-            value_name = "DURATION",
-            help_heading = "Fault shorthands"
-        )]
+        #[arg(hide = true, long, value_name = "DURATION")]
         #[serde(skip)]
         pub slow_db_for: Vec<Dur> => folded;
 
         /// Slow-db: how many times its cost a load costs [default: 4]
         ///
         /// Applies to every slow-db shock, the scenario file's included.
-        #[arg(hide = true, long, value_name = "K", help_heading = "Fault shorthands")]
+        #[arg(hide = true, long, value_name = "K")]
         #[serde(skip)]
         pub slow_db_factor: Option<f64> => flags;
 
@@ -170,24 +143,19 @@ settings! {
         /// times the rate for the matching --spike-for (the schedule stays exact and seeded);
         /// repeatable (scenario file: [[fault]] with kind = "spike", at, for, factor). Open loop
         /// only.
-        #[arg(hide = true, long, value_name = "T", help_heading = "Fault shorthands")]
+        #[arg(hide = true, long, value_name = "T")]
         #[serde(skip)]
         pub spike_at: Vec<Dur> => folded;
 
         /// How long the rate stays multiplied after --spike-at.
-        #[arg(
-            hide = true,
-            long,
-            value_name = "DURATION",
-            help_heading = "Fault shorthands"
-        )]
+        #[arg(hide = true, long, value_name = "DURATION")]
         #[serde(skip)]
         pub spike_for: Vec<Dur> => folded;
 
         /// Spike: how many times the rate is offered [default: 2]
         ///
         /// Applies to every spike, the scenario file's included.
-        #[arg(hide = true, long, value_name = "K", help_heading = "Fault shorthands")]
+        #[arg(hide = true, long, value_name = "K")]
         #[serde(skip)]
         pub spike_factor: Option<f64> => flags;
 
@@ -195,19 +163,14 @@ settings! {
         ///
         /// External Redis (--redis-url) only: shell command (run with sh -c) that starts it again
         /// after a fault's SHUTDOWN NOSAVE.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "CMD",
-            help_heading = "Faults"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "CMD")]
         pub redis_restart_cmd: Option<String> => or, check command("starts your Redis again");
 
         /// External Redis: allow a pause-redis fault on it.
         ///
         /// External Redis (--redis-url) only: allow a pause-redis fault, which stalls every client of
         /// that server, not only this run.
-        #[arg(hide_short_help = true, long, help_heading = "Faults")]
+        #[arg(hide_short_help = true, long)]
         #[serde(default)]
         pub allow_pause_external: bool => any;
 
@@ -216,7 +179,7 @@ settings! {
         /// External Redis (--redis-url) only: allow a kill-redis fault, which sends that server
         /// SHUTDOWN NOSAVE: it stops without saving, so every client's data not yet persisted is
         /// lost, not only this run's.
-        #[arg(hide_short_help = true, long, help_heading = "Faults")]
+        #[arg(hide_short_help = true, long)]
         #[serde(default)]
         pub allow_kill_external: bool => any;
 
@@ -225,24 +188,14 @@ settings! {
         /// External Postgres (--pg-url) only: shell command (run with sh -c) that crashes it at a
         /// kill-postgres fault, e.g. `pg_ctl stop -D DIR -m immediate` (stampede cannot crash a
         /// server it did not start; pg_terminate_backend only ends sessions).
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "CMD",
-            help_heading = "Faults"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "CMD")]
         pub pg_kill_cmd: Option<String> => or, check command("crashes your Postgres");
 
         /// External Postgres: shell command that starts it again.
         ///
         /// External Postgres (--pg-url) only: shell command (run with sh -c) that starts it again
         /// after the fault's down time.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "CMD",
-            help_heading = "Faults"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "CMD")]
         pub pg_restart_cmd: Option<String> => or, check command("starts your Postgres again");
 
         /// Cluster fault: a planned CLUSTER FAILOVER at T.
@@ -250,7 +203,7 @@ settings! {
         /// This long after the measured window starts, the replica of --redis-node's primary takes
         /// over (CLUSTER FAILOVER, a coordinated hand-over without data loss); repeatable (scenario
         /// file: [[fault]] with kind = "failover").
-        #[arg(hide = true, long, value_name = "T", help_heading = "Fault shorthands")]
+        #[arg(hide = true, long, value_name = "T")]
         #[serde(skip)]
         pub failover_at: Vec<Dur> => folded;
 
@@ -260,7 +213,7 @@ settings! {
         /// to another primary (SETSLOT IMPORTING/MIGRATING, MIGRATE, SETSLOT NODE), so requests meet
         /// ASK redirects while it moves; repeatable (scenario file: [[fault]] with kind =
         /// "migrate-slot").
-        #[arg(hide = true, long, value_name = "T", help_heading = "Fault shorthands")]
+        #[arg(hide = true, long, value_name = "T")]
         #[serde(skip)]
         pub migrate_slot_at: Vec<Dur> => folded;
     }

@@ -7,66 +7,71 @@ use crate::values::{Dur, Rate};
 use crate::workload::Arrival;
 
 settings! {
+    #[command(next_help_heading = "Load")]
     pub struct LoadFlags / LoadResolved {
 
         /// Open loop: requests per second [default: 10000 unless --clients]
         ///
         /// Open loop: start this many requests per second whether or not earlier ones finished
         /// (accepts 10k).
-        #[arg(
-            long,
-            value_name = "RATE",
-            conflicts_with = "clients",
-            help_heading = "Load"
-        )]
-        pub rps: Option<Rate> => or, check |r: &Rate| if r.0 > 0.0 { Ok(()) } else { Err(format!("must be more than 0 requests per second (got {})", r.0)) };
+        #[arg(long, value_name = "RATE", conflicts_with = "clients")]
+        pub rps: Option<Rate> => or,
+            check rate_above_zero("requests");
 
         /// Closed loop: this many workers, spread over the instances.
         ///
         /// Each worker sends its next request when its last returns.
-        #[arg(long, value_name = "N", help_heading = "Load")]
-        pub clients: Option<u32> => or, check at_least(1), check at_most(100_000, "each client is a task with its own key stream; use the open loop (--rps) for more load");
+        #[arg(long, value_name = "N")]
+        pub clients: Option<u32> => or,
+            check at_least(1),
+            check at_most(100_000, "each client is a task with its own key stream; use the open loop (--rps) for more load");
 
         /// Open-loop spacing of requests: constant or poisson [default: constant]
         ///
         /// constant: evenly spaced, one request every 1/rps seconds.
         ///
         /// poisson: exponential gaps with mean 1/rps (a Poisson process), seeded.
-        #[arg(long, value_enum, hide_possible_values = true, help_heading = "Load")]
+        #[arg(long, value_enum, hide_possible_values = true)]
         pub arrival: Option<Arrival> => or;
 
         /// How long the measured part of the run lasts [default: 10s]
-        #[arg(long, value_name = "DURATION", help_heading = "Load")]
+        #[arg(long, value_name = "DURATION")]
         pub duration: Option<Dur> => or, default Dur::secs(10), check positive;
 
         /// Unmeasured traffic sent before the measured part [default: 0s]
         ///
         /// Traffic sent before the measured part and excluded from every figure.
-        #[arg(long, value_name = "DURATION", help_heading = "Load")]
+        #[arg(long, value_name = "DURATION")]
         pub warmup: Option<Dur> => or, default Dur::secs(0);
 
         /// Simulated app instances [default: 2]
         ///
         /// Each has its own Redis connections, DB pool and in-process state.
-        #[arg(long, value_name = "N", help_heading = "Load")]
+        #[arg(long, value_name = "N")]
         pub instances: Option<u32> => or, default 2, check at_least(1), check at_most(256, "");
 
         /// Open loop: requests handled at once per instance [default: 2048]
         ///
         /// More are queued up to --backlog, then shed (counted, never silently dropped).
-        #[arg(long, value_name = "N", help_heading = "Load")]
-        pub max_inflight: Option<u32> => or, default 2048, check at_least(1), check at_most(1_000_000, "requests held in memory at once per instance");
+        #[arg(long, value_name = "N")]
+        pub max_inflight: Option<u32> => or,
+            default 2048,
+            check at_least(1),
+            check at_most(1_000_000, "requests held in memory at once per instance");
 
         /// Open loop: queued requests allowed per instance [default: 0]
         ///
         /// Requests per instance that may queue once --max-inflight are being handled; beyond it
         /// requests are shed.
-        #[arg(hide_short_help = true, long, value_name = "N", help_heading = "Load")]
-        pub backlog: Option<u32> => or, default 0, check at_most(1_000_000, "requests held in memory at once per instance");
+        #[arg(hide_short_help = true, long, value_name = "N")]
+        pub backlog: Option<u32> => or,
+            default 0,
+            check at_most(1_000_000, "requests held in memory at once per instance");
     }
 }
 
 settings! {
+    #[command(next_help_heading = "Trace")]
     pub struct TraceFlags / TraceResolved {
 
         /// Replay this access trace as the traffic (.gz/.zst streamed)
@@ -76,7 +81,7 @@ settings! {
         /// --speed). The trace decides the rate, the duration and the keys: --duration selects a
         /// slice of trace time, --rps re-times the trace at a constant rate keeping its order.
         /// docs/traces.md has the formats.
-        #[arg(long, value_name = "FILE", help_heading = "Trace")]
+        #[arg(long, value_name = "FILE")]
         pub trace: Option<PathBuf> => or;
 
         /// A synthetic workload with a trace's shape (trace-stats --json)
@@ -86,7 +91,7 @@ settings! {
         /// the reads' share of it, the rest as --write-rps), --value-size-dist (a lognormal with the
         /// trace's mean and median value size) and --ttl (the median TTL). Flags given win. A team
         /// can share the shape without the trace.
-        #[arg(long, value_name = "FILE", help_heading = "Trace")]
+        #[arg(long, value_name = "FILE")]
         pub workload_from: Option<PathBuf> => or;
 
         /// The trace's format [default: detected from its content]
@@ -99,17 +104,11 @@ settings! {
             value_name = "FORMAT",
             value_enum,
             hide_possible_values = true,
-            help_heading = "Trace"
         )]
         pub trace_format: Option<crate::trace::Format> => or;
 
         /// Map csv/jsonl columns: timestamp=ts,key=k,...
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "MAP",
-            help_heading = "Trace"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "MAP")]
         pub trace_columns: Option<String> => or;
 
         /// Replay reads only, or SETs/DELETEs too as writes [default: reads]
@@ -122,12 +121,11 @@ settings! {
             value_name = "OPS",
             value_enum,
             hide_possible_values = true,
-            help_heading = "Trace"
         )]
         pub trace_ops: Option<crate::replay::TraceOps> => or;
 
         /// Replay the trace X times faster than recorded [default: 1]
-        #[arg(hide_short_help = true, long, value_name = "X", help_heading = "Trace")]
+        #[arg(hide_short_help = true, long, value_name = "X")]
         pub speed: Option<f64> => or;
 
         /// Place each whole second's requests: even or random [default: even]
@@ -140,17 +138,11 @@ settings! {
             value_name = "HOW",
             value_enum,
             hide_possible_values = true,
-            help_heading = "Trace"
         )]
         pub trace_spread: Option<crate::replay::Spread> => or;
 
         /// Skip the trace's first D of trace time [default: 0s]
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "DURATION",
-            help_heading = "Trace"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "DURATION")]
         pub trace_skip: Option<Dur> => or;
     }
 }

@@ -30,8 +30,8 @@ macro_rules! settings {
             )*
         }
     ) => {
-        $(#[$smeta])*
         #[derive(Debug, clap::Args, Clone, Default, serde::Deserialize, schemars::JsonSchema)]
+        $(#[$smeta])*
         pub struct $name {
             $( $(#[$fmeta])* pub $f: $t, )*
         }
@@ -93,6 +93,7 @@ mod load;
 mod outcome;
 mod servers;
 mod strategy;
+pub mod table;
 
 pub use data::{DbFlags, KeyFlags, MAX_DB_CONNECTIONS, MAX_KEYS, MemoryFlags, WriteFlags};
 pub use faults::FaultFlags;
@@ -160,7 +161,7 @@ pub mod merge {
 pub mod check {
     use std::fmt::Display;
 
-    use crate::values::Dur;
+    use crate::values::{Dur, Percent, Rate};
 
     /// Longer than zero.
     pub fn positive(d: &Dur) -> Result<(), String> {
@@ -222,6 +223,84 @@ pub mod check {
             .map(drop)
             .map_err(|e| format!(": {e}"))
     }
+
+    /// More than zero `what` per second (not finite is refused when a rate is parsed).
+    pub fn rate_above_zero(what: &'static str) -> impl Fn(&Rate) -> Result<(), String> {
+        move |r| {
+            if r.0 > 0.0 {
+                return Ok(());
+            }
+            Err(format!(
+                "must be more than 0 {what} per second (got {})",
+                r.0
+            ))
+        }
+    }
+
+    /// Zero (no writes) or more writes per second.
+    pub fn write_rate(r: &Rate) -> Result<(), String> {
+        if r.0 >= 0.0 && r.0.is_finite() {
+            return Ok(());
+        }
+        Err(format!(
+            "must be 0 (no writes) or more writes per second (got {})",
+            r.0
+        ))
+    }
+
+    /// A payload Redis and Postgres both hold comfortably.
+    pub fn at_most_16_mib(v: &usize) -> Result<(), String> {
+        if *v > 16 * 1024 * 1024 {
+            return Err(format!("must be at most 16 MiB (got {v})"));
+        }
+        Ok(())
+    }
+
+    /// One invalidation the strategy knows.
+    #[allow(clippy::ptr_arg)] // called on the setting's own value, a String
+    pub fn invalidation_name(i: &String) -> Result<(), String> {
+        crate::strategy::invalidate::invalidation(i)
+            .map(drop)
+            .map_err(|e| format!(": {e}"))
+    }
+
+    /// A finite number, zero or more.
+    pub fn zero_or_more(b: &f64) -> Result<(), String> {
+        if *b >= 0.0 && b.is_finite() {
+            return Ok(());
+        }
+        Err(format!("must be 0 or more (got {b})"))
+    }
+
+    /// The breaker's error rate: at 0% any load would open it.
+    pub fn error_rate(p: &Percent) -> Result<(), String> {
+        if p.0 > 0.0 {
+            return Ok(());
+        }
+        Err("must be above 0% (at 0% any load would open the breaker)".into())
+    }
+
+    /// A share of the TTL strictly inside it.
+    pub fn share_of_ttl(p: &Percent) -> Result<(), String> {
+        if p.0 > 0.0 && p.0 < 1.0 {
+            return Ok(());
+        }
+        Err(format!(
+            "must be between 0% and 100% of the TTL, both excluded (got {p}): at 0% every read refreshes, at 100% the entry has expired"
+        ))
+    }
+
+    /// The schemes of a Redis URL.
+    pub const REDIS_SCHEMES: &[&str] = &[
+        "redis://",
+        "rediss://",
+        "unix://",
+        "redis+cluster://",
+        "rediss+cluster://",
+    ];
+
+    /// The schemes of a Postgres URL.
+    pub const PG_SCHEMES: &[&str] = &["postgres://", "postgresql://"];
 
     /// A URL of one of these schemes.
     pub fn url(schemes: &'static [&'static str]) -> impl Fn(&String) -> Result<(), String> {
@@ -330,6 +409,16 @@ impl RunFlags {
             m.load.rps = None;
         }
         m
+    }
+
+    /// A scenario file's settings, read group by group from its text: each group is a plain
+    /// struct there, so an error keeps its line and its key (a flattened read would lose both).
+    /// Keys of other groups are ignored by each; [`RunFlags::file_keys`] refuses the unknown.
+    pub fn from_toml(text: &str) -> Result<RunFlags, toml::de::Error> {
+        macro_rules! read {
+            ($($g:ident),*) => { Ok(RunFlags { $($g: toml::from_str(text)?,)* }) };
+        }
+        each_group!(read)
     }
 
     /// Every given setting's declared checks: `problem` gets each setting's key and what is

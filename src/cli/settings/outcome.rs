@@ -5,6 +5,7 @@ use crate::thresholds::{ThresholdArg, Thresholds};
 use crate::values::{Dur, Percent};
 
 settings! {
+    #[command(next_help_heading = "Client")]
     pub struct ClientFlags / ClientResolved {
 
         /// The client gives up on a request after D [default: never]
@@ -13,7 +14,7 @@ settings! {
         /// the request counts as timed out at D, while the work it started goes on (the app does
         /// not know the client left) and keeps its in-flight slot until it ends; a load it started
         /// still runs and, if it completes, writes back.
-        #[arg(long, value_name = "DURATION", help_heading = "Client")]
+        #[arg(long, value_name = "DURATION")]
         pub request_timeout: Option<Dur> => or;
 
         /// Retry a failed or timed-out request up to N times [default: 0]
@@ -21,87 +22,53 @@ settings! {
         /// Each retry waits --retry-backoff (doubled for each one after), is counted
         /// (requests.retries) and keeps the request's latency counted from its first attempt's
         /// scheduled start.
-        #[arg(long, value_name = "N", help_heading = "Client")]
+        #[arg(long, value_name = "N")]
         pub retries: Option<u32> => or, default 0;
 
         /// The wait before the first retry, doubled after [default: 100ms]
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "DURATION",
-            help_heading = "Client"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "DURATION")]
         pub retry_backoff: Option<Dur> => or, default Dur::millis(100);
 
         /// Spread each retry's wait within ±P [default: 0%]
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "P",
-            help_heading = "Client"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "P")]
         pub retry_jitter: Option<Percent> => or, default Percent(0.0);
 
         /// Goodput's deadline [default: --request-timeout, else 1s]
         ///
         /// Goodput counts the requests answered with a value (hit, stale, waited, loaded) within D
         /// of their scheduled start: not errors, rejections or timeouts.
-        #[arg(long, value_name = "DURATION", help_heading = "Client")]
+        #[arg(long, value_name = "DURATION")]
         pub goodput_within: Option<Dur> => or;
     }
 }
 
 settings! {
+    #[command(next_help_heading = "Recovery verdict")]
     pub struct RecoveryFlags / RecoveryResolved {
 
         /// Baseline span before the first shock [default: 2s]
         ///
         /// The baseline of the recovery verdict: goodput, hit rate, DB calls/s and p99 over this
         /// span before the first shock.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "DURATION",
-            help_heading = "Recovery verdict"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "DURATION")]
         pub baseline_window: Option<Dur> => or;
 
         /// Share of the baseline's goodput that is back [default: 95%]
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "P",
-            help_heading = "Recovery verdict"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "P")]
         pub recovery_goodput: Option<Percent> => or;
 
         /// Hit-rate points under the baseline still back [default: 5]
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "POINTS",
-            help_heading = "Recovery verdict"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "POINTS")]
         pub recovery_hit_points: Option<f64> => or;
 
         /// How long both must stay back [default: 2s]
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "DURATION",
-            help_heading = "Recovery verdict"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "DURATION")]
         pub settle: Option<Dur> => or;
 
         /// Least time after the last shock for a verdict [default: 10s]
         ///
         /// With less of the window left after the last shock ends, the verdict is not-judged.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "DURATION",
-            help_heading = "Recovery verdict"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "DURATION")]
         pub observe: Option<Dur> => or;
     }
 }
@@ -110,12 +77,7 @@ settings! {
     pub struct ReportFlags / ReportResolved {
 
         /// Width of a timeline bucket [default: 100ms]
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "DURATION",
-            help_heading = "Output"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "DURATION", help_heading = "Output")]
         pub interval: Option<Dur> => or, default Dur::millis(100), check at_least(Dur::millis(10));
 
         /// Exit 1 when a figure breaks a limit, e.g. p99_ms_max=250.
@@ -127,7 +89,12 @@ settings! {
         /// invalidation_failures_max, writes_left_wrong_ratio_max, recovery_back_ms_max; for `sweep
         /// --boundary rps` also boundary_rps_min (req/s). A limit on a figure the run could not
         /// measure fails (and one the mode can never know is refused before the run).
-        #[arg(long = "threshold", value_name = "NAME=VALUE", value_parser = crate::thresholds::parse_arg, help_heading = "Thresholds")]
+        #[arg(
+            long = "threshold",
+            value_name = "NAME=VALUE",
+            value_parser = crate::thresholds::parse_arg,
+            help_heading = "Thresholds",
+        )]
         #[serde(skip)]
         pub threshold: Vec<ThresholdArg> => flags;
 

@@ -6,35 +6,35 @@ use super::check::*;
 use crate::values::Dur;
 
 settings! {
+    #[command(next_help_heading = "Servers and TLS")]
     pub struct ServerFlags / ServerResolved {
 
         /// Redis connections per app instance, each multiplexed [default: 1]
         ///
         /// The requests that start together share one write.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "N",
-            help_heading = "Servers and TLS"
-        )]
-        pub redis_conns: Option<u32> => or, default 1, check at_least(1), check at_most(64, "each connection is multiplexed; more only cost CPU");
+        #[arg(hide_short_help = true, long, value_name = "N")]
+        pub redis_conns: Option<u32> => or,
+            default 1,
+            check at_least(1),
+            check at_most(64, "each connection is multiplexed; more only cost CPU");
 
         /// Use this Redis instead of starting one.
         ///
         /// redis://[:password@]host:port[/db]; only the run's own keys are touched.
-        #[arg(long, value_name = "URL", help_heading = "Servers and TLS")]
-        pub redis_url: Option<String> => or, check url(&["redis://", "rediss://", "unix://", "redis+cluster://", "rediss+cluster://"]);
+        #[arg(long, value_name = "URL")]
+        pub redis_url: Option<String> => or,
+            check url(REDIS_SCHEMES);
 
         /// Use this Postgres instead of starting one.
         ///
         /// postgres://user[:password]@host:port/db; the run's schema is dropped afterwards.
-        #[arg(long, value_name = "URL", help_heading = "Servers and TLS")]
-        pub pg_url: Option<String> => or, check url(&["postgres://", "postgresql://"]);
+        #[arg(long, value_name = "URL")]
+        pub pg_url: Option<String> => or, check url(PG_SCHEMES);
 
         /// Deadline of every Redis command [default: 100ms]
         ///
         /// A late or failed command counts as a miss.
-        #[arg(long, value_name = "DURATION", help_heading = "Servers and TLS")]
+        #[arg(long, value_name = "DURATION")]
         pub redis_timeout: Option<Dur> => or, default Dur::millis(100), check positive;
 
         /// Start the managed servers with TLS [default: off]
@@ -44,52 +44,51 @@ settings! {
         /// (sslmode=verify-full against the run's CA). The result says servers.tls: true.
         ///
         /// --tls alone is --tls=true; --tls=false turns it off.
-        #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", hide_possible_values = true, help_heading = "Servers and TLS")]
+        #[arg(
+            long,
+            value_name = "BOOL",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "true",
+            hide_possible_values = true,
+        )]
         pub tls: Option<bool> => or;
 
         /// rediss:// only: CA file (PEM) to verify Redis's certificate with.
         ///
         /// Verify Redis's certificate against this CA file (PEM) instead of the system's store.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "FILE",
-            help_heading = "Servers and TLS"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "FILE")]
         pub redis_ca: Option<PathBuf> => or;
 
         /// rediss:// only: client certificate (PEM), with --redis-key.
         ///
         /// For a Redis that requires one (tls-auth-clients yes).
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "FILE",
-            requires = "redis_key",
-            help_heading = "Servers and TLS"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "FILE", requires = "redis_key")]
         pub redis_cert: Option<PathBuf> => or;
 
         /// rediss:// only: the private key (PEM) of --redis-cert.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "FILE",
-            requires = "redis_cert",
-            help_heading = "Servers and TLS"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "FILE", requires = "redis_cert")]
         pub redis_key: Option<PathBuf> => or;
 
         /// rediss:// only: do not verify Redis's certificate at all.
         ///
         /// Prints a warning: anyone on the path can read and change the traffic. --redis-insecure
         /// alone is --redis-insecure=true; --redis-insecure=false verifies.
-        #[arg(hide_short_help = true, long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", hide_possible_values = true, help_heading = "Servers and TLS")]
+        #[arg(
+            hide_short_help = true,
+            long,
+            value_name = "BOOL",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "true",
+            hide_possible_values = true,
+        )]
         pub redis_insecure: Option<bool> => or;
     }
 }
 
 settings! {
+    #[command(next_help_heading = "Cluster")]
     pub struct ClusterFlags / ClusterResolved {
 
         /// Managed cluster: P primaries, R replicas each [default: 3:1]
@@ -98,7 +97,13 @@ settings! {
         /// loopback ports (their cluster bus too), cluster-node-timeout 1000 ms, stopped and
         /// removed after the run like the single server. --redis-cluster alone is 3:1. An external cluster is --redis-url
         /// redis+cluster://host:port[,host:port…].
-        #[arg(long, value_name = "P[:R]", num_args = 0..=1, require_equals = true, default_missing_value = "3:1", help_heading = "Cluster")]
+        #[arg(
+            long,
+            value_name = "P[:R]",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "3:1",
+        )]
         pub redis_cluster: Option<String> => or;
 
         /// Cluster: GETs go to replicas [default: off]
@@ -106,7 +111,15 @@ settings! {
         /// Reads (GET) go to a replica of the key's primary; writes, locks and scripts stay on
         /// the primary. With writes the consistency figures then count replication lag too.
         /// --read-from-replicas alone is --read-from-replicas=true.
-        #[arg(hide_short_help = true, long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", hide_possible_values = true, help_heading = "Cluster")]
+        #[arg(
+            hide_short_help = true,
+            long,
+            value_name = "BOOL",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "true",
+            hide_possible_values = true,
+        )]
         pub read_from_replicas: Option<bool> => or;
 
         /// Primary a kill or failover strikes [default: hottest]
@@ -114,12 +127,7 @@ settings! {
         /// On a Redis Cluster, the primary a kill-redis fault kills and a failover hands over.
         /// hottest: the primary serving the slot of the run's most popular key; random: one drawn
         /// with the run's seed; or a node id (CLUSTER NODES) or host:port.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "hottest|random|ID",
-            help_heading = "Cluster"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "hottest|random|ID")]
         pub redis_node: Option<String> => or;
 
         /// Slot a migrate-slot fault moves [default: the hottest key's]
@@ -127,12 +135,7 @@ settings! {
         /// On a Redis Cluster, the slot (0 to 16383) a migrate-slot fault moves (its `slot` key
         /// is the same); by default the slot of
         /// the run's most popular key (its entry, lock, lease token and version marker share it).
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "N",
-            help_heading = "Cluster"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "N")]
         pub slot: Option<u16> => or;
     }
 }

@@ -6,6 +6,7 @@ use crate::strategy::lock::LockTimeoutPolicy;
 use crate::values::{Dur, Percent, Rate};
 
 settings! {
+    #[command(next_help_heading = "Strategy")]
     pub struct StrategyFlags / StrategyResolved {
 
         /// The strategy (scenario file key `strategy`); on the command line it is `run --strategy`,
@@ -16,34 +17,31 @@ settings! {
         /// XFetch: how eagerly to recompute early [default: 1.0]
         ///
         /// How eagerly to recompute before expiry (0 disables early recompute).
-        #[arg(long, value_name = "BETA", help_heading = "Strategy")]
-        pub beta: Option<f64> => or, default 1.0, check |b: &f64| if *b >= 0.0 && b.is_finite() { Ok(()) } else { Err(format!("must be 0 or more (got {b})")) };
+        #[arg(long, value_name = "BETA")]
+        pub beta: Option<f64> => or,
+            default 1.0,
+            check zero_or_more;
 
         /// SWR: how long a stale entry may be served [default: 10s]
         ///
         /// How long past its soft expiry an entry may still be served while it is refreshed.
-        #[arg(long, value_name = "DURATION", help_heading = "Strategy")]
+        #[arg(long, value_name = "DURATION")]
         pub stale: Option<Dur> => or;
 
         /// Mutex: lease of the Redis lock (PX) [default: 2s]
-        #[arg(long, value_name = "DURATION", help_heading = "Strategy")]
+        #[arg(long, value_name = "DURATION")]
         pub lock_ttl: Option<Dur> => or, default Dur::secs(2), check positive;
 
         /// Mutex: how often a waiter polls the cache [default: 50ms]
         ///
         /// With ±50% jitter.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "DURATION",
-            help_heading = "Strategy"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "DURATION")]
         pub lock_poll: Option<Dur> => or, default Dur::millis(50), check positive;
 
         /// Mutex: longest wait of a waiter [default: 2s]
         ///
         /// How long a waiter waits before applying --lock-timeout-policy.
-        #[arg(long, value_name = "DURATION", help_heading = "Strategy")]
+        #[arg(long, value_name = "DURATION")]
         pub lock_wait: Option<Dur> => or, default Dur::secs(2);
 
         /// Mutex: past --lock-wait: load, error or stale [default: load]
@@ -61,7 +59,6 @@ settings! {
             value_enum,
             value_name = "POLICY",
             hide_possible_values = true,
-            help_heading = "Strategy"
         )]
         pub lock_timeout_policy: Option<LockTimeoutPolicy> => or;
 
@@ -74,7 +71,7 @@ settings! {
         /// that instance for --fail-safe-throttle. Not swr: swr serves stale instead of waiting
         /// for a load, fail-safe only when the load fails; with swr, swr's window comes first. The
         /// same kept entry is what --lock-timeout-policy stale serves when a wait runs out.
-        #[arg(long, value_name = "DURATION", help_heading = "Strategy")]
+        #[arg(long, value_name = "DURATION")]
         pub fail_safe: Option<Dur> => or, check positive;
 
         /// Fail-safe: no load of a failed key for D [default: 30s]
@@ -82,12 +79,7 @@ settings! {
         /// After a key's load failed and its kept value was served, the instance serves that
         /// value without a load for D (db.fail_safe_throttled), so a failing database is not
         /// asked for the key by every request.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "DURATION",
-            help_heading = "Strategy"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "DURATION")]
         pub fail_safe_throttle: Option<Dur> => or, check positive;
 
         /// Soft timeout: answer with the kept value at D [default: off]
@@ -96,7 +88,7 @@ settings! {
         /// finished within D, it is answered with that value at D (db.soft_timeouts) and the load
         /// goes on behind it and writes back (db.soft_timeout_write_backs). Not a third hard
         /// timeout: a load's hard bounds stay --db-timeout and the client's --request-timeout.
-        #[arg(long, value_name = "DURATION", help_heading = "Strategy")]
+        #[arg(long, value_name = "DURATION")]
         pub soft_timeout: Option<Dur> => or, check positive;
 
         /// Eager refresh: refresh at P of the TTL [default: off]
@@ -105,8 +97,9 @@ settings! {
         /// starts one background refresh of the key in its instance, unless one is running
         /// (db.eager_refreshes); a fixed-threshold counterpart to xfetch's probabilistic early
         /// recompute (Caffeine's refreshAfterWrite, FusionCache's eager refresh).
-        #[arg(long, value_name = "P", help_heading = "Strategy")]
-        pub eager_refresh: Option<Percent> => or, check |p: &Percent| if p.0 > 0.0 && p.0 < 1.0 { Ok(()) } else { Err(format!("must be between 0% and 100% of the TTL, both excluded (got {p}): at 0% every read refreshes, at 100% the entry has expired")) };
+        #[arg(long, value_name = "P")]
+        pub eager_refresh: Option<Percent> => or,
+            check share_of_ttl;
 
         /// Refresh-ahead: re-load the hot keys every D [default: off]
         ///
@@ -114,19 +107,14 @@ settings! {
         /// the traffic and writes them with a full TTL, fresh or not (refresh-ahead on a
         /// schedule), under the strategy's coordination; its loads are DB calls, also counted
         /// apart (db.rewarm_calls).
-        #[arg(long, value_name = "DURATION", help_heading = "Strategy")]
+        #[arg(long, value_name = "DURATION")]
         pub rewarm_every: Option<Dur> => or, check positive;
 
         /// Refresh-ahead: how many of the hottest keys [default: 100]
         ///
         /// The keys of popularity rank 1..=K (the most requested) are re-loaded every
         /// --rewarm-every.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "K",
-            help_heading = "Strategy"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "K")]
         pub rewarm_top: Option<u64> => or, default 100, check at_least(1);
 
         /// L1: in-process LRU entries per instance [default: off]
@@ -135,19 +123,16 @@ settings! {
         /// in front of Redis): a request reads it first (outcome `l1-hit`), then Redis, then the
         /// database; a load writes both. Lock polls and re-checks read Redis. What it costs in
         /// consistency depends on --l1-invalidate; docs/l1.md has the figures.
-        #[arg(long, value_name = "N", help_heading = "Strategy")]
-        pub l1: Option<u64> => or, check at_least(1), check at_most(100_000_000, "entries per instance");
+        #[arg(long, value_name = "N")]
+        pub l1: Option<u64> => or,
+            check at_least(1),
+            check at_most(100_000_000, "entries per instance");
 
         /// L1: how long an entry is served [default: its Redis TTL]
         ///
         /// An entry is served from the tier for D after it was read or loaded, never past its
         /// Redis entry's own expiry (the default: exactly that).
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "DURATION",
-            help_heading = "Strategy"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "DURATION")]
         pub l1_ttl: Option<Dur> => or, check positive;
 
         /// L1: invalidation: ttl, pubsub or tracking [default: ttl]
@@ -166,7 +151,6 @@ settings! {
             value_enum,
             value_name = "MODE",
             hide_possible_values = true,
-            help_heading = "Strategy"
         )]
         pub l1_invalidate: Option<crate::l1::L1Invalidate> => or;
 
@@ -174,7 +158,7 @@ settings! {
         ///
         /// Spread every TTL written uniformly within ±P (e.g. 10%); 0% by default, 10% for
         /// --strategy jitter.
-        #[arg(long, value_name = "P", help_heading = "Strategy")]
+        #[arg(long, value_name = "P")]
         pub jitter: Option<Percent> => or;
 
         /// Lease: how long a lease token lives [default: 2s]
@@ -182,12 +166,13 @@ settings! {
         /// It lives that long unless the holder's SET consumes it first; one token per key at a
         /// time, and a write's delete removes it. Only with a lease strategy (lease, swr+lease,
         /// xfetch+lease).
-        #[arg(long, value_name = "DURATION", help_heading = "Strategy")]
+        #[arg(long, value_name = "DURATION")]
         pub lease_ttl: Option<Dur> => or, default Dur::secs(2), check positive;
     }
 }
 
 settings! {
+    #[command(next_help_heading = "Protection")]
     pub struct ProtectionFlags / ProtectionResolved {
 
         /// Bulkhead: most loads in flight per instance [default: off]
@@ -196,8 +181,10 @@ settings! {
         /// queued, it is refused without reaching Postgres, and its request is served the value it
         /// holds, if any (an xfetch early recompute keeps the current one; under swr, an entry kept
         /// past its window), or else fails fast with outcome `rejected` (not an error).
-        #[arg(long, value_name = "N", help_heading = "Protection")]
-        pub db_limit: Option<u32> => or, check at_least(1), check at_most(100_000, "loads in flight at once per instance");
+        #[arg(long, value_name = "N")]
+        pub db_limit: Option<u32> => or,
+            check at_least(1),
+            check at_most(100_000, "loads in flight at once per instance");
 
         /// Rate limit: most loads per second [default: off]
         ///
@@ -205,20 +192,18 @@ settings! {
         /// idle spell, per instance or for the whole run (--db-rate-scope). A load over the limit
         /// is not queued, it is refused without reaching Postgres, like the bulkhead's (stale if
         /// held, else `rejected`); the re-warm job's loads pass through it too.
-        #[arg(long, value_name = "R", help_heading = "Protection")]
-        pub db_rate: Option<Rate> => or, check |r: &Rate| if r.0 > 0.0 { Ok(()) } else { Err(format!("must be more than 0 loads per second (got {})", r.0)) };
+        #[arg(long, value_name = "R")]
+        pub db_rate: Option<Rate> => or,
+            check rate_above_zero("loads");
 
         /// Rate limit: loads let through at once [default: R/10]
         ///
         /// The token bucket's size: after an idle spell this many loads go at once, then one every
         /// 1/R. Default: a tenth of a second's worth (R/10), at least 1.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "B",
-            help_heading = "Protection"
-        )]
-        pub db_burst: Option<u32> => or, check at_least(1), check at_most(1_000_000, "loads let through at once");
+        #[arg(hide_short_help = true, long, value_name = "B")]
+        pub db_burst: Option<u32> => or,
+            check at_least(1),
+            check at_most(1_000_000, "loads let through at once");
 
         /// Rate limit per instance or global [default: instance]
         ///
@@ -233,7 +218,6 @@ settings! {
             value_enum,
             value_name = "SCOPE",
             hide_possible_values = true,
-            help_heading = "Protection"
         )]
         pub db_rate_scope: Option<RateScope> => or;
 
@@ -246,76 +230,56 @@ settings! {
         /// time, else opens again.
         ///
         /// --breaker alone is --breaker=true; --breaker=false turns it off.
-        #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", hide_possible_values = true, help_heading = "Protection")]
+        #[arg(
+            long,
+            value_name = "BOOL",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "true",
+            hide_possible_values = true,
+        )]
         pub breaker: Option<bool> => or;
 
         /// Breaker: share of failed loads that opens it [default: 50%]
         ///
         /// The share of failed loads (errors and timeouts) over the window that opens it.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "P",
-            help_heading = "Protection"
-        )]
-        pub breaker_error_rate: Option<Percent> => or, check |p: &Percent| if p.0 > 0.0 { Ok(()) } else { Err("must be above 0% (at 0% any load would open the breaker)".into()) };
+        #[arg(hide_short_help = true, long, value_name = "P")]
+        pub breaker_error_rate: Option<Percent> => or,
+            check error_rate;
 
         /// Breaker: mean load latency that opens it [default: 1s]
         ///
         /// The mean load latency over the window (pool wait included) that opens it; a probe this
         /// slow fails.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "DURATION",
-            help_heading = "Protection"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "DURATION")]
         pub breaker_latency: Option<Dur> => or, check positive;
 
         /// Breaker: how far back loads are counted [default: 1s]
         ///
         /// How far back the failed loads and latencies that open it are counted.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "DURATION",
-            help_heading = "Protection"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "DURATION")]
         pub breaker_window: Option<Dur> => or, check positive;
 
         /// Breaker: how long it stays open before probing [default: 2s]
         ///
         /// While open it refuses every load.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "DURATION",
-            help_heading = "Protection"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "DURATION")]
         pub breaker_cooldown: Option<Dur> => or, check positive;
 
         /// Breaker: loads let through when half-open [default: 3]
         ///
         /// Loads let through after the cooldown (half-open); it closes when all succeed within
         /// --breaker-latency, else opens again.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "N",
-            help_heading = "Protection"
-        )]
-        pub breaker_probes: Option<u32> => or, check at_least(1), check at_most(10_000, "loads let through at once while half-open");
+        #[arg(hide_short_help = true, long, value_name = "N")]
+        pub breaker_probes: Option<u32> => or,
+            check at_least(1),
+            check at_most(10_000, "loads let through at once while half-open");
 
         /// Breaker: fewest loads in the window to open it [default: 20]
         ///
         /// The fewest loads in the window before it may open, so a handful of failures does not
         /// trip it.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "N",
-            help_heading = "Protection"
-        )]
+        #[arg(hide_short_help = true, long, value_name = "N")]
         pub breaker_min_loads: Option<u32> => or, check at_least(1);
     }
 }
