@@ -469,8 +469,10 @@ fn start_cold() -> Start {
 
 mod cluster;
 pub mod compare;
+mod faults;
 pub mod invocation;
 mod memory;
+mod parts;
 pub mod policy;
 mod resolve;
 mod servers;
@@ -479,7 +481,8 @@ mod trace;
 
 pub use crate::strategy::invalidate::invalidation;
 pub use cluster::{ClusterSettings, NodeChoice};
-pub use resolve::{resolve, resolve_one, verdict_possible};
+pub use faults::verdict_possible;
+pub use resolve::{resolve, resolve_one};
 pub use survival::{Client, RecoveryCriteria};
 
 mod survival;

@@ -1,6 +1,11 @@
 //! Tests of [`super`]: flags and files resolved into one Scenario, and every refusal.
 
+use std::time::Duration;
+
 use super::*;
+use crate::fault::FaultKind;
+use crate::scenario::faults::PG_FAULT_DB_TIMEOUT;
+use crate::strategy::lock::LockTimeoutPolicy;
 
 #[test]
 fn flags_win_over_file() {

@@ -1,0 +1,366 @@
+//! The faults of a scenario resolved: the flags' fault list (`--fault` and the shorthands)
+//! named as written, each fault's own keys checked, the shock flags applied to every shock of
+//! their kind, the faults on servers the tool did not start, and whether a recovery verdict is
+//! possible.
+
+use std::time::Duration;
+
+use super::resolve::{Shape, Src};
+use super::{LoadShape, RecoveryCriteria};
+use crate::cli::RunFlags;
+use crate::error::{Problems, UsageError};
+use crate::fault::{self as schedule, FaultKind, FaultSpec};
+use crate::values::Dur;
+
+/// `--db-timeout` when a kill-postgres fault is scheduled and none is given: long enough for
+/// a healthy 10 ms load on a busy machine, short enough that a request held up by the crash
+/// ends within a few seconds (`docs/faults.md`).
+pub const PG_FAULT_DB_TIMEOUT: Dur = Dur(Duration::from_secs(1));
+
+/// The merged fault list checked against the rest of the scenario: the shock flags applied,
+/// the schedule inside the window, the faults on servers the tool did not start, and no spike
+/// on a trace's own times.
+pub(super) fn resolve(m: &mut RunFlags, src: &Src, shape: &Shape, p: &mut Problems) {
+    let sleep_cost = shape.own_load.is_none()
+        && m.db.db_query.unwrap_or(crate::origin::DbQuery::Sleep) == crate::origin::DbQuery::Sleep;
+    let closed_loop = matches!(shape.load, LoadShape::Closed { .. });
+    p.take(apply_shock_flags(m, closed_loop, sleep_cost));
+    p.take(
+        schedule::check(&mut m.faults.fault, shape.duration, |i, f| {
+            fault_name(src, i, f)
+        })
+        .map_err(UsageError),
+    );
+    p.take(check_external_faults(m));
+    if shape.trace.is_some() && m.faults.fault.iter().any(|f| f.kind == FaultKind::Spike) {
+        p.push(
+            "a spike multiplies the synthetic schedule's rate, and a trace's times are its own: replay a busier stretch (--trace-skip), or all of it faster (--speed)",
+        );
+    }
+    // A migrate-slot fault's `slot` is folded into the run's one slot, which the migration
+    // reads: `slot=12` and `--slot 12` make the same scenario.
+    for f in &mut m.faults.fault {
+        f.slot = None;
+    }
+}
+
+/// The loads' deadline: the user's, else, with a Postgres crash scheduled, one that turns loads
+/// into errors quickly instead of a hang.
+pub(super) fn db_timeout(m: &RunFlags) -> Option<Dur> {
+    m.db.db_timeout.or(m
+        .faults
+        .fault
+        .iter()
+        .any(|f| f.kind == FaultKind::KillPostgres)
+        .then_some(PG_FAULT_DB_TIMEOUT))
+}
+
+/// How a fault is named in an error: the flags that made it, or its table in the file.
+pub(super) fn fault_name(src: &Src, i: usize, f: &FaultSpec) -> String {
+    match src {
+        Src::Flags(names) => names
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| format!("--fault {}", schedule::spell(f))),
+        Src::File(p) => format!(
+            "[[fault]] #{} (kind = \"{}\") in {}",
+            i + 1,
+            f.kind,
+            p.display()
+        ),
+    }
+}
+
+/// The flags' fault list: each `--fault`, then the shorthands (each kind's `at` flags paired
+/// with its duration flags); with each fault's name as written, for errors.
+pub(super) fn faults_from_flags(flags: &mut RunFlags) -> Result<Vec<String>, UsageError> {
+    let mut faults = Vec::new();
+    for (kind, at, down) in [
+        (
+            FaultKind::KillRedis,
+            &flags.faults.kill_redis_at,
+            &flags.faults.redis_down_for,
+        ),
+        (
+            FaultKind::KillPostgres,
+            &flags.faults.kill_postgres_at,
+            &flags.faults.postgres_down_for,
+        ),
+        (
+            FaultKind::PauseRedis,
+            &flags.faults.pause_redis_at,
+            &flags.faults.pause_for,
+        ),
+    ] {
+        faults.extend(schedule::pair(kind, at, down).map_err(UsageError)?);
+    }
+    for (kind, at, down) in [
+        (
+            FaultKind::SlowDb,
+            &flags.faults.slow_db_at,
+            &flags.faults.slow_db_for,
+        ),
+        (
+            FaultKind::Spike,
+            &flags.faults.spike_at,
+            &flags.faults.spike_for,
+        ),
+    ] {
+        faults.extend(schedule::pair(kind, at, down).map_err(UsageError)?);
+    }
+    // A drop, a failover and a slot migration are instant: no duration flag to pair with.
+    for (kind, at) in [
+        (FaultKind::Failover, &flags.faults.failover_at),
+        (FaultKind::MigrateSlot, &flags.faults.migrate_slot_at),
+    ] {
+        faults.extend(
+            at.iter()
+                .map(|&at| FaultSpec::new(kind, at, Dur(Duration::ZERO))),
+        );
+    }
+    faults.extend(
+        flags
+            .faults
+            .drop_cache_at
+            .iter()
+            .map(|&at| FaultSpec::new(FaultKind::DropCache, at, Dur(Duration::ZERO))),
+    );
+    let mut names: Vec<String> = flags
+        .faults
+        .fault
+        .iter()
+        .map(|f| format!("--fault {}", schedule::spell(f)))
+        .collect();
+    names.extend(faults.iter().map(|f| {
+        let (at, down) = f.kind.flags();
+        if f.kind.is_instant() {
+            format!("{at} {}", f.at)
+        } else {
+            format!("{at} {} {down} {}", f.at, f.down_for)
+        }
+    }));
+    flags.faults.fault.extend(faults);
+    if flags.faults.no_shocks && !flags.faults.fault.is_empty() {
+        return Err(UsageError::new(
+            "--no-shocks runs without faults, and fault or shock flags ask for some: drop one or the other",
+        ));
+    }
+    Ok(names)
+}
+
+/// A shock's own settings, wherever it was written.
+pub(super) fn check_shock(f: &FaultSpec, name: &str) -> Result<(), UsageError> {
+    // Which keys a kind takes is the kind's own list, as on the command line.
+    if let Some(key) = schedule::stray_key(f) {
+        return Err(UsageError::new(format!(
+            "{name}: `{key}` is not a setting of {}; {}",
+            f.kind,
+            schedule::keys_of(f.kind)
+        )));
+    }
+    if f.kind == FaultKind::DropCache && !f.down_for.0.is_zero() {
+        return Err(UsageError::new(format!(
+            "{name}: a drop-cache is instant and has no down_for: the cache refills through the traffic"
+        )));
+    }
+    if f.kind.needs_cluster() && !f.down_for.0.is_zero() {
+        return Err(UsageError::new(format!(
+            "{name}: a {} is instant and has no down_for: it is over once {}",
+            f.kind,
+            if f.kind == FaultKind::Failover {
+                "the replica took over"
+            } else {
+                "the slot moved"
+            }
+        )));
+    }
+    if let Some(p) = f.fraction
+        && p.0 <= 0.0
+    {
+        return Err(UsageError::new(format!(
+            "{name}: fraction must be more than 0% (100% drops every entry)"
+        )));
+    }
+    if let Some(k) = f.factor {
+        let (lo, hi, what) = match f.kind {
+            FaultKind::SlowDb => (1.0, 1000.0, "how many times its cost a load costs"),
+            _ => (0.01, 100.0, "how many times the rate is offered"),
+        };
+        if !(lo..=hi).contains(&k) {
+            return Err(UsageError::new(format!(
+                "{name}: factor {k} is out of range: {what}, between {lo} and {hi}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The shock flags that set a setting of every shock of a kind (the file's included), and
+/// the checks that need the whole scenario: a flag for a shock the run does not have, a spike
+/// without a schedule, a slow-db on a load with no cost to multiply.
+pub(super) fn apply_shock_flags(
+    m: &mut RunFlags,
+    closed_loop: bool,
+    sleep_cost: bool,
+) -> Result<(), UsageError> {
+    let has = |m: &RunFlags, kind: FaultKind| m.faults.fault.iter().any(|f| f.kind == kind);
+    for (set, flag, kind) in [
+        (
+            m.faults.drop_fraction.is_some(),
+            "--drop-fraction",
+            FaultKind::DropCache,
+        ),
+        (
+            m.faults.drop_order.is_some(),
+            "--drop-order",
+            FaultKind::DropCache,
+        ),
+        (
+            m.faults.slow_db_factor.is_some(),
+            "--slow-db-factor",
+            FaultKind::SlowDb,
+        ),
+        (
+            m.faults.spike_factor.is_some(),
+            "--spike-factor",
+            FaultKind::Spike,
+        ),
+    ] {
+        if set && !has(m, kind) {
+            return Err(UsageError::new(format!(
+                "{flag} sets every {kind} shock, and the run has none: add one (--fault {kind}@AT{}, or a [[fault]] with kind = \"{kind}\")",
+                if kind.is_instant() { "" } else { "+FOR" }
+            )));
+        }
+    }
+    if let Some(k) = m.faults.slow_db_factor.or(m.faults.spike_factor)
+        && !(0.01..=1000.0).contains(&k)
+    {
+        return Err(UsageError::new(format!(
+            "shock factor {k} is out of range (slow-db: 1 to 1000; spike: 0.01 to 100)"
+        )));
+    }
+    let (fraction, order, slow, spike) = (
+        m.faults.drop_fraction,
+        m.faults.drop_order,
+        m.faults.slow_db_factor,
+        m.faults.spike_factor,
+    );
+    for f in &mut m.faults.fault {
+        match f.kind {
+            FaultKind::DropCache => {
+                f.fraction = fraction.or(f.fraction);
+                f.order = order.or(f.order);
+            }
+            FaultKind::SlowDb => f.factor = slow.or(f.factor),
+            FaultKind::Spike => f.factor = spike.or(f.factor),
+            _ => {}
+        }
+        check_shock(f, &format!("{} at {}", f.kind, f.at))?;
+    }
+    if closed_loop && has(m, FaultKind::Spike) {
+        return Err(UsageError::new(
+            "a spike multiplies the open loop's rate, and --clients runs a closed loop (no rate to multiply): use --rps, or drop the spike",
+        ));
+    }
+    if !sleep_cost && has(m, FaultKind::SlowDb) {
+        return Err(UsageError::new(
+            "a slow-db shock multiplies pg_sleep's argument, and this run's loads have none (--db-query heavy, --db-sql or a sharded run): use the default --db-query sleep",
+        ));
+    }
+    Ok(())
+}
+
+/// Faults on servers the tool did not start need what only the user can give: a way to crash
+/// and restart them, or their consent to a pause that stalls every client.
+pub(super) fn check_external_faults(m: &RunFlags) -> Result<(), UsageError> {
+    let has = |kind: FaultKind| m.faults.fault.iter().any(|f| f.kind == kind);
+    if m.servers.redis_url.is_some() && has(FaultKind::KillRedis) {
+        // SHUTDOWN NOSAVE is the one way to crash a server the tool cannot SIGKILL, and it takes
+        // every tenant's unsaved data with it: consent first, then a way to bring it back.
+        if !m.faults.allow_kill_external {
+            return Err(UsageError::new(format!(
+                "a kill-redis fault on an external Redis (--redis-url) sends it SHUTDOWN NOSAVE: the server stops without saving, so every client's data not yet persisted is lost, not only this run's. Add --allow-kill-external (allow_kill_external = true in a scenario file) if that is what you want{}, or drop --redis-url to crash a Redis stampede starts itself",
+                if m.faults.redis_restart_cmd.is_none() {
+                    ", with --redis-restart-cmd to start it again"
+                } else {
+                    ""
+                }
+            )));
+        }
+        if m.faults.redis_restart_cmd.is_none() {
+            return Err(UsageError::new(
+                "a kill-redis fault on an external Redis (--redis-url) needs --redis-restart-cmd: stampede sends it SHUTDOWN NOSAVE at the fault and runs that shell command to start it again (it only kills and restarts by itself a Redis it started)",
+            ));
+        }
+    }
+    if m.servers.redis_url.is_none() && m.faults.redis_restart_cmd.is_some() {
+        return Err(UsageError::new(
+            "--redis-restart-cmd applies only to an external Redis (--redis-url): the managed Redis is restarted by stampede itself",
+        ));
+    }
+    if m.servers.redis_url.is_some() && has(FaultKind::PauseRedis) && !m.faults.allow_pause_external
+    {
+        return Err(UsageError::new(
+            "a pause-redis fault on an external Redis (--redis-url) stalls every client of that server, not only this run (CLIENT PAUSE ALL): add --allow-pause-external (allow_pause_external = true in a scenario file) if that is what you want, or drop --redis-url to pause a Redis stampede starts itself",
+        ));
+    }
+    match &m.servers.pg_url {
+        Some(_) if has(FaultKind::KillPostgres) => {
+            let missing: Vec<&str> = [
+                ("--pg-kill-cmd", m.faults.pg_kill_cmd.is_none()),
+                ("--pg-restart-cmd", m.faults.pg_restart_cmd.is_none()),
+            ]
+            .iter()
+            .filter(|(_, missing)| *missing)
+            .map(|(flag, _)| *flag)
+            .collect();
+            if !missing.is_empty() {
+                return Err(UsageError::new(format!(
+                    "a kill-postgres fault on an external Postgres (--pg-url) needs {}: stampede crashes by itself only a Postgres it started (pg_terminate_backend ends sessions, it does not crash the server), so give the shell commands that crash yours (e.g. pg_ctl stop -D DIR -m immediate) and start it again",
+                    missing.join(" and ")
+                )));
+            }
+        }
+        None if m.faults.pg_kill_cmd.is_some() || m.faults.pg_restart_cmd.is_some() => {
+            return Err(UsageError::new(
+                "--pg-kill-cmd and --pg-restart-cmd apply only to an external Postgres (--pg-url): the managed Postgres is killed and restarted by stampede itself",
+            ));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Whether a run with these faults can have a verdict: a shock, a baseline before it, and
+/// `--observe` after it. Err says why not.
+pub fn verdict_possible(
+    faults: &[FaultSpec],
+    duration: Dur,
+    c: &RecoveryCriteria,
+) -> Result<(), String> {
+    let (Some(first), Some(end)) = (
+        faults.iter().map(|f| f.at.0).min(),
+        faults.iter().map(|f| f.ends_at()).max(),
+    ) else {
+        return Err("the run has no shock: add one (--fault drop-cache@AT, --fault kill-redis@AT+FOR, --fault slow-db@AT+FOR, --fault spike@AT+FOR, …)".to_string());
+    };
+    if first < c.baseline_window.0 {
+        return Err(format!(
+            "the first shock at {} leaves no baseline of {} before it: strike later or shorten --baseline-window",
+            Dur(first),
+            c.baseline_window
+        ));
+    }
+    let left = duration.0.saturating_sub(end);
+    if left < c.observe.0 {
+        return Err(format!(
+            "the window leaves {} after the last shock ends at {}, less than --observe {}: lengthen --duration to at least {}, or shorten --observe",
+            Dur(left),
+            Dur(end),
+            c.observe,
+            Dur(end + c.observe.0)
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,358 @@
+//! The optional parts of a scenario, each on only when asked and its settings refused without
+//! it (a `--breaker-*` setting with no breaker does nothing, so it is an error): the breaker,
+//! the rate limit, the in-process tier, the re-warm job, the fail-safe and what the strategy
+//! keeps, the writes, and the client's timeout and retries with the recovery criterion.
+
+use std::time::Duration;
+
+use super::{Client, FailSafe, RecoveryCriteria, Rewarm, WriteLoad};
+use crate::cli::RunFlags;
+use crate::error::UsageError;
+use crate::l1::L1Spec;
+use crate::protect::BreakerSpec;
+use crate::protect::rate::RateSpec;
+use crate::strategy::StrategySpec;
+use crate::strategy::invalidate::{Invalidate, invalidation};
+use crate::strategy::lock::LockTimeoutPolicy;
+use crate::values::{Dur, Percent, Rate};
+
+/// The breaker's settings when `--breaker` is on; a `--breaker-*` setting without it is a
+/// usage error rather than a setting that silently does nothing.
+pub(super) fn breaker(m: &RunFlags) -> Result<Option<BreakerSpec>, UsageError> {
+    let d = BreakerSpec::DEFAULT;
+    let given = [
+        ("breaker_error_rate", m.protect.breaker_error_rate.is_some()),
+        ("breaker_latency", m.protect.breaker_latency.is_some()),
+        ("breaker_window", m.protect.breaker_window.is_some()),
+        ("breaker_cooldown", m.protect.breaker_cooldown.is_some()),
+        ("breaker_probes", m.protect.breaker_probes.is_some()),
+        ("breaker_min_loads", m.protect.breaker_min_loads.is_some()),
+    ];
+    if m.protect.breaker != Some(true) {
+        if let Some((k, _)) = given.iter().find(|(_, set)| *set) {
+            return Err(UsageError::new(format!(
+                "--{} is a setting of the circuit breaker, which is off: add --breaker (scenario file: breaker = true)",
+                k.replace('_', "-")
+            )));
+        }
+        return Ok(None);
+    }
+    Ok(Some(BreakerSpec {
+        error_rate: m.protect.breaker_error_rate.unwrap_or(d.error_rate),
+        latency: m.protect.breaker_latency.unwrap_or(d.latency),
+        window: m.protect.breaker_window.unwrap_or(d.window),
+        cooldown: m.protect.breaker_cooldown.unwrap_or(d.cooldown),
+        probes: m.protect.breaker_probes.unwrap_or(d.probes),
+        min_loads: m.protect.breaker_min_loads.unwrap_or(d.min_loads),
+    }))
+}
+
+/// The rate limit when `--db-rate` is given; `--db-burst` or `--db-rate-scope` without it is
+/// a usage error rather than a setting that silently does nothing.
+pub(super) fn db_rate(m: &RunFlags) -> Result<Option<RateSpec>, UsageError> {
+    let Some(Rate(rate)) = m.protect.db_rate else {
+        for (k, set) in [
+            ("db_burst", m.protect.db_burst.is_some()),
+            ("db_rate_scope", m.protect.db_rate_scope.is_some()),
+        ] {
+            if set {
+                return Err(UsageError::new(format!(
+                    "--{} is a setting of the rate limit, which is off: add --db-rate R (scenario file: db_rate)",
+                    k.replace('_', "-")
+                )));
+            }
+        }
+        return Ok(None);
+    };
+    Ok(Some(RateSpec {
+        rate,
+        burst: m
+            .protect
+            .db_burst
+            .unwrap_or_else(|| RateSpec::default_burst(rate)),
+        scope: m.protect.db_rate_scope.unwrap_or_default(),
+    }))
+}
+
+/// The in-process tier when `--l1` is given (its other settings alone are refused, and so is
+/// a tier in front of no cache).
+pub(super) fn l1(m: &RunFlags, strategy: &StrategySpec) -> Result<Option<L1Spec>, UsageError> {
+    let Some(entries) = m.cache.l1 else {
+        for (k, set) in [
+            ("l1_ttl", m.cache.l1_ttl.is_some()),
+            ("l1_invalidate", m.cache.l1_invalidate.is_some()),
+        ] {
+            if set {
+                return Err(UsageError::new(format!(
+                    "--{} is a setting of the in-process tier, which is off: add --l1 N (scenario file: l1)",
+                    k.replace('_', "-")
+                )));
+            }
+        }
+        return Ok(None);
+    };
+    if !strategy.caches() {
+        return Err(UsageError::new(
+            "--l1 puts an in-process tier in front of the cache, and --strategy no-cache has none: drop --l1 or pick a caching strategy",
+        ));
+    }
+    Ok(Some(L1Spec {
+        entries,
+        ttl: m.cache.l1_ttl,
+        invalidate: m.cache.l1_invalidate.unwrap_or_default(),
+    }))
+}
+
+/// The re-warm job when `--rewarm-every` is given (`--rewarm-top` alone is refused).
+pub(super) fn rewarm(m: &RunFlags, keys: u64) -> Result<Option<Rewarm>, UsageError> {
+    let Some(every) = m.cache.rewarm_every else {
+        if m.cache.rewarm_top.is_some() {
+            return Err(UsageError::new(
+                "--rewarm-top is a setting of the re-warm job, which is off: add --rewarm-every D (scenario file: rewarm_every)",
+            ));
+        }
+        return Ok(None);
+    };
+    let top = m.cache.rewarm_top.unwrap_or(100);
+    if keys > 0 && top > keys {
+        return Err(UsageError::new(format!(
+            "--rewarm-top {top} is more than --keys {keys}: re-warm at most every key"
+        )));
+    }
+    Ok(Some(Rewarm { every, top }))
+}
+
+/// The fail-safe when `--fail-safe` is given or the strategy's library preset sets one;
+/// `--fail-safe-throttle` or `--soft-timeout` without it is refused (a soft timeout answers
+/// with the kept value, and without the fail-safe none is kept).
+pub(super) fn fail_safe(
+    m: &RunFlags,
+    strategy: &StrategySpec,
+    ttl: Dur,
+) -> Result<Option<FailSafe>, UsageError> {
+    let lib = strategy.library_defaults();
+    let max = m
+        .cache
+        .fail_safe
+        .or_else(|| lib.and_then(|l| l.fail_safe_ttls).map(|n| Dur(ttl.0 * n)));
+    let Some(max) = max else {
+        for (k, set) in [
+            ("fail_safe_throttle", m.cache.fail_safe_throttle.is_some()),
+            ("soft_timeout", m.cache.soft_timeout.is_some()),
+        ] {
+            if set {
+                return Err(UsageError::new(format!(
+                    "--{} is a setting of the fail-safe, which is off under --strategy {strategy}: add --fail-safe D (scenario file: fail_safe), the time entries are kept past expiry to be served when a load fails",
+                    k.replace('_', "-")
+                )));
+            }
+        }
+        return Ok(None);
+    };
+    let throttle = m
+        .cache
+        .fail_safe_throttle
+        .unwrap_or(Dur(Duration::from_secs(
+            lib.and_then(|l| l.fail_safe_throttle_s).unwrap_or(30),
+        )));
+    let soft_timeout = m.cache.soft_timeout.or_else(|| {
+        lib.and_then(|l| l.soft_timeout_ms)
+            .map(|ms| Dur(Duration::from_millis(ms)))
+    });
+    Ok(Some(FailSafe {
+        max,
+        throttle,
+        soft_timeout,
+    }))
+}
+
+/// What the strategy keeps and refreshes: the fail-safe, eager refresh, the lock's timeout
+/// policy and the lease.
+pub(super) struct CachePolicy {
+    pub fail_safe: Option<FailSafe>,
+    pub eager_refresh: Option<Percent>,
+    pub lock_timeout_policy: LockTimeoutPolicy,
+    pub lease_ttl: Option<Dur>,
+}
+
+pub(super) fn cache_policy(
+    m: &RunFlags,
+    strategy: &StrategySpec,
+    ttl: Dur,
+    unused: &mut Option<UsageError>,
+) -> Result<CachePolicy, UsageError> {
+    let fail_safe = fail_safe(m, strategy, ttl)?;
+    let eager_refresh = m.cache.eager_refresh.or_else(|| {
+        strategy
+            .library_defaults()
+            .and_then(|l| l.eager_refresh)
+            .map(Percent)
+    });
+    if !strategy.caches() && (fail_safe.is_some() || eager_refresh.is_some()) {
+        return Err(UsageError::new(
+            "--fail-safe and --eager-refresh keep or refresh cached entries, and --strategy no-cache caches nothing: drop them, or choose a strategy that caches",
+        ));
+    }
+    let lock_timeout_policy = m
+        .cache
+        .lock_timeout_policy
+        .unwrap_or(LockTimeoutPolicy::Load);
+    if lock_timeout_policy == LockTimeoutPolicy::Stale
+        && !strategy.serves_stale()
+        && fail_safe.is_none()
+    {
+        return Err(UsageError::new(format!(
+            "--lock-timeout-policy stale needs a value kept past expiry (there is none under {strategy}): use --strategy swr+mutex, add --fail-safe D, or --lock-timeout-policy load|error"
+        )));
+    }
+    let lease_ttl = strategy
+        .coordination
+        .lease()
+        .then(|| m.cache.resolved().lease_ttl());
+    if m.cache.lease_ttl.is_some() && lease_ttl.is_none() {
+        *unused = Some(UsageError::new(format!(
+            "--lease-ttl is a setting of the lease coordination, and --strategy {strategy} has none: add lease to the strategy (--strategy lease, swr+lease, xfetch+lease), or drop --lease-ttl (lease_ttl in a scenario file)"
+        )));
+    }
+    Ok(CachePolicy {
+        fail_safe,
+        eager_refresh,
+        lock_timeout_policy,
+        lease_ttl,
+    })
+}
+
+/// The protections in front of the database, each on only when asked.
+pub(super) struct Protections {
+    pub breaker: Option<BreakerSpec>,
+    pub db_rate: Option<RateSpec>,
+    pub rewarm: Option<Rewarm>,
+    pub l1: Option<L1Spec>,
+}
+
+pub(super) fn protections(
+    m: &RunFlags,
+    strategy: &StrategySpec,
+    keys: u64,
+) -> Result<Protections, UsageError> {
+    Ok(Protections {
+        breaker: breaker(m)?,
+        db_rate: db_rate(m)?,
+        rewarm: rewarm(m, keys)?,
+        l1: l1(m, strategy)?,
+    })
+}
+
+/// The writes and their invalidation: the flags', or a trace's when it replays every op.
+pub(super) fn writes(
+    m: &RunFlags,
+    trace: Option<&crate::replay::TraceSpec>,
+    own_load: bool,
+    zipf: f64,
+) -> Result<(Option<WriteLoad>, Option<Invalidate>), UsageError> {
+    let writes = match trace {
+        // A replay of every op writes what the trace writes, at its times: the rate is its mean.
+        Some(t)
+            if t.ops == crate::replay::TraceOps::All && t.found.writes + t.found.deletes > 0 =>
+        {
+            Some(WriteLoad {
+                rps: (t.found.writes + t.found.deletes) as f64 / t.found.run_s,
+                zipf,
+            })
+        }
+        _ => m.writes.write_rps.filter(|r| r.0 > 0.0).map(|r| WriteLoad {
+            rps: r.0,
+            zipf: m.writes.write_zipf.unwrap_or(zipf),
+        }),
+    };
+    if writes.is_none() {
+        for (key, set) in [
+            ("write_zipf", m.writes.write_zipf.is_some()),
+            ("invalidate", m.writes.invalidate.is_some()),
+        ] {
+            if set {
+                return Err(UsageError::new(format!(
+                    "--{} is a setting of the writes, and there are none: add --write-rps (scenario file: write_rps)",
+                    key.replace('_', "-")
+                )));
+            }
+        }
+    }
+    if writes.is_some() && own_load {
+        // Writes UPDATE the seeded items; under --db-sql the table is the user's and the tool
+        // changes nothing in their database.
+        return Err(UsageError::new(
+            "--write-rps writes to the table stampede seeds, and with --db-sql there is none: stampede changes nothing in your database. Drop --write-rps, or drop --db-sql to measure writes on the seeded table",
+        ));
+    }
+    let invalidate = match (&writes, &m.writes.invalidate) {
+        (None, _) => None,
+        (Some(_), None) => Some(Invalidate::Delete),
+        (Some(_), Some(i)) => Some(invalidation(i).map_err(UsageError::new)?),
+    };
+    Ok((writes, invalidate))
+}
+
+/// The client's timeout and retries, goodput's deadline and the recovery criterion.
+pub(super) fn survival_settings(
+    m: &RunFlags,
+) -> Result<(Option<Client>, Dur, RecoveryCriteria), UsageError> {
+    let retries = m.client.retries.unwrap_or(0);
+    if retries > 100 {
+        return Err(UsageError::new(format!(
+            "--retries {retries}: at most 100 retries of one request"
+        )));
+    }
+    if retries == 0 && (m.client.retry_backoff.is_some() || m.client.retry_jitter.is_some()) {
+        return Err(UsageError::new(
+            "--retry-backoff and --retry-jitter shape the retries, and there are none: add --retries N",
+        ));
+    }
+    if m.client.request_timeout.is_some_and(|d| d.0.is_zero()) {
+        return Err(UsageError::new(
+            "--request-timeout must be longer than 0 (leave it out for a client that waits)",
+        ));
+    }
+    let client = (m.client.request_timeout.is_some() || retries > 0).then(|| Client {
+        timeout: m.client.request_timeout,
+        retries,
+        backoff: m
+            .client
+            .retry_backoff
+            .unwrap_or(Dur(Duration::from_millis(100))),
+        jitter: m.client.retry_jitter.unwrap_or(Percent(0.0)),
+    });
+    let within = m
+        .client
+        .goodput_within
+        .or(m.client.request_timeout)
+        .unwrap_or(Dur(super::survival::DEFAULT_GOODPUT_WITHIN));
+    if within.0.is_zero() {
+        return Err(UsageError::new("--goodput-within must be longer than 0"));
+    }
+    let d = RecoveryCriteria::default();
+    let recovery = RecoveryCriteria {
+        baseline_window: m.recovery.baseline_window.unwrap_or(d.baseline_window),
+        goodput: m.recovery.recovery_goodput.unwrap_or(d.goodput),
+        hit_points: m.recovery.recovery_hit_points.unwrap_or(d.hit_points),
+        settle: m.recovery.settle.unwrap_or(d.settle),
+        observe: m.recovery.observe.unwrap_or(d.observe),
+    };
+    if !(0.0..=100.0).contains(&recovery.hit_points) {
+        return Err(UsageError::new(format!(
+            "--recovery-hit-points {}: points of hit rate, between 0 and 100",
+            recovery.hit_points
+        )));
+    }
+    for (d, flag) in [
+        (recovery.baseline_window, "--baseline-window"),
+        (recovery.settle, "--settle"),
+    ] {
+        if d.0 < Duration::from_secs(1) {
+            return Err(UsageError::new(format!(
+                "{flag} {d}: the verdict reads whole 1 s windows, so at least 1s"
+            )));
+        }
+    }
+    Ok((client, within, recovery))
+}
