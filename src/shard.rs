@@ -12,6 +12,21 @@ pub const INDEX_ENV: &str = "JOB_COMPLETION_INDEX";
 /// Most shards one experiment may be split into.
 pub const MAX_SHARDS: u32 = 1024;
 
+/// How this process takes part in a sharded run, resolved from its flags.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub spec: ShardSpec,
+    pub run_id: String,
+    /// The start instant (Unix ms) the user gave, else shard 0 picks one.
+    pub start_at: Option<u64>,
+    /// How far ahead of its setup shard 0 puts the start instant.
+    pub start_delay: std::time::Duration,
+    /// How long a shard waits for the start signal.
+    pub start_timeout: std::time::Duration,
+    /// How long shard 0 waits for the others at the end.
+    pub end_timeout: std::time::Duration,
+}
+
 /// Shard `index` of `count` (0-based index).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ShardSpec {

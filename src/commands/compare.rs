@@ -17,7 +17,7 @@ pub async fn run(cmd: CompareCmd) -> Result<ExitCode> {
         html: cmd.html.clone(),
         quiet: cmd.quiet,
     };
-    let ended = run_trials(&scenarios, cmd.trials, &out).await?;
+    let ended = run_trials(&scenarios, super::trials(&cmd.trials), &out).await?;
     Ok(super::ending(
         ended.interrupted,
         &ended.broken,

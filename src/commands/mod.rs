@@ -35,7 +35,8 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         }
         Command::Merge(cmd) => merge::run(cmd),
         Command::Prepare(cmd) => {
-            session::shards::prepare(&cmd).await?;
+            let (sc, plan) = crate::scenario::invocation::for_prepare(&cmd)?;
+            session::shards::prepare(&sc, &plan).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Completions(cmd) => conventions::completions(cmd),
@@ -105,4 +106,12 @@ fn ending(interrupted: bool, broken: &str, status: &Status, what: &str) -> ExitC
         return ExitCode::from(EXIT_FAILED_CHECK);
     }
     ExitCode::SUCCESS
+}
+
+/// The trials of `--repeat` and `--same-seed`, as the orchestration takes them.
+fn trials(f: &crate::cli::TrialFlags) -> crate::session::trials::Trials {
+    crate::session::trials::Trials {
+        repeat: f.repeat,
+        same_seed: f.same_seed,
+    }
 }

@@ -10,10 +10,23 @@ use crate::report::sink::{HtmlReport, ResultFile, Sinks, Terminal};
 use crate::results;
 use crate::session::Status;
 use crate::session::single::{self, Done};
+use crate::session::trials::Output;
 
 pub async fn run(cmd: RunCmd) -> Result<ExitCode> {
     let status = Status::new(cmd.output.quiet);
-    match single::run(&cmd, |r| write_and_show(&cmd, r)).await? {
+    let (sc, plan) = crate::scenario::invocation::for_run(&cmd)?;
+    let opts = single::Options {
+        trials: super::trials(&cmd.trials),
+        metrics_listen: cmd.metrics.metrics_listen,
+        metrics_linger: cmd.metrics.metrics_linger,
+        // With --repeat, --out is the directory compare writes, for one strategy.
+        output: Output {
+            dir: cmd.output.out.clone(),
+            html: cmd.output.html.clone(),
+            quiet: cmd.output.quiet,
+        },
+    };
+    match single::run(sc, plan, &opts, |r| write_and_show(&cmd, r)).await? {
         Done::One(result) => Ok(super::ending(
             result.interrupted,
             &result.broken_thresholds(),

@@ -3,13 +3,17 @@
 //! `--repeat`, `--metrics-listen`, `--out`) made before anything starts, so that the commands
 //! below resolution only run what it returns.
 
-use crate::cli::{PrepareCmd, RunCmd};
+use std::time::Duration;
+
+use crate::cli::{PrepareCmd, RunCmd, ShardFlags};
 use crate::error::{Problems, UsageError};
 use crate::metric::Metric;
 use crate::scenario::{self, Scenario};
+use crate::shard::{INDEX_ENV, Plan, ShardSpec, sanitize_run_id};
 
-/// The scenario of `run`, or one error listing every problem found.
-pub fn for_run(cmd: &RunCmd) -> Result<Scenario, UsageError> {
+/// The scenario of `run` and, for a shard of a sharded run, its plan; or one error listing
+/// every problem found.
+pub fn for_run(cmd: &RunCmd) -> Result<(Scenario, Option<Plan>), UsageError> {
     let sc = scenario::target::with_target(
         scenario::resolve(cmd.scenario.as_ref(), cmd.flags())?,
         &cmd.flags,
@@ -44,11 +48,48 @@ pub fn for_run(cmd: &RunCmd) -> Result<Scenario, UsageError> {
         }
     }
     p.into_result()?;
-    Ok(sc)
+    let plan = shard_plan(&sc, &cmd.shard)?;
+    Ok((sc, plan))
 }
 
-/// The scenario of `prepare` and its shard count.
-pub fn for_prepare(cmd: &PrepareCmd) -> Result<(Scenario, u32), UsageError> {
+/// The plan of a sharded run from its flags, or None for a 1-process run; `--shards N` takes
+/// its index from the environment (a Kubernetes Indexed Job's).
+fn shard_plan(sc: &Scenario, f: &ShardFlags) -> Result<Option<Plan>, UsageError> {
+    let spec = match (f.shard, f.shards) {
+        (Some(s), _) => s,
+        (None, Some(n)) => ShardSpec::from_index_env(n, std::env::var(INDEX_ENV).ok().as_deref())
+            .map_err(UsageError)?,
+        (None, None) => return Ok(None),
+    };
+    Ok(Some(Plan {
+        spec,
+        run_id: run_id(sc, f, spec.count)?,
+        start_at: f.start_at,
+        start_delay: f.start_delay.map_or(Duration::from_secs(5), |d| d.0),
+        start_timeout: f.start_timeout.map_or(Duration::from_secs(60), |d| d.0),
+        end_timeout: f.end_timeout.map_or(Duration::from_secs(60), |d| d.0),
+    }))
+}
+
+/// `--run-id`, or one derived from the scenario and the shard count, so that shards started
+/// with the same command line meet without agreeing on a name first.
+fn run_id(sc: &Scenario, f: &ShardFlags, count: u32) -> Result<String, UsageError> {
+    if let Some(id) = &f.run_id {
+        return sanitize_run_id(id).map_err(UsageError);
+    }
+    let text = serde_json::to_string(sc)
+        .map_err(|e| UsageError::new(format!("encoding the scenario for its run id: {e}")))?;
+    let h = text
+        .bytes()
+        .chain(count.to_le_bytes())
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            crate::workload::fnv_step(h, u64::from(b))
+        });
+    Ok(format!("sh{:010x}", h & 0xff_ffff_ffff))
+}
+
+/// The scenario of `prepare` and the plan of the run it sets up (as its shard 0).
+pub fn for_prepare(cmd: &PrepareCmd) -> Result<(Scenario, Plan), UsageError> {
     let sc = scenario::resolve(cmd.scenario.as_ref(), cmd.flags())?;
     let Some(count) = cmd.shard.shards.or(cmd.shard.shard.map(|s| s.count)) else {
         return Err(UsageError::new(
@@ -58,7 +99,18 @@ pub fn for_prepare(cmd: &PrepareCmd) -> Result<(Scenario, u32), UsageError> {
     let mut p = Problems::default();
     sharded(&sc, count, &mut p);
     p.into_result()?;
-    Ok((sc, count))
+    let plan = Plan {
+        spec: ShardSpec::new(0, count).map_err(UsageError)?,
+        run_id: run_id(&sc, &cmd.shard, count)?,
+        start_at: cmd.shard.start_at,
+        start_delay: cmd
+            .shard
+            .start_delay
+            .map_or(Duration::from_secs(5), |d| d.0),
+        start_timeout: Duration::ZERO,
+        end_timeout: Duration::ZERO,
+    };
+    Ok((sc, plan))
 }
 
 /// A limit on the boundary rate, which only a sweep's bisection finds, refused on a run or a

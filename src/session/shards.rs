@@ -19,7 +19,6 @@ use super::env::{Env, Status};
 use super::heartbeat::{BOUND, Heartbeat};
 use super::lifecycle::{self, Readings, RunSpace};
 use crate::cache::{self, Admin};
-use crate::cli::{PrepareCmd, ShardFlags};
 use crate::driver::Driver;
 use crate::error::{EnvError, UsageError};
 use crate::fault::Server;
@@ -31,59 +30,12 @@ use crate::redact;
 use crate::results::shard::{LedgerFigures, ShardFigures, WholeRun};
 use crate::results::{self, FaultReport, RunResult, StartFigures};
 use crate::scenario::Scenario;
-use crate::shard::{INDEX_ENV, ShardSpec, sanitize_run_id};
+use crate::shard::Plan;
 
 /// The run's key holding the start instant (Unix ms): the start signal.
 const START_KEY: &str = "shard:start";
 /// The run's set of shards done (`index:statements`): the end barrier.
 const DONE_KEY: &str = "shard:done";
-
-/// How this process takes part in a sharded run.
-#[derive(Debug, Clone)]
-pub struct Plan {
-    pub spec: ShardSpec,
-    pub run_id: String,
-    start_at: Option<u64>,
-    start_delay: Duration,
-    start_timeout: Duration,
-    end_timeout: Duration,
-}
-
-/// The plan of a sharded run from its flags, or None for a 1-process run. Refuses what a
-/// shard cannot do: managed servers (each process would start its own), too few instances.
-pub fn plan(sc: &Scenario, f: &ShardFlags) -> Result<Option<Plan>> {
-    let spec = match (f.shard, f.shards) {
-        (Some(s), _) => s,
-        (None, Some(n)) => ShardSpec::from_index_env(n, std::env::var(INDEX_ENV).ok().as_deref())
-            .map_err(UsageError)?,
-        // `--run-id` without a shard count was refused at resolution.
-        (None, None) => return Ok(None),
-    };
-    Ok(Some(Plan {
-        spec,
-        run_id: run_id(sc, f, spec.count)?,
-        start_at: f.start_at,
-        start_delay: f.start_delay.map_or(Duration::from_secs(5), |d| d.0),
-        start_timeout: f.start_timeout.map_or(Duration::from_secs(60), |d| d.0),
-        end_timeout: f.end_timeout.map_or(Duration::from_secs(60), |d| d.0),
-    }))
-}
-
-/// `--run-id`, or one derived from the scenario and the shard count, so that shards started
-/// with the same command line meet without agreeing on a name first.
-fn run_id(sc: &Scenario, f: &ShardFlags, count: u32) -> Result<String> {
-    if let Some(id) = &f.run_id {
-        return Ok(sanitize_run_id(id).map_err(UsageError)?);
-    }
-    let text = serde_json::to_string(sc).context("encoding the scenario")?;
-    let h = text
-        .bytes()
-        .chain(count.to_le_bytes())
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            crate::workload::fnv_step(h, u64::from(b))
-        });
-    Ok(format!("sh{:010x}", h & 0xff_ffff_ffff))
-}
 
 /// What the load cost is for XFetch entries written before any load.
 fn delta_us(sc: &Scenario, heavy_query_ms: Option<f64>) -> u32 {
@@ -195,21 +147,9 @@ fn check_on_time(plan: &Plan, at: u64) -> Result<()> {
 }
 
 /// `stampede prepare`: set a sharded run up and write its start signal, then exit.
-pub async fn prepare(cmd: &PrepareCmd) -> Result<()> {
-    let (sc, count) = crate::scenario::invocation::for_prepare(cmd)?;
-    let plan = Plan {
-        spec: ShardSpec::new(0, count).map_err(UsageError)?,
-        run_id: run_id(&sc, &cmd.shard, count)?,
-        start_at: cmd.shard.start_at,
-        start_delay: cmd
-            .shard
-            .start_delay
-            .map_or(Duration::from_secs(5), |d| d.0),
-        start_timeout: Duration::ZERO,
-        end_timeout: Duration::ZERO,
-    };
+pub async fn prepare(sc: &Scenario, plan: &Plan) -> Result<()> {
     let status = Status::new(false);
-    let env = Env::start(&sc, &status).await?;
+    let env = Env::start(sc, &status).await?;
     let shutdown = super::shutdown_on_signals();
     let prefix: Arc<str> = Arc::from(format!("stampede:{}:", plan.run_id));
     let admin = Admin::open(&env.redis_url, &env.redis_tls, prefix.clone()).await?;
@@ -218,12 +158,12 @@ pub async fn prepare(cmd: &PrepareCmd) -> Result<()> {
     let beat = Heartbeat::new();
     let (db, done) = beat
         .redis(&admin, async {
-            let db = seed(&sc, &env, &plan.run_id).await?;
+            let db = seed(sc, &env, &plan.run_id).await?;
             let done = beat
                 .postgres(&db, async {
-                    let heavy = heavy_setup(&sc, &db, &status).await?;
+                    let heavy = heavy_setup(sc, &db, &status).await?;
                     let driver = Driver::build_part(
-                        &sc,
+                        sc,
                         &env.redis_url,
                         &env.redis_tls,
                         prefix,
@@ -232,7 +172,7 @@ pub async fn prepare(cmd: &PrepareCmd) -> Result<()> {
                     )
                     .await?;
                     let (at, start) =
-                        publish_start(&sc, &driver, &db, &admin, &plan, heavy, &shutdown).await?;
+                        publish_start(sc, &driver, &db, &admin, plan, heavy, &shutdown).await?;
                     lease_until_start(&admin, &db, at).await?;
                     Ok((at, start))
                 })
@@ -243,11 +183,12 @@ pub async fn prepare(cmd: &PrepareCmd) -> Result<()> {
     match done {
         Ok((at, start)) => {
             println!(
-                "run {} prepared on {} and {}: {} keys cached; its {count} shards start at {} (Unix ms {at}), and its heartbeat lasts until then, so `stampede cleanup` leaves it alone",
+                "run {} prepared on {} and {}: {} keys cached; its {} shards start at {} (Unix ms {at}), and its heartbeat lasts until then, so `stampede cleanup` leaves it alone",
                 plan.run_id,
                 redact::url(&env.redis_url),
                 redact::url(&env.pg_url),
                 start.keys_cached,
+                plan.spec.count,
                 humantime::format_rfc3339_millis(std::time::UNIX_EPOCH + Duration::from_millis(at)),
             );
             Ok(())

@@ -9,9 +9,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::trials::{self, Ended, Output};
 use super::{Env, Progress, Status, run_on, shutdown_on_signals};
-use crate::cli::RunCmd;
 use crate::exporter::{self, Export};
 use crate::results::RunResult;
+use crate::scenario::Scenario;
+use crate::shard::Plan;
 use crate::values::Dur;
 
 /// What a run did: one result to show, or trials already written and shown.
@@ -20,28 +21,34 @@ pub enum Done {
     Trials(Ended),
 }
 
-/// Run `cmd`; `show` writes and prints a single run's result (before the metrics linger, so
-/// the last scrape sees what the user saw).
-pub async fn run(cmd: &RunCmd, show: impl FnOnce(&RunResult) -> Result<()>) -> Result<Done> {
-    let sc = crate::scenario::invocation::for_run(cmd)?;
-    let plan = super::shards::plan(&sc, &cmd.shard)?;
-    if cmd.trials.repeat > 1 {
-        // The same shape as compare writes, for one strategy.
-        let out = Output {
-            dir: cmd.output.out.clone(),
-            html: cmd.output.html.clone(),
-            quiet: cmd.output.quiet,
-        };
-        let ended = trials::run_trials(std::slice::from_ref(&sc), cmd.trials, &out).await?;
+/// How `run` runs its scenario: trials, live metrics and where the output goes.
+pub struct Options {
+    pub trials: trials::Trials,
+    pub metrics_listen: Option<std::net::SocketAddr>,
+    pub metrics_linger: Option<Dur>,
+    pub output: Output,
+}
+
+/// Run `sc` (this process's part of it under a shard `plan`); `show` writes and prints a
+/// single run's result (before the metrics linger, so the last scrape sees what the user saw).
+pub async fn run(
+    sc: Scenario,
+    plan: Option<Plan>,
+    opts: &Options,
+    show: impl FnOnce(&RunResult) -> Result<()>,
+) -> Result<Done> {
+    if opts.trials.repeat > 1 {
+        let ended =
+            trials::run_trials(std::slice::from_ref(&sc), opts.trials, &opts.output).await?;
         return Ok(Done::Trials(ended));
     }
     let shutdown = shutdown_on_signals();
-    let status = Status::new(cmd.output.quiet);
+    let status = Status::new(opts.output.quiet);
     let mut output = Progress {
-        quiet: cmd.output.quiet,
+        quiet: opts.output.quiet,
         export: None,
     };
-    let metrics = match cmd.metrics.metrics_listen {
+    let metrics = match opts.metrics_listen {
         Some(addr) => {
             let label = plan.as_ref().map_or(String::new(), |p| p.spec.to_string());
             let export = Export::new(&sc.strategy.to_string(), &label);
@@ -61,7 +68,7 @@ pub async fn run(cmd: &RunCmd, show: impl FnOnce(&RunResult) -> Result<()>) -> R
         None => run_on(&sc, &mut env, shutdown.clone(), &output, &status).await,
     };
     env.stop();
-    let linger = cmd.metrics.metrics_linger.map_or(Duration::ZERO, |d| d.0);
+    let linger = opts.metrics_linger.map_or(Duration::ZERO, |d| d.0);
     let written = outcome.and_then(|r| show(&r).map(|()| r));
     if let Some((stop, server)) = metrics {
         // The final values stay up for the last scrape, unless the user asked to stop.

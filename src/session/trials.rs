@@ -8,7 +8,6 @@ use anyhow::{Context, Result};
 
 use super::Progress;
 use super::{Env, Status, run_on, shutdown_on_signals};
-use crate::cli::TrialFlags;
 use crate::metric::Metric;
 use crate::report::sink::{HtmlReport, Sinks, Terminal, TrialDir};
 use crate::results::summary::CompareSummary;
@@ -53,7 +52,14 @@ impl Output {
 
 /// Run `repeat` trials of every scenario, interleaved, on one set of servers; write each trial
 /// as soon as it ends, and the summary after each; print the ranking and the trade-offs.
-pub async fn run_trials(scenarios: &[Scenario], trials: TrialFlags, out: &Output) -> Result<Ended> {
+/// How many trials and whether they share a seed (`--repeat`, `--same-seed`).
+#[derive(Debug, Clone, Copy)]
+pub struct Trials {
+    pub repeat: u32,
+    pub same_seed: bool,
+}
+
+pub async fn run_trials(scenarios: &[Scenario], trials: Trials, out: &Output) -> Result<Ended> {
     if let Some(dir) = &out.dir {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating the output directory {}", dir.display()))?;
