@@ -30,7 +30,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Sweep(cmd) => sweep::run(cmd).await,
         Command::Check(cmd) => check::run(cmd),
         Command::Cleanup(cmd) => {
-            session::cleanup::cleanup(&cmd).await?;
+            session::cleanup::cleanup(&crate::scenario::invocation::for_cleanup(&cmd)?).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Merge(cmd) => merge::run(cmd),

@@ -5,11 +5,12 @@
 
 use std::time::Duration;
 
-use crate::cli::{PrepareCmd, RunCmd, ShardFlags};
+use crate::cli::{CleanupCmd, PrepareCmd, RunCmd, ShardFlags};
 use crate::error::{Problems, UsageError};
 use crate::metric::Metric;
 use crate::scenario::{self, Scenario};
 use crate::shard::{INDEX_ENV, Plan, ShardSpec, sanitize_run_id};
+use crate::tls::RedisTls;
 
 /// The scenario of `run` and, for a shard of a sharded run, its plan; or one error listing
 /// every problem found.
@@ -172,4 +173,40 @@ fn sharded(sc: &Scenario, count: u32, p: &mut Problems) {
             "--db-sql: shards count their loads in the load ledger that stampede installs in its own schema, and with --db-sql it creates nothing in your database: run --db-sql in one process",
         );
     }
+}
+
+/// The servers `cleanup` clears of dead runs' leftovers.
+pub struct Cleanup {
+    pub redis_url: Option<String>,
+    pub redis_tls: RedisTls,
+    pub pg_url: Option<String>,
+    /// A schema whose heartbeat is older than this is a dead run's.
+    pub older_than: Duration,
+}
+
+/// What `cleanup` clears: at least one server, and TLS settings only for a Redis to clean.
+pub fn for_cleanup(cmd: &CleanupCmd) -> Result<Cleanup, UsageError> {
+    if cmd.redis_url.is_none() && cmd.pg_url.is_none() {
+        return Err(UsageError::new(
+            "cleanup needs --redis-url and/or --pg-url: the servers whose leftovers to remove (a managed server's are removed by the next run)",
+        ));
+    }
+    let tls = RedisTls {
+        ca: cmd.redis_ca.clone(),
+        cert: cmd.redis_cert.clone(),
+        key: cmd.redis_key.clone(),
+        insecure: cmd.redis_insecure.unwrap_or(false),
+    };
+    if !tls.is_empty() && cmd.redis_url.is_none() {
+        return Err(UsageError::new(
+            "--redis-ca, --redis-cert, --redis-key and --redis-insecure are for the Redis to clean: give it with --redis-url rediss://…",
+        ));
+    }
+    tls.check(cmd.redis_url.as_deref())?;
+    Ok(Cleanup {
+        redis_url: cmd.redis_url.clone(),
+        redis_tls: tls,
+        pg_url: cmd.pg_url.clone(),
+        older_than: cmd.older_than.0,
+    })
 }

@@ -5,34 +5,14 @@
 
 use anyhow::Result;
 
-use crate::cli::CleanupCmd;
-use crate::error::UsageError;
 use crate::redact;
-use crate::tls::RedisTls;
+use crate::scenario::invocation::Cleanup;
 
-/// Remove the dead runs' leftovers that `cmd` names the servers of, saying what went.
-pub async fn cleanup(cmd: &CleanupCmd) -> Result<()> {
-    if cmd.redis_url.is_none() && cmd.pg_url.is_none() {
-        return Err(UsageError::new(
-            "cleanup needs --redis-url and/or --pg-url: the servers whose leftovers to remove (a managed server's are removed by the next run)",
-        )
-        .into());
-    }
-    let tls = RedisTls {
-        ca: cmd.redis_ca.clone(),
-        cert: cmd.redis_cert.clone(),
-        key: cmd.redis_key.clone(),
-        insecure: cmd.redis_insecure.unwrap_or(false),
-    };
-    if !tls.is_empty() && cmd.redis_url.is_none() {
-        return Err(UsageError::new(
-            "--redis-ca, --redis-cert, --redis-key and --redis-insecure are for the Redis to clean: give it with --redis-url rediss://…",
-        )
-        .into());
-    }
-    tls.check(cmd.redis_url.as_deref())?;
-    if let Some(url) = &cmd.redis_url {
-        let admin = crate::cache::Admin::open(url, &tls, std::sync::Arc::from("stampede:")).await?;
+/// Remove the dead runs' leftovers on the servers `targets` names, saying what went.
+pub async fn cleanup(targets: &Cleanup) -> Result<()> {
+    let tls = &targets.redis_tls;
+    if let Some(url) = &targets.redis_url {
+        let admin = crate::cache::Admin::open(url, tls, std::sync::Arc::from("stampede:")).await?;
         let dead = admin.dead_namespaces().await?;
         for ns in &dead {
             let n = admin.for_namespace(ns).remove_namespace().await?;
@@ -45,8 +25,8 @@ pub async fn cleanup(cmd: &CleanupCmd) -> Result<()> {
             println!("no dead run's keys in {}", redact::url(url));
         }
     }
-    if let Some(url) = &cmd.pg_url {
-        let dead = crate::origin::dead_schemas(url, cmd.older_than.0).await?;
+    if let Some(url) = &targets.pg_url {
+        let dead = crate::origin::dead_schemas(url, targets.older_than).await?;
         for s in &dead {
             crate::origin::drop_schema(url, s).await?;
             println!(
