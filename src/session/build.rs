@@ -51,15 +51,11 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
         nodes,
     } = m;
     let cluster = nodes.map(|(b, a)| results::cluster::window(&b, &a));
-    let db = setup.db;
     let generator = generator_figures(sc, &raw);
     let t = &raw.totals;
     let o = |x: Outcome| t.outcomes[x as usize];
-    // Abandoned requests are recorded as errors at the moment they were given up.
-    let errors = o(Outcome::Error);
     let completed = t.completed();
     let c = &raw.counters;
-    let d = &raw.db;
     let mut by_outcome = std::collections::BTreeMap::new();
     for x in Outcome::ALL {
         let h = &t.by_outcome[x as usize];
@@ -71,40 +67,7 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
         .as_ref()
         .map(|d| chaos::reports(&d.records, results::whole(&raw.timeline)))
         .unwrap_or_default();
-    // INFO's counters start again at zero with every restart of Redis.
-    let redis_restarted = fault_reports
-        .iter()
-        .any(|f| f.kind == FaultKind::KillRedis && f.down_ms > 0);
-    let redis_paused = fault_reports
-        .iter()
-        .any(|f| f.kind == FaultKind::PauseRedis && f.down_ms > 0);
-    let mut redis_pids: Vec<u32> = first_redis_pid.into_iter().collect();
-    let mut postgres_pids: Vec<u32> = first_pg_pid.into_iter().collect();
-    if let Some(d) = &faults {
-        redis_pids.extend(&d.restarted_pids);
-        postgres_pids.extend(&d.pg_restarted_pids);
-    }
-    // A managed cluster's nodes as they run at the end (a restarted node is there already).
-    for p in env.cluster_pids() {
-        if !redis_pids.contains(&p) {
-            redis_pids.push(p);
-        }
-    }
-    let calls_server_read = faults
-        .as_ref()
-        .map(|d| &d.server_calls)
-        .filter(|c| !c.readings.is_empty())
-        .map(|c| {
-            let sum = match (c.unreadable, c.lost) {
-                (true, _) => String::new(),
-                (false, 0) => ", which kept its counts across the restart".to_string(),
-                (false, lost) => format!(" plus the {lost} a crash erased"),
-            };
-            format!(
-                "pg_stat_statements read at the end of the run{sum}; {}",
-                c.readings.join("; ")
-            )
-        });
+    let (redis_pids, postgres_pids) = pids(env, faults.as_ref(), first_redis_pid, first_pg_pid);
     let mut r = RunResult {
         schema: results::SCHEMA,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -113,158 +76,38 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
         interrupted: raw.interrupted,
         scenario: sc.clone(),
         start: Some(start.clone()),
-        requests: results::Requests {
-            scheduled: raw.scheduled,
-            completed,
-            shed: raw.shed,
-            unsent: raw.unsent,
-            errors,
-            abandoned: raw.abandoned,
-            warmup: raw.warmup_requests,
-            timed_out: o(Outcome::TimedOut),
-            goodput: raw.goodput,
-            retries: raw.retries,
-        },
-        outcomes: results::Outcomes {
-            hit: o(Outcome::Hit),
-            miss: o(Outcome::Miss),
-            stale: o(Outcome::Stale),
-            waited: o(Outcome::Waited),
-            fallback: o(Outcome::Fallback),
-            error: errors,
-            rejected: o(Outcome::Rejected),
-            ok: o(Outcome::Ok),
-            timed_out: o(Outcome::TimedOut),
-            l1_hit: o(Outcome::L1Hit),
-        },
+        requests: requests(&raw),
+        outcomes: outcomes(&raw),
         hit_rate: Known::or_unknown(
             (completed > 0).then(|| {
                 (o(Outcome::Hit) + o(Outcome::Stale) + o(Outcome::L1Hit)) as f64 / completed as f64
             }),
             || "no request completed".to_string(),
         ),
-        l1: sc.l1.map(|_| results::l1::L1Figures {
-            hits: o(Outcome::L1Hit),
-            hit_rate: (completed > 0).then(|| o(Outcome::L1Hit) as f64 / completed as f64),
-            redis_hit_rate: (completed > 0)
-                .then(|| (o(Outcome::Hit) + o(Outcome::Stale)) as f64 / completed as f64),
-            evictions: c.l1_evictions,
-            invalidations_received: c.l1_invalidations_received,
-            flushes: c.l1_flushes,
-            spoiled: c.l1_spoiled,
-            stale_reads: c.l1_stale_reads,
-        }),
-        db: results::DbFigures {
-            calls: Known::Value(d.calls),
+        l1: sc.l1.map(|_| l1_figures(&raw)),
+        db: db_figures(
+            sc,
+            &raw,
+            setup,
+            faults.as_ref(),
             calls_server,
-            calls_server_note: match (&db.stat_statements_missing, &faults) {
-                (Some(n), _) => Some(n.clone()),
-                (None, Some(d)) if d.server_calls.unreadable => Some(
-                    "a Postgres crash erased pg_stat_statements' counts and they could not be read just before it: the server's total is unknown".to_string(),
-                ),
-                _ => None,
-            },
-            calls_server_read,
-            statement_errors: d.statement_errors,
-            statement_timeouts: d.statement_timeouts,
-            pool_timeouts: d.pool_timeouts,
-            connect_errors: d.connect_errors,
-            limit_refusals: c.limit_refusals,
-            breaker_refusals: c.breaker_refusals,
-            rate_refusals: c.rate_refusals,
-            rate_fallback_ms: raw.rate_fallback.as_millis() as u64,
-            rewarm_calls: d.rewarm_calls,
-            rewarm_runs: raw.rewarm_runs,
-            warmup_calls: d.warmup_calls,
-            peak_concurrent: d.peak_concurrent,
-            peak_in_flight: Known::Value(d.peak_in_flight),
-            peak_active_sampled: None,
-            peak_key_herd: Known::Value(d.peak_herd),
-            redundant_loads: Known::Value(d.redundant),
-            ledger_peak_key_herd: None,
-            ledger_redundant_loads: None,
-            statement_ms_mean: (d.calls > 0)
-                .then(|| d.statement_us as f64 / 1000.0 / d.calls as f64),
-            pool_wait_ms_mean: (d.calls > 0)
-                .then(|| d.pool_wait_us as f64 / 1000.0 / d.calls as f64),
-            pool_busy: d.statement_us as f64
-                / (f64::from(sc.instances) * f64::from(sc.db_pool) * raw.window.as_micros() as f64)
-                    .max(1.0),
-            background_refreshes: c.background_refreshes,
-            refreshes_skipped: c.refreshes_skipped,
-            early_recomputes: c.early_recomputes,
-            early_lead_ms_mean: (c.early_recomputes > 0)
-                .then(|| c.early_lead_us as f64 / 1000.0 / c.early_recomputes as f64),
-            fail_safe: c.fail_safe,
-            fail_safe_throttled: c.fail_safe_throttled,
-            soft_timeouts: c.soft_timeouts,
-            soft_timeout_write_backs: c.soft_timeout_write_backs,
-            eager_refreshes: c.eager_refreshes,
-            race_pushes: c.race_pushes,
-            heavy_query_ms: setup.heavy_query_ms,
-            seeded_bytes: None,
-            writes: raw.writes.as_ref().map_or(0, |w| w.committed),
             writes_server,
-            write_errors: raw.writes.as_ref().map_or(0, |w| w.errors),
-            write_latency_ms: raw
-                .writes
-                .as_ref()
-                .map(|w| results::Latency::of(&w.latency)),
-        },
+        ),
         // L is the load as the app waits for it: its pool wait, then its statement.
         cost: Some(results::cost::CostFigures::measured(
             (raw.cost.read_us, raw.cost.reads),
-            (d.pool_wait_us + d.statement_us, d.calls),
+            (raw.db.pool_wait_us + raw.db.statement_us, raw.db.calls),
             (raw.cost.write_back_us, raw.cost.write_backs),
         )),
-        redis: results::RedisFigures {
-            keyspace_hit_rate: redis
-                .filter(|_| !redis_restarted)
-                .map(|(b, a)| {
-                    (
-                        a.keyspace_hits.saturating_sub(b.keyspace_hits),
-                        a.keyspace_misses.saturating_sub(b.keyspace_misses),
-                    )
-                })
-                .filter(|(h, m)| h + m > 0)
-                .map(|(h, m)| h as f64 / (h + m) as f64),
-            keyspace_hits: redis
-                .filter(|_| !redis_restarted)
-                .map(|(b, a)| a.keyspace_hits.saturating_sub(b.keyspace_hits)),
-            keyspace_misses: redis
-                .filter(|_| !redis_restarted)
-                .map(|(b, a)| a.keyspace_misses.saturating_sub(b.keyspace_misses)),
-            note: match (redis, sc.redis_url.is_some()) {
-                _ if redis_restarted => Some(
-                    "Redis restarted during the run and its INFO counters with it: the run's keyspace totals cannot be read back".to_string(),
-                ),
-                (None, _) => Some("INFO could not be read".to_string()),
-                _ if redis_paused => Some(
-                    "Redis was paused during the run: commands that timed out in the app still ran when the pause ended, and INFO counts them".to_string(),
-                ),
-                (Some(_), true) => Some(
-                    "INFO counts the whole server: other clients' reads are included".to_string(),
-                ),
-                (Some(_), false) if sc.warmup.0 > Duration::ZERO => {
-                    Some("INFO has no windows: the warm-up's reads are included".to_string())
-                }
-                _ => None,
-            },
-            errors: c.redis_errors,
-            timeouts: c.redis_timeouts,
-            cold_misses: c.cold_misses,
-            negative_hits: c.negative_hits,
-            expiries: c.expiring_writes + start.expiring_in_window,
-            oom_errors: c.redis_oom,
-            evicted_keys: redis
-                .filter(|_| !redis_restarted)
-                .map(|(b, a)| a.evicted_keys.saturating_sub(b.evicted_keys)),
+        redis: redis_figures(
+            sc,
+            &raw,
+            redis,
+            &fault_reports,
+            start.expiring_in_window,
             memory,
-            hottest_node_share: cluster.as_ref().and_then(|c| c.hottest_node_share),
-            moved: cluster.as_ref().and_then(|c| c.moved),
-            ask: cluster.as_ref().and_then(|c| c.ask),
-            nodes: cluster.map(|c| c.nodes),
-        },
+            cluster,
+        ),
         lock: results::LockFigures {
             acquired: c.lock_acquired,
             contended: c.lock_contended,
@@ -285,26 +128,7 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
         faults: fault_reports,
         recovery: None,
         breaker: raw.breaker,
-        servers: results::Servers {
-            redis_version,
-            postgres_version: db.version.clone(),
-            managed: env.managed(),
-            redis_url: redact::url(&env.redis_url),
-            pg_url: redact::url(&env.pg_url),
-            redis_pid: env.redis.as_ref().and_then(|r| r.pid()),
-            postgres_pid: env.pg.as_ref().and_then(|p| p.pid()),
-            redis_dir: env.redis.as_ref().map(|r| r.dir().display().to_string()),
-            postgres_dir: env.pg.as_ref().map(|p| p.dir().display().to_string()),
-            redis_pids,
-            postgres_pids,
-            redis_startup_ms: env.redis_startup.map(|d| d.as_millis() as u64),
-            postgres_startup_ms: env.pg.as_ref().map(|p| p.startup().0.as_millis() as u64),
-            postgres_template_reused: env.pg.as_ref().map(|p| p.startup().1),
-            seed_ms: setup.seed_ms,
-            tls: env.redis_url.starts_with("rediss") && db.ssl,
-            // Set by the caller once the run's heartbeats have stopped.
-            heartbeat: None,
-        },
+        servers: servers(env, setup, redis_version, redis_pids, postgres_pids),
         generator,
         thresholds: Vec::new(),
         diagnoses: Vec::new(),
@@ -319,6 +143,267 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
     r.thresholds = r.judge(&sc.thresholds);
     r.diagnoses = results::diagnose::diagnose(&r);
     r
+}
+
+/// What became of the requests scheduled.
+fn requests(raw: &Raw) -> results::Requests {
+    let t = &raw.totals;
+    let o = |x: Outcome| t.outcomes[x as usize];
+    // Abandoned requests are recorded as errors at the moment they were given up.
+    let (errors, completed) = (o(Outcome::Error), t.completed());
+    results::Requests {
+        scheduled: raw.scheduled,
+        completed,
+        shed: raw.shed,
+        unsent: raw.unsent,
+        errors,
+        abandoned: raw.abandoned,
+        warmup: raw.warmup_requests,
+        timed_out: o(Outcome::TimedOut),
+        goodput: raw.goodput,
+        retries: raw.retries,
+    }
+}
+
+/// How the completed requests were answered.
+fn outcomes(raw: &Raw) -> results::Outcomes {
+    let o = |x: Outcome| raw.totals.outcomes[x as usize];
+    let errors = o(Outcome::Error);
+    results::Outcomes {
+        hit: o(Outcome::Hit),
+        miss: o(Outcome::Miss),
+        stale: o(Outcome::Stale),
+        waited: o(Outcome::Waited),
+        fallback: o(Outcome::Fallback),
+        error: errors,
+        rejected: o(Outcome::Rejected),
+        ok: o(Outcome::Ok),
+        timed_out: o(Outcome::TimedOut),
+        l1_hit: o(Outcome::L1Hit),
+    }
+}
+
+/// The in-process tier's figures.
+fn l1_figures(raw: &Raw) -> results::l1::L1Figures {
+    let (t, c) = (&raw.totals, &raw.counters);
+    let o = |x: Outcome| t.outcomes[x as usize];
+    let completed = t.completed();
+    results::l1::L1Figures {
+        hits: o(Outcome::L1Hit),
+        hit_rate: (completed > 0).then(|| o(Outcome::L1Hit) as f64 / completed as f64),
+        redis_hit_rate: (completed > 0)
+            .then(|| (o(Outcome::Hit) + o(Outcome::Stale)) as f64 / completed as f64),
+        evictions: c.l1_evictions,
+        invalidations_received: c.l1_invalidations_received,
+        flushes: c.l1_flushes,
+        spoiled: c.l1_spoiled,
+        stale_reads: c.l1_stale_reads,
+    }
+}
+
+/// The database's figures: the tool's counts, the server's beside them, the pool and the
+/// strategy's own loads.
+fn db_figures(
+    sc: &Scenario,
+    raw: &Raw,
+    setup: &Setup<'_>,
+    faults: Option<&chaos::Done>,
+    calls_server: Option<u64>,
+    writes_server: Option<u64>,
+) -> results::DbFigures {
+    let (c, d, db) = (&raw.counters, &raw.db, setup.db);
+    let calls_server_read = faults
+        .map(|d| &d.server_calls)
+        .filter(|c| !c.readings.is_empty())
+        .map(|c| {
+            let sum = match (c.unreadable, c.lost) {
+                (true, _) => String::new(),
+                (false, 0) => ", which kept its counts across the restart".to_string(),
+                (false, lost) => format!(" plus the {lost} a crash erased"),
+            };
+            format!(
+                "pg_stat_statements read at the end of the run{sum}; {}",
+                c.readings.join("; ")
+            )
+        });
+    results::DbFigures {
+        calls: Known::Value(d.calls),
+        calls_server,
+        calls_server_note: match (&db.stat_statements_missing, faults) {
+            (Some(n), _) => Some(n.clone()),
+            (None, Some(d)) if d.server_calls.unreadable => Some(
+                "a Postgres crash erased pg_stat_statements' counts and they could not be read just before it: the server's total is unknown".to_string(),
+            ),
+            _ => None,
+        },
+        calls_server_read,
+        statement_errors: d.statement_errors,
+        statement_timeouts: d.statement_timeouts,
+        pool_timeouts: d.pool_timeouts,
+        connect_errors: d.connect_errors,
+        limit_refusals: c.limit_refusals,
+        breaker_refusals: c.breaker_refusals,
+        rate_refusals: c.rate_refusals,
+        rate_fallback_ms: raw.rate_fallback.as_millis() as u64,
+        rewarm_calls: d.rewarm_calls,
+        rewarm_runs: raw.rewarm_runs,
+        warmup_calls: d.warmup_calls,
+        peak_concurrent: d.peak_concurrent,
+        peak_in_flight: Known::Value(d.peak_in_flight),
+        peak_active_sampled: None,
+        peak_key_herd: Known::Value(d.peak_herd),
+        redundant_loads: Known::Value(d.redundant),
+        ledger_peak_key_herd: None,
+        ledger_redundant_loads: None,
+        statement_ms_mean: (d.calls > 0)
+            .then(|| d.statement_us as f64 / 1000.0 / d.calls as f64),
+        pool_wait_ms_mean: (d.calls > 0)
+            .then(|| d.pool_wait_us as f64 / 1000.0 / d.calls as f64),
+        pool_busy: d.statement_us as f64
+            / (f64::from(sc.instances) * f64::from(sc.db_pool) * raw.window.as_micros() as f64)
+                .max(1.0),
+        background_refreshes: c.background_refreshes,
+        refreshes_skipped: c.refreshes_skipped,
+        early_recomputes: c.early_recomputes,
+        early_lead_ms_mean: (c.early_recomputes > 0)
+            .then(|| c.early_lead_us as f64 / 1000.0 / c.early_recomputes as f64),
+        fail_safe: c.fail_safe,
+        fail_safe_throttled: c.fail_safe_throttled,
+        soft_timeouts: c.soft_timeouts,
+        soft_timeout_write_backs: c.soft_timeout_write_backs,
+        eager_refreshes: c.eager_refreshes,
+        race_pushes: c.race_pushes,
+        heavy_query_ms: setup.heavy_query_ms,
+        seeded_bytes: None,
+        writes: raw.writes.as_ref().map_or(0, |w| w.committed),
+        writes_server,
+        write_errors: raw.writes.as_ref().map_or(0, |w| w.errors),
+        write_latency_ms: raw
+            .writes
+            .as_ref()
+            .map(|w| results::Latency::of(&w.latency)),
+    }
+}
+
+/// Redis's own figures over the window (INFO before and after), unless a restart reset them.
+fn redis_figures(
+    sc: &Scenario,
+    raw: &Raw,
+    redis: Option<(cache::RedisStats, cache::RedisStats)>,
+    fault_reports: &[results::FaultReport],
+    expiring_in_window: u64,
+    memory: Option<results::memory::MemoryFigures>,
+    cluster: Option<results::cluster::ClusterWindow>,
+) -> results::RedisFigures {
+    let c = &raw.counters;
+    // INFO's counters start again at zero with every restart of Redis.
+    let redis_restarted = fault_reports
+        .iter()
+        .any(|f| f.kind == FaultKind::KillRedis && f.down_ms > 0);
+    let redis_paused = fault_reports
+        .iter()
+        .any(|f| f.kind == FaultKind::PauseRedis && f.down_ms > 0);
+    results::RedisFigures {
+        keyspace_hit_rate: redis
+            .filter(|_| !redis_restarted)
+            .map(|(b, a)| {
+                (
+                    a.keyspace_hits.saturating_sub(b.keyspace_hits),
+                    a.keyspace_misses.saturating_sub(b.keyspace_misses),
+                )
+            })
+            .filter(|(h, m)| h + m > 0)
+            .map(|(h, m)| h as f64 / (h + m) as f64),
+        keyspace_hits: redis
+            .filter(|_| !redis_restarted)
+            .map(|(b, a)| a.keyspace_hits.saturating_sub(b.keyspace_hits)),
+        keyspace_misses: redis
+            .filter(|_| !redis_restarted)
+            .map(|(b, a)| a.keyspace_misses.saturating_sub(b.keyspace_misses)),
+        note: match (redis, sc.redis_url.is_some()) {
+            _ if redis_restarted => Some(
+                "Redis restarted during the run and its INFO counters with it: the run's keyspace totals cannot be read back".to_string(),
+            ),
+            (None, _) => Some("INFO could not be read".to_string()),
+            _ if redis_paused => Some(
+                "Redis was paused during the run: commands that timed out in the app still ran when the pause ended, and INFO counts them".to_string(),
+            ),
+            (Some(_), true) => Some(
+                "INFO counts the whole server: other clients' reads are included".to_string(),
+            ),
+            (Some(_), false) if sc.warmup.0 > Duration::ZERO => {
+                Some("INFO has no windows: the warm-up's reads are included".to_string())
+            }
+            _ => None,
+        },
+        errors: c.redis_errors,
+        timeouts: c.redis_timeouts,
+        cold_misses: c.cold_misses,
+        negative_hits: c.negative_hits,
+        expiries: c.expiring_writes + expiring_in_window,
+        oom_errors: c.redis_oom,
+        evicted_keys: redis
+            .filter(|_| !redis_restarted)
+            .map(|(b, a)| a.evicted_keys.saturating_sub(b.evicted_keys)),
+        memory,
+        hottest_node_share: cluster.as_ref().and_then(|c| c.hottest_node_share),
+        moved: cluster.as_ref().and_then(|c| c.moved),
+        ask: cluster.as_ref().and_then(|c| c.ask),
+        nodes: cluster.map(|c| c.nodes),
+    }
+}
+
+/// Every pid the servers ran under: the first, each restart's, a managed cluster's nodes.
+fn pids(
+    env: &Env,
+    faults: Option<&chaos::Done>,
+    first_redis_pid: Option<u32>,
+    first_pg_pid: Option<u32>,
+) -> (Vec<u32>, Vec<u32>) {
+    let mut redis_pids: Vec<u32> = first_redis_pid.into_iter().collect();
+    let mut postgres_pids: Vec<u32> = first_pg_pid.into_iter().collect();
+    if let Some(d) = faults {
+        redis_pids.extend(&d.restarted_pids);
+        postgres_pids.extend(&d.pg_restarted_pids);
+    }
+    // A managed cluster's nodes as they run at the end (a restarted node is there already).
+    for p in env.cluster_pids() {
+        if !redis_pids.contains(&p) {
+            redis_pids.push(p);
+        }
+    }
+    (redis_pids, postgres_pids)
+}
+
+/// The servers the run used, as it found and left them.
+fn servers(
+    env: &Env,
+    setup: &Setup<'_>,
+    redis_version: String,
+    redis_pids: Vec<u32>,
+    postgres_pids: Vec<u32>,
+) -> results::Servers {
+    let db = setup.db;
+    results::Servers {
+        redis_version,
+        postgres_version: db.version.clone(),
+        managed: env.managed(),
+        redis_url: redact::url(&env.redis_url),
+        pg_url: redact::url(&env.pg_url),
+        redis_pid: env.redis.as_ref().and_then(|r| r.pid()),
+        postgres_pid: env.pg.as_ref().and_then(|p| p.pid()),
+        redis_dir: env.redis.as_ref().map(|r| r.dir().display().to_string()),
+        postgres_dir: env.pg.as_ref().map(|p| p.dir().display().to_string()),
+        redis_pids,
+        postgres_pids,
+        redis_startup_ms: env.redis_startup.map(|d| d.as_millis() as u64),
+        postgres_startup_ms: env.pg.as_ref().map(|p| p.startup().0.as_millis() as u64),
+        postgres_template_reused: env.pg.as_ref().map(|p| p.startup().1),
+        seed_ms: setup.seed_ms,
+        tls: env.redis_url.starts_with("rediss") && db.ssl,
+        // Set by the caller once the run's heartbeats have stopped.
+        heartbeat: None,
+    }
 }
 
 /// The consistency figures, from the stale reads recorded, the rare-event counters and the
