@@ -363,15 +363,51 @@ fn l1_line(r: &RunResult, l: &crate::results::l1::L1Figures) -> String {
 
 pub fn summary(r: &RunResult) -> String {
     let mut o = String::new();
-    let q = &r.requests;
-    let oc = &r.outcomes;
-    let pct = |n: u64| {
-        if q.completed == 0 {
-            0.0
-        } else {
-            n as f64 * 100.0 / q.completed as f64
-        }
-    };
+    let app = r.http.is_some();
+    head_lines(&mut o, r);
+    request_lines(&mut o, r);
+    if let Some(l) = &r.l1 {
+        o.push_str(&l1_line(r, l));
+    }
+    if let Some(h) = &r.http {
+        o.push_str(&app_lines(r, h));
+    }
+    db_lines(&mut o, r);
+    let rd = &r.redis;
+    let _ = writeln!(
+        o,
+        "  redis     keyspace hits {} misses {} (INFO)  cold misses {}  errors {}  timeouts {}",
+        opt(rd.keyspace_hits),
+        opt(rd.keyspace_misses),
+        rd.cold_misses,
+        rd.errors,
+        rd.timeouts
+    );
+    super::memory::memory(&mut o, r);
+    super::cluster::terminal(&mut o, r);
+    let l = &r.lock;
+    if l.acquired + l.contended + l.unavailable > 0 {
+        let _ = writeln!(
+            o,
+            "  lock      acquired {}  contended {}  timeouts {}  lost {}  unavailable {}",
+            l.acquired, l.contended, l.timeouts, l.lost, l.unavailable
+        );
+    }
+    writes(&mut o, r);
+    protect(&mut o, r);
+    for f in &r.faults {
+        faults(&mut o, f, app);
+    }
+    if let Some(rc) = &r.recovery {
+        recovery(&mut o, rc);
+        demand(&mut o, r, rc);
+    }
+    tail_lines(&mut o, r);
+    o
+}
+
+/// What ran: the strategy and workload, the trace, and how the cache started.
+fn head_lines(o: &mut String, r: &RunResult) {
     let _ = writeln!(
         o,
         "stampede run: {}{}",
@@ -414,6 +450,18 @@ pub fn summary(r: &RunResult) -> String {
             r.redis.expiries
         );
     }
+}
+
+/// What became of the requests, and how the built-in app answered them.
+fn request_lines(o: &mut String, r: &RunResult) {
+    let (q, oc, app) = (&r.requests, &r.outcomes, r.http.is_some());
+    let pct = |n: u64| {
+        if q.completed == 0 {
+            0.0
+        } else {
+            n as f64 * 100.0 / q.completed as f64
+        }
+    };
     let _ = writeln!(
         o,
         "  requests  scheduled {}  completed {}  shed {}  errors {}{}{}",
@@ -469,12 +517,12 @@ pub fn summary(r: &RunResult) -> String {
             r.shown(Metric::HitRate)
         );
     }
-    if let Some(l) = &r.l1 {
-        o.push_str(&l1_line(r, l));
-    }
-    if let Some(h) = &r.http {
-        o.push_str(&app_lines(r, h));
-    }
+}
+
+/// The database's lines: the tool's count beside the server's, the pool and the loads the
+/// strategy added.
+fn db_lines(o: &mut String, r: &RunResult) {
+    let app = r.http.is_some();
     let d = &r.db;
     let server = match (d.calls_server, &d.calls_server_note) {
         // pg_stat_statements counts a statement when it completes without error.
@@ -561,35 +609,10 @@ pub fn summary(r: &RunResult) -> String {
     if let Some(line) = crate::results::cost::line(r) {
         let _ = writeln!(o, "  cost      {line}");
     }
-    let rd = &r.redis;
-    let _ = writeln!(
-        o,
-        "  redis     keyspace hits {} misses {} (INFO)  cold misses {}  errors {}  timeouts {}",
-        opt(rd.keyspace_hits),
-        opt(rd.keyspace_misses),
-        rd.cold_misses,
-        rd.errors,
-        rd.timeouts
-    );
-    super::memory::memory(&mut o, r);
-    super::cluster::terminal(&mut o, r);
-    let l = &r.lock;
-    if l.acquired + l.contended + l.unavailable > 0 {
-        let _ = writeln!(
-            o,
-            "  lock      acquired {}  contended {}  timeouts {}  lost {}  unavailable {}",
-            l.acquired, l.contended, l.timeouts, l.lost, l.unavailable
-        );
-    }
-    writes(&mut o, r);
-    protect(&mut o, r);
-    for f in &r.faults {
-        faults(&mut o, f, app);
-    }
-    if let Some(rc) = &r.recovery {
-        recovery(&mut o, rc);
-        demand(&mut o, r, rc);
-    }
+}
+
+/// Latency, the generator's own cost, the diagnoses and the servers.
+fn tail_lines(o: &mut String, r: &RunResult) {
     let _ = writeln!(o, "  latency   {}", lat(&r.latency_ms));
     let _ = writeln!(o, "  service   {}", lat(&r.service_ms));
     let g = &r.generator;
@@ -625,7 +648,6 @@ pub fn summary(r: &RunResult) -> String {
         sv.pg_url,
         if sv.managed { " (managed)" } else { "" }
     );
-    o
 }
 
 /// The app under test's lines: what it answered over HTTP, and where its figures come from.
