@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Bucket, FaultReport};
-use crate::scenario::Scenario;
+use crate::scenario::{RecoveryCriteria, Scenario};
 
 /// The verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -107,6 +107,95 @@ fn span(timeline: &[Bucket], iv: u64, from: u64, to: u64) -> impl Iterator<Item 
     })
 }
 
+/// The baseline: the window before the first shock, goodput leaving out the requests due
+/// just before it.
+fn baseline(sc: &Scenario, timeline: &[Bucket], iv: u64, first_ms: u64, app: bool) -> Baseline {
+    let base_ms = sc.recovery.baseline_window.0.as_millis() as u64;
+    let from = first_ms.saturating_sub(base_ms);
+    let b = sums(span(timeline, iv, from, first_ms));
+    let base_span_s = (first_ms - from) as f64 / 1000.0;
+    // Requests due just before the shock are answered during it: their goodput is the
+    // shock's, not the baseline's. Leave out the last goodput deadline when a second remains.
+    let within = sc.goodput_within.0.as_millis() as u64;
+    let good_to = if first_ms.saturating_sub(within) >= from + SECOND_MS {
+        first_ms - within
+    } else {
+        first_ms
+    };
+    let good = sums(span(timeline, iv, from, good_to)).goodput;
+
+    Baseline {
+        from_ms: from,
+        to_ms: first_ms,
+        goodput_per_s: good as f64 * 1000.0 / (good_to - from).max(1) as f64,
+        hit_rate: (!app && b.requests > 0).then(|| b.served as f64 / b.requests as f64),
+        db_calls_per_s: b.db_calls as f64 / base_span_s.max(1e-9),
+        p99_ms: b.p99,
+    }
+}
+
+/// The criterion in words, with the baseline's figures.
+fn criterion(
+    c: &RecoveryCriteria,
+    baseline: &Baseline,
+    hit_floor: Option<f64>,
+    first_ms: u64,
+) -> String {
+    format!(
+        "back from the first whole 1 s window after the last shock ends at which goodput is at least {} of the baseline's {:.0}/s{} and both stay so for {} (baseline: the {} before the first shock at {:.1} s)",
+        c.goodput,
+        baseline.goodput_per_s,
+        match (baseline.hit_rate, hit_floor) {
+            (Some(h), Some(f)) => format!(
+                " and the hit rate at least {:.1}% (the baseline's {:.1}% less {} points)",
+                f.max(0.0) * 100.0,
+                h * 100.0,
+                c.hit_points
+            ),
+            _ => " (the hit rate is not seen: goodput alone)".to_string(),
+        },
+        c.settle,
+        c.baseline_window,
+        first_ms as f64 / 1000.0
+    )
+}
+
+/// Each whole second after the last shock, judged against the baseline.
+#[allow(clippy::too_many_arguments)]
+fn seconds_after(
+    timeline: &[Bucket],
+    iv: u64,
+    end_ms: u64,
+    window_ms: u64,
+    baseline: &Baseline,
+    hit_floor: Option<f64>,
+    c: &RecoveryCriteria,
+    app: bool,
+) -> Vec<Second> {
+    // Whole seconds from the first bucket tick at or after the end.
+    let start = end_ms.div_ceil(iv) * iv;
+    let mut seconds = Vec::new();
+    let mut t = start;
+    while t + SECOND_MS <= window_ms {
+        let s = sums(span(timeline, iv, t, t + SECOND_MS));
+        let goodput_ratio = s.goodput as f64 / baseline.goodput_per_s;
+        let hit_rate = (!app && s.requests > 0).then(|| s.served as f64 / s.requests as f64);
+        let hit_ok = match (hit_floor, hit_rate) {
+            (Some(f), Some(h)) => h >= f,
+            (Some(_), None) => false,
+            (None, _) => true,
+        };
+        seconds.push(Second {
+            from_ms: t - end_ms,
+            goodput_ratio,
+            hit_rate,
+            back: goodput_ratio >= c.goodput.0 && hit_ok,
+        });
+        t += SECOND_MS;
+    }
+    seconds
+}
+
 /// The verdict of a run with shocks (None without any). `timeline` is the whole buckets;
 /// `app`: an app under test, whose hit rate the tool cannot see (goodput alone decides).
 pub fn judge(
@@ -130,44 +219,9 @@ pub fn judge(
     let base_ms = c.baseline_window.0.as_millis() as u64;
     let iv = (sc.interval.0.as_millis() as u64).max(1);
     let settle_s = c.settle.0.as_millis().div_ceil(u128::from(SECOND_MS)) as usize;
-    let from = first_ms.saturating_sub(base_ms);
-    let b = sums(span(timeline, iv, from, first_ms));
-    let base_span_s = (first_ms - from) as f64 / 1000.0;
-    // Requests due just before the shock are answered during it: their goodput is the
-    // shock's, not the baseline's. Leave out the last goodput deadline when a second remains.
-    let within = sc.goodput_within.0.as_millis() as u64;
-    let good_to = if first_ms.saturating_sub(within) >= from + SECOND_MS {
-        first_ms - within
-    } else {
-        first_ms
-    };
-    let good = sums(span(timeline, iv, from, good_to)).goodput;
-    let baseline = Baseline {
-        from_ms: from,
-        to_ms: first_ms,
-        goodput_per_s: good as f64 * 1000.0 / (good_to - from).max(1) as f64,
-        hit_rate: (!app && b.requests > 0).then(|| b.served as f64 / b.requests as f64),
-        db_calls_per_s: b.db_calls as f64 / base_span_s.max(1e-9),
-        p99_ms: b.p99,
-    };
+    let baseline = baseline(sc, timeline, iv, first_ms, app);
     let hit_floor = baseline.hit_rate.map(|h| h - c.hit_points / 100.0);
-    let criterion = format!(
-        "back from the first whole 1 s window after the last shock ends at which goodput is at least {} of the baseline's {:.0}/s{} and both stay so for {} (baseline: the {} before the first shock at {:.1} s)",
-        c.goodput,
-        baseline.goodput_per_s,
-        match (baseline.hit_rate, hit_floor) {
-            (Some(h), Some(f)) => format!(
-                " and the hit rate at least {:.1}% (the baseline's {:.1}% less {} points)",
-                f.max(0.0) * 100.0,
-                h * 100.0,
-                c.hit_points
-            ),
-            _ => " (the hit rate is not seen: goodput alone)".to_string(),
-        },
-        c.settle,
-        c.baseline_window,
-        first_ms as f64 / 1000.0
-    );
+    let criterion = criterion(c, &baseline, hit_floor, first_ms);
     let not_judged = |reason: String| Recovery {
         verdict: Verdict::NotJudged,
         baseline: baseline.clone(),
@@ -199,27 +253,9 @@ pub fn judge(
             c.observe
         )));
     }
-    // Whole seconds from the first bucket tick at or after the end.
-    let start = end_ms.div_ceil(iv) * iv;
-    let mut seconds = Vec::new();
-    let mut t = start;
-    while t + SECOND_MS <= window_ms {
-        let s = sums(span(timeline, iv, t, t + SECOND_MS));
-        let goodput_ratio = s.goodput as f64 / baseline.goodput_per_s;
-        let hit_rate = (!app && s.requests > 0).then(|| s.served as f64 / s.requests as f64);
-        let hit_ok = match (hit_floor, hit_rate) {
-            (Some(f), Some(h)) => h >= f,
-            (Some(_), None) => false,
-            (None, _) => true,
-        };
-        seconds.push(Second {
-            from_ms: t - end_ms,
-            goodput_ratio,
-            hit_rate,
-            back: goodput_ratio >= c.goodput.0 && hit_ok,
-        });
-        t += SECOND_MS;
-    }
+    let seconds = seconds_after(
+        timeline, iv, end_ms, window_ms, &baseline, hit_floor, c, app,
+    );
     let back = (0..seconds.len()).find(|&i| {
         i + settle_s <= seconds.len() && seconds[i..i + settle_s].iter().all(|s| s.back)
     });
