@@ -69,6 +69,119 @@ fn positive(flag: &str, d: Duration) -> Result<Duration, UsageError> {
     Ok(d)
 }
 
+/// The app's servers: both or neither, one Redis (no cluster), and the consent and the way
+/// back a kill of an external Redis needs.
+fn check_servers(cmd: &AuditCmd) -> Result<(), UsageError> {
+    if cmd.redis_url.is_some() != cmd.pg_url.is_some() {
+        return Err(UsageError::new(
+            "give both --redis-url and --pg-url (the app's servers), or neither for managed ones",
+        ));
+    }
+    if cmd
+        .redis_url
+        .as_deref()
+        .is_some_and(crate::cache::is_cluster)
+    {
+        return Err(UsageError::new(
+            "the audit reads one Redis's keys and its INFO (commandstats, errorstats): a Redis Cluster (redis+cluster://) is not supported yet; give one of your app's Redis servers, or run the audit against a single-server copy",
+        ));
+    }
+    if (cmd.allow_kill_external || cmd.redis_restart_cmd.is_some()) && cmd.redis_url.is_none() {
+        return Err(UsageError::new(
+            "--allow-kill-external and --redis-restart-cmd are for an external Redis (--redis-url): the audit kills and restarts a managed one itself",
+        ));
+    }
+    if cmd.allow_kill_external != cmd.redis_restart_cmd.is_some() {
+        return Err(UsageError::new(
+            "to kill an external Redis the audit needs both --allow-kill-external (it sends SHUTDOWN NOSAVE) and --redis-restart-cmd CMD (how to start it again)",
+        ));
+    }
+    Ok(())
+}
+
+/// How the two users are told apart, with the checks of their marker and their target.
+type UserVia = Option<(&'static str, String)>;
+
+fn user_via(cmd: &AuditCmd) -> Result<UserVia, UsageError> {
+    let user_via = match (&cmd.user_header, &cmd.user_cookie) {
+        (Some(h), _) => {
+            reqwest::header::HeaderName::from_bytes(h.as_bytes())
+                .map_err(|_| UsageError::new(format!("--user-header {h}: not a header name")))?;
+            Some(("header", h.clone()))
+        }
+        (None, Some(c)) => Some(("cookie", c.clone())),
+        (None, None) => None,
+    };
+    if let Some(m) = &cmd.user_marker {
+        if !m.contains("{user}") {
+            return Err(UsageError::new(format!(
+                "--user-marker {m}: put {{user}} where the identity goes"
+            )));
+        }
+        regex::Regex::new(&m.replace("{user}", "x"))
+            .map_err(|e| UsageError::new(format!("--user-marker {m}: {e}")))?;
+    }
+    if let Some(u) = &cmd.users_target
+        && !u.contains(app::KEY_MARK)
+    {
+        return Err(UsageError::new(format!(
+            "--users-target {}: put {{key}} where the item id goes",
+            crate::redact::url(u)
+        )));
+    }
+    Ok(user_via)
+}
+
+/// `--update 'METHOD PATH'`: the request that changes an item.
+fn update(cmd: &AuditCmd) -> Result<Option<(reqwest::Method, String)>, UsageError> {
+    Ok(match &cmd.update {
+        None => None,
+        Some(u) => {
+            let (m, p) = u.trim().split_once(' ').ok_or_else(|| {
+                UsageError::new(format!(
+                    "--update {u}: write 'METHOD PATH', e.g. 'PUT /items/{{key}}'"
+                ))
+            })?;
+            let method = reqwest::Method::from_bytes(m.as_bytes())
+                .map_err(|_| UsageError::new(format!("--update {u}: {m} is not an HTTP method")))?;
+            let p = p.trim();
+            if !p.starts_with('/') || !p.contains(app::KEY_MARK) {
+                return Err(UsageError::new(format!(
+                    "--update {u}: the path starts with / and holds {{key}}, e.g. 'PUT /items/{{key}}'"
+                )));
+            }
+            Some((method, p.to_string()))
+        }
+    })
+}
+
+/// `--no-cache-variant ENV=VALUE`: the app again without its cache, for the break-even.
+fn no_cache_variant(
+    cmd: &AuditCmd,
+    target: &crate::app::TargetSpec,
+) -> Result<Option<(String, String)>, UsageError> {
+    Ok(match &cmd.no_cache_variant {
+        None => None,
+        Some(v) => {
+            let (k, val) = v.split_once('=').ok_or_else(|| {
+                UsageError::new("--no-cache-variant: write ENV=VALUE, e.g. APP_NO_CACHE=1")
+            })?;
+            let k = k.trim();
+            if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return Err(UsageError::new(format!(
+                    "--no-cache-variant: '{k}' is not an environment variable name"
+                )));
+            }
+            if target.app_cmd.is_none() {
+                return Err(UsageError::new(
+                    "--no-cache-variant starts the app again with that variable: give --app-cmd",
+                ));
+            }
+            Some((k.to_string(), val.to_string()))
+        }
+    })
+}
+
 impl Settings {
     pub fn resolve(cmd: &AuditCmd) -> Result<Settings, UsageError> {
         let managed = cmd.redis_url.is_none() && cmd.pg_url.is_none();
@@ -76,30 +189,7 @@ impl Settings {
         let skip = names("--skip", &cmd.skip)?;
         let require = names("--require", &cmd.require)?;
 
-        if cmd.redis_url.is_some() != cmd.pg_url.is_some() {
-            return Err(UsageError::new(
-                "give both --redis-url and --pg-url (the app's servers), or neither for managed ones",
-            ));
-        }
-        if cmd
-            .redis_url
-            .as_deref()
-            .is_some_and(crate::cache::is_cluster)
-        {
-            return Err(UsageError::new(
-                "the audit reads one Redis's keys and its INFO (commandstats, errorstats): a Redis Cluster (redis+cluster://) is not supported yet; give one of your app's Redis servers, or run the audit against a single-server copy",
-            ));
-        }
-        if (cmd.allow_kill_external || cmd.redis_restart_cmd.is_some()) && cmd.redis_url.is_none() {
-            return Err(UsageError::new(
-                "--allow-kill-external and --redis-restart-cmd are for an external Redis (--redis-url): the audit kills and restarts a managed one itself",
-            ));
-        }
-        if cmd.allow_kill_external != cmd.redis_restart_cmd.is_some() {
-            return Err(UsageError::new(
-                "to kill an external Redis the audit needs both --allow-kill-external (it sends SHUTDOWN NOSAVE) and --redis-restart-cmd CMD (how to start it again)",
-            ));
-        }
+        check_servers(cmd)?;
         if cmd.target.target.is_none() {
             return Err(UsageError::new(
                 "audit needs --target URL, e.g. --target 'http://127.0.0.1:{port}/items/{key}' --app-cmd CMD",
@@ -107,79 +197,15 @@ impl Settings {
         }
         let target = crate::scenario::target::resolve(&cmd.target, managed)?
             .ok_or_else(|| UsageError::new("audit needs --target URL"))?;
-        let user_via = match (&cmd.user_header, &cmd.user_cookie) {
-            (Some(h), _) => {
-                reqwest::header::HeaderName::from_bytes(h.as_bytes()).map_err(|_| {
-                    UsageError::new(format!("--user-header {h}: not a header name"))
-                })?;
-                Some(("header", h.clone()))
-            }
-            (None, Some(c)) => Some(("cookie", c.clone())),
-            (None, None) => None,
-        };
-        if let Some(m) = &cmd.user_marker {
-            if !m.contains("{user}") {
-                return Err(UsageError::new(format!(
-                    "--user-marker {m}: put {{user}} where the identity goes"
-                )));
-            }
-            regex::Regex::new(&m.replace("{user}", "x"))
-                .map_err(|e| UsageError::new(format!("--user-marker {m}: {e}")))?;
-        }
-        if let Some(u) = &cmd.users_target
-            && !u.contains(app::KEY_MARK)
-        {
-            return Err(UsageError::new(format!(
-                "--users-target {}: put {{key}} where the item id goes",
-                crate::redact::url(u)
-            )));
-        }
-        let update = match &cmd.update {
-            None => None,
-            Some(u) => {
-                let (m, p) = u.trim().split_once(' ').ok_or_else(|| {
-                    UsageError::new(format!(
-                        "--update {u}: write 'METHOD PATH', e.g. 'PUT /items/{{key}}'"
-                    ))
-                })?;
-                let method = reqwest::Method::from_bytes(m.as_bytes()).map_err(|_| {
-                    UsageError::new(format!("--update {u}: {m} is not an HTTP method"))
-                })?;
-                let p = p.trim();
-                if !p.starts_with('/') || !p.contains(app::KEY_MARK) {
-                    return Err(UsageError::new(format!(
-                        "--update {u}: the path starts with / and holds {{key}}, e.g. 'PUT /items/{{key}}'"
-                    )));
-                }
-                Some((method, p.to_string()))
-            }
-        };
+        let user_via = user_via(cmd)?;
+        let update = update(cmd)?;
         let stale_max = cmd.stale_after_update_max.unwrap_or(0.0);
         if !(0.0..=1.0).contains(&stale_max) {
             return Err(UsageError::new(format!(
                 "--stale-after-update-max {stale_max}: a share between 0 and 1"
             )));
         }
-        let no_cache_variant = match &cmd.no_cache_variant {
-            None => None,
-            Some(v) => {
-                let (k, val) = v.split_once('=').ok_or_else(|| {
-                    UsageError::new("--no-cache-variant: write ENV=VALUE, e.g. APP_NO_CACHE=1")
-                })?;
-                let k = k.trim();
-                if k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                    return Err(UsageError::new(format!(
-                        "--no-cache-variant: '{k}' is not an environment variable name"
-                    )));
-                }
-                if target.app_cmd.is_none() {
-                    return Err(UsageError::new(
-                        "--no-cache-variant starts the app again with that variable: give --app-cmd",
-                    ));
-                }
-                Some((k.to_string(), val.to_string()))
-            }
-        };
+        let no_cache_variant = no_cache_variant(cmd, &target)?;
         let app_processes = cmd.app_processes.unwrap_or(1);
         let count = |flag: &str, v: Option<u32>, d: u32| -> Result<u32, UsageError> {
             match v.unwrap_or(d) {
