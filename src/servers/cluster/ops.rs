@@ -268,6 +268,62 @@ pub struct MigrateReport {
     pub took: Duration,
 }
 
+/// The keys of `slot` moved from the source to `to` (host, port) in batches with MIGRATE,
+/// logging in to the target as `login` (user, password); the keys and batches moved.
+async fn move_keys(
+    src: &mut MultiplexedConnection,
+    slot: u16,
+    to: (&str, &str),
+    login: (Option<&str>, Option<&str>),
+    options: &MigrateOptions,
+    source_url: &str,
+) -> Result<(u64, u64)> {
+    let (mut keys_moved, mut batches) = (0u64, 0u64);
+    let migrate_ms = u64::try_from(options.migrate_timeout.as_millis()).unwrap_or(u64::MAX);
+    loop {
+        let mut get = cluster_cmd("GETKEYSINSLOT");
+        get.arg(slot).arg(options.batch.max(1));
+        let keys: Vec<Vec<u8>> =
+            call(src, &get, CALL_TIMEOUT, "CLUSTER GETKEYSINSLOT", source_url).await?;
+        if keys.is_empty() {
+            break;
+        }
+        let mut migrate = redis::cmd("MIGRATE");
+        migrate.arg(to.0).arg(to.1).arg("").arg(0).arg(migrate_ms);
+        // REPLACE: a batch retried after an answer was lost would otherwise stop on
+        // BUSYKEY; the source's copy is the one clients were served until now.
+        migrate.arg("REPLACE");
+        match login {
+            (Some(u), Some(p)) => {
+                migrate.arg("AUTH2").arg(u).arg(p);
+            }
+            (None, Some(p)) => {
+                migrate.arg("AUTH").arg(p);
+            }
+            _ => {}
+        }
+        migrate.arg("KEYS");
+        for k in &keys {
+            migrate.arg(k.as_slice());
+        }
+        let _: redis::Value = call(
+            src,
+            &migrate,
+            options.migrate_timeout + CALL_TIMEOUT,
+            "MIGRATE",
+            source_url,
+        )
+        .await?;
+        keys_moved += keys.len() as u64;
+        batches += 1;
+        if !options.step_pause.is_zero() {
+            tokio::time::sleep(options.step_pause).await;
+        }
+    }
+
+    Ok((keys_moved, batches))
+}
+
 /// Move `slot` from the primary at `source_url` to the primary at `target_url`, as
 /// `redis-cli --cluster reshard` does: the target IMPORTING, the source MIGRATING, the keys
 /// moved in batches with MIGRATE (clients meanwhile get ASK for the keys already moved),
@@ -338,54 +394,9 @@ pub async fn migrate_slot(
     )
     .await?;
 
-    let (mut keys_moved, mut batches) = (0u64, 0u64);
-    let migrate_ms = u64::try_from(options.migrate_timeout.as_millis()).unwrap_or(u64::MAX);
-    loop {
-        let mut get = cluster_cmd("GETKEYSINSLOT");
-        get.arg(slot).arg(options.batch.max(1));
-        let keys: Vec<Vec<u8>> = call(
-            &mut src,
-            &get,
-            CALL_TIMEOUT,
-            "CLUSTER GETKEYSINSLOT",
-            source_url,
-        )
-        .await?;
-        if keys.is_empty() {
-            break;
-        }
-        let mut migrate = redis::cmd("MIGRATE");
-        migrate.arg(host).arg(port).arg("").arg(0).arg(migrate_ms);
-        // REPLACE: a batch retried after an answer was lost would otherwise stop on
-        // BUSYKEY; the source's copy is the one clients were served until now.
-        migrate.arg("REPLACE");
-        match (&user, &password) {
-            (Some(u), Some(p)) => {
-                migrate.arg("AUTH2").arg(u).arg(p);
-            }
-            (None, Some(p)) => {
-                migrate.arg("AUTH").arg(p);
-            }
-            _ => {}
-        }
-        migrate.arg("KEYS");
-        for k in &keys {
-            migrate.arg(k.as_slice());
-        }
-        let _: redis::Value = call(
-            &mut src,
-            &migrate,
-            options.migrate_timeout + CALL_TIMEOUT,
-            "MIGRATE",
-            source_url,
-        )
-        .await?;
-        keys_moved += keys.len() as u64;
-        batches += 1;
-        if !options.step_pause.is_zero() {
-            tokio::time::sleep(options.step_pause).await;
-        }
-    }
+    let login = (user.as_deref(), password.as_deref());
+    let (keys_moved, batches) =
+        move_keys(&mut src, slot, (host, port), login, &options, source_url).await?;
 
     // The target first: once it owns the slot it answers for it; then the source, which
     // then sends MOVED instead of ASK; then everyone else, who would learn it by gossip too.
