@@ -371,16 +371,7 @@ async fn shard_on(
     } else {
         None
     };
-    let by_outcome = Outcome::ALL
-        .iter()
-        .filter(|o| !raw.totals.by_outcome[**o as usize].is_empty())
-        .map(|o| {
-            (
-                o.name().to_string(),
-                results::encode_histogram(&raw.totals.by_outcome[*o as usize]),
-            )
-        })
-        .collect();
+    let by_outcome = by_outcome_histograms(&raw);
     let measured = Measured {
         raw,
         calls_server: None,
@@ -398,6 +389,35 @@ async fn shard_on(
     };
     let mut r = build(sc, measured, &setup, env);
     r.histograms.by_outcome_us = by_outcome;
+    as_shard(sc, plan, &mut r, at, sets_up, whole_run);
+    Ok(r)
+}
+
+/// The latency histogram of each outcome, encoded: `merge` adds them up losslessly.
+fn by_outcome_histograms(raw: &crate::driver::Raw) -> std::collections::BTreeMap<String, String> {
+    Outcome::ALL
+        .iter()
+        .filter(|o| !raw.totals.by_outcome[**o as usize].is_empty())
+        .map(|o| {
+            (
+                o.name().to_string(),
+                results::encode_histogram(&raw.totals.by_outcome[*o as usize]),
+            )
+        })
+        .collect()
+}
+
+/// A shard's result as one part of the experiment: its own instances' shares, the server
+/// figures left to shard 0's whole-run reading, and the thresholds left to `merge`.
+fn as_shard(
+    sc: &Scenario,
+    plan: &Plan,
+    r: &mut RunResult,
+    at: u64,
+    sets_up: bool,
+    whole_run: Option<WholeRun>,
+) {
+    let spec = plan.spec;
     // A shard runs its own instances, not the experiment's: its generator and its pools' busy
     // share are of those (`merge` weighs the shares by them).
     let own = spec.instances(sc.instances).len() as u32;
@@ -424,7 +444,6 @@ async fn shard_on(
         executed_faults: spec.leads() && !sc.faults.is_empty(),
         whole_run,
     });
-    Ok(r)
 }
 
 /// The fault schedule as planned, for a shard that did not execute it.
