@@ -43,6 +43,9 @@ struct GridPoint {
 /// A point of the axis beside the boundary: its flag and value (empty without one).
 type OtherPoint = Vec<(String, Point)>;
 
+/// What `--boundary rps` bisects: each other point, and the rate's two ends.
+type Bisection = (Vec<OtherPoint>, f64, f64);
+
 /// What the sweep will run, every scenario validated before any server starts.
 struct Plan {
     axes: Vec<Axis>,
@@ -50,7 +53,7 @@ struct Plan {
     /// The grid (without --boundary).
     grid: Vec<GridPoint>,
     /// --boundary rps: the other axis's points (one empty point without one), and the range.
-    boundary: Option<(Vec<OtherPoint>, f64, f64)>,
+    boundary: Option<Bisection>,
     boundary_rps_min: Option<f64>,
     /// The scenario the servers are sized for (the most DB connections).
     biggest: Scenario,
@@ -96,6 +99,107 @@ fn scenarios_at(cmd: &SweepCmd, set: &[(&str, &str)]) -> Result<Vec<Scenario>, U
     Ok(out)
 }
 
+/// Keep the scenario that opens the most database connections: the servers are sized for it.
+fn keep(biggest: &mut Option<Scenario>, scs: &[Scenario]) {
+    let conns = |s: &Scenario| s.instances * s.db_pool;
+    for sc in scs {
+        if biggest.as_ref().is_none_or(|b| conns(sc) > conns(b)) {
+            *biggest = Some(sc.clone());
+        }
+    }
+}
+
+/// The points of `--boundary rps`: each other axis's value at both ends of the rate, checked
+/// now; the first point's scenarios and what the bisection runs between.
+fn boundary_plan(
+    cmd: &SweepCmd,
+    axes: &[Axis],
+    biggest: &mut Option<Scenario>,
+) -> Result<(Vec<Scenario>, Bisection), UsageError> {
+    if let Some(a) = axes.iter().find(|a| a.flag == "rps") {
+        return Err(UsageError::new(format!(
+            "--axis {}: --boundary rps bisects the rate itself between --boundary-min and --boundary-max: drop the rps axis",
+            a.flag
+        )));
+    }
+    if axes.len() > 1 {
+        return Err(UsageError::new(
+            "--boundary rps takes at most one other --axis: the boundary is found for each of its values",
+        ));
+    }
+    if cmd.flags.load.clients.is_some() {
+        return Err(UsageError::new(
+            "--boundary rps bisects the open loop's rate: drop --clients",
+        ));
+    }
+    let (Some(lo), Some(hi)) = (cmd.boundary_min, cmd.boundary_max) else {
+        return Err(UsageError::new(
+            "--boundary rps needs --boundary-min RATE and --boundary-max RATE",
+        ));
+    };
+    if !(lo.0 > 0.0 && hi.0 > lo.0) {
+        return Err(UsageError::new(format!(
+            "--boundary-min {} and --boundary-max {}: the minimum must be above 0 and below the maximum",
+            lo, hi
+        )));
+    }
+    let others: Vec<OtherPoint> = match axes.first() {
+        Some(a) => a
+            .points
+            .iter()
+            .map(|p| vec![(a.flag.clone(), p.clone())])
+            .collect(),
+        None => vec![Vec::new()],
+    };
+    let mut firsts = None;
+    for o in &others {
+        for rate in [lo.0, hi.0] {
+            let r = axes::trim(rate);
+            let mut set: Vec<(&str, &str)> = vec![("rps", r.as_str())];
+            set.extend(o.iter().map(|(f, p)| (f.as_str(), p.text.as_str())));
+            let scs = scenarios_at(cmd, &set)?;
+            keep(biggest, &scs);
+            firsts.get_or_insert(scs);
+        }
+    }
+    Ok((firsts.unwrap_or_default(), (others, lo.0, hi.0)))
+}
+
+/// Every point of the grid of one or two axes, each resolved now.
+fn grid_plan(
+    cmd: &SweepCmd,
+    axes: &[Axis],
+    biggest: &mut Option<Scenario>,
+) -> Result<Vec<GridPoint>, UsageError> {
+    let mut grid = Vec::new();
+    let mut points: Vec<Vec<(&Axis, &Point)>> = vec![Vec::new()];
+    for a in axes {
+        points = points
+            .into_iter()
+            .flat_map(|prefix| {
+                a.points.iter().map(move |p| {
+                    let mut v = prefix.clone();
+                    v.push((a, p));
+                    v
+                })
+            })
+            .collect();
+    }
+    for pt in points {
+        let set: Vec<(&str, &str)> = pt
+            .iter()
+            .map(|(a, p)| (a.flag.as_str(), p.text.as_str()))
+            .collect();
+        let scenarios = scenarios_at(cmd, &set)?;
+        keep(biggest, &scenarios);
+        grid.push(GridPoint {
+            params: Params(pt.iter().map(|(a, p)| (a.name.clone(), p.number)).collect()),
+            scenarios,
+        });
+    }
+    Ok(grid)
+}
+
 fn plan(cmd: &SweepCmd) -> Result<Plan, UsageError> {
     let axes: Vec<Axis> = cmd
         .axes
@@ -120,98 +224,19 @@ fn plan(cmd: &SweepCmd) -> Result<Plan, UsageError> {
         ));
     }
     let mut biggest: Option<Scenario> = None;
-    let mut keep = |scs: &[Scenario]| {
-        for sc in scs {
-            let conns = |s: &Scenario| s.instances * s.db_pool;
-            if biggest.as_ref().is_none_or(|b| conns(sc) > conns(b)) {
-                biggest = Some(sc.clone());
-            }
-        }
-    };
     let mut grid = Vec::new();
     let mut boundary = None;
     // The file's [thresholds] and --threshold, as resolved for the first point.
-    let first: Vec<Scenario>;
-    if cmd.boundary.is_some() {
-        if let Some(a) = axes.iter().find(|a| a.flag == "rps") {
-            return Err(UsageError::new(format!(
-                "--axis {}: --boundary rps bisects the rate itself between --boundary-min and --boundary-max: drop the rps axis",
-                a.flag
-            )));
-        }
-        if axes.len() > 1 {
-            return Err(UsageError::new(
-                "--boundary rps takes at most one other --axis: the boundary is found for each of its values",
-            ));
-        }
-        if cmd.flags.load.clients.is_some() {
-            return Err(UsageError::new(
-                "--boundary rps bisects the open loop's rate: drop --clients",
-            ));
-        }
-        let (Some(lo), Some(hi)) = (cmd.boundary_min, cmd.boundary_max) else {
-            return Err(UsageError::new(
-                "--boundary rps needs --boundary-min RATE and --boundary-max RATE",
-            ));
-        };
-        if !(lo.0 > 0.0 && hi.0 > lo.0) {
-            return Err(UsageError::new(format!(
-                "--boundary-min {} and --boundary-max {}: the minimum must be above 0 and below the maximum",
-                lo, hi
-            )));
-        }
-        let others: Vec<OtherPoint> = match axes.first() {
-            Some(a) => a
-                .points
-                .iter()
-                .map(|p| vec![(a.flag.clone(), p.clone())])
-                .collect(),
-            None => vec![Vec::new()],
-        };
-        let mut firsts = None;
-        for o in &others {
-            for rate in [lo.0, hi.0] {
-                let r = axes::trim(rate);
-                let mut set: Vec<(&str, &str)> = vec![("rps", r.as_str())];
-                set.extend(o.iter().map(|(f, p)| (f.as_str(), p.text.as_str())));
-                let scs = scenarios_at(cmd, &set)?;
-                keep(&scs);
-                firsts.get_or_insert(scs);
-            }
-        }
-        first = firsts.unwrap_or_default();
-        boundary = Some((others, lo.0, hi.0));
+    let first: Vec<Scenario> = if cmd.boundary.is_some() {
+        let (first, b) = boundary_plan(cmd, &axes, &mut biggest)?;
+        boundary = Some(b);
+        first
     } else {
-        let mut points: Vec<Vec<(&Axis, &Point)>> = vec![Vec::new()];
-        for a in &axes {
-            points = points
-                .into_iter()
-                .flat_map(|prefix| {
-                    a.points.iter().map(move |p| {
-                        let mut v = prefix.clone();
-                        v.push((a, p));
-                        v
-                    })
-                })
-                .collect();
-        }
-        for pt in points {
-            let set: Vec<(&str, &str)> = pt
-                .iter()
-                .map(|(a, p)| (a.flag.as_str(), p.text.as_str()))
-                .collect();
-            let scenarios = scenarios_at(cmd, &set)?;
-            keep(&scenarios);
-            grid.push(GridPoint {
-                params: Params(pt.iter().map(|(a, p)| (a.name.clone(), p.number)).collect()),
-                scenarios,
-            });
-        }
-        first = grid
-            .first()
+        grid = grid_plan(cmd, &axes, &mut biggest)?;
+        grid.first()
             .map(|g| g.scenarios.clone())
-            .unwrap_or_default();
-    }
+            .unwrap_or_default()
+    };
     // The sweep's own threshold, read as the runs would read it (file, then flags).
     let flags = axes::flags_at(&cmd.flags, &[])?;
     let (sc, _) = crate::scenario::resolve_one(cmd.scenario.as_ref(), flags)?;
@@ -351,6 +376,42 @@ impl Sweep<'_> {
         Some(out)
     }
 
+    /// Run a cell's trials, each result written as it ends; None when interrupted.
+    async fn run_trials(
+        &mut self,
+        scenarios: &[Scenario],
+        paths: &[PathBuf],
+        strategy: &str,
+        key: &str,
+    ) -> Result<Option<Vec<RunResult>>> {
+        let quiet = Progress::quiet();
+        let mut trials = Vec::new();
+        for (s, p) in scenarios.iter().zip(paths) {
+            if self.shutdown.is_cancelled() {
+                return Ok(None);
+            }
+            let r = run_on(
+                s,
+                &mut self.env,
+                self.shutdown.clone(),
+                &quiet,
+                // The cell's line says what a run's own status lines would.
+                &Status::new(true),
+            )
+            .await
+            .with_context(|| format!("running {strategy} at {key}"))?;
+            if r.interrupted {
+                return Ok(None);
+            }
+            if let Some(why) = results::check::unreliable(&r) {
+                self.warn(&format!("warning ({strategy} at {key}): {why}"));
+            }
+            sink::write_result(p, &r)?;
+            trials.push(r);
+        }
+        Ok(Some(trials))
+    }
+
     /// Run (or, with --resume, reuse) one strategy at one point; None when interrupted.
     async fn cell(&mut self, sc: &Scenario, params: Params, total: u64) -> Result<Option<Cell>> {
         let strategy = sc.label();
@@ -380,34 +441,10 @@ impl Sweep<'_> {
         };
         let (trials, skipped) = match self.stored(&rel, &paths, &scenarios) {
             Some(t) => (t, true),
-            None => {
-                let quiet = Progress::quiet();
-                let mut trials = Vec::new();
-                for (s, p) in scenarios.iter().zip(&paths) {
-                    if self.shutdown.is_cancelled() {
-                        return Ok(None);
-                    }
-                    let r = run_on(
-                        s,
-                        &mut self.env,
-                        self.shutdown.clone(),
-                        &quiet,
-                        // The cell's line says what a run's own status lines would.
-                        &Status::new(true),
-                    )
-                    .await
-                    .with_context(|| format!("running {strategy} at {key}"))?;
-                    if r.interrupted {
-                        return Ok(None);
-                    }
-                    if let Some(why) = results::check::unreliable(&r) {
-                        self.warn(&format!("warning ({strategy} at {key}): {why}"));
-                    }
-                    sink::write_result(p, &r)?;
-                    trials.push(r);
-                }
-                (trials, false)
-            }
+            None => match self.run_trials(&scenarios, &paths, &strategy, &key).await? {
+                Some(trials) => (trials, false),
+                None => return Ok(None),
+            },
         };
         let figures: Vec<(Figures, Option<serde_json::Value>)> =
             trials.iter().map(doc::figures).collect();
