@@ -111,30 +111,7 @@ pub async fn run_trials(scenarios: &[Scenario], trials: Trials, out: &Output) ->
         if let Some(why) = results::check::unreliable(&r) {
             eprintln!("warning ({label}): {why}");
         }
-        status.line(&format!(
-            "[{}/{total}] {label}: {} DB calls, peak herd {}, hit rate {}, p99 {}{}{}{}",
-            k + 1,
-            r.shown(Metric::DbCalls),
-            r.shown(Metric::PeakKeyHerd),
-            r.shown(Metric::HitRate),
-            r.shown(Metric::P99),
-            match r.cost.as_ref().and_then(|c| c.break_even_hit_rate) {
-                Some(h) => format!(", break-even {:.1}%", h * 100.0),
-                None => String::new(),
-            },
-            if r.scenario.writes.is_some() {
-                format!(
-                    ", {} writes, {} left wrong, {} stale reads, {} divergent keys",
-                    r.db.writes,
-                    r.shown(Metric::WritesLeftWrongRatio),
-                    r.consistency.stale_reads,
-                    r.shown(Metric::DivergentKeys)
-                )
-            } else {
-                String::new()
-            },
-            if r.interrupted { " [INTERRUPTED]" } else { "" }
-        ));
+        status.line(&trial_line(k + 1, total, &label, &r));
         let interrupted = r.interrupted;
         if let Err(e) = sinks.result(&r, t as u32, repeat) {
             failure = Some(e);
@@ -192,6 +169,34 @@ pub async fn run_trials(scenarios: &[Scenario], trials: Trials, out: &Output) ->
         interrupted: summary.interrupted,
         broken,
     })
+}
+
+/// A trial's line as it ends: its figures that decide, and what writes left.
+fn trial_line(n: usize, total: usize, label: &str, r: &RunResult) -> String {
+    format!(
+        "[{}/{total}] {label}: {} DB calls, peak herd {}, hit rate {}, p99 {}{}{}{}",
+        n,
+        r.shown(Metric::DbCalls),
+        r.shown(Metric::PeakKeyHerd),
+        r.shown(Metric::HitRate),
+        r.shown(Metric::P99),
+        match r.cost.as_ref().and_then(|c| c.break_even_hit_rate) {
+            Some(h) => format!(", break-even {:.1}%", h * 100.0),
+            None => String::new(),
+        },
+        if r.scenario.writes.is_some() {
+            format!(
+                ", {} writes, {} left wrong, {} stale reads, {} divergent keys",
+                r.db.writes,
+                r.shown(Metric::WritesLeftWrongRatio),
+                r.consistency.stale_reads,
+                r.shown(Metric::DivergentKeys)
+            )
+        } else {
+            String::new()
+        },
+        if r.interrupted { " [INTERRUPTED]" } else { "" }
+    )
 }
 
 /// Trial `t`'s run without a cache, if one ran.
