@@ -21,6 +21,8 @@ pub fn for_run(cmd: &RunCmd) -> Result<(Scenario, Option<Plan>), UsageError> {
         &cmd.target,
     )?;
     let mut p = Problems::default();
+    // The shard's index first: without it nothing else about the shard can be said.
+    let plan = p.take(shard_plan(&sc, &cmd.shard)).flatten();
     p.take(refuse_boundary(&sc));
     let shards = cmd.shard.shard.map(|s| s.count).or(cmd.shard.shards);
     if let Some(count) = shards {
@@ -49,7 +51,6 @@ pub fn for_run(cmd: &RunCmd) -> Result<(Scenario, Option<Plan>), UsageError> {
         }
     }
     p.into_result()?;
-    let plan = shard_plan(&sc, &cmd.shard)?;
     Ok((sc, plan))
 }
 
