@@ -192,6 +192,53 @@ fn one(h: &mut String, d: &SweepDoc) {
     }
 }
 
+/// A sweep cell's memory budget, when it has one.
+fn budget(c: &Cell) -> Option<f64> {
+    c.params.get("maxmemory").filter(|m| *m > 0.0)
+}
+
+/// What a key cost Redis at `objects` entries: the cells' measured costs (entries, bytes per
+/// key, sorted), interpolated on a log scale of entries, held flat past the ends.
+fn per_key(cost: &[(f64, f64)], objects: f64) -> f64 {
+    let (first, last) = (cost[0], cost[cost.len() - 1]);
+    if objects <= first.0 {
+        return first.1;
+    }
+    if objects >= last.0 {
+        return last.1;
+    }
+    let k = cost.partition_point(|c| c.0 <= objects);
+    let (a, b) = (cost[k - 1], cost[k]);
+    let t = (objects.ln() - a.0.ln()) / (b.0.ln() - a.0.ln()).max(1e-12);
+    a.1 + t * (b.1 - a.1)
+}
+
+/// The gap between Redis's hit rate and the exact LRU's, per cell with a budget.
+fn memory_table(limited: &[(usize, &Cell)]) -> String {
+    let mut h = String::new();
+    h.push_str("<table><tr><th>strategy</th><th>policy</th><th>maxmemory</th><th>entries</th><th>hit rate</th><th>exact LRU</th><th>gap</th></tr>\n");
+    let pct = |v: Option<f64>| v.map_or("—".to_string(), |h| format!("{:.1}%", h * 100.0));
+    for (_, c) in limited {
+        let f = &c.figures;
+        let _ = writeln!(
+            h,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&c.strategy),
+            esc(f.policy.as_deref().unwrap_or("?")),
+            budget(c).map_or(String::new(), |b| crate::values::Size(b as u64).to_string()),
+            f.lru_objects.map_or("—".to_string(), |o| format!("{o:.0}")),
+            pct(f.hit_rate),
+            pct(f.lru_hit_rate),
+            match (f.hit_rate, f.lru_hit_rate) {
+                (Some(m), Some(e)) => format!("{:+.1} pts", (m - e) * 100.0),
+                _ => "—".into(),
+            }
+        );
+    }
+    h.push_str("</table>\n");
+    h
+}
+
 /// Along `maxmemory`: the hit rate Redis measured at each budget (filled) and the exact LRU of
 /// as many entries as the budget held (hollow), at the budget's bytes, over the exact LRU curve
 /// of the same requests, its objects turned into bytes at the bytes per key Redis measured
@@ -200,7 +247,6 @@ fn memory(docs: &[SweepDoc]) -> Result<String> {
     let Some(first) = docs.iter().find(|d| d.lru_curve.is_some()) else {
         return Ok(String::new());
     };
-    let budget = |c: &Cell| c.params.get("maxmemory").filter(|m| *m > 0.0);
     let limited: Vec<(usize, &Cell)> = docs
         .iter()
         .enumerate()
@@ -220,19 +266,7 @@ fn memory(docs: &[SweepDoc]) -> Result<String> {
     if cost.is_empty() {
         return Ok(String::new());
     }
-    let per_key = |objects: f64| -> f64 {
-        let (first, last) = (cost[0], cost[cost.len() - 1]);
-        if objects <= first.0 {
-            return first.1;
-        }
-        if objects >= last.0 {
-            return last.1;
-        }
-        let k = cost.partition_point(|c| c.0 <= objects);
-        let (a, b) = (cost[k - 1], cost[k]);
-        let t = (objects.ln() - a.0.ln()) / (b.0.ln() - a.0.ln()).max(1e-12);
-        a.1 + t * (b.1 - a.1)
-    };
+    let per_key = |objects: f64| per_key(&cost, objects);
     let curve = first.lru_curve.as_deref().unwrap_or_default();
     let smallest = limited
         .iter()
@@ -308,26 +342,7 @@ fn memory(docs: &[SweepDoc]) -> Result<String> {
         &lines,
         &marks,
     )?);
-    h.push_str("<table><tr><th>strategy</th><th>policy</th><th>maxmemory</th><th>entries</th><th>hit rate</th><th>exact LRU</th><th>gap</th></tr>\n");
-    let pct = |v: Option<f64>| v.map_or("—".to_string(), |h| format!("{:.1}%", h * 100.0));
-    for (_, c) in &limited {
-        let f = &c.figures;
-        let _ = writeln!(
-            h,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            esc(&c.strategy),
-            esc(f.policy.as_deref().unwrap_or("?")),
-            budget(c).map_or(String::new(), |b| crate::values::Size(b as u64).to_string()),
-            f.lru_objects.map_or("—".to_string(), |o| format!("{o:.0}")),
-            pct(f.hit_rate),
-            pct(f.lru_hit_rate),
-            match (f.hit_rate, f.lru_hit_rate) {
-                (Some(m), Some(e)) => format!("{:+.1} pts", (m - e) * 100.0),
-                _ => "—".into(),
-            }
-        );
-    }
-    h.push_str("</table>\n");
+    h.push_str(&memory_table(&limited));
     Ok(h)
 }
 
