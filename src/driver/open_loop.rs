@@ -204,6 +204,56 @@ fn spawn_trimmer() -> tokio::task::JoinHandle<()> {
     })
 }
 
+/// The open loop's pacing: when the next request is due it sleeps until then (requests due
+/// within MIN_GAP of the last wake-up go out together), and behind schedule it yields now and
+/// then; the lag of each request from its due time is recorded.
+struct Pace {
+    pacer: Pacer,
+    /// The last wake-up target.
+    woke_for: Instant,
+    /// Requests sent since the last await.
+    unyielded: u32,
+    lag: Lag,
+}
+
+impl Pace {
+    /// Wait for the request due `at` (`now` is when it was drawn); false when the run was
+    /// cancelled meanwhile.
+    async fn keep<F: Future<Output = ()> + Send + 'static>(
+        &mut self,
+        at: Instant,
+        now: Instant,
+        batch: &mut Batch<F>,
+        shutdown: &CancellationToken,
+    ) -> bool {
+        if at > now {
+            batch.send();
+            // Requests due within MIN_GAP of the last wake-up go out together (late, and
+            // measured so): bounds the wake-ups per second at high rates.
+            self.woke_for = at.max(self.woke_for + pacer::MIN_GAP);
+            self.unyielded = 0;
+            tokio::select! {
+                _ = self.pacer.wait_until(self.woke_for) => {}
+                _ = shutdown.cancelled() => return false,
+            }
+            self.lag.note(Instant::now().saturating_duration_since(at));
+        } else {
+            self.lag.note(now - at);
+            if shutdown.is_cancelled() {
+                return false;
+            }
+            // Behind schedule the loop never awaits: let this worker's other tasks (the
+            // requests just dispatched, the Redis connections) run now and then.
+            self.unyielded += 1;
+            if self.unyielded % 64 == 0 {
+                batch.send();
+                tokio::task::yield_now().await;
+            }
+        }
+        true
+    }
+}
+
 /// Requests start on schedule whether or not earlier ones finished; latency counts from the
 /// scheduled time. Each instance handles up to `max_inflight` requests at once; up to
 /// `backlog` more queue for a permit (their wait shows in latency, not in service time);
@@ -226,12 +276,14 @@ pub(super) async fn run(
     let mut source = source(d, rps, arrival, warmup_ns, trace)?;
     let total_ns = (end - start).as_nanos() as u64;
     let (mut scheduled, mut shed, mut warmup, mut dispatched) = (0u64, 0u64, 0u64, 0u64);
-    let mut lag = Lag::new();
     let mut i = 0usize;
     let trimmer = spawn_trimmer();
-    let mut pacer = Pacer::new();
-    // The last wake-up target and how many requests went out since the last await.
-    let (mut woke_for, mut unyielded) = (start, 0u32);
+    let mut pace = Pace {
+        pacer: Pacer::new(),
+        woke_for: start,
+        unyielded: 0,
+        lag: Lag::new(),
+    };
     let mut batch = Batch {
         requests: Vec::with_capacity(64),
         abort: d.run.abort.clone(),
@@ -267,29 +319,8 @@ pub(super) async fn run(
             }
             break;
         }
-        if at > now {
-            batch.send();
-            // Requests due within MIN_GAP of the last wake-up go out together (late, and
-            // measured so): bounds the wake-ups per second at high rates.
-            woke_for = at.max(woke_for + pacer::MIN_GAP);
-            unyielded = 0;
-            tokio::select! {
-                _ = pacer.wait_until(woke_for) => {}
-                _ = shutdown.cancelled() => break,
-            }
-            lag.note(Instant::now().saturating_duration_since(at));
-        } else {
-            lag.note(now - at);
-            if shutdown.is_cancelled() {
-                break;
-            }
-            // Behind schedule the loop never awaits: let this worker's other tasks (the
-            // requests just dispatched, the Redis connections) run now and then.
-            unyielded += 1;
-            if unyielded % 64 == 0 {
-                batch.send();
-                tokio::task::yield_now().await;
-            }
+        if !pace.keep(at, now, &mut batch, shutdown).await {
+            break;
         }
         let id = source.next_id();
         let measured = off >= warmup_ns;
@@ -328,7 +359,7 @@ pub(super) async fn run(
         unsent,
         warmup,
         dispatched,
-        lag: Some(lag.figures()),
+        lag: Some(pace.lag.figures()),
         key_digest,
     })
 }
