@@ -245,7 +245,7 @@ impl Pace {
             // Behind schedule the loop never awaits: let this worker's other tasks (the
             // requests just dispatched, the Redis connections) run now and then.
             self.unyielded += 1;
-            if self.unyielded % 64 == 0 {
+            if self.unyielded.is_multiple_of(64) {
                 batch.send();
                 tokio::task::yield_now().await;
             }

@@ -114,6 +114,73 @@ pub fn with_target(
 }
 
 /// The target of `flags`, checked; None without `--target`. `managed_servers`: whether the
+/// An app already running names its servers and schema; one stampede starts is told them.
+fn check_app(flags: &TargetFlags, url: &str, managed_servers: bool) -> Result<(), UsageError> {
+    if flags.app_cmd.is_none() {
+        if url.contains(PORT_MARK) {
+            return Err(UsageError::new(
+                "--target has {port}, which stampede fills in only for an app it starts: give --app-cmd, or the app's port",
+            ));
+        }
+        if managed_servers {
+            return Err(UsageError::new(
+                "an app that is already running (no --app-cmd) reads servers it was configured with: give them with --redis-url and --pg-url, and --schema NAME for where stampede seeds the items it reads",
+            ));
+        }
+        if flags.schema.is_none() {
+            return Err(UsageError::new(
+                "an app that is already running (no --app-cmd) was configured with the schema it reads: name it with --schema NAME (stampede creates it, seeds it and drops it at the end)",
+            ));
+        }
+    } else if flags.schema.is_some() {
+        return Err(UsageError::new(
+            "--schema is for an app that is already running; an app started with --app-cmd is told its schema in DB_SCHEMA",
+        ));
+    }
+    if let Some(s) = &flags.schema
+        && (s.is_empty()
+            || s.len() > 60
+            || !s
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+            || s.starts_with(|c: char| c.is_ascii_digit()))
+    {
+        return Err(UsageError::new(format!(
+            "--schema {s}: use a plain lower-case identifier (letters, digits, _)"
+        )));
+    }
+    Ok(())
+}
+
+/// What the answers are checked by: a body pattern, headers, statuses.
+fn check_http(flags: &TargetFlags) -> Result<(), UsageError> {
+    if let Some(b) = &flags.expect_body {
+        regex::Regex::new(b).map_err(|e| UsageError::new(format!("--expect-body {b}: {e}")))?;
+    }
+    for h in &flags.header {
+        // Not quoted back: a header without its ':' may be a bare credential.
+        let (name, value) = h
+            .split_once(':')
+            .ok_or_else(|| UsageError::new("a --header has no ':': write it as 'Name: value'"))?;
+        reqwest::header::HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
+            UsageError::new(format!("--header: '{}' is not a header name", name.trim()))
+        })?;
+        reqwest::header::HeaderValue::from_str(value.trim()).map_err(|_| {
+            UsageError::new(format!("--header {}: the value is not valid", name.trim()))
+        })?;
+    }
+    if let Some(s) = flags
+        .expect_status
+        .iter()
+        .find(|s| !(100..=599).contains(*s))
+    {
+        return Err(UsageError::new(format!(
+            "--expect-status {s}: an HTTP status is between 100 and 599"
+        )));
+    }
+    Ok(())
+}
+
 /// tool starts Redis and Postgres itself (then an already-running app could not know them).
 pub fn resolve(
     flags: &TargetFlags,
@@ -152,63 +219,8 @@ pub fn resolve(
             redact::url(&url)
         )));
     }
-    if flags.app_cmd.is_none() {
-        if url.contains(PORT_MARK) {
-            return Err(UsageError::new(
-                "--target has {port}, which stampede fills in only for an app it starts: give --app-cmd, or the app's port",
-            ));
-        }
-        if managed_servers {
-            return Err(UsageError::new(
-                "an app that is already running (no --app-cmd) reads servers it was configured with: give them with --redis-url and --pg-url, and --schema NAME for where stampede seeds the items it reads",
-            ));
-        }
-        if flags.schema.is_none() {
-            return Err(UsageError::new(
-                "an app that is already running (no --app-cmd) was configured with the schema it reads: name it with --schema NAME (stampede creates it, seeds it and drops it at the end)",
-            ));
-        }
-    } else if flags.schema.is_some() {
-        return Err(UsageError::new(
-            "--schema is for an app that is already running; an app started with --app-cmd is told its schema in DB_SCHEMA",
-        ));
-    }
-    if let Some(s) = &flags.schema
-        && (s.is_empty()
-            || s.len() > 60
-            || !s
-                .chars()
-                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-            || s.starts_with(|c: char| c.is_ascii_digit()))
-    {
-        return Err(UsageError::new(format!(
-            "--schema {s}: use a plain lower-case identifier (letters, digits, _)"
-        )));
-    }
-    if let Some(b) = &flags.expect_body {
-        regex::Regex::new(b).map_err(|e| UsageError::new(format!("--expect-body {b}: {e}")))?;
-    }
-    for h in &flags.header {
-        // Not quoted back: a header without its ':' may be a bare credential.
-        let (name, value) = h
-            .split_once(':')
-            .ok_or_else(|| UsageError::new("a --header has no ':': write it as 'Name: value'"))?;
-        reqwest::header::HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
-            UsageError::new(format!("--header: '{}' is not a header name", name.trim()))
-        })?;
-        reqwest::header::HeaderValue::from_str(value.trim()).map_err(|_| {
-            UsageError::new(format!("--header {}: the value is not valid", name.trim()))
-        })?;
-    }
-    if let Some(s) = flags
-        .expect_status
-        .iter()
-        .find(|s| !(100..=599).contains(*s))
-    {
-        return Err(UsageError::new(format!(
-            "--expect-status {s}: an HTTP status is between 100 and 599"
-        )));
-    }
+    check_app(flags, &url, managed_servers)?;
+    check_http(flags)?;
     let http_timeout = flags.http_timeout.unwrap_or(Dur(Duration::from_secs(5)));
     if http_timeout.0.is_zero() {
         return Err(UsageError::new("--http-timeout must be more than 0"));
