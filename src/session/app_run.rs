@@ -329,6 +329,38 @@ async fn measure(
     Ok(r)
 }
 
+/// Redis's server-wide hit ratio over the window, said for what it is.
+fn keyspace_hit_rate(sampled: &Sampled, notes: &mut Vec<String>) -> Option<f64> {
+    let rate = match (sampled.redis_hits, sampled.redis_misses) {
+        (Some(h), Some(m)) if h + m > 0 => Some(h as f64 / (h + m) as f64),
+        _ => {
+            notes.push("redis.keyspace_hit_rate is unknown: Redis INFO could not be read at both ends of the window (or Redis restarted)".to_string());
+            None
+        }
+    };
+    notes.push("redis.keyspace_hit_rate is Redis's keyspace_hits / (hits + misses) over the window, and a timeline bucket's hits its keyspace hits: every GET the server answered, the app's lock reads and other clients' included".to_string());
+    rate
+}
+
+/// The timeline's DB calls and hits from the servers' samples, the app's own being unseen.
+fn timeline_from_servers(r: &mut RunResult, sampled: &Sampled) {
+    for (b, s) in r.timeline.iter_mut().zip(&sampled.buckets) {
+        b.db_calls = s.db_calls.unwrap_or(0);
+        b.pool_wait_ms = 0.0;
+        b.hits = s.redis_hits.unwrap_or(0);
+    }
+    // What the sampler read after the last bucket was taken belongs to the last bucket.
+    let n = r.timeline.len();
+    if sampled.buckets.len() > n
+        && let Some(last) = r.timeline.last_mut()
+    {
+        last.db_calls += sampled.buckets[n..]
+            .iter()
+            .filter_map(|s| s.db_calls)
+            .sum::<u64>();
+    }
+}
+
 /// The result of the built-in shape, made the app's: the DB figures are the servers', the
 /// outcomes are HTTP's, the hit rate is Redis's.
 #[allow(clippy::too_many_arguments)]
@@ -394,29 +426,8 @@ fn shape(
     r.hit_rate = Known::unknown(
         "an app under test's answers do not say whether they came from its cache: see redis.keyspace_hit_rate",
     );
-    r.redis.keyspace_hit_rate = match (sampled.redis_hits, sampled.redis_misses) {
-        (Some(h), Some(m)) if h + m > 0 => Some(h as f64 / (h + m) as f64),
-        _ => {
-            notes.push("redis.keyspace_hit_rate is unknown: Redis INFO could not be read at both ends of the window (or Redis restarted)".to_string());
-            None
-        }
-    };
-    notes.push("redis.keyspace_hit_rate is Redis's keyspace_hits / (hits + misses) over the window, and a timeline bucket's hits its keyspace hits: every GET the server answered, the app's lock reads and other clients' included".to_string());
-    for (b, s) in r.timeline.iter_mut().zip(&sampled.buckets) {
-        b.db_calls = s.db_calls.unwrap_or(0);
-        b.pool_wait_ms = 0.0;
-        b.hits = s.redis_hits.unwrap_or(0);
-    }
-    // What the sampler read after the last bucket was taken belongs to the last bucket.
-    let n = r.timeline.len();
-    if sampled.buckets.len() > n
-        && let Some(last) = r.timeline.last_mut()
-    {
-        last.db_calls += sampled.buckets[n..]
-            .iter()
-            .filter_map(|s| s.db_calls)
-            .sum::<u64>();
-    }
+    r.redis.keyspace_hit_rate = keyspace_hit_rate(sampled, &mut notes);
+    timeline_from_servers(r, sampled);
     r.app = Some(AppFigures {
         target: t.shown(),
         variant: t.variant.clone(),
