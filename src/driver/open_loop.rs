@@ -36,7 +36,7 @@ struct Lane {
     recorder: Arc<Recorder>,
     tally: Arc<Tally>,
     /// The client's timeout and retries (None: it waits, once).
-    client: Option<crate::scenario::Client>,
+    client: Option<crate::workload::Client>,
     abort: CancellationToken,
 }
 
@@ -93,7 +93,7 @@ impl Lane {
     /// it is the same request) until its work ends, which may be after the client gave up.
     async fn serve_as_client(
         self: Arc<Lane>,
-        client: crate::scenario::Client,
+        client: crate::workload::Client,
         id: u64,
         scheduled: Instant,
         measured: bool,

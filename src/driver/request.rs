@@ -209,7 +209,7 @@ where
 /// after the backoff, every retry counted.
 pub(super) async fn with_retries<W, F>(
     mut attempt: W,
-    client: &crate::scenario::Client,
+    client: &crate::workload::Client,
     scheduled: Instant,
     seed: u64,
     tally: &Tally,

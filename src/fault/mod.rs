@@ -5,11 +5,13 @@
 //! read by the same deserializer as a `[[fault]]` table ([`grammar`]); each kind says here
 //! which keys it takes ([`FaultKind::keys`]), so a new kind needs nothing of the CLI.
 
+mod criteria;
 mod grammar;
-mod slot;
+mod strike;
 
+pub use criteria::RecoveryCriteria;
 pub use grammar::{keys_of, parse, spell, stray_key, with_key};
-pub use slot::SlotChoice;
+pub use strike::{NodeChoice, SlotChoice};
 
 use std::time::Duration;
 

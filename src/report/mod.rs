@@ -4,6 +4,7 @@
 //! goes, and the only code that writes a result file.
 
 mod cluster;
+mod describe;
 pub mod html;
 pub mod markdown;
 mod memory;
@@ -11,3 +12,5 @@ pub mod sink;
 pub mod sweep;
 pub mod tables;
 pub mod terminal;
+
+pub use describe::describe;

@@ -82,7 +82,11 @@ fn writes(o: &mut String, r: &RunResult) {
 
 /// One line saying which strategy ran on which workload.
 pub fn describe(r: &RunResult) -> String {
-    format!("{}: {}", r.strategy, r.scenario.describe().join(", "))
+    format!(
+        "{}: {}",
+        r.strategy,
+        super::describe(&r.scenario).join(", ")
+    )
 }
 
 fn secs(ms: u64) -> String {

@@ -6,9 +6,9 @@
 use std::path::PathBuf;
 
 use super::RunResult;
+use super::comparable::{STRATEGY_SETTINGS, WORKLOAD_SETTINGS, differences};
 use crate::error::UsageError;
 use crate::metric::{DEFS, Metric, Tolerance, Unit};
-use crate::scenario::{STRATEGY_SETTINGS, WORKLOAD_SETTINGS};
 use crate::stats;
 
 fn judged_names() -> String {
@@ -278,7 +278,7 @@ pub fn mismatches(baseline: &RunResult, current: &RunResult) -> Vec<String> {
         .chain(STRATEGY_SETTINGS.iter().filter(|k| **k != "strategy"))
         .copied()
         .collect();
-    for (k, b, c) in baseline.scenario.differences(&current.scenario, &keys) {
+    for (k, b, c) in differences(&baseline.scenario, &current.scenario, &keys) {
         v.push(format!("{k}: baseline {b}, current {c}"));
     }
     if !super::schemas_comparable(baseline.schema, current.schema) {

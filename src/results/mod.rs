@@ -5,6 +5,7 @@
 
 pub mod check;
 pub mod cluster;
+pub mod comparable;
 pub mod cost;
 pub mod diagnose;
 pub mod known;

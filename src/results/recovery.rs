@@ -6,7 +6,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::{Bucket, FaultReport};
-use crate::scenario::{RecoveryCriteria, Scenario};
+use crate::fault::RecoveryCriteria;
+use crate::scenario::Scenario;
 
 /// The verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

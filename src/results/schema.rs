@@ -140,7 +140,7 @@ mod tests {
     use regex::Regex;
 
     use super::*;
-    use crate::scenario::invalidation;
+    use crate::strategy::invalidate::invalidation;
 
     #[test]
     fn a_scenario_key_that_the_run_parses_has_the_parser_s_grammar() {

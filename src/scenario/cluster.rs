@@ -9,33 +9,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::cli::RunFlags;
 use crate::error::UsageError;
-use crate::fault::FaultKind;
+use crate::fault::{FaultKind, NodeChoice};
 pub use crate::servers::ClusterShape;
-
-/// Which primary a cluster fault strikes.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(rename_all = "kebab-case")]
-pub enum NodeChoice {
-    /// The primary serving the slot of the run's most popular key.
-    #[default]
-    Hottest,
-    /// A primary drawn with the run's seed.
-    Random,
-    /// The node with this id (CLUSTER NODES), or `host:port`.
-    Id(String),
-}
-
-impl FromStr for NodeChoice {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s.trim() {
-            "hottest" => NodeChoice::Hottest,
-            "random" => NodeChoice::Random,
-            "" => return Err("--redis-node is empty: give hottest, random or a node id".into()),
-            id => NodeChoice::Id(id.to_string()),
-        })
-    }
-}
 
 /// A run's cluster settings; all default on a single server.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]

@@ -5,60 +5,18 @@
 use crate::cli::CompareCmd;
 use crate::error::UsageError;
 use crate::scenario::{self, Scenario};
-use crate::strategy::{PRESETS, StrategySpec};
+use crate::strategy::{StrategySpec, invalidate};
 
-/// The strategies named by `--strategies`: `all` for the presets, else a comma-separated list;
-/// each parsed, duplicates (by canonical name) refused.
+/// The strategies named by `--strategies` ([`StrategySpec::parse_list`]).
 pub fn parse_list(list: &str) -> Result<Vec<String>, UsageError> {
-    let names: Vec<&str> = if list.trim() == "all" {
-        PRESETS.to_vec()
-    } else {
-        list.split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .collect()
-    };
-    if names.is_empty() {
-        return Err(UsageError::new(
-            "--strategies is empty: give a comma-separated list such as cache-aside,mutex, or all",
-        ));
-    }
-    let mut canonical: Vec<String> = Vec::with_capacity(names.len());
-    for n in names {
-        let spec =
-            StrategySpec::parse(n).map_err(|e| UsageError::new(format!("--strategies: {e}")))?;
-        let c = spec.to_string();
-        if canonical.contains(&c) {
-            return Err(UsageError::new(format!(
-                "--strategies names {c} twice: each strategy runs once"
-            )));
-        }
-        canonical.push(c);
-    }
-    Ok(canonical)
+    StrategySpec::parse_list(list).map_err(|e| UsageError::new(format!("--strategies{e}")))
 }
 
-/// The invalidations of `--invalidate` (a comma-separated list: a comparison axis), each
-/// once; None when the flag is not given (the scenario file's, or the default, applies).
+/// The invalidations of `--invalidate` (a comparison axis, [`invalidate::parse_list`]); None
+/// when the flag is not given (the scenario file's, or the default, applies).
 pub fn parse_invalidations(list: Option<&str>) -> Result<Option<Vec<String>>, UsageError> {
-    let Some(list) = list else { return Ok(None) };
-    let mut names: Vec<String> = Vec::new();
-    for n in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let i =
-            scenario::invalidation(n).map_err(|e| UsageError::new(format!("--invalidate: {e}")))?;
-        if names.iter().any(|x| x == i.name()) {
-            return Err(UsageError::new(format!(
-                "--invalidate names {i} twice: each invalidation runs once"
-            )));
-        }
-        names.push(i.name().to_string());
-    }
-    if names.is_empty() {
-        return Err(UsageError::new(
-            "--invalidate is empty: give a comma-separated list such as delete,versioned",
-        ));
-    }
-    Ok(Some(names))
+    list.map(|l| invalidate::parse_list(l).map_err(|e| UsageError::new(format!("--invalidate{e}"))))
+        .transpose()
 }
 
 /// One scenario per strategy (and per invalidation, with `--invalidate a,b`: every pair,
@@ -154,7 +112,10 @@ mod tests {
 
     #[test]
     fn lists() {
-        assert_eq!(parse_list("all").unwrap().len(), PRESETS.len());
+        assert_eq!(
+            parse_list("all").unwrap().len(),
+            crate::strategy::PRESETS.len()
+        );
         assert_eq!(
             parse_list("mutex, swr+mutex").unwrap(),
             vec!["mutex".to_string(), "swr+mutex".to_string()]

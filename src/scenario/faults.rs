@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
+use super::LoadShape;
 use super::resolve::{Shape, Src};
-use super::{LoadShape, RecoveryCriteria};
 use crate::cli::RunFlags;
 use crate::error::{Problems, UsageError};
-use crate::fault::{self as schedule, FaultKind, FaultSpec};
+use crate::fault::{self as schedule, FaultKind, FaultSpec, RecoveryCriteria};
 use crate::values::Dur;
 
 /// `--db-timeout` when a kill-postgres fault is scheduled and none is given: long enough for
@@ -294,11 +294,6 @@ pub(super) fn check_external_faults(m: &RunFlags) -> Result<(), UsageError> {
             ));
         }
     }
-    if m.servers.redis_url.is_none() && m.faults.redis_restart_cmd.is_some() {
-        return Err(UsageError::new(
-            "--redis-restart-cmd applies only to an external Redis (--redis-url): the managed Redis is restarted by stampede itself",
-        ));
-    }
     if m.servers.redis_url.is_some() && has(FaultKind::PauseRedis) && !m.faults.allow_pause_external
     {
         return Err(UsageError::new(
@@ -321,11 +316,6 @@ pub(super) fn check_external_faults(m: &RunFlags) -> Result<(), UsageError> {
                     missing.join(" and ")
                 )));
             }
-        }
-        None if m.faults.pg_kill_cmd.is_some() || m.faults.pg_restart_cmd.is_some() => {
-            return Err(UsageError::new(
-                "--pg-kill-cmd and --pg-restart-cmd apply only to an external Postgres (--pg-url): the managed Postgres is killed and restarted by stampede itself",
-            ));
         }
         _ => {}
     }

@@ -23,12 +23,9 @@ pub(super) fn value_sizes(m: &RunFlags) -> Result<(usize, Option<SizeDist>), Usa
 /// starts: on the user's Redis (`--redis-url`) the tool never changes the configuration, so
 /// the flags are refused there (its own configuration is read and reported instead).
 pub(super) fn limit(m: &RunFlags) -> Result<Option<MemoryLimit>, UsageError> {
-    let given = [
-        ("maxmemory", m.memory.maxmemory.is_some()),
-        ("maxmemory_policy", m.memory.maxmemory_policy.is_some()),
-        ("maxmemory_samples", m.memory.maxmemory_samples.is_some()),
-    ];
-    let Some((first, _)) = given.iter().find(|(_, set)| *set) else {
+    let given = m.given();
+    let limits = ["maxmemory", "maxmemory_policy", "maxmemory_samples"];
+    let Some(first) = limits.iter().find(|k| given.contains(k)) else {
         return Ok(None);
     };
     let flag = |k: &str| format!("--{}", k.replace('_', "-"));
@@ -36,13 +33,6 @@ pub(super) fn limit(m: &RunFlags) -> Result<Option<MemoryLimit>, UsageError> {
         return Err(UsageError::new(format!(
             "{} sets the memory limit of the Redis stampede starts, and --redis-url is your server: stampede never changes its configuration (its maxmemory, policy and samples are read and reported in the result). Set them on the server yourself (CONFIG SET maxmemory …), or drop --redis-url to run on a managed Redis",
             flag(first)
-        )));
-    }
-    if let Some(n) = m.memory.maxmemory_samples
-        && !(1..=64).contains(&n)
-    {
-        return Err(UsageError::new(format!(
-            "maxmemory_samples {n}: Redis takes 1 to 64"
         )));
     }
     // A policy without a limit is Redis's own "no limit" (maxmemory 0) with that policy: it

@@ -1,11 +1,10 @@
-//! A run's every effective setting as one typed [`Scenario`], which settings belong to the
-//! workload and which to the strategy, and the workload in words. [`resolve`] builds it from a
+//! A run's every effective setting as one typed [`Scenario`]. [`resolve`] builds it from a
 //! scenario file and the command-line flags.
 
 use serde::{Deserialize, Serialize};
 
 use crate::cache::MemoryLimit;
-use crate::fault::{FaultSpec, Server};
+use crate::fault::{FaultSpec, RecoveryCriteria, Server};
 use crate::origin::{DbQuery, LoadCost, OwnLoad};
 use crate::protect::BreakerSpec;
 use crate::protect::rate::RateSpec;
@@ -17,8 +16,8 @@ use crate::strategy::invalidate::Invalidate;
 use crate::strategy::lock::LockTimeoutPolicy;
 use crate::thresholds::Thresholds;
 use crate::tls::RedisTls;
-use crate::values::{Dur, Percent, Rate};
-use crate::workload::{Arrival, Start};
+use crate::values::{Dur, Percent};
+use crate::workload::{Arrival, Client, Start};
 
 /// Open loop (a fixed arrival rate) or closed loop (a fixed number of clients).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -160,7 +159,7 @@ pub struct Scenario {
     pub client: Option<Client>,
     /// How long an answer may take and still count as goodput: `--goodput-within`, else the
     /// request timeout, else 1 s.
-    #[serde(default = "survival::default_goodput_within")]
+    #[serde(default = "crate::workload::default_goodput_within")]
     pub goodput_within: Dur,
     /// When a run with a shock counts as back (`--baseline-window`, `--recovery-goodput`,
     /// `--recovery-hit-points`, `--settle`, `--observe`).
@@ -251,217 +250,6 @@ impl Scenario {
     }
 }
 
-/// Settings that shape what the workload asks of the servers: two results that differ in one
-/// of them measured different things, whatever their strategies.
-pub const WORKLOAD_SETTINGS: [&str; 27] = [
-    "load",
-    "duration",
-    "warmup",
-    "keys",
-    "zipf",
-    "seed",
-    "value_size",
-    "value_size_dist",
-    "memory",
-    "ttl",
-    "db_cost",
-    "db_pool",
-    "db_timeout",
-    "db_query",
-    "instances",
-    "redis_conns",
-    "max_inflight",
-    "backlog",
-    "start",
-    "warm",
-    "redis_timeout",
-    "missing_ratio",
-    "faults",
-    "writes",
-    "own_load",
-    "client",
-    "trace",
-];
-
-/// Settings of the strategy under test (its parameters, which differ between strategies of one
-/// comparison by design, such as the jitter preset's own ±10%), and the protections in front
-/// of its loads (`--db-limit`, `--breaker`, `--db-rate`), the re-warm job, the fail-safe and
-/// eager refresh, and the in-process tier (`--l1`): what the app does, not what is asked of it.
-pub const STRATEGY_SETTINGS: [&str; 18] = [
-    "strategy",
-    "jitter",
-    "beta",
-    "stale",
-    "lock_ttl",
-    "lock_poll",
-    "lock_wait",
-    "lock_timeout_policy",
-    "negative_ttl",
-    "db_limit",
-    "breaker",
-    "db_rate",
-    "rewarm",
-    "l1",
-    "fail_safe",
-    "eager_refresh",
-    "invalidate",
-    "lease_ttl",
-];
-
-/// Settings that change neither the workload nor the strategy: where the servers are, how the
-/// timeline is cut, what the run is judged by.
-#[cfg(test)]
-const OTHER_SETTINGS: [&str; 15] = [
-    "scenario_file",
-    "redis_url",
-    "pg_url",
-    "redis_restart_cmd",
-    "allow_pause_external",
-    "allow_kill_external",
-    "pg_kill_cmd",
-    "pg_restart_cmd",
-    "interval",
-    "thresholds",
-    "tls",
-    "redis_tls",
-    "cluster",
-    "goodput_within",
-    "recovery",
-];
-
-impl Scenario {
-    /// The workload in words, strategy left out, as parts a renderer joins (the same for every
-    /// strategy of a comparison).
-    pub fn describe(&self) -> Vec<String> {
-        let plural = |n: u64, one: &str| {
-            if n == 1 {
-                format!("1 {one}")
-            } else {
-                format!("{n} {one}s")
-            }
-        };
-        let mut parts = vec![
-            match self.load {
-                _ if self.trace.is_some() => format!(
-                    "trace replay, mean {} req/s",
-                    // The trace's own mean, which is no round figure.
-                    Rate(match self.load {
-                        LoadShape::Open { rps, .. } => rps.round(),
-                        LoadShape::Closed { .. } => 0.0,
-                    })
-                ),
-                LoadShape::Closed { clients } => format!("closed loop, {clients} clients"),
-                LoadShape::Open { rps, arrival } => format!(
-                    "open loop {} req/s ({})",
-                    Rate(rps),
-                    serde_json::to_value(arrival)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default()
-                ),
-            },
-            format!("{} measured", self.duration),
-            if self.keys == 1 {
-                "1 key".to_string()
-            } else if self.trace.is_some() {
-                format!("{} trace keys", self.keys)
-            } else {
-                format!("{} keys (zipf {})", self.keys, self.zipf)
-            },
-            format!("ttl {}", self.ttl),
-            match (self.own_load.is_some(), self.db_query) {
-                (true, _) => "your query (--db-sql)".to_string(),
-                (false, DbQuery::Heavy) => "db-query heavy".to_string(),
-                (false, DbQuery::Sleep) => format!("db-cost {}", self.db_cost),
-            },
-        ];
-        // An app under test has its own pools and processes: the built-in app's are not used.
-        if self.target.is_none() {
-            parts.push(format!("db-pool {}", self.db_pool));
-            parts.push(plural(u64::from(self.instances), "instance"));
-        }
-        if let Some(d) = &self.value_size_dist {
-            parts.push(format!("value sizes {d}"));
-        }
-        if let Some(l) = self.memory_limit() {
-            parts.push(format!("maxmemory {} {}", l.maxmemory, l.policy));
-        }
-        if self.warm > 0 {
-            parts.push(format!("{} keys warmed", self.warm));
-        }
-        if !self.warmup.0.is_zero() {
-            parts.push(format!("warm-up {}", self.warmup));
-        }
-        parts.push(format!("seed {}", self.seed));
-        // The protections apply to every strategy of a comparison alike.
-        if let Some(n) = self.db_limit {
-            parts.push(format!("db-limit {n} per instance"));
-        }
-        if let Some(b) = &self.breaker {
-            parts.push(b.describe());
-        }
-        if let Some(r) = &self.db_rate {
-            parts.push(r.describe(self.instances));
-        }
-        if let Some(r) = self.rewarm {
-            parts.push(format!("re-warm top {} every {}", r.top, r.every));
-        }
-        if let Some(l) = self.l1 {
-            parts.push(match l.ttl {
-                Some(t) => format!("l1 {} per instance ({}, ttl {t})", l.entries, l.invalidate),
-                None => format!("l1 {} per instance ({})", l.entries, l.invalidate),
-            });
-        }
-        if let Some(f) = self.fail_safe {
-            let soft = f
-                .soft_timeout
-                .map_or(String::new(), |d| format!(", soft timeout {d}"));
-            parts.push(format!(
-                "fail-safe {} (throttle {}{soft})",
-                f.max, f.throttle
-            ));
-        }
-        if let Some(p) = self.eager_refresh {
-            parts.push(format!("eager refresh at {p} of the TTL"));
-        }
-        if let Some(w) = self.writes {
-            parts.push(if (w.zipf - self.zipf).abs() < f64::EPSILON {
-                format!("writes {} /s", Rate(w.rps))
-            } else {
-                format!("writes {} /s (zipf {})", Rate(w.rps), w.zipf)
-            });
-        }
-        parts
-    }
-}
-
-impl Scenario {
-    /// The settings among `keys` in which `self` and `other` differ, as "key: a, b" with the
-    /// values as the results file writes them.
-    pub fn differences(&self, other: &Scenario, keys: &[&str]) -> Vec<(String, String, String)> {
-        let (mut a, mut b) = (
-            serde_json::to_value(self).unwrap_or_default(),
-            serde_json::to_value(other).unwrap_or_default(),
-        );
-        // A trace is the same trace wherever it lies: its bytes (the digest) and the slice and
-        // pacing chosen decide, not its path.
-        for v in [&mut a, &mut b] {
-            if let Some(t) = v.get_mut("trace").and_then(|t| t.as_object_mut()) {
-                t.remove("path");
-            }
-        }
-        let show = |v: Option<&serde_json::Value>| match v {
-            None | Some(serde_json::Value::Null) => "unset".to_string(),
-            Some(serde_json::Value::String(s)) => s.clone(),
-            Some(v) => v.to_string(),
-        };
-        keys.iter()
-            .filter(|k| a.get(**k) != b.get(**k))
-            .map(|k| (k.to_string(), show(a.get(*k)), show(b.get(*k))))
-            .collect()
-    }
-}
-
 /// Results written before `start` existed began from an empty cache.
 fn start_cold() -> Start {
     Start::Cold
@@ -472,6 +260,7 @@ pub mod compare;
 mod faults;
 pub mod invocation;
 mod memory;
+mod needs;
 mod parts;
 pub mod policy;
 mod resolve;
@@ -479,51 +268,14 @@ mod servers;
 pub mod target;
 mod trace;
 
-pub use crate::strategy::invalidate::invalidation;
-pub use cluster::{ClusterSettings, NodeChoice};
+pub use cluster::ClusterSettings;
 pub use faults::verdict_possible;
 pub use resolve::{resolve, resolve_one};
-pub use survival::{Client, RecoveryCriteria};
-
-mod survival;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::cli::RunFlags;
-
-    #[test]
-    fn every_setting_is_the_workload_s_the_strategy_s_or_neither() {
-        // With writes, a lease, a memory limit and a size distribution, so that every
-        // optional setting is written.
-        let s = resolve(None, {
-            let mut f: RunFlags = Default::default();
-            f.cache.strategy = Some("lease".into());
-            f.writes.write_rps = Some(Rate(10.0));
-            f.memory.maxmemory = Some(crate::values::Size(8 << 20));
-            f.data.value_size_dist = Some("100..10k".parse().unwrap());
-            f
-        })
-        .unwrap();
-        let v = serde_json::to_value(&s).unwrap();
-        let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
-        for k in &keys {
-            let n = [&WORKLOAD_SETTINGS[..], &STRATEGY_SETTINGS, &OTHER_SETTINGS]
-                .iter()
-                .filter(|l| l.contains(&k.as_str()))
-                .count();
-            assert_eq!(n, 1, "setting {k} must be in exactly one list");
-        }
-        // `trace` is written only by a replay (which refuses a size distribution): a workload
-        // setting, and the one key this scenario cannot have.
-        assert!(v.get("trace").is_none() && WORKLOAD_SETTINGS.contains(&"trace"));
-        // `cluster` is written only for a run on a Redis Cluster.
-        assert!(v.get("cluster").is_none() && OTHER_SETTINGS.contains(&"cluster"));
-        assert_eq!(
-            keys.len() + 2,
-            WORKLOAD_SETTINGS.len() + STRATEGY_SETTINGS.len() + OTHER_SETTINGS.len()
-        );
-    }
 
     #[test]
     fn writes_are_absent_unless_asked_for_and_label_the_run() {
@@ -546,29 +298,5 @@ mod tests {
         assert!(s.lease_ttl.is_some());
         let back: Scenario = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back.invalidate, s.invalidate);
-        assert!(
-            s.describe().iter().any(|p| p == "writes 100 /s"),
-            "{:?}",
-            s.describe()
-        );
-    }
-
-    #[test]
-    fn a_typed_scenario_reads_back_what_it_wrote() {
-        let s = resolve(None, {
-            let mut f: RunFlags = Default::default();
-            f.cache.strategy = Some("jitter+mutex".into());
-            f
-        })
-        .unwrap();
-        let text = serde_json::to_string(&s).unwrap();
-        let back: Scenario = serde_json::from_str(&text).unwrap();
-        assert_eq!(serde_json::to_string(&back).unwrap(), text);
-        assert!(s.differences(&back, &WORKLOAD_SETTINGS).is_empty());
-        let mut other = back.clone();
-        other.jitter = Percent(0.2);
-        other.keys += 1;
-        assert_eq!(s.differences(&other, &WORKLOAD_SETTINGS).len(), 1);
-        assert_eq!(s.differences(&other, &STRATEGY_SETTINGS).len(), 1);
     }
 }

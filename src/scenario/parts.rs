@@ -5,9 +5,10 @@
 
 use std::time::Duration;
 
-use super::{Client, FailSafe, RecoveryCriteria, Rewarm, WriteLoad};
+use super::{FailSafe, Rewarm, WriteLoad};
 use crate::cli::RunFlags;
 use crate::error::UsageError;
+use crate::fault::RecoveryCriteria;
 use crate::l1::L1Spec;
 use crate::protect::BreakerSpec;
 use crate::protect::rate::RateSpec;
@@ -15,26 +16,12 @@ use crate::strategy::StrategySpec;
 use crate::strategy::invalidate::{Invalidate, invalidation};
 use crate::strategy::lock::LockTimeoutPolicy;
 use crate::values::{Dur, Percent, Rate};
+use crate::workload::Client;
 
-/// The breaker's settings when `--breaker` is on; a `--breaker-*` setting without it is a
-/// usage error rather than a setting that silently does nothing.
+/// The breaker's settings when `--breaker` is on (its settings without it: [`super::needs`]).
 pub(super) fn breaker(m: &RunFlags) -> Result<Option<BreakerSpec>, UsageError> {
     let d = BreakerSpec::DEFAULT;
-    let given = [
-        ("breaker_error_rate", m.protect.breaker_error_rate.is_some()),
-        ("breaker_latency", m.protect.breaker_latency.is_some()),
-        ("breaker_window", m.protect.breaker_window.is_some()),
-        ("breaker_cooldown", m.protect.breaker_cooldown.is_some()),
-        ("breaker_probes", m.protect.breaker_probes.is_some()),
-        ("breaker_min_loads", m.protect.breaker_min_loads.is_some()),
-    ];
     if m.protect.breaker != Some(true) {
-        if let Some((k, _)) = given.iter().find(|(_, set)| *set) {
-            return Err(UsageError::new(format!(
-                "--{} is a setting of the circuit breaker, which is off: add --breaker (scenario file: breaker = true)",
-                k.replace('_', "-")
-            )));
-        }
         return Ok(None);
     }
     Ok(Some(BreakerSpec {
@@ -47,21 +34,9 @@ pub(super) fn breaker(m: &RunFlags) -> Result<Option<BreakerSpec>, UsageError> {
     }))
 }
 
-/// The rate limit when `--db-rate` is given; `--db-burst` or `--db-rate-scope` without it is
-/// a usage error rather than a setting that silently does nothing.
+/// The rate limit when `--db-rate` is given.
 pub(super) fn db_rate(m: &RunFlags) -> Result<Option<RateSpec>, UsageError> {
     let Some(Rate(rate)) = m.protect.db_rate else {
-        for (k, set) in [
-            ("db_burst", m.protect.db_burst.is_some()),
-            ("db_rate_scope", m.protect.db_rate_scope.is_some()),
-        ] {
-            if set {
-                return Err(UsageError::new(format!(
-                    "--{} is a setting of the rate limit, which is off: add --db-rate R (scenario file: db_rate)",
-                    k.replace('_', "-")
-                )));
-            }
-        }
         return Ok(None);
     };
     Ok(Some(RateSpec {
@@ -74,21 +49,9 @@ pub(super) fn db_rate(m: &RunFlags) -> Result<Option<RateSpec>, UsageError> {
     }))
 }
 
-/// The in-process tier when `--l1` is given (its other settings alone are refused, and so is
-/// a tier in front of no cache).
+/// The in-process tier when `--l1` is given (a tier in front of no cache is refused).
 pub(super) fn l1(m: &RunFlags, strategy: &StrategySpec) -> Result<Option<L1Spec>, UsageError> {
     let Some(entries) = m.cache.l1 else {
-        for (k, set) in [
-            ("l1_ttl", m.cache.l1_ttl.is_some()),
-            ("l1_invalidate", m.cache.l1_invalidate.is_some()),
-        ] {
-            if set {
-                return Err(UsageError::new(format!(
-                    "--{} is a setting of the in-process tier, which is off: add --l1 N (scenario file: l1)",
-                    k.replace('_', "-")
-                )));
-            }
-        }
         return Ok(None);
     };
     if !strategy.caches() {
@@ -103,14 +66,9 @@ pub(super) fn l1(m: &RunFlags, strategy: &StrategySpec) -> Result<Option<L1Spec>
     }))
 }
 
-/// The re-warm job when `--rewarm-every` is given (`--rewarm-top` alone is refused).
+/// The re-warm job when `--rewarm-every` is given.
 pub(super) fn rewarm(m: &RunFlags, keys: u64) -> Result<Option<Rewarm>, UsageError> {
     let Some(every) = m.cache.rewarm_every else {
-        if m.cache.rewarm_top.is_some() {
-            return Err(UsageError::new(
-                "--rewarm-top is a setting of the re-warm job, which is off: add --rewarm-every D (scenario file: rewarm_every)",
-            ));
-        }
         return Ok(None);
     };
     let top = m.cache.rewarm_top.unwrap_or(100);
@@ -136,17 +94,6 @@ pub(super) fn fail_safe(
         .fail_safe
         .or_else(|| lib.and_then(|l| l.fail_safe_ttls).map(|n| Dur(ttl.0 * n)));
     let Some(max) = max else {
-        for (k, set) in [
-            ("fail_safe_throttle", m.cache.fail_safe_throttle.is_some()),
-            ("soft_timeout", m.cache.soft_timeout.is_some()),
-        ] {
-            if set {
-                return Err(UsageError::new(format!(
-                    "--{} is a setting of the fail-safe, which is off under --strategy {strategy}: add --fail-safe D (scenario file: fail_safe), the time entries are kept past expiry to be served when a load fails",
-                    k.replace('_', "-")
-                )));
-            }
-        }
         return Ok(None);
     };
     let throttle = m
@@ -265,19 +212,6 @@ pub(super) fn writes(
             zipf: m.writes.write_zipf.unwrap_or(zipf),
         }),
     };
-    if writes.is_none() {
-        for (key, set) in [
-            ("write_zipf", m.writes.write_zipf.is_some()),
-            ("invalidate", m.writes.invalidate.is_some()),
-        ] {
-            if set {
-                return Err(UsageError::new(format!(
-                    "--{} is a setting of the writes, and there are none: add --write-rps (scenario file: write_rps)",
-                    key.replace('_', "-")
-                )));
-            }
-        }
-    }
     if writes.is_some() && own_load {
         // Writes UPDATE the seeded items; under --db-sql the table is the user's and the tool
         // changes nothing in their database.
@@ -326,7 +260,7 @@ pub(super) fn survival_settings(
         .client
         .goodput_within
         .or(m.client.request_timeout)
-        .unwrap_or(Dur(super::survival::DEFAULT_GOODPUT_WITHIN));
+        .unwrap_or(Dur(crate::workload::DEFAULT_GOODPUT_WITHIN));
     if within.0.is_zero() {
         return Err(UsageError::new("--goodput-within must be longer than 0"));
     }

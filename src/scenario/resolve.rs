@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 use super::faults::{check_shock, fault_name, faults_from_flags, verdict_possible};
 use super::parts::{cache_policy, protections, survival_settings, writes};
 use super::servers::{own_load, tls_settings};
-use super::{LoadShape, RecoveryCriteria, Scenario};
+use super::{LoadShape, Scenario};
+use crate::fault::RecoveryCriteria;
 
 /// Most payload a run may seed (keys × value size): it is stored twice, in Postgres and Redis.
 const MAX_DATA_BYTES: u64 = 8 << 30;
@@ -233,6 +234,7 @@ fn assemble(
     p: &mut Problems,
     unused: &mut Option<UsageError>,
 ) -> Option<Scenario> {
+    super::needs::check(&m, p);
     let shape = shape(&m, p)?;
     // Before the faults are resolved: a migrate-slot's `slot` is read here, then folded.
     let cluster = p.take(super::cluster::cluster_settings(&m));

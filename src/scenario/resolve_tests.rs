@@ -118,7 +118,7 @@ fn bad_faults_are_usage_errors_that_say_why() {
         f.faults.redis_restart_cmd = Some("redis-server".into());
         f
     };
-    assert!(case(&[], &[], managed_cmd).contains("only to an external Redis"));
+    assert!(case(&[], &[], managed_cmd).contains("is a setting of an external Redis"));
     let heavy_with_cost = {
         let mut f: RunFlags = Default::default();
         f.db.db_query = Some(DbQuery::Heavy);
@@ -222,7 +222,7 @@ fn more_fault_kinds_their_checks_and_the_default_db_deadline() {
         f.faults.pg_restart_cmd = Some("r".into());
         f
     });
-    assert!(e.contains("only to an external Postgres"), "{e}");
+    assert!(e.contains("is a setting of an external Postgres"), "{e}");
     let e = err({
         let mut f: RunFlags = Default::default();
         f.faults.pg_kill_cmd = Some(" ".into());

@@ -242,7 +242,7 @@ fn summarize(scenarios: &[Scenario], done: &[Vec<RunResult>], interrupted: bool)
         .iter()
         .flatten()
         .next()
-        .map(|r| r.scenario.describe().join(", "))
+        .map(|r| crate::report::describe(&r.scenario).join(", "))
         .unwrap_or_default();
     CompareSummary::build(workload, done, not_run, interrupted)
 }

@@ -123,6 +123,22 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 "#;
 
+/// A comma-separated list of invalidations, each once. Err reads after the flag's name.
+pub fn parse_list(list: &str) -> Result<Vec<String>, String> {
+    let mut names: Vec<String> = Vec::new();
+    for n in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let i = invalidation(n).map_err(|e| format!(": {e}"))?;
+        if names.iter().any(|x| x == i.name()) {
+            return Err(format!(" names {i} twice: each invalidation runs once"));
+        }
+        names.push(i.name().to_string());
+    }
+    if names.is_empty() {
+        return Err(" is empty: give a comma-separated list such as delete,versioned".into());
+    }
+    Ok(names)
+}
+
 /// One invalidation by name.
 pub fn invalidation(name: &str) -> Result<Invalidate, String> {
     if name.contains(',') {

@@ -228,6 +228,35 @@ const VALID_FORMS: &str = "valid: no-cache (alone), a library preset (alone: lar
     with lease, and/or jitter, e.g. swr+mutex, xfetch+single-flight, mutex+single-flight, swr+lease";
 
 impl StrategySpec {
+    /// The strategies of a list: `all` for the presets, else comma-separated names, each
+    /// parsed and canonical, none twice. Err reads after the flag's name.
+    pub fn parse_list(list: &str) -> Result<Vec<String>, String> {
+        let names: Vec<&str> = if list.trim() == "all" {
+            PRESETS.to_vec()
+        } else {
+            list.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .collect()
+        };
+        if names.is_empty() {
+            return Err(
+                " is empty: give a comma-separated list such as cache-aside,mutex, or all".into(),
+            );
+        }
+        let mut canonical: Vec<String> = Vec::with_capacity(names.len());
+        for n in names {
+            let c = StrategySpec::parse(n)
+                .map_err(|e| format!(": {e}"))?
+                .to_string();
+            if canonical.contains(&c) {
+                return Err(format!(" names {c} twice: each strategy runs once"));
+            }
+            canonical.push(c);
+        }
+        Ok(canonical)
+    }
+
     /// A composed strategy: a refresh coordinated as a miss is, a stale read refreshed behind.
     pub fn of(freshness: Freshness, coordination: Coordination, jitter_preset: bool) -> Self {
         StrategySpec {

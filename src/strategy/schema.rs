@@ -1,5 +1,5 @@
 //! The JSON Schemas of a strategy and of an invalidation as a scenario file names them, which
-//! accept what [`StrategySpec::parse`] and [`crate::scenario::invalidation`] accept, and of a
+//! accept what [`StrategySpec::parse`] and [`invalidate::invalidation`](crate::strategy::invalidate::invalidation) accept, and of a
 //! strategy as results write it (its canonical name).
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};

@@ -11,6 +11,7 @@ pub mod analysis;
 mod json;
 pub mod mrc;
 mod parse;
+pub mod shape;
 #[cfg(test)]
 mod tests;
 

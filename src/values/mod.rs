@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+pub mod check;
 pub mod start;
 
 /// A TOML value that may be written as a string ("10k", "250ms") or a bare number.

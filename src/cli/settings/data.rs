@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use super::check::*;
 use crate::origin::DbQuery;
+use crate::values::check::*;
 use crate::values::{Dur, Percent, Rate, Size};
 use crate::workload::Start;
 
@@ -130,7 +130,7 @@ settings! {
             value_name = "N",
             value_parser = clap::value_parser!(u32).range(1..=64),
         )]
-        pub maxmemory_samples: Option<u32> => or;
+        pub maxmemory_samples: Option<u32> => or, check at_least(1), check at_most(64, "Redis takes 1 to 64");
     }
 }
 
@@ -232,4 +232,12 @@ settings! {
         pub invalidate: Option<String> => or,
             check invalidation_name;
     }
+}
+
+/// One invalidation the strategy knows.
+#[allow(clippy::ptr_arg)] // called on the setting's own value, a String
+pub fn invalidation_name(i: &String) -> Result<(), String> {
+    crate::strategy::invalidate::invalidation(i)
+        .map(drop)
+        .map_err(|e| format!(": {e}"))
 }

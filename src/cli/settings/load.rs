@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::check::*;
+use crate::values::check::*;
 use crate::values::{Dur, Rate};
 use crate::workload::Arrival;
 
@@ -126,7 +126,7 @@ settings! {
 
         /// Replay the trace X times faster than recorded [default: 1]
         #[arg(hide_short_help = true, long, value_name = "X")]
-        pub speed: Option<f64> => or;
+        pub speed: Option<f64> => or, check above_zero;
 
         /// Place each whole second's requests: even or random [default: even]
         ///

@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use super::check::*;
 use crate::values::Dur;
+use crate::values::check::*;
 
 settings! {
     #[command(next_help_heading = "Servers and TLS")]

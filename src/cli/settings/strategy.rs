@@ -1,8 +1,8 @@
 //! The strategy's settings and the protections in front of the database.
 
-use super::check::*;
 use crate::protect::rate::RateScope;
 use crate::strategy::lock::LockTimeoutPolicy;
+use crate::values::check::*;
 use crate::values::{Dur, Percent, Rate};
 
 settings! {
@@ -282,4 +282,12 @@ settings! {
         #[arg(hide_short_help = true, long, value_name = "N")]
         pub breaker_min_loads: Option<u32> => or, check at_least(1);
     }
+}
+
+/// A strategy the parser knows.
+#[allow(clippy::ptr_arg)] // called on the setting's own value, a String
+pub fn strategy_name(s: &String) -> Result<(), String> {
+    crate::strategy::StrategySpec::parse(s)
+        .map(drop)
+        .map_err(|e| format!(": {e}"))
 }

@@ -15,9 +15,9 @@ use anyhow::{Context, Result};
 
 use crate::error::UsageError;
 use crate::metric::Metric;
+use crate::results::comparable::{WORKLOAD_SETTINGS, differences};
 use crate::results::summary::cell;
 use crate::results::{Bucket, FaultReport, RunResult, read_json};
-use crate::scenario::WORKLOAD_SETTINGS;
 
 use chart::{METRICS, Series};
 
@@ -166,7 +166,7 @@ fn differing_settings(results: &[RunResult]) -> Vec<String> {
     };
     let mut keys: Vec<String> = results
         .iter()
-        .flat_map(|r| first.scenario.differences(&r.scenario, &WORKLOAD_SETTINGS))
+        .flat_map(|r| differences(&first.scenario, &r.scenario, &WORKLOAD_SETTINGS))
         .map(|(k, _, _)| k)
         .collect();
     keys.sort();
@@ -289,7 +289,7 @@ fn title(first: &RunResult, labels: &[String]) -> String {
 
 /// One line saying what traffic the scenario sent.
 fn describe(r: &RunResult) -> String {
-    let mut parts = r.scenario.describe();
+    let mut parts = super::describe(&r.scenario);
     parts.push(format!("buckets of {}", r.scenario.interval));
     parts.join(" · ")
 }

@@ -68,16 +68,13 @@ fn check(shards: &[(String, RunResult)]) -> Result<(u32, String, Vec<u32>)> {
             )));
         }
         if scenario(r) != base || r.strategy != first.strategy {
-            let diff = first
-                .scenario
-                .differences(
-                    &r.scenario,
-                    &crate::scenario::WORKLOAD_SETTINGS
-                        .iter()
-                        .chain(crate::scenario::STRATEGY_SETTINGS.iter())
-                        .copied()
-                        .collect::<Vec<_>>(),
-                )
+            use crate::results::comparable::{STRATEGY_SETTINGS, WORKLOAD_SETTINGS, differences};
+            let keys: Vec<&str> = WORKLOAD_SETTINGS
+                .iter()
+                .chain(STRATEGY_SETTINGS.iter())
+                .copied()
+                .collect();
+            let diff = differences(&first.scenario, &r.scenario, &keys)
                 .into_iter()
                 .map(|(k, a, b)| format!("{k}: {a} vs {b}"))
                 .collect::<Vec<_>>();

@@ -612,7 +612,7 @@ pub async fn run(cmd: &SweepCmd) -> Result<Ended> {
         b
     };
     let env = Env::start(&plan.biggest, &status).await?;
-    let workload = plan.first.describe().join(", ")
+    let workload = crate::report::describe(&plan.first).join(", ")
         + &match (&plan.boundary, plan.axes.is_empty()) {
             (Some(_), true) => " (at the minimum rate; the rate is bisected)".to_string(),
             (Some(_), false) => format!(

@@ -18,6 +18,9 @@ pub enum Arrival {
 }
 
 use clap::ValueEnum;
+
+mod client;
+pub use client::{Client, DEFAULT_GOODPUT_WITHIN, default_goodput_within};
 use serde::{Deserialize, Serialize};
 
 /// Ids of a key stream folded into its digest: enough to tell two sequences apart, and a

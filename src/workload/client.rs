@@ -1,6 +1,5 @@
-//! The settings of a run that decide whether it comes back after a shock: the simulated
-//! client's own timeout and retries (what keeps a system down once the trigger is gone), and
-//! the criterion of the recovery verdict.
+//! The simulated client: its own timeout and retries (what keeps a system down once the
+//! trigger is gone), and how long an answer may take and still count as goodput.
 
 use std::time::Duration;
 
@@ -29,33 +28,6 @@ impl Client {
         let base = self.backoff.0.as_secs_f64() * 2f64.powi(n.saturating_sub(1).min(30) as i32);
         let spread = 1.0 + self.jitter.0 * (2.0 * unit - 1.0);
         Duration::from_secs_f64((base * spread).max(0.0))
-    }
-}
-
-/// When a run with a shock counts as back (docs/survival.md).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct RecoveryCriteria {
-    /// `--baseline-window`: the steady seconds before the first shock the run must get back to.
-    pub baseline_window: Dur,
-    /// `--recovery-goodput`: the share of the baseline's goodput a second must reach.
-    pub goodput: Percent,
-    /// `--recovery-hit-points`: how many points under the baseline's hit rate a second may be.
-    pub hit_points: f64,
-    /// `--settle`: how long both must hold.
-    pub settle: Dur,
-    /// `--observe`: the least time the window must leave after the last shock for a verdict.
-    pub observe: Dur,
-}
-
-impl Default for RecoveryCriteria {
-    fn default() -> Self {
-        RecoveryCriteria {
-            baseline_window: Dur(Duration::from_secs(2)),
-            goodput: Percent(0.95),
-            hit_points: 5.0,
-            settle: Dur(Duration::from_secs(2)),
-            observe: Dur(Duration::from_secs(10)),
-        }
     }
 }
 

@@ -1,11 +1,37 @@
-//! The slot a migrate-slot fault moves: `hottest` (the slot of the run's most popular key) or
-//! a slot number, written as a word or a number in a `[[fault]]` table and after `slot=` on the
-//! command line.
+//! What a cluster fault strikes: the primary a kill-redis or failover takes down
+//! (`--redis-node`), and the slot a migrate-slot fault moves: `hottest` (the slot of the run's
+//! most popular key) or a slot number, written as a word or a number in a `[[fault]]` table and
+//! after `slot=` on the command line.
 
 use std::fmt;
 use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Which primary a cluster fault strikes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum NodeChoice {
+    /// The primary serving the slot of the run's most popular key.
+    #[default]
+    Hottest,
+    /// A primary drawn with the run's seed.
+    Random,
+    /// The node with this id (CLUSTER NODES), or `host:port`.
+    Id(String),
+}
+
+impl FromStr for NodeChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s.trim() {
+            "hottest" => NodeChoice::Hottest,
+            "random" => NodeChoice::Random,
+            "" => return Err("--redis-node is empty: give hottest, random or a node id".into()),
+            id => NodeChoice::Id(id.to_string()),
+        })
+    }
+}
 
 /// Slots of a Redis Cluster: 0 to 16383.
 const SLOTS: u16 = 16384;
