@@ -7,7 +7,6 @@
 mod app;
 mod audit;
 pub mod cache;
-mod chaos;
 pub mod cli;
 pub mod commands;
 mod driver;
@@ -18,6 +17,7 @@ mod instance;
 mod l1;
 pub mod ledger;
 mod live;
+mod memory;
 pub mod metric;
 pub mod metrics;
 mod origin;

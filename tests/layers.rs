@@ -15,7 +15,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "leaves: values, redaction, counters, statistics, the workload",
         &[
             "values", "redact", "error", "metric", "metrics", "ledger", "stats", "steady",
-            "workload", "pacer", "shard", "sizes", "trace", "replay",
+            "workload", "pacer", "shard", "sizes", "trace", "replay", "memory",
         ],
     ),
     (
@@ -48,7 +48,6 @@ const LAYERS: &[(&str, &[&str])] = &[
             "report::sweep",
             "report::html::map",
             "live",
-            "chaos",
         ],
     ),
     ("the run's traffic", &["driver"]),

@@ -349,7 +349,7 @@ impl Admin {
             .query_async::<()>(&mut c)
             .await;
         match set {
-            Err(e) if memory::is_oom(&e) => {
+            Err(e) if crate::memory::is_oom(&e) => {
                 let renewed: bool = redis::cmd("PEXPIRE")
                     .arg(&key)
                     .arg(px)

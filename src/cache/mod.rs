@@ -21,12 +21,11 @@ use crate::tls::RedisTls;
 
 mod admin;
 pub mod cluster;
-mod memory;
+mod memory_commands;
 pub mod nodes;
 use admin::info_field;
 pub use admin::{Admin, HEARTBEAT_TTL, RedisStats};
 pub use cluster::{Conn, is_cluster};
-pub use memory::{DEFAULT_SAMPLES, EvictionPolicy, MemoryConfig, MemoryLimit, MemoryStats};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CacheError {
@@ -232,7 +231,7 @@ impl Cache {
             }
             Ok(Err(e)) => {
                 bump(&self.counters.redis_errors);
-                if memory::is_oom(&e) {
+                if crate::memory::is_oom(&e) {
                     bump(&self.counters.redis_oom);
                 }
                 Err(CacheError::Failed)

@@ -1,12 +1,14 @@
 //! The faults a scenario asks for, as the user wrote them, checked before any server starts:
 //! flags paired in order, every outage inside the measured window, no two outages of one
-//! server overlapping (outages of different servers may). Running them is [`crate::chaos`]'s
+//! server overlapping (outages of different servers may). Running them is [`crate::fault::chaos`]'s
 //! job. A fault is written one way on the command line, `--fault KIND@AT[+FOR][,KEY=VALUE…]`,
 //! read by the same deserializer as a `[[fault]]` table ([`grammar`]); each kind says here
 //! which keys it takes ([`FaultKind::keys`]), so a new kind needs nothing of the CLI.
 
+pub mod chaos;
 mod criteria;
 mod grammar;
+pub mod report;
 mod strike;
 
 pub use criteria::RecoveryCriteria;

@@ -123,7 +123,7 @@ counters! {
     race_pushes,
 }
 
-/// A server's state as the fault schedule ([`crate::chaos`]) sets it, for the timeline, and
+/// A server's state as the fault schedule ([`crate::fault::chaos`]) sets it, for the timeline, and
 /// the moment requests first got through to it after a restart. The request path pays one
 /// relaxed load per success; the lock is taken once per restart.
 #[derive(Debug, Default)]

@@ -83,7 +83,7 @@ pub(crate) fn memory(o: &mut String, r: &RunResult) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::memory::MemoryFigures;
+    use crate::memory::figures::MemoryFigures;
 
     fn baseline() -> RunResult {
         serde_json::from_str(include_str!("../../results/baseline-ci/cache-aside.json")).unwrap()

@@ -102,45 +102,6 @@ pub fn window(before: &[NodeStats], after: &[NodeStats]) -> ClusterWindow {
     }
 }
 
-/// What a fault on a Redis Cluster did to the cluster (`faults[].cluster`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ClusterFault {
-    /// The node struck, `host:port`: the killed primary (kill-redis), the primary whose replica
-    /// took over (failover), the slot's source (migrate-slot).
-    pub node: String,
-    /// The node serving the struck primary's slots afterwards: the promoted replica
-    /// (kill-redis, failover) or the slot's new primary (migrate-slot).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub now_served_by: Option<String>,
-    /// kill-redis: ms from the kill until another node served the killed primary's slots and
-    /// the cluster said ok (the failure detection of `cluster-node-timeout` plus the
-    /// election). Null when no replica took over (see the fault's note).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub promotion_ms: Option<u64>,
-    /// kill-redis: Redis commands that failed or missed their deadline from the kill until the
-    /// promotion.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub errors_until_promotion: Option<u64>,
-    /// kill-redis: DB calls started in the first second after the promotion (fewer ms when the
-    /// node came back or the run ended first): the stampede onto the promoted replica, whose
-    /// cache is what replication had delivered.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub promotion_stampede: Option<u64>,
-    /// The managed cluster's `cluster-node-timeout`, ms (null on an external cluster).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_timeout_ms: Option<u64>,
-    /// migrate-slot: the slot moved.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slot: Option<u16>,
-    /// migrate-slot: the keys MIGRATE moved.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub keys_moved: Option<u64>,
-    /// failover: from CLUSTER FAILOVER until the replica was a primary of an ok cluster, ms;
-    /// migrate-slot: from the first SETSLOT to the last, ms.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub took_ms: Option<u64>,
-}
-
 /// When one primary served more than this many times its fair share (1 / primaries) of the
 /// primaries' commands, the run gets the `hot-shard` diagnosis.
 pub const HOT_SHARD_FACTOR: f64 = 2.0;

@@ -8,10 +8,10 @@ pub mod cluster;
 pub mod comparable;
 pub mod cost;
 pub mod diagnose;
+pub mod faults;
 pub mod known;
 pub mod l1;
 pub mod measure;
-pub mod memory;
 pub mod merge;
 pub mod recovery;
 pub mod schema;
@@ -29,7 +29,7 @@ use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Serializer as _, V2DeflateSerializer};
 use serde::{Deserialize, Serialize};
 
-use crate::fault::FaultKind;
+pub use crate::fault::report::{FaultReport, Served};
 use crate::metrics::pct_ms;
 use crate::protect::breaker::State;
 use crate::scenario::Scenario;
@@ -534,91 +534,6 @@ pub struct BreakerEvent {
     pub to: State,
     /// What decided it, with its figures.
     pub reason: String,
-}
-
-/// One injected fault: when it struck, how long the server was gone, and how the run
-/// recovered. Times are ms since the measured window started; "restart" is the moment the
-/// server answered the tool again (a new Redis answering PING, a paused Redis answering PING
-/// once the pause ended, Postgres accepting a connection after crash recovery).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct FaultReport {
-    /// What happened: `kill-redis` (a crash of Redis, which comes back empty), `pause-redis`
-    /// (Redis stalls: connections stay open, commands hang), `kill-postgres` (a crash of
-    /// Postgres, which comes back through crash recovery), and the shocks: `drop-cache` (a
-    /// share of the entries removed at once), `slow-db` (loads cost `factor` times more),
-    /// `spike` (the rate offered `factor` times). For a shock, `down_ms` is how long it lasted
-    /// (0 for a drop) and the recovery figures count from its end.
-    pub kind: FaultKind,
-    /// When the server was killed (or paused), ms since the measured window started (as done,
-    /// not as planned).
-    pub at_ms: u64,
-    /// From the kill (or pause) until the server answered again, ms (`down_for` plus the
-    /// restart itself).
-    pub down_ms: u64,
-    /// From the restart until a request first got through to the server again, ms: a Redis
-    /// command for the Redis faults, a load that got its answer for `kill-postgres`. Null when
-    /// none did before the next fault of that server or the end of the run.
-    pub recovered_ms: Option<u64>,
-    /// From the restart until the end of the first timeline bucket whose hit rate was back to
-    /// at least 90% of `hit_rate_before`, ms. Null when it never got there, or when there was
-    /// no hit rate to get back to.
-    pub hit_rate_recovered_ms: Option<u64>,
-    /// Hit rate ((hit + stale) / requests) over the timeline buckets of the last second before
-    /// the kill; null when no bucket ended before it.
-    pub hit_rate_before: Option<f64>,
-    /// DB calls started during the outage (kill to restart).
-    pub db_calls_during: u64,
-    /// Redis commands that failed or missed their deadline during the outage.
-    pub redis_errors_during: u64,
-    /// Loads that failed in the database during the outage: statements that ended in an error
-    /// (cut off by the crash, or timed out), connections that could not be opened, waits for
-    /// a pooled connection that ran out.
-    #[serde(default)]
-    pub db_errors_during: u64,
-    /// What requests completed during the outage got: the timeline buckets that ended in it
-    /// (the first may have begun up to one `--interval` before it).
-    #[serde(default)]
-    pub served_during: Served,
-    /// DB calls started in the first second after the restart: the recovery stampede of a
-    /// cold cache. Fewer than 1000 ms are covered when the run or the next fault came first.
-    pub recovery_stampede: u64,
-    /// Of `recovery_stampede`, loads started while another load of the same key was in flight
-    /// (the herd a coordination is meant to prevent).
-    #[serde(default)]
-    pub recovery_redundant: u64,
-    /// How many ms after the restart `recovery_stampede` covers (1000 unless cut short).
-    pub recovery_window_ms: u64,
-    /// drop-cache: the entries it removed (those asked for that were cached).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub removed: Option<u64>,
-    /// Shocks: loads the requests asked for (queued ones included, not only the DB calls
-    /// sent) in the `recovery_window_ms` after it ended: the demand the shock made.
-    #[serde(default)]
-    pub loads_after: u64,
-    /// slow-db: how many times its cost a load cost; spike: how many times the rate was offered.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub factor: Option<f64>,
-    /// What went wrong with the fault itself (a refused SHUTDOWN, a failed restart command),
-    /// or, for a drop-cache, what it removed.
-    pub note: Option<String>,
-    /// A fault on a Redis Cluster: the node struck, the promotion or the migration.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cluster: Option<cluster::ClusterFault>,
-}
-
-/// Requests of some timeline buckets by what they got.
-#[derive(
-    Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
-)]
-pub struct Served {
-    /// Requests completed.
-    pub requests: u64,
-    /// Served from a fresh cache entry.
-    pub hits: u64,
-    /// Served a stale entry (swr).
-    pub stale: u64,
-    /// Failed (outcome error).
-    pub errors: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]

@@ -2,9 +2,9 @@
 //! `--value-size-dist`) and the managed Redis's limit (`--maxmemory`, `--maxmemory-policy`,
 //! `--maxmemory-samples`), checked and resolved after the file and the flags are merged.
 
-use crate::cache::{DEFAULT_SAMPLES, EvictionPolicy, MemoryLimit};
 use crate::cli::RunFlags;
 use crate::error::UsageError;
+use crate::memory::{DEFAULT_SAMPLES, EvictionPolicy, MemoryLimit};
 use crate::sizes::SizeDist;
 
 /// The payload size of every item (the distribution's mean, rounded, under

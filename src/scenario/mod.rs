@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::cache::MemoryLimit;
 use crate::fault::{FaultSpec, RecoveryCriteria, Server};
+use crate::memory::MemoryLimit;
 use crate::origin::{DbQuery, LoadCost, OwnLoad};
 use crate::protect::BreakerSpec;
 use crate::protect::rate::RateSpec;

@@ -6,9 +6,9 @@ use std::time::Duration;
 use super::builtin::Setup;
 use super::env::Env;
 use crate::cache;
-use crate::chaos;
 use crate::driver::{Divergence, Raw};
 use crate::fault::FaultKind;
+use crate::fault::chaos;
 use crate::metrics::Outcome;
 use crate::redact;
 use crate::results::{self, Known, RunResult, StartFigures};
@@ -29,7 +29,7 @@ pub(crate) struct Measured {
     pub(crate) divergence: Option<Result<Divergence, String>>,
     pub(crate) writes_server: Option<u64>,
     /// Redis's memory at the end (the built-in app's runs).
-    pub(crate) memory: Option<results::memory::MemoryFigures>,
+    pub(crate) memory: Option<crate::memory::figures::MemoryFigures>,
     /// A cluster's nodes at the window's start and end.
     pub(crate) nodes: Option<(Vec<cache::nodes::NodeStats>, Vec<cache::nodes::NodeStats>)>,
 }
@@ -65,7 +65,7 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
     }
     let fault_reports = faults
         .as_ref()
-        .map(|d| chaos::reports(&d.records, results::whole(&raw.timeline)))
+        .map(|d| results::faults::reports(&d.records, results::whole(&raw.timeline)))
         .unwrap_or_default();
     let (redis_pids, postgres_pids) = pids(env, faults.as_ref(), first_redis_pid, first_pg_pid);
     let mut r = RunResult {
@@ -292,7 +292,7 @@ fn redis_figures(
     redis: Option<(cache::RedisStats, cache::RedisStats)>,
     fault_reports: &[results::FaultReport],
     expiring_in_window: u64,
-    memory: Option<results::memory::MemoryFigures>,
+    memory: Option<crate::memory::figures::MemoryFigures>,
     cluster: Option<results::cluster::ClusterWindow>,
 ) -> results::RedisFigures {
     let c = &raw.counters;

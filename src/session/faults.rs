@@ -7,8 +7,8 @@ use anyhow::Result;
 
 use super::builtin::Setup;
 use super::env::Env;
-use crate::chaos::{self, Chaos, DropSide, PgSide, RedisSide};
 use crate::driver::Driver;
+use crate::fault::chaos::{self, Chaos, DropSide, PgSide, RedisSide};
 use crate::fault::{FaultKind, Server};
 use crate::scenario::Scenario;
 
@@ -34,7 +34,7 @@ pub(crate) fn start_faults(
         admin: setup.admin.clone(),
         restart_cmd: sc.redis_restart_cmd.clone(),
         cluster: crate::cache::is_cluster(&env.redis_url).then(|| {
-            chaos::cluster::ClusterSide::new(
+            chaos::primaries::ClusterSide::new(
                 if sc.faults_on(Server::Redis) {
                     env.cluster.take()
                 } else {

@@ -6,8 +6,9 @@
 use anyhow::Result;
 
 use super::env::Env;
-use crate::cache::{Admin, MemoryConfig, MemoryLimit};
-use crate::results::memory::MemoryFigures;
+use crate::cache::Admin;
+use crate::memory::figures::MemoryFigures;
+use crate::memory::{MemoryConfig, MemoryLimit};
 use crate::scenario::Scenario;
 
 /// Ids MEMORY USAGE is asked about: this many of the most popular, and as many again spread

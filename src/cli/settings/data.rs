@@ -118,7 +118,7 @@ settings! {
         /// answered from the database), allkeys-lru, allkeys-lfu, allkeys-random, volatile-lru,
         /// volatile-lfu, volatile-random or volatile-ttl. Acts once --maxmemory sets a limit.
         #[arg(long, value_enum, value_name = "POLICY", hide_possible_values = true)]
-        pub maxmemory_policy: Option<crate::cache::EvictionPolicy> => or;
+        pub maxmemory_policy: Option<crate::memory::EvictionPolicy> => or;
 
         /// Keys the approximate LRU/LFU/TTL samples [default: 5]
         ///

@@ -5,7 +5,7 @@
 //! (SIGKILL of its whole process group, as a machine crash would) and restarted on the same
 //! port and data dir, through crash recovery, for the chaos faults.
 
-mod cluster;
+mod datadir;
 
 use std::fs::OpenOptions;
 use std::os::unix::process::CommandExt;
@@ -17,7 +17,7 @@ use tempfile::TempDir;
 use tokio::task::JoinHandle;
 use tokio_postgres::{Client, NoTls};
 
-use self::cluster::{PgBinaries, RunAs, find_binaries, prepare_cluster, run_as};
+use self::datadir::{PgBinaries, RunAs, find_binaries, prepare_cluster, run_as};
 use super::reaper::{PG_DIR_PREFIX, postmaster_shm};
 use super::watchdog::Watchdog;
 use super::{

@@ -1,4 +1,4 @@
-//! The cluster's files: finding the server binaries, the user to run them as, and a data
+//! The data dir of a managed Postgres: finding the server binaries, the user to run them as, and a
 //! dir made by copying the cached initdb template (or by initdb, which then fills the cache).
 
 use std::ffi::CString;

@@ -9,8 +9,8 @@ use anyhow::{Context, Result, anyhow, bail};
 use rand::SeedableRng;
 use rand::seq::IndexedRandom;
 
+use crate::fault::report::ClusterFault;
 use crate::fault::{FaultKind, NodeChoice};
-use crate::results::cluster::ClusterFault;
 use crate::servers::ManagedCluster;
 use crate::servers::cluster::{self as ops, ClusterNode, MigrateOptions, Role};
 use crate::tls::RedisTls;

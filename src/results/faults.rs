@@ -1,8 +1,8 @@
 //! What each fault did, as the results file shows it: the fault task's records plus what only
 //! the timeline can tell (the hit rate before the fault and when it came back).
 
-use super::Record;
-use crate::results::{Bucket, FaultReport, Served};
+use super::{Bucket, FaultReport, Served};
+use crate::fault::chaos::Record;
 
 /// The share of the pre-fault hit rate that counts as recovered.
 const HIT_RATE_RECOVERED: f64 = 0.9;

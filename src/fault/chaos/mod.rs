@@ -21,11 +21,9 @@ use crate::metrics::{Gauges, ServerHealth};
 use crate::origin::PgProbe;
 use crate::servers::{ManagedPostgres, ManagedRedis};
 
-pub mod cluster;
-mod report;
+pub mod primaries;
 mod shock;
 
-pub use report::reports;
 pub use shock::DropSide;
 
 /// How long the recovery stampede is counted after a restart.
@@ -47,7 +45,7 @@ pub struct RedisSide {
     pub admin: Admin,
     pub restart_cmd: Option<String>,
     /// On a Redis Cluster: the faults strike one of its nodes (or move a slot).
-    pub cluster: Option<cluster::ClusterSide>,
+    pub cluster: Option<primaries::ClusterSide>,
 }
 
 /// How Postgres is killed and brought back.
@@ -65,7 +63,7 @@ pub struct PgSide {
 
 /// What one fault did, in ms since the measured window started.
 #[derive(Debug, Clone, Default, PartialEq)]
-/// The report's [`crate::results::FaultReport`] documents what each figure means.
+/// The report's [`super::report::FaultReport`] documents what each figure means.
 pub struct Record {
     pub kind: FaultKind,
     /// False when the fault could not be struck (see `note`); the figures below are then empty.
@@ -90,7 +88,7 @@ pub struct Record {
     pub factor: Option<f64>,
     pub note: Option<String>,
     /// A fault on a Redis Cluster: the node struck, the promotion or the migration.
-    pub cluster: Option<crate::results::cluster::ClusterFault>,
+    pub cluster: Option<super::report::ClusterFault>,
 }
 
 /// pg_stat_statements across Postgres crashes: a crash empties it, so what it had counted
