@@ -67,7 +67,6 @@ const LAYERS: &[(&str, &[&str])] = &[
             "session::single",
             "session::cleanup",
             "session::sweep",
-            "session::sweep::axes",
             "session::app_run",
             "audit",
         ],

@@ -12,11 +12,13 @@ use crate::report;
 use crate::session::{self, Status};
 
 pub async fn run(cmd: SweepCmd) -> Result<ExitCode> {
-    let ended = session::sweep::run(&cmd).await?;
+    let (plan, opts) = crate::scenario::sweep::plan(cmd)?;
+    let quiet = opts.quiet;
+    let ended = session::sweep::run(plan, &opts).await?;
     Ok(super::ending(
         ended.interrupted,
         &ended.broken,
-        &Status::new(cmd.quiet),
+        &Status::new(quiet),
         "sweep.json covers the cells that finished; --resume runs the rest",
     ))
 }

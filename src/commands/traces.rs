@@ -6,14 +6,16 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 use crate::cli::{MrcCmd, TraceStatsCmd};
+use crate::scenario::traces as resolve;
 use crate::session::traces;
 
 pub fn stats(cmd: TraceStatsCmd) -> Result<ExitCode> {
-    print!("{}", traces::trace_stats(&cmd)?);
+    let (file, json) = resolve::for_trace_stats(&cmd);
+    print!("{}", traces::trace_stats(&file, json)?);
     Ok(ExitCode::SUCCESS)
 }
 
 pub fn mrc(cmd: MrcCmd) -> Result<ExitCode> {
-    print!("{}", traces::mrc(&cmd)?);
+    print!("{}", traces::mrc(&resolve::for_mrc(&cmd)?)?);
     Ok(ExitCode::SUCCESS)
 }

@@ -64,8 +64,7 @@ fn ser_nums<S: Serializer>(v: &[f64], s: S) -> Result<S::Ok, S::Error> {
     s.collect_seq(v.iter().map(|x| num(*x)))
 }
 
-/// The unit of an axis of sizes (`maxmemory`), whose values are bytes.
-pub const BYTES: &str = "bytes";
+pub use crate::values::BYTES;
 
 /// One axis as sweep.json has it: the name (with `_`) and its values in its unit.
 #[derive(Debug, Clone, Serialize, Deserialize)]

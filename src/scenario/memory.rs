@@ -15,7 +15,7 @@ pub(super) fn value_sizes(m: &RunFlags) -> Result<(usize, Option<SizeDist>), Usa
             "value_size and value_size_dist are both set: every item has one size or each has its own, not both; keep one",
         )),
         (_, Some(d)) => Ok((d.mean().round() as usize, Some(d))),
-        (v, None) => Ok((v.unwrap_or(1024), None)),
+        (_, None) => Ok((m.data.resolved().value_size(), None)),
     }
 }
 

@@ -265,8 +265,10 @@ mod parts;
 pub mod policy;
 mod resolve;
 mod servers;
+pub mod sweep;
 pub mod target;
 mod trace;
+pub mod traces;
 
 pub use cluster::ClusterSettings;
 pub use faults::verdict_possible;

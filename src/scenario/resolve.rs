@@ -174,6 +174,9 @@ fn build(
     sc.ok_or_else(|| UsageError::new("the scenario could not be resolved"))
 }
 
+/// The open loop's rate when neither `--rps` nor `--clients` is given.
+pub const DEFAULT_RPS: f64 = 10_000.0;
+
 /// The workload's shape, resolved before the checks that depend on it.
 pub(super) struct Shape {
     pub strategy: StrategySpec,
@@ -201,7 +204,7 @@ fn shape(m: &RunFlags, p: &mut Problems) -> Option<Shape> {
         (None, _, Some(c)) => LoadShape::Closed { clients: c },
         (None, Some(Rate(r)), None) => LoadShape::Open { rps: r, arrival },
         (None, None, None) => LoadShape::Open {
-            rps: 10_000.0,
+            rps: DEFAULT_RPS,
             arrival,
         },
     };

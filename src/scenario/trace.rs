@@ -39,7 +39,7 @@ pub(super) fn settings(m: &RunFlags) -> Result<Option<TraceSpec>, UsageError> {
         skip_s: m.traces.trace_skip.map_or(0.0, |d| d.0.as_secs_f64()),
         slice_s: m.load.duration.map(|d| d.0.as_secs_f64()),
         retime_rps: m.load.rps.map(|r| r.0),
-        default_size: m.data.value_size.unwrap_or(1024) as u32,
+        default_size: m.data.resolved().value_size() as u32,
     };
     let spec = replay::load(&opts).map_err(UsageError::new)?;
     let warmup = m.load.warmup.map_or(0.0, |d| d.0.as_secs_f64());

@@ -7,8 +7,8 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::Serialize;
 
-use crate::cli::{MrcCmd, TraceFlags, TraceStatsCmd};
 use crate::error::UsageError;
+use crate::scenario::traces::{self as plan, TraceFile, Workload};
 use crate::stats::{Purpose, derive_seed};
 use crate::trace::analysis::{TraceStats, analyse};
 use crate::trace::mrc::{
@@ -22,8 +22,8 @@ fn usage(e: TraceError) -> anyhow::Error {
     UsageError::new(e.to_string()).into()
 }
 
-fn open(path: &Path, flags: &TraceFlags) -> Result<Reader> {
-    Reader::open(path, flags.trace_format, flags.trace_columns.as_ref()).map_err(usage)
+fn open(t: &TraceFile) -> Result<Reader> {
+    Reader::open(&t.path, t.format, t.columns.as_ref()).map_err(usage)
 }
 
 /// The file a figure came from: its name, size and SHA-256.
@@ -53,42 +53,23 @@ struct StatsJson {
 }
 
 /// What `trace-stats` prints: the figures as text, or as JSON with `--json`.
-pub fn trace_stats(cmd: &TraceStatsCmd) -> Result<String> {
-    let mut reader = open(&cmd.file, &cmd.trace)?;
+pub fn trace_stats(t: &TraceFile, json: bool) -> Result<String> {
+    let mut reader = open(t)?;
     let stats = analyse(&mut reader).map_err(usage)?;
-    if cmd.json {
+    if json {
         let doc = StatsJson {
-            source: source(&cmd.file)?,
+            source: source(&t.path)?,
             stats,
         };
         return Ok(serde_json::to_string_pretty(&doc)? + "\n");
     }
-    Ok(format!("{}\n{}", cmd.file.display(), stats.text()))
+    Ok(format!("{}\n{}", t.path.display(), stats.text()))
 }
 
-/// The defaults of `run`, which `mrc` draws the same sequence with.
-const DEFAULT_KEYS: u64 = 10_000;
-const DEFAULT_ZIPF: f64 = 1.0;
-const DEFAULT_RPS: f64 = 10_000.0;
-const DEFAULT_DURATION_S: f64 = 10.0;
-const DEFAULT_SEED: u64 = 42;
-const DEFAULT_VALUE_SIZE: u32 = 1024;
-
-/// The curve of the synthetic workload: the key sequence `run` draws with these flags.
-fn workload_curve(cmd: &MrcCmd, rate: Option<f64>, sizes: Option<&[u64]>) -> Result<Curve> {
-    let keys = cmd.keys.unwrap_or(DEFAULT_KEYS);
-    let zipf = cmd.zipf.unwrap_or(DEFAULT_ZIPF);
-    if keys == 0 || zipf.is_nan() || zipf <= 0.0 {
-        return Err(UsageError::new("--keys must be at least 1 and --zipf above 0").into());
-    }
-    let rps = cmd.rps.map_or(DEFAULT_RPS, |r| r.0);
-    let secs = cmd
-        .duration
-        .map_or(DEFAULT_DURATION_S, |d| d.0.as_secs_f64());
-    let requests = (rps * secs).round() as u64;
-    let seed = cmd.seed.unwrap_or(DEFAULT_SEED);
-    let bytes = cmd.value_size.unwrap_or(DEFAULT_VALUE_SIZE);
-    let mut sampler = KeySampler::new(keys, zipf, derive_seed(seed, Purpose::Keys, 0), 0.0)
+/// The curve of the synthetic workload: the key sequence `run` draws with these settings.
+fn workload_curve(w: &Workload, rate: Option<f64>, sizes: Option<&[u64]>) -> Result<Curve> {
+    let (keys, requests, bytes) = (w.keys, w.requests, w.value_size);
+    let mut sampler = KeySampler::new(keys, w.zipf, derive_seed(w.seed, Purpose::Keys, 0), 0.0)
         .map_err(UsageError)?;
     // As for a trace: SHARDS by default only where it samples enough keys to be accurate.
     let sampled_keys = keys as f64 * AUTO_RATE;
@@ -107,25 +88,20 @@ fn workload_curve(cmd: &MrcCmd, rate: Option<f64>, sizes: Option<&[u64]>) -> Res
 }
 
 /// What `mrc` prints: the curve as a table, or as JSON with `--json`.
-pub fn mrc(cmd: &MrcCmd) -> Result<String> {
-    if let Some(r) = cmd.sampling_rate
-        && (r.is_nan() || r <= 0.0 || r > 1.0)
-    {
-        return Err(UsageError::new(format!("--sampling-rate {r}: a rate in (0, 1]")).into());
-    }
-    let sizes = cmd.sizes.as_ref().map(|s| s.0.as_slice());
-    let (what, curve) = match &cmd.trace {
-        Some(path) => {
-            let mut reader = open(path, &cmd.trace_flags)?;
-            let c = trace_curve(&mut reader, cmd.sampling_rate, sizes).map_err(usage)?;
-            (path.display().to_string(), c)
+pub fn mrc(m: &plan::Mrc) -> Result<String> {
+    let sizes = m.sizes.as_deref();
+    let (what, curve) = match &m.source {
+        plan::Source::Trace(t) => {
+            let mut reader = open(t)?;
+            let c = trace_curve(&mut reader, m.sampling_rate, sizes).map_err(usage)?;
+            (t.path.display().to_string(), c)
         }
-        None => (
+        plan::Source::Workload(w) => (
             "the workload".to_string(),
-            workload_curve(cmd, cmd.sampling_rate, sizes)?,
+            workload_curve(w, m.sampling_rate, sizes)?,
         ),
     };
-    if cmd.json {
+    if m.json {
         return Ok(serde_json::to_string_pretty(&curve)? + "\n");
     }
     Ok(table(&what, &curve))

@@ -14,6 +14,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub mod check;
 pub mod start;
 
+/// The unit of an axis of sizes (`maxmemory`), whose values are bytes.
+pub const BYTES: &str = "bytes";
+
 /// A TOML value that may be written as a string ("10k", "250ms") or a bare number.
 #[derive(Deserialize)]
 #[serde(untagged)]

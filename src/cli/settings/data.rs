@@ -42,6 +42,7 @@ settings! {
         /// Bytes of payload per item [default: 1024]
         #[arg(long, value_name = "BYTES")]
         pub value_size: Option<usize> => or,
+            default 1024,
             check at_least(1),
             check at_most_16_mib;
 

@@ -14,7 +14,7 @@ use crate::fault::{FaultKind, KeySet, KeyUnit};
 use crate::values::{Dur, Percent, Rate, Size};
 
 /// The unit of a size axis in sweep.json, by which the renderers write its values as sizes.
-pub use crate::results::sweep::BYTES;
+pub use crate::values::BYTES;
 
 /// Most points one axis may have.
 const MAX_POINTS: usize = 200;
