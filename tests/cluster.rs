@@ -259,7 +259,7 @@ fn a_failover_and_a_slot_migration_lose_no_request() {
     assert!(m["cluster"]["keys_moved"].as_u64().unwrap() >= 1, "{m}");
     assert_eq!(
         m["cluster"]["slot"].as_u64(),
-        Some(u64::from(stampede::cache::cluster::entry_slot(1)))
+        Some(u64::from(stampede::cache::cluster_client::entry_slot(1)))
     );
     // Requests for the moved keys met ASK while the slot was half moved, and got answers.
     assert!(r.u("/redis/ask") > 0, "{}", r.json["redis"]);
@@ -411,7 +411,7 @@ fn merge_dir(dir: &Path) -> Value {
 
 #[tokio::test]
 async fn shards_run_against_an_external_cluster() {
-    use stampede::servers::{ClusterShape, ManagedCluster};
+    use stampede::cluster::{ClusterShape, ManagedCluster};
     // The user's cluster and database: started here, given to the shards by URL.
     let cluster = ManagedCluster::start(ClusterShape::default(), false)
         .await

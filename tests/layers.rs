@@ -15,12 +15,13 @@ const LAYERS: &[(&str, &[&str])] = &[
         "leaves: values, redaction, counters, statistics, the workload",
         &[
             "values", "redact", "error", "metric", "metrics", "ledger", "stats", "steady",
-            "workload", "pacer", "shard", "sizes", "trace", "replay", "memory",
+            "workload", "pacer", "shard", "sizes", "trace", "memory",
         ],
     ),
     (
         "servers and clients: the managed servers, Redis, Postgres, TLS, the policies, the app's HTTP path",
         &[
+            "cluster",
             "fault",
             "protect",
             "thresholds",

@@ -46,7 +46,8 @@ impl Admin {
     /// without them, so no part of a run (shards, app runs, cleanup) connects otherwise.
     pub async fn open(url: &str, tls: &RedisTls, prefix: Arc<str>) -> Result<Admin> {
         if is_cluster(url) {
-            let conn = cluster::connect(url, tls, Duration::from_secs(2), false).await?;
+            let conn =
+                super::cluster_client::connect(url, tls, Duration::from_secs(2), false).await?;
             let nodes = nodes::discover(url, tls, &conn).await?;
             return Ok(Admin {
                 conn: Conn::Cluster(conn),

@@ -20,12 +20,12 @@ use crate::strategy::lock::RELEASE_LUA;
 use crate::tls::RedisTls;
 
 mod admin;
-pub mod cluster;
+pub mod cluster_client;
 mod memory_commands;
 pub mod nodes;
 use admin::info_field;
 pub use admin::{Admin, HEARTBEAT_TTL, RedisStats};
-pub use cluster::{Conn, is_cluster};
+pub use cluster_client::{Conn, is_cluster};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CacheError {
@@ -190,7 +190,7 @@ impl Cache {
         let mut v = Vec::with_capacity(conns as usize);
         for _ in 0..conns {
             v.push(if is_cluster(url) {
-                Conn::Cluster(cluster::connect(url, tls, timeout, replicas).await?)
+                Conn::Cluster(cluster_client::connect(url, tls, timeout, replicas).await?)
             } else {
                 Conn::Single(connect(url, tls, timeout).await?)
             });

@@ -9,10 +9,11 @@ use anyhow::{Context, Result};
 use futures_util::StreamExt;
 use redis::aio::ConnectionManager;
 
-use super::cluster;
+use super::cluster_client as cluster;
 use super::{Admin, Conn, KeyBuf, connect, info_field};
+use crate::cluster::figures::NodeReading;
+use crate::cluster::{ClusterNode, Role, key_slot, parse_cluster_nodes, parse_node_stats};
 use crate::error::EnvError;
-use crate::servers::cluster::{ClusterNode, Role, key_slot, parse_cluster_nodes, parse_node_stats};
 use crate::tls::RedisTls;
 
 /// How long one node's admin command may take.
@@ -26,30 +27,6 @@ pub struct Node {
     /// `host:port`.
     pub addr: String,
     conn: ConnectionManager,
-}
-
-/// One node's figures, read from its INFO. Counters are since the node started (or its
-/// statistics were reset); the run's figures are the difference over the run's window.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct NodeStats {
-    pub id: String,
-    pub addr: String,
-    /// A primary now (`role:master`), or a replica.
-    pub primary: bool,
-    /// The server process's `run_id` (INFO server): a restarted node has a new one, and its
-    /// counters started again from 0.
-    pub run_id: String,
-    /// `total_commands_processed`.
-    pub commands: u64,
-    pub keyspace_hits: u64,
-    pub keyspace_misses: u64,
-    pub evicted_keys: u64,
-    /// `used_memory` in bytes, now.
-    pub used_memory: u64,
-    /// Commands it answered with a MOVED redirect (`errorstat_MOVED`).
-    pub moved: u64,
-    /// Commands it answered with an ASK redirect (`errorstat_ASK`).
-    pub ask: u64,
 }
 
 /// The nodes of the cluster `conn` is connected to, as CLUSTER NODES lists them, each with a
@@ -94,9 +71,9 @@ async fn topology_of(conn: &redis::cluster_async::ClusterConnection) -> Result<V
 }
 
 /// Parse one node's `INFO server stats memory replication errorstats`.
-fn parse_node_info(id: &str, addr: &str, info: &str) -> Result<NodeStats> {
+fn parse_node_info(id: &str, addr: &str, info: &str) -> Result<NodeReading> {
     let n = parse_node_stats(info).map_err(|e| anyhow::anyhow!("node {addr}: {e}"))?;
-    Ok(NodeStats {
+    Ok(NodeReading {
         id: id.to_string(),
         addr: addr.to_string(),
         primary: info_field(info, "role") == Some("master"),
@@ -143,13 +120,13 @@ impl Admin {
         Err(last.unwrap_or_else(|| anyhow::anyhow!("the cluster has no node to ask")))
     }
 
-    async fn read_node(n: Node) -> Result<NodeStats> {
+    async fn read_node(n: Node) -> Result<NodeReading> {
         let info = Self::node_info(&n, "server stats memory replication errorstats").await?;
         parse_node_info(&n.id, &n.addr, &info)
     }
 
     /// Every node's figures now, read in parallel; an error when a node does not answer.
-    pub async fn node_stats(&self) -> Result<Vec<NodeStats>> {
+    pub async fn node_stats(&self) -> Result<Vec<NodeReading>> {
         let reads: Vec<_> = self.nodes.iter().cloned().map(Self::read_node).collect();
         futures_util::future::join_all(reads)
             .await
@@ -158,7 +135,7 @@ impl Admin {
     }
 
     /// Every node's figures that answer now (a killed node is left out).
-    pub async fn live_node_stats(&self) -> Vec<NodeStats> {
+    pub async fn live_node_stats(&self) -> Vec<NodeReading> {
         let reads: Vec<_> = self.nodes.iter().cloned().map(Self::read_node).collect();
         futures_util::future::join_all(reads)
             .await
@@ -305,7 +282,7 @@ mod tests {
         let n = parse_node_info("abc", "127.0.0.1:1", info).unwrap();
         assert_eq!(
             n,
-            NodeStats {
+            NodeReading {
                 id: "abc".into(),
                 addr: "127.0.0.1:1".into(),
                 primary: true,

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 use crate::cli::{MrcCmd, TraceStatsCmd};
-use crate::scenario::traces as resolve;
+use crate::scenario::trace as resolve;
 use crate::session::traces;
 
 pub fn stats(cmd: TraceStatsCmd) -> Result<ExitCode> {

@@ -162,7 +162,7 @@ impl Driver {
                 // A cluster carries a PUBLISH to every node over its bus: subscribing on one
                 // seed hears every instance's invalidations.
                 let listen_url = if crate::cache::is_cluster(redis_url) {
-                    crate::cache::cluster::seed_urls(redis_url)?.swap_remove(0)
+                    crate::cache::cluster_client::seed_urls(redis_url)?.swap_remove(0)
                 } else {
                     redis_url.to_string()
                 };
@@ -318,7 +318,7 @@ impl Driver {
         // A replay's reader thread starts now, ahead of the window's start by the lead.
         let (read_feed, write_feed) = match &sc.trace {
             Some(t) => {
-                let f = crate::replay::spawn(
+                let f = crate::trace::replay::spawn(
                     t,
                     sc.value_size as u32,
                     crate::stats::derive_seed(sc.seed, crate::stats::Purpose::Arrivals, 1),

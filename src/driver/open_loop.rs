@@ -19,9 +19,9 @@ const UNSENT_AFTER: Duration = Duration::from_millis(50);
 use crate::fault::FaultKind;
 use crate::metrics::Recorder;
 use crate::pacer::{self, Pacer};
-use crate::replay::Feed;
 use crate::results::DispatchLag;
 use crate::stats::{Purpose, derive_seed};
+use crate::trace::replay::Feed;
 use crate::workload::{Arrival, KeySampler, Schedule, Warp};
 
 /// One instance's share of the open loop. Each request is its own task (no worker pool: an

@@ -16,9 +16,9 @@ use crate::cache::Admin;
 use crate::instance::Instance;
 use crate::metrics::Writes;
 use crate::origin::Db;
-use crate::replay::Feed;
 use crate::stats::{Purpose, derive_seed};
 use crate::strategy::envelope::Meta;
+use crate::trace::replay::Feed;
 use crate::workload::KeySampler;
 
 /// Takes a write off the in-flight count however it ends.

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::FaultSpec;
 use crate::values::{Dur, Percent};
 
 /// When a run with a shock counts as back (docs/survival.md).
@@ -32,4 +33,37 @@ impl Default for RecoveryCriteria {
             observe: Dur(Duration::from_secs(10)),
         }
     }
+}
+
+/// Whether a run with these faults can have a verdict: a shock, a baseline before it, and
+/// `--observe` after it. Err says why not.
+pub fn verdict_possible(
+    faults: &[FaultSpec],
+    duration: Dur,
+    c: &RecoveryCriteria,
+) -> Result<(), String> {
+    let (Some(first), Some(end)) = (
+        faults.iter().map(|f| f.at.0).min(),
+        faults.iter().map(|f| f.ends_at()).max(),
+    ) else {
+        return Err("the run has no shock: add one (--fault drop-cache@AT, --fault kill-redis@AT+FOR, --fault slow-db@AT+FOR, --fault spike@AT+FOR, …)".to_string());
+    };
+    if first < c.baseline_window.0 {
+        return Err(format!(
+            "the first shock at {} leaves no baseline of {} before it: strike later or shorten --baseline-window",
+            Dur(first),
+            c.baseline_window
+        ));
+    }
+    let left = duration.0.saturating_sub(end);
+    if left < c.observe.0 {
+        return Err(format!(
+            "the window leaves {} after the last shock ends at {}, less than --observe {}: lengthen --duration to at least {}, or shorten --observe",
+            Dur(left),
+            Dur(end),
+            c.observe,
+            Dur(end + c.observe.0)
+        ));
+    }
+    Ok(())
 }

@@ -8,6 +8,7 @@
 use toml::{Table, Value};
 
 use super::{FaultKind, FaultSpec};
+use crate::error::UsageError;
 
 /// The grammar, for error messages.
 const SHAPE: &str =
@@ -184,6 +185,61 @@ fn read(table: Table) -> Result<FaultSpec, String> {
     Value::Table(table)
         .try_into::<FaultSpec>()
         .map_err(|e| e.to_string().trim_end().to_string())
+}
+
+impl FaultSpec {
+    /// Its own settings checked, wherever it was written (`name` says where, for errors).
+    pub fn check(&self, name: &str) -> Result<(), UsageError> {
+        let f = self;
+        // Which keys a kind takes is the kind's own list, as on the command line.
+        if let Some(key) = stray_key(f) {
+            return Err(UsageError::new(format!(
+                "{name}: `{key}` is not a setting of {}; {}",
+                f.kind,
+                keys_of(f.kind)
+            )));
+        }
+        if f.down_for.0.is_zero() && !f.kind.is_instant() {
+            return Err(UsageError::new(format!(
+                "{name}: down_for must be longer than 0"
+            )));
+        }
+        if f.kind == FaultKind::DropCache && !f.down_for.0.is_zero() {
+            return Err(UsageError::new(format!(
+                "{name}: a drop-cache is instant and has no down_for: the cache refills through the traffic"
+            )));
+        }
+        if f.kind.needs_cluster() && !f.down_for.0.is_zero() {
+            return Err(UsageError::new(format!(
+                "{name}: a {} is instant and has no down_for: it is over once {}",
+                f.kind,
+                if f.kind == FaultKind::Failover {
+                    "the replica took over"
+                } else {
+                    "the slot moved"
+                }
+            )));
+        }
+        if let Some(p) = f.fraction
+            && p.0 <= 0.0
+        {
+            return Err(UsageError::new(format!(
+                "{name}: fraction must be more than 0% (100% drops every entry)"
+            )));
+        }
+        if let Some(k) = f.factor {
+            let (lo, hi, what) = match f.kind {
+                FaultKind::SlowDb => (1.0, 1000.0, "how many times its cost a load costs"),
+                _ => (0.01, 100.0, "how many times the rate is offered"),
+            };
+            if !(lo..=hi).contains(&k) {
+                return Err(UsageError::new(format!(
+                    "{name}: factor {k} is out of range: {what}, between {lo} and {hi}"
+                )));
+            }
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -9,11 +9,10 @@ pub mod chaos;
 mod criteria;
 mod grammar;
 pub mod report;
-mod strike;
 
-pub use criteria::RecoveryCriteria;
-pub use grammar::{keys_of, parse, spell, stray_key, with_key};
-pub use strike::{NodeChoice, SlotChoice};
+pub use crate::cluster::SlotChoice;
+pub use criteria::{RecoveryCriteria, verdict_possible};
+pub use grammar::{parse, spell, with_key};
 
 use std::time::Duration;
 

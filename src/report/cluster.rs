@@ -7,8 +7,8 @@ use anyhow::Result;
 use plotters::prelude::*;
 
 use super::html::chart::{look, plot_err};
+use crate::cluster::figures::NodeFigures;
 use crate::results::RunResult;
-use crate::results::cluster::NodeFigures;
 
 fn opt(v: Option<u64>) -> String {
     v.map_or_else(|| "-".to_string(), |n| n.to_string())

@@ -145,7 +145,7 @@ pub fn diagnose(r: &RunResult) -> Vec<Diagnosis> {
         out.push(d("below-break-even", m));
     }
     if let Some(nodes) = &r.redis.nodes
-        && let Some(m) = super::cluster::hot_shard(
+        && let Some(m) = crate::cluster::figures::hot_shard(
             nodes,
             r.redis.hottest_node_share,
             secs,

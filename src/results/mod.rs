@@ -4,7 +4,6 @@
 //! (check, compare, the renderers) works on these types, never on loose JSON.
 
 pub mod check;
-pub mod cluster;
 pub mod comparable;
 pub mod cost;
 pub mod diagnose;

@@ -3,7 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Known, Latency, cluster};
+use super::{Known, Latency};
+use crate::cluster::figures as cluster;
 use crate::memory::figures as memory;
 
 /// The database's side of the measured window. A *load* is a request's need for a value (it

@@ -5,35 +5,10 @@
 
 use std::str::FromStr;
 
-use serde::{Deserialize, Serialize};
-
 use crate::cli::RunFlags;
+use crate::cluster::{ClusterSettings, ClusterShape, NodeChoice};
 use crate::error::UsageError;
-use crate::fault::{FaultKind, NodeChoice};
-pub use crate::servers::ClusterShape;
-
-/// A run's cluster settings; all default on a single server.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ClusterSettings {
-    /// `--redis-cluster`: the tool starts and stops a cluster of this shape.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub managed: Option<ClusterShape>,
-    /// `--read-from-replicas`: GETs go to a replica of the key's primary.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub read_from_replicas: bool,
-    /// `--redis-node`: the primary kill-redis and failover strike.
-    #[serde(default)]
-    pub node: NodeChoice,
-    /// `--slot`: the slot a migration moves; None: the hottest key's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub slot: Option<u16>,
-}
-
-impl ClusterSettings {
-    pub fn is_default(&self) -> bool {
-        *self == ClusterSettings::default()
-    }
-}
+use crate::fault::FaultKind;
 
 /// The cluster flags, checked against where Redis is and what a cluster run cannot do.
 pub(super) fn cluster_settings(m: &RunFlags) -> Result<ClusterSettings, UsageError> {

@@ -9,7 +9,7 @@ use super::LoadShape;
 use super::resolve::{Shape, Src};
 use crate::cli::RunFlags;
 use crate::error::{Problems, UsageError};
-use crate::fault::{self as schedule, FaultKind, FaultSpec, RecoveryCriteria};
+use crate::fault::{self as schedule, FaultKind, FaultSpec};
 use crate::values::Dur;
 
 /// `--db-timeout` when a kill-postgres fault is scheduled and none is given: long enough for
@@ -148,53 +148,6 @@ pub(super) fn faults_from_flags(flags: &mut RunFlags) -> Result<Vec<String>, Usa
     Ok(names)
 }
 
-/// A shock's own settings, wherever it was written.
-pub(super) fn check_shock(f: &FaultSpec, name: &str) -> Result<(), UsageError> {
-    // Which keys a kind takes is the kind's own list, as on the command line.
-    if let Some(key) = schedule::stray_key(f) {
-        return Err(UsageError::new(format!(
-            "{name}: `{key}` is not a setting of {}; {}",
-            f.kind,
-            schedule::keys_of(f.kind)
-        )));
-    }
-    if f.kind == FaultKind::DropCache && !f.down_for.0.is_zero() {
-        return Err(UsageError::new(format!(
-            "{name}: a drop-cache is instant and has no down_for: the cache refills through the traffic"
-        )));
-    }
-    if f.kind.needs_cluster() && !f.down_for.0.is_zero() {
-        return Err(UsageError::new(format!(
-            "{name}: a {} is instant and has no down_for: it is over once {}",
-            f.kind,
-            if f.kind == FaultKind::Failover {
-                "the replica took over"
-            } else {
-                "the slot moved"
-            }
-        )));
-    }
-    if let Some(p) = f.fraction
-        && p.0 <= 0.0
-    {
-        return Err(UsageError::new(format!(
-            "{name}: fraction must be more than 0% (100% drops every entry)"
-        )));
-    }
-    if let Some(k) = f.factor {
-        let (lo, hi, what) = match f.kind {
-            FaultKind::SlowDb => (1.0, 1000.0, "how many times its cost a load costs"),
-            _ => (0.01, 100.0, "how many times the rate is offered"),
-        };
-        if !(lo..=hi).contains(&k) {
-            return Err(UsageError::new(format!(
-                "{name}: factor {k} is out of range: {what}, between {lo} and {hi}"
-            )));
-        }
-    }
-    Ok(())
-}
-
 /// The shock flags that set a setting of every shock of a kind (the file's included), and
 /// the checks that need the whole scenario: a flag for a shock the run does not have, a spike
 /// without a schedule, a slow-db on a load with no cost to multiply.
@@ -256,7 +209,7 @@ pub(super) fn apply_shock_flags(
             FaultKind::Spike => f.factor = spike.or(f.factor),
             _ => {}
         }
-        check_shock(f, &format!("{} at {}", f.kind, f.at))?;
+        f.check(&format!("{} at {}", f.kind, f.at))?;
     }
     if closed_loop && has(m, FaultKind::Spike) {
         return Err(UsageError::new(
@@ -318,39 +271,6 @@ pub(super) fn check_external_faults(m: &RunFlags) -> Result<(), UsageError> {
             }
         }
         _ => {}
-    }
-    Ok(())
-}
-
-/// Whether a run with these faults can have a verdict: a shock, a baseline before it, and
-/// `--observe` after it. Err says why not.
-pub fn verdict_possible(
-    faults: &[FaultSpec],
-    duration: Dur,
-    c: &RecoveryCriteria,
-) -> Result<(), String> {
-    let (Some(first), Some(end)) = (
-        faults.iter().map(|f| f.at.0).min(),
-        faults.iter().map(|f| f.ends_at()).max(),
-    ) else {
-        return Err("the run has no shock: add one (--fault drop-cache@AT, --fault kill-redis@AT+FOR, --fault slow-db@AT+FOR, --fault spike@AT+FOR, …)".to_string());
-    };
-    if first < c.baseline_window.0 {
-        return Err(format!(
-            "the first shock at {} leaves no baseline of {} before it: strike later or shorten --baseline-window",
-            Dur(first),
-            c.baseline_window
-        ));
-    }
-    let left = duration.0.saturating_sub(end);
-    if left < c.observe.0 {
-        return Err(format!(
-            "the window leaves {} after the last shock ends at {}, less than --observe {}: lengthen --duration to at least {}, or shorten --observe",
-            Dur(left),
-            Dur(end),
-            c.observe,
-            Dur(end + c.observe.0)
-        ));
     }
     Ok(())
 }

@@ -167,7 +167,7 @@ pub struct Scenario {
     pub recovery: RecoveryCriteria,
     /// The recorded trace replayed as the traffic (`--trace`); absent for a synthetic workload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trace: Option<crate::replay::TraceSpec>,
+    pub trace: Option<crate::trace::replay::TraceSpec>,
 }
 
 /// Refresh-ahead on a schedule: the most popular keys re-loaded every `every`.
@@ -267,11 +267,9 @@ mod resolve;
 mod servers;
 pub mod sweep;
 pub mod target;
-mod trace;
-pub mod traces;
+pub mod trace;
 
-pub use cluster::ClusterSettings;
-pub use faults::verdict_possible;
+pub use crate::cluster::ClusterSettings;
 pub use resolve::{resolve, resolve_one};
 
 #[cfg(test)]

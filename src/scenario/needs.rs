@@ -51,7 +51,7 @@ const PARTS: &[Part] = &[
         of: "the writes, and there are none: add --write-rps (scenario file: write_rps)",
         on: |m| {
             m.writes.write_rps.is_some_and(|r| r.0 > 0.0)
-                || m.traces.trace_ops == Some(crate::replay::TraceOps::All)
+                || m.traces.trace_ops == Some(crate::trace::replay::TraceOps::All)
         },
         keys: "write_zipf invalidate",
     },

@@ -193,14 +193,15 @@ pub(super) fn protections(
 /// The writes and their invalidation: the flags', or a trace's when it replays every op.
 pub(super) fn writes(
     m: &RunFlags,
-    trace: Option<&crate::replay::TraceSpec>,
+    trace: Option<&crate::trace::replay::TraceSpec>,
     own_load: bool,
     zipf: f64,
 ) -> Result<(Option<WriteLoad>, Option<Invalidate>), UsageError> {
     let writes = match trace {
         // A replay of every op writes what the trace writes, at its times: the rate is its mean.
         Some(t)
-            if t.ops == crate::replay::TraceOps::All && t.found.writes + t.found.deletes > 0 =>
+            if t.ops == crate::trace::replay::TraceOps::All
+                && t.found.writes + t.found.deletes > 0 =>
         {
             Some(WriteLoad {
                 rps: (t.found.writes + t.found.deletes) as f64 / t.found.run_s,

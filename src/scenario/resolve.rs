@@ -4,11 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use super::faults::{check_shock, fault_name, faults_from_flags, verdict_possible};
+use super::faults::{fault_name, faults_from_flags};
 use super::parts::{cache_policy, protections, survival_settings, writes};
 use super::servers::{own_load, tls_settings};
 use super::{LoadShape, Scenario};
-use crate::fault::RecoveryCriteria;
+use crate::fault::{RecoveryCriteria, verdict_possible};
 
 /// Most payload a run may seed (keys × value size): it is stored twice, in Postgres and Redis.
 const MAX_DATA_BYTES: u64 = 8 << 30;
@@ -93,13 +93,7 @@ fn check(f: &RunFlags, src: &Src, problems: &mut Problems) {
         ));
     }
     for (i, fault) in f.faults.fault.iter().enumerate() {
-        problems.take(check_shock(fault, &fault_name(src, i, fault)));
-        if fault.down_for.0.is_zero() && !fault.kind.is_instant() {
-            problems.push(format!(
-                "{}: down_for must be longer than 0",
-                fault_name(src, i, fault)
-            ));
-        }
+        problems.take(fault.check(&fault_name(src, i, fault)));
     }
 }
 
@@ -180,7 +174,7 @@ pub const DEFAULT_RPS: f64 = 10_000.0;
 /// The workload's shape, resolved before the checks that depend on it.
 pub(super) struct Shape {
     pub strategy: StrategySpec,
-    pub trace: Option<crate::replay::TraceSpec>,
+    pub trace: Option<crate::trace::replay::TraceSpec>,
     pub load: LoadShape,
     pub own_load: Option<super::OwnLoad>,
     pub keys: u64,

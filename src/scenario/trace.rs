@@ -1,13 +1,17 @@
-//! `--trace` and its settings: what may go with a replay and what the trace decides (the
-//! rate, the duration, the keys), and the first pass over it, done here so a malformed trace
-//! is a usage error before any server starts.
+//! The trace flags resolved: `--trace` and its settings (what may go with a replay and what the
+//! trace decides: the rate, the duration, the keys; the first pass over it, done here so a
+//! malformed trace is a usage error before any server starts), `--workload-from`, and what
+//! `trace-stats` and `mrc` read (a trace, or the synthetic workload `run` would draw with the
+//! same flags, whose defaults are `run`'s own declared ones).
 
+use std::path::Path;
 use std::time::Duration;
 
-use crate::cli::RunFlags;
+use crate::cli::{MrcCmd, RunFlags, TraceFlags, TraceStatsCmd};
 use crate::error::UsageError;
-use crate::replay::{self, Spread, TraceOps, TraceSpec};
+use crate::trace::replay::{self, Spread, TraceOps, TraceSpec};
 use crate::trace::shape::Payload;
+use crate::trace::spec::{Mrc, Source, TraceFile, Workload};
 use crate::values::Dur;
 
 /// The replay's spec after its first pass, or None without `--trace` (then its settings are
@@ -93,4 +97,61 @@ pub(super) fn workload_from(m: &mut RunFlags) -> Result<(), UsageError> {
         m.data.ttl = w.ttl.map(Dur);
     }
     Ok(())
+}
+
+/// The trace file of `trace-stats` or `mrc`, read as its flags say.
+fn trace_file(path: &Path, flags: &TraceFlags) -> TraceFile {
+    TraceFile {
+        path: path.to_path_buf(),
+        format: flags.trace_format,
+        columns: flags.trace_columns.clone(),
+    }
+}
+
+/// `trace-stats`: the trace and whether to print JSON.
+pub fn for_trace_stats(cmd: &TraceStatsCmd) -> (TraceFile, bool) {
+    (trace_file(&cmd.file, &cmd.trace), cmd.json)
+}
+
+/// `mrc`: the trace, or `run`'s workload with the given flags over `run`'s defaults.
+pub fn for_mrc(cmd: &MrcCmd) -> Result<Mrc, UsageError> {
+    if let Some(r) = cmd.sampling_rate
+        && (r.is_nan() || r <= 0.0 || r > 1.0)
+    {
+        return Err(UsageError::new(format!(
+            "--sampling-rate {r}: a rate in (0, 1]"
+        )));
+    }
+    let source = match &cmd.trace {
+        Some(path) => Source::Trace(trace_file(path, &cmd.trace_flags)),
+        None => {
+            let mut f = RunFlags::default();
+            f.data.keys = cmd.keys;
+            f.data.zipf = cmd.zipf;
+            f.data.seed = cmd.seed;
+            f.data.value_size = cmd.value_size.map(|v| v as usize);
+            f.load.duration = cmd.duration;
+            let (data, load) = (f.data.resolved(), f.load.resolved());
+            let (keys, zipf) = (data.keys(), data.zipf());
+            if keys == 0 || zipf.is_nan() || zipf <= 0.0 {
+                return Err(UsageError::new(
+                    "--keys must be at least 1 and --zipf above 0",
+                ));
+            }
+            let rps = cmd.rps.map_or(super::resolve::DEFAULT_RPS, |r| r.0);
+            Source::Workload(Workload {
+                keys,
+                zipf,
+                requests: (rps * load.duration().0.as_secs_f64()).round() as u64,
+                seed: data.seed(),
+                value_size: data.value_size() as u32,
+            })
+        }
+    };
+    Ok(Mrc {
+        source,
+        sampling_rate: cmd.sampling_rate,
+        sizes: cmd.sizes.as_ref().map(|s| s.0.clone()),
+        json: cmd.json,
+    })
 }

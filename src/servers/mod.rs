@@ -39,13 +39,11 @@
 //! died, all before the watchdog acted (the group kill would then miss or hit a stranger;
 //! it needs the pid counter to wrap within milliseconds).
 
-pub mod cluster;
 pub mod postgres;
 pub mod reaper;
 pub mod redis;
 pub(crate) mod watchdog;
 
-pub use self::cluster::{ClusterShape, ManagedCluster};
 pub use self::postgres::ManagedPostgres;
 pub use self::redis::ManagedRedis;
 

@@ -31,7 +31,10 @@ pub(crate) struct Measured {
     /// Redis's memory at the end (the built-in app's runs).
     pub(crate) memory: Option<crate::memory::figures::MemoryFigures>,
     /// A cluster's nodes at the window's start and end.
-    pub(crate) nodes: Option<(Vec<cache::nodes::NodeStats>, Vec<cache::nodes::NodeStats>)>,
+    pub(crate) nodes: Option<(
+        Vec<crate::cluster::figures::NodeReading>,
+        Vec<crate::cluster::figures::NodeReading>,
+    )>,
 }
 
 /// The result of a run, built once from everything measured.
@@ -50,7 +53,7 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
         memory,
         nodes,
     } = m;
-    let cluster = nodes.map(|(b, a)| results::cluster::window(&b, &a));
+    let cluster = nodes.map(|(b, a)| crate::cluster::figures::window(&b, &a));
     let generator = generator_figures(sc, &raw);
     let t = &raw.totals;
     let o = |x: Outcome| t.outcomes[x as usize];
@@ -293,7 +296,7 @@ fn redis_figures(
     fault_reports: &[results::FaultReport],
     expiring_in_window: u64,
     memory: Option<crate::memory::figures::MemoryFigures>,
-    cluster: Option<results::cluster::ClusterWindow>,
+    cluster: Option<crate::cluster::figures::ClusterWindow>,
 ) -> results::RedisFigures {
     let c = &raw.counters;
     // INFO's counters start again at zero with every restart of Redis.

@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use tokio_util::sync::CancellationToken;
 
+use crate::cluster::ManagedCluster;
 use crate::scenario::Scenario;
-use crate::servers::{ManagedCluster, ManagedPostgres, ManagedRedis, postgres::PgStartOptions};
+use crate::servers::{ManagedPostgres, ManagedRedis, postgres::PgStartOptions};
 use crate::tls::RedisTls;
 
 /// Ctrl-C, SIGTERM and SIGHUP (a closed terminal) all become one shutdown signal handed to

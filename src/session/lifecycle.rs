@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use super::builtin::Setup;
 use super::env::Env;
 use super::faults::{finish_faults, start_faults};
-use crate::cache::{self, Admin, RedisStats};
+use crate::cache::{Admin, RedisStats};
 use crate::driver::{Driver, Raw};
 use crate::error::EnvError;
 use crate::fault::chaos;
@@ -205,7 +205,7 @@ pub(crate) async fn redis_version(admin: &Admin) -> Result<String> {
 #[derive(Default)]
 pub(crate) struct Readings {
     pub(crate) stats: Option<RedisStats>,
-    pub(crate) nodes: Option<Vec<cache::nodes::NodeStats>>,
+    pub(crate) nodes: Option<Vec<crate::cluster::figures::NodeReading>>,
 }
 
 impl Readings {

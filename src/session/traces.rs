@@ -8,12 +8,12 @@ use anyhow::{Context, Result};
 use serde::Serialize;
 
 use crate::error::UsageError;
-use crate::scenario::traces::{self as plan, TraceFile, Workload};
 use crate::stats::{Purpose, derive_seed};
 use crate::trace::analysis::{TraceStats, analyse};
 use crate::trace::mrc::{
     AUTO_EXACT_LIMIT, AUTO_MIN_SAMPLED_KEYS, AUTO_RATE, Curve, Mrc, trace_curve,
 };
+use crate::trace::spec::{self as plan, TraceFile, Workload};
 use crate::trace::{Reader, TraceError, fingerprint};
 use crate::workload::KeySampler;
 

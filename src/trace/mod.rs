@@ -1,7 +1,9 @@
 //! Real access traces, read and analysed: the published cache-trace formats (Twitter's, Meta's
 //! CacheLib KV replay, a generic CSV or JSON-lines, `redis-cli MONITOR` output), gzip or zstd
 //! compressed or not, read as a stream of [`Record`]s; the figures `trace-stats` prints
-//! ([`analysis`]); and the LRU miss-ratio curve `mrc` draws ([`mrc`]).
+//! ([`analysis`]); the LRU miss-ratio curve `mrc` draws ([`mrc`]); and a trace replayed as a
+//! run's traffic (`run --trace`, [`replay`]). Resolving the trace flags is
+//! `scenario/trace.rs`, running `trace-stats` and `mrc` `session/traces.rs`.
 //!
 //! A leaf: nothing here knows about servers or runs. The reader parses one line at a time into
 //! one reused buffer and splits it on bytes, so a line costs no allocation, and a bad line is
@@ -11,7 +13,9 @@ pub mod analysis;
 mod json;
 pub mod mrc;
 mod parse;
+pub mod replay;
 pub mod shape;
+pub mod spec;
 #[cfg(test)]
 mod tests;
 

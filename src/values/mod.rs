@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 pub mod check;
+pub mod points;
 pub mod start;
 
 /// The unit of an axis of sizes (`maxmemory`), whose values are bytes.

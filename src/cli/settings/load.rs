@@ -122,7 +122,7 @@ settings! {
             value_enum,
             hide_possible_values = true,
         )]
-        pub trace_ops: Option<crate::replay::TraceOps> => or;
+        pub trace_ops: Option<crate::trace::replay::TraceOps> => or;
 
         /// Replay the trace X times faster than recorded [default: 1]
         #[arg(hide_short_help = true, long, value_name = "X")]
@@ -139,7 +139,7 @@ settings! {
             value_enum,
             hide_possible_values = true,
         )]
-        pub trace_spread: Option<crate::replay::Spread> => or;
+        pub trace_spread: Option<crate::trace::replay::Spread> => or;
 
         /// Skip the trace's first D of trace time [default: 0s]
         #[arg(hide_short_help = true, long, value_name = "DURATION")]

@@ -109,7 +109,7 @@ pub struct Done {
     pub records: Vec<Record>,
     /// The managed servers, to be stopped with the others (None if lost, or not managed).
     pub redis: Option<ManagedRedis>,
-    pub cluster: Option<crate::servers::ManagedCluster>,
+    pub cluster: Option<crate::cluster::ManagedCluster>,
     pub postgres: Option<ManagedPostgres>,
     /// PIDs of the redis-servers started by restarts, in order.
     pub restarted_pids: Vec<u32>,

@@ -9,10 +9,9 @@ use anyhow::{Context, Result, anyhow, bail};
 use rand::SeedableRng;
 use rand::seq::IndexedRandom;
 
+use crate::cluster::{self as ops, ClusterNode, ManagedCluster, MigrateOptions, NodeChoice, Role};
+use crate::fault::FaultKind;
 use crate::fault::report::ClusterFault;
-use crate::fault::{FaultKind, NodeChoice};
-use crate::servers::ManagedCluster;
-use crate::servers::cluster::{self as ops, ClusterNode, MigrateOptions, Role};
 use crate::tls::RedisTls;
 
 /// How long a promotion after a kill may take before the fault says no replica took over:
@@ -72,14 +71,14 @@ impl ClusterSide {
     }
 
     fn node_url(&self, addr: &str) -> Result<String> {
-        crate::cache::cluster::node_url(&self.url, addr)
+        crate::cache::cluster_client::node_url(&self.url, addr)
     }
 
     /// The cluster as one of its live nodes sees it (the seeds first, then every node a
     /// seed listed).
     async fn topology(&self) -> Result<Vec<ClusterNode>> {
         let mut last = anyhow!("the cluster URL has no seed");
-        for seed in crate::cache::cluster::seed_urls(&self.url)? {
+        for seed in crate::cache::cluster_client::seed_urls(&self.url)? {
             match ops::cluster_nodes(&seed, &self.tls).await {
                 Ok(v) => return Ok(v),
                 Err(e) => last = e,

@@ -11,7 +11,8 @@ use crate::cli::{CompareCmd, RunFlags, SweepCmd, TargetFlags};
 use crate::error::UsageError;
 use crate::scenario::Scenario;
 use crate::values::Dur;
-use axes::{Axis, Point};
+use crate::values::points::Point;
+use axes::Axis;
 
 /// How the sweep runs, from its flags: where it writes, how many runs a bisection may take,
 /// trials per cell, the knee's latency.
@@ -88,7 +89,7 @@ impl Points {
             sc.thresholds = sc.thresholds.clone().without_boundary();
             // A sweep with a shock maps verdicts: each point must be able to have one.
             if !sc.faults.is_empty() {
-                crate::scenario::verdict_possible(&sc.faults, sc.duration, &sc.recovery).map_err(
+                crate::fault::verdict_possible(&sc.faults, sc.duration, &sc.recovery).map_err(
                     |why| {
                         UsageError::new(format!(
                             "a sweep with a shock needs a recovery verdict at every point, and {why}"

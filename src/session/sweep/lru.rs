@@ -31,7 +31,7 @@ pub(super) fn curve(sc: &Scenario, axes: &[String]) -> Option<Lru> {
         Some(t) => {
             let warmup_s = sc.warmup.0.as_secs_f64();
             let (mut all, mut pre, mut w) = (Mrc::exact(), Mrc::exact(), 0u64);
-            crate::replay::each_read(t, sc.value_size as u32, |at, id, size| {
+            crate::trace::replay::each_read(t, sc.value_size as u32, |at, id, size| {
                 all.access(id, Some(size));
                 if at < warmup_s {
                     pre.access(id, Some(size));

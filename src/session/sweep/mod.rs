@@ -24,9 +24,10 @@ use crate::results::sweep::{
 };
 use crate::results::{self, RunResult};
 use crate::scenario::Scenario;
-use crate::scenario::sweep::axes::{self, Point};
+use crate::scenario::sweep::axes;
 use crate::scenario::sweep::{Options, Plan, Points};
 use crate::session::Progress;
+use crate::values::points::Point;
 
 /// How close the boundary's two rates must come: the next rate that fails is within 5% of
 /// the one reported.

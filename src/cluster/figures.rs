@@ -5,7 +5,29 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::cache::nodes::NodeStats;
+/// One node's figures, read from its INFO. Counters are since the node started (or its
+/// statistics were reset); the run's figures are the difference over the run's window.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NodeReading {
+    pub id: String,
+    pub addr: String,
+    /// A primary now (`role:master`), or a replica.
+    pub primary: bool,
+    /// The server process's `run_id` (INFO server): a restarted node has a new one, and its
+    /// counters started again from 0.
+    pub run_id: String,
+    /// `total_commands_processed`.
+    pub commands: u64,
+    pub keyspace_hits: u64,
+    pub keyspace_misses: u64,
+    pub evicted_keys: u64,
+    /// `used_memory` in bytes, now.
+    pub used_memory: u64,
+    /// Commands it answered with a MOVED redirect (`errorstat_MOVED`).
+    pub moved: u64,
+    /// Commands it answered with an ASK redirect (`errorstat_ASK`).
+    pub ask: u64,
+}
 
 /// One node over the run's window.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -45,14 +67,14 @@ pub struct ClusterWindow {
 /// The window's figures from each node's INFO before and after: nodes are matched by id; a
 /// node that restarted in the window (another `run_id`) started its counters again, and its
 /// differences are unknown.
-pub fn window(before: &[NodeStats], after: &[NodeStats]) -> ClusterWindow {
+pub fn window(before: &[NodeReading], after: &[NodeReading]) -> ClusterWindow {
     let mut nodes = Vec::with_capacity(after.len().max(before.len()));
     let mut moved = Some(0u64);
     let mut ask = Some(0u64);
     for b in before {
         let a = after.iter().find(|a| a.id == b.id);
         let delta = a.filter(|a| a.run_id == b.run_id && a.commands >= b.commands);
-        let sub = |f: fn(&NodeStats) -> u64| delta.map(|a| f(a).saturating_sub(f(b)));
+        let sub = |f: fn(&NodeReading) -> u64| delta.map(|a| f(a).saturating_sub(f(b)));
         let (m, k) = (sub(|n| n.moved), sub(|n| n.ask));
         moved = moved.zip(m).map(|(x, y)| x + y);
         ask = ask.zip(k).map(|(x, y)| x + y);
@@ -164,8 +186,8 @@ pub fn hot_shard(
 mod tests {
     use super::*;
 
-    fn node(id: &str, primary: bool, commands: u64, moved: u64) -> NodeStats {
-        NodeStats {
+    fn node(id: &str, primary: bool, commands: u64, moved: u64) -> NodeReading {
+        NodeReading {
             id: id.into(),
             addr: format!("h:{id}"),
             primary,

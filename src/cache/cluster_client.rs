@@ -63,7 +63,7 @@ pub fn seed_urls(url: &str) -> Result<Vec<String>> {
 
 /// The URL of one node `addr` (`host:port`) of the cluster `url`, with its credentials and TLS.
 pub fn node_url(url: &str, addr: &str) -> Result<String> {
-    Ok(crate::servers::cluster::node_url(
+    Ok(crate::cluster::node_url(
         &seed_urls(url)?.swap_remove(0),
         addr,
     ))
@@ -72,7 +72,7 @@ pub fn node_url(url: &str, addr: &str) -> Result<String> {
 /// The slot of entry `id`'s keys (entry, lock, lease, version marker): their hash tag is the
 /// id, whatever the run's namespace.
 pub fn entry_slot(id: u64) -> u16 {
-    crate::servers::cluster::key_slot(id.to_string().as_bytes())
+    crate::cluster::key_slot(id.to_string().as_bytes())
 }
 
 /// One connection to Redis, a single server or a cluster: commands on a cluster go to the
@@ -186,7 +186,7 @@ mod tests {
 
     #[test]
     fn an_entrys_keys_share_its_slot() {
-        use crate::servers::cluster::key_slot;
+        use crate::cluster::key_slot;
         assert_eq!(
             key_slot(b"stampede:ab:lock:{42}"),
             key_slot(b"stampede:ab:{42}")

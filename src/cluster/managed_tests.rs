@@ -7,6 +7,7 @@ use std::io::BufRead;
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::cluster::*;
 use crate::servers::test_support::pid_alive;
 
 /// A promotion must come within this many node timeouts: failure detection (1×), the
@@ -516,7 +517,7 @@ fn sigkill_of_the_holder_leaves_nothing() {
     let child = std::process::Command::new(exe)
         .args([
             "--exact",
-            "servers::cluster::tests::holder",
+            "cluster::managed::tests::holder",
             "--ignored",
             "--nocapture",
             "--test-threads=1",

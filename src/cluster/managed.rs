@@ -1,7 +1,7 @@
 //! A managed Redis Cluster: P primaries with R replicas each, every node a [`ManagedRedis`]
 //! (its own free port, bus port, temp dir, log and watchdog), formed by the tool itself and
 //! awaited until every node agrees it is whole; kill, restart and stop per node for the
-//! faults. The [`ops`] functions read and change any cluster, managed or external.
+//! faults. The [`super::ops`] functions read and change any cluster, managed or external.
 //!
 //! Why the tool forms the cluster itself (CLUSTER ADDSLOTSRANGE, SET-CONFIG-EPOCH, MEET,
 //! REPLICATE) instead of `redis-cli --cluster create`: the layout is ours to choose (replica
@@ -9,31 +9,20 @@
 //! (redis-cli polls the join that way), TLS goes through the same client code as everything
 //! else, and a failure is reported with the nodes' own logs. redis-cli is not needed.
 
-pub mod ops;
-pub mod topology;
-
-#[cfg(test)]
-mod tests;
-
 use std::fmt;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-pub use self::ops::{
-    MigrateOptions, MigrateReport, Promotion, cluster_nodes, cluster_state, failover, migrate_slot,
-    node_stats, replica_link_up, wait_promotion,
-};
-pub use self::topology::{
-    ClusterNode, ClusterState, NodeStats, Role, SLOTS, key_slot, node_url, parse_cluster_nodes,
-    parse_node_stats,
-};
-use super::reaper::REDIS_DIR_PREFIX;
-use super::redis::{Certs, NodeOptions};
-use super::watchdog::Watchdog;
-use super::{ManagedRedis, ServerError, log_tail, server_dir};
+use super::ops::{cluster_nodes, cluster_state, replica_link_up};
+use super::topology::{ClusterNode, Role, SLOTS};
+use super::{ops, topology};
 use crate::error::UsageError;
+use crate::servers::reaper::REDIS_DIR_PREFIX;
+use crate::servers::redis::{Certs, NodeOptions};
+use crate::servers::watchdog::Watchdog;
+use crate::servers::{ManagedRedis, ServerError, log_tail, server_dir};
 use crate::tls::{RedisTls, RunCerts};
 
 /// `cluster-node-timeout` of the managed nodes: how long a primary may be unreachable
@@ -573,3 +562,7 @@ mod setup {
         Ok(Ok(()))
     }
 }
+
+#[cfg(test)]
+#[path = "managed_tests.rs"]
+mod tests;
