@@ -86,28 +86,30 @@ impl RunCmd {
 }
 
 #[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Output")]
 pub struct OutputFlags {
     /// Write the full results (JSON, versioned schema) to FILE.
     ///
     /// With --repeat, FILE is a directory that gets <strategy>/trial-N.json and summary.json,
     /// as compare writes.
-    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
 
     /// Write a self-contained HTML report to FILE at the end.
     ///
     /// The report holds the timelines as inline SVG and opens offline.
-    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    #[arg(long, value_name = "FILE")]
     pub html: Option<PathBuf>,
 
     /// No progress bar and no summary table; errors are still printed.
-    #[arg(long, short, help_heading = "Output")]
+    #[arg(long, short)]
     pub quiet: bool,
 }
 
 /// The app under test (`--target`): command line only, not scenario files (an app's command
 /// and headers belong to the machine that runs it, not to the workload).
 #[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "App under test")]
 pub struct TargetFlags {
     /// Drive this HTTP endpoint instead of the built-in app.
     ///
@@ -116,13 +118,13 @@ pub struct TargetFlags {
     /// or closed loop (--clients), on a keep-alive connection pool. The start is cold (stampede
     /// cannot warm an app's cache); DB calls, herds and hit rates come from the servers
     /// (docs/app.md).
-    #[arg(long, value_name = "URL", help_heading = "App under test")]
+    #[arg(long, value_name = "URL")]
     pub target: Option<String>,
 
     /// Deadline of one request to the target [default: 5s]
     ///
     /// Connecting included; a request past it is counted in http.timeouts.
-    #[arg(long, value_name = "DURATION", help_heading = "App under test")]
+    #[arg(requires = "target", long, value_name = "DURATION")]
     pub http_timeout: Option<crate::values::Dur>,
 
     /// Connections to the target at most [default: 64]
@@ -134,31 +136,21 @@ pub struct TargetFlags {
     /// flooded with new connections just when it can least take them (measured on
     /// examples/app at 40k req/s: 64 connections held p99 1.9 ms; 256 served 25k req/s at p99
     /// 22 ms; 2048 fell 634 ms behind).
-    #[arg(
-        hide_short_help = true,
-        long,
-        value_name = "N",
-        help_heading = "App under test"
-    )]
+    #[arg(requires = "target", hide_short_help = true, long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub http_conns: Option<u32>,
 
     /// A header sent with every request, 'Name: value' (repeatable).
     ///
     /// Repeat it for several (e.g. for auth). Values are not written to the results.
-    #[arg(long, value_name = "'NAME: VALUE'", help_heading = "App under test")]
+    #[arg(requires = "target", long, value_name = "'NAME: VALUE'")]
     pub header: Vec<String>,
 
     /// The statuses that count as success [default: any 2xx]
     ///
     /// Comma-separated or repeated. Other statuses are errors, counted by class in
     /// http.status.
-    #[arg(
-        hide_short_help = true,
-        long,
-        value_name = "CODE",
-        value_delimiter = ',',
-        help_heading = "App under test"
-    )]
+    #[arg(requires = "target", hide_short_help = true, long, value_name = "CODE", value_delimiter = ',',
+        value_parser = clap::value_parser!(u16).range(100..=599))]
     pub expect_status: Vec<u16>,
 
     /// A regex the response body must match to count as success.
@@ -166,10 +158,10 @@ pub struct TargetFlags {
     /// A regular expression the response body must match for the request to count as success
     /// (so a 200 with the wrong body is an error).
     #[arg(
+        requires = "target",
         hide_short_help = true,
         long,
-        value_name = "REGEX",
-        help_heading = "App under test"
+        value_name = "REGEX"
     )]
     pub expect_body: Option<String>,
 
@@ -180,29 +172,24 @@ pub struct TargetFlags {
     /// DB_SCHEMA (the seeded items table and the stampede_load(id) function), CACHE_PREFIX,
     /// CACHE_TTL_MS (--ttl) and PORT (a free port, also put for {port} in --target and
     /// --app-ready).
-    #[arg(long, value_name = "CMD", help_heading = "App under test")]
+    #[arg(requires = "target", long, value_name = "CMD")]
     pub app_cmd: Option<String>,
 
     /// With --app-cmd: URL that is 2xx when up [default: port open]
     ///
     /// The URL that answers 2xx once the app is ready; by default, readiness is the target's
     /// port accepting connections.
-    #[arg(
-        hide_short_help = true,
-        long,
-        value_name = "URL",
-        help_heading = "App under test"
-    )]
+    #[arg(requires = "target", hide_short_help = true, long, value_name = "URL")]
     pub app_ready: Option<String>,
 
     /// With --app-cmd: time allowed to get ready [default: 30s]
     ///
     /// How long the app may take to be ready before the run fails.
     #[arg(
+        requires = "target",
         hide_short_help = true,
         long,
-        value_name = "DURATION",
-        help_heading = "App under test"
+        value_name = "DURATION"
     )]
     pub app_ready_timeout: Option<crate::values::Dur>,
 
@@ -210,12 +197,7 @@ pub struct TargetFlags {
     ///
     /// The file the app's output goes to; by default a file in the temp dir, named in the
     /// results.
-    #[arg(
-        hide_short_help = true,
-        long,
-        value_name = "FILE",
-        help_heading = "App under test"
-    )]
+    #[arg(requires = "target", hide_short_help = true, long, value_name = "FILE")]
     pub app_log: Option<PathBuf>,
 
     /// For an app that is already running: the schema it reads.
@@ -223,12 +205,7 @@ pub struct TargetFlags {
     /// With no --app-cmd, servers given with --redis-url and --pg-url: stampede creates the
     /// schema, seeds the items table and the stampede_load(id) function in it, and drops it at
     /// the end.
-    #[arg(
-        hide_short_help = true,
-        long,
-        value_name = "NAME",
-        help_heading = "App under test"
-    )]
+    #[arg(requires = "target", hide_short_help = true, long, value_name = "NAME")]
     pub schema: Option<String>,
 
     /// Regex of the app's DB calls [default: by role, else by schema]
@@ -237,10 +214,10 @@ pub struct TargetFlags {
     /// expression on the statement text). Default: every statement of the app's own role on a
     /// managed Postgres, else every statement naming the run's schema.
     #[arg(
+        requires = "target",
         hide_short_help = true,
         long,
-        value_name = "REGEX",
-        help_heading = "App under test"
+        value_name = "REGEX"
     )]
     pub db_match: Option<String>,
 }
@@ -273,6 +250,7 @@ impl PrepareCmd {
 
 /// Splitting one experiment over several processes or machines (docs/shards.md).
 #[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Shards and live metrics")]
 pub struct ShardFlags {
     /// Run shard I of N of this experiment (I counts from 0).
     ///
@@ -281,19 +259,14 @@ pub struct ShardFlags {
     /// N's and k mod N's. Needs --redis-url and --pg-url (servers every shard reaches). Shard 0
     /// seeds, warms and writes the start instant into Redis (unless `stampede prepare` did),
     /// the others wait for it; all start at that instant.
-    #[arg(long, value_name = "I/N", value_parser = crate::shard::ShardSpec::parse, conflicts_with = "shards", help_heading = "Shards and live metrics")]
+    #[arg(long, value_name = "I/N", value_parser = crate::shard::ShardSpec::parse, conflicts_with = "shards")]
     pub shard: Option<crate::shard::ShardSpec>,
 
     /// Run shard $JOB_COMPLETION_INDEX of N (a Kubernetes Indexed Job).
     ///
     /// The shard index is read from $JOB_COMPLETION_INDEX, as a Kubernetes Indexed Job sets it;
     /// otherwise as --shard.
-    #[arg(
-        hide_short_help = true,
-        long,
-        value_name = "N",
-        help_heading = "Shards and live metrics"
-    )]
+    #[arg(hide_short_help = true, long, value_name = "N")]
     pub shards: Option<u32>,
 
     /// The run's name, the same in all its shards [default: derived]
@@ -301,12 +274,7 @@ pub struct ShardFlags {
     /// Names the run every shard of it joins (its Redis keys and Postgres schema); every shard
     /// of one run gives the same, two runs at once on the same servers differ [default: derived
     /// from the scenario and the shard count]
-    #[arg(
-        hide_short_help = true,
-        long,
-        value_name = "ID",
-        help_heading = "Shards and live metrics"
-    )]
+    #[arg(hide_short_help = true, long, value_name = "ID")]
     pub run_id: Option<String>,
 
     /// When all shards start [default: --start-delay after the setup]
@@ -314,42 +282,27 @@ pub struct ShardFlags {
     /// When every shard starts its traffic (warm-up, then the measured window), as RFC 3339
     /// (2026-12-01T03:00:00Z) or Unix seconds; by default shard 0 (or `prepare`) fixes it at
     /// --start-delay after its setup.
-    #[arg(hide_short_help = true, long, value_name = "TIME", value_parser = parse_start_at, help_heading = "Shards and live metrics")]
+    #[arg(hide_short_help = true, long, value_name = "TIME", value_parser = parse_start_at)]
     pub start_at: Option<u64>,
 
     /// From the end of the setup to the start instant [default: 5s]
     ///
     /// Time from the end of the setup to the start instant it writes: every shard must have
     /// connected by then (a shard that is not ready in time exits 3).
-    #[arg(
-        hide_short_help = true,
-        long,
-        value_name = "DURATION",
-        help_heading = "Shards and live metrics"
-    )]
+    #[arg(hide_short_help = true, long, value_name = "DURATION")]
     pub start_delay: Option<crate::values::Dur>,
 
     /// How long a shard waits for the start signal [default: 60s]
     ///
     /// A shard that has waited this long for the start signal gives up with exit 3.
-    #[arg(
-        hide_short_help = true,
-        long,
-        value_name = "DURATION",
-        help_heading = "Shards and live metrics"
-    )]
+    #[arg(hide_short_help = true, long, value_name = "DURATION")]
     pub start_timeout: Option<crate::values::Dur>,
 
     /// How long shard 0 waits at the end for the others [default: 60s]
     ///
     /// How long shard 0 waits at the end for the other shards to finish before it reads the
     /// server counters and removes the run's schema and keys.
-    #[arg(
-        hide_short_help = true,
-        long,
-        value_name = "DURATION",
-        help_heading = "Shards and live metrics"
-    )]
+    #[arg(hide_short_help = true, long, value_name = "DURATION")]
     pub end_timeout: Option<crate::values::Dur>,
 }
 
@@ -371,6 +324,7 @@ fn parse_start_at(s: &str) -> Result<u64, String> {
 
 /// Live metrics for Prometheus (docs/shards.md#live-metrics).
 #[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Shards and live metrics")]
 pub struct MetricsFlags {
     /// Serve Prometheus/OpenMetrics text at http://ADDR/metrics.
     ///
@@ -378,35 +332,31 @@ pub struct MetricsFlags {
     /// stampede_db_calls_total, stampede_shed_total, stampede_redis_errors_total and the
     /// histogram stampede_request_duration_seconds, labelled with strategy and shard, counting
     /// the measured window only.
-    #[arg(long, value_name = "ADDR", help_heading = "Shards and live metrics")]
+    #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<std::net::SocketAddr>,
 
     /// Serve the final values this long after the run [default: 0s]
     ///
     /// Keep serving the final values this long after the run, so the last scrape sees them.
-    #[arg(
-        hide_short_help = true,
-        long,
-        value_name = "DURATION",
-        help_heading = "Shards and live metrics"
-    )]
+    #[arg(hide_short_help = true, long, value_name = "DURATION")]
     pub metrics_linger: Option<crate::values::Dur>,
 }
 
 /// Repeated trials: medians with intervals instead of one draw of the noise.
 #[derive(Debug, Args, Clone, Copy)]
+#[command(next_help_heading = "Trials")]
 pub struct TrialFlags {
     /// Run every strategy N times, interleaved, each on a fresh cache.
     ///
     /// Trials are interleaved (A B C, C B A, …) so the machine's drift hits them alike, each
     /// trial on a fresh cache and fresh counters; from 5 trials figures get 95% intervals and
     /// ties are tested.
-    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100), help_heading = "Trials")]
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub repeat: u32,
 
     /// Give every trial the same seed.
     ///
     /// By default trial k, counted from 1, uses seed + k - 1, so each draws other keys.
-    #[arg(hide_short_help = true, long, help_heading = "Trials")]
+    #[arg(hide_short_help = true, long)]
     pub same_seed: bool,
 }

@@ -10,26 +10,21 @@ use crate::values::{Dur, Rate};
 
 /// How a trace file is read.
 #[derive(Debug, Args, Clone, Default)]
+#[command(next_help_heading = "Trace")]
 pub struct TraceFlags {
     /// twitter, meta, csv, jsonl or monitor [default: detected]
     ///
     /// Detected from the first line when not given: MONITOR's timestamp and [db client],
     /// a JSON object, Meta's header (key, op, op_count or op_time), any other header with a
     /// key column (csv), or Twitter's seven headerless columns.
-    #[arg(
-        long,
-        value_enum,
-        value_name = "FORMAT",
-        hide_possible_values = true,
-        help_heading = "Trace"
-    )]
+    #[arg(long, value_enum, value_name = "FORMAT", hide_possible_values = true)]
     pub trace_format: Option<Format>,
 
     /// csv/jsonl column names, e.g. timestamp=ts,key=k
     ///
     /// The fields are timestamp (seconds), key, value_size, op and ttl; unnamed ones keep
     /// their own names.
-    #[arg(long, value_name = "FIELD=COL,…", help_heading = "Trace")]
+    #[arg(long, value_name = "FIELD=COL,…")]
     pub trace_columns: Option<Columns>,
 }
 

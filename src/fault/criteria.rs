@@ -1,8 +1,6 @@
 //! When a run with a shock counts as back: the criterion of the recovery verdict
 //! (docs/survival.md).
 
-use std::time::Duration;
-
 use serde::{Deserialize, Serialize};
 
 use super::FaultSpec;
@@ -21,18 +19,6 @@ pub struct RecoveryCriteria {
     pub settle: Dur,
     /// `--observe`: the least time the window must leave after the last shock for a verdict.
     pub observe: Dur,
-}
-
-impl Default for RecoveryCriteria {
-    fn default() -> Self {
-        RecoveryCriteria {
-            baseline_window: Dur(Duration::from_secs(2)),
-            goodput: Percent(0.95),
-            hit_points: 5.0,
-            settle: Dur(Duration::from_secs(2)),
-            observe: Dur(Duration::from_secs(10)),
-        }
-    }
 }
 
 /// Whether a run with these faults can have a verdict: a shock, a baseline before it, and

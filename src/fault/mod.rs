@@ -385,8 +385,15 @@ pub const DEFAULT_SLOW_DB_FACTOR: f64 = 4.0;
 /// How many times the rate is offered during a spike when no factor is given.
 pub const DEFAULT_SPIKE_FACTOR: f64 = 2.0;
 
-/// Pair the `at` flag of `kind` with its duration flag, in the order given.
+/// Pair the `at` flag of `kind` with its duration flag, in the order given; an instant kind
+/// has no duration flag.
 pub fn pair(kind: FaultKind, at: &[Dur], down: &[Dur]) -> Result<Vec<FaultSpec>, String> {
+    if kind.is_instant() {
+        return Ok(at
+            .iter()
+            .map(|&at| FaultSpec::new(kind, at, Dur(Duration::ZERO)))
+            .collect());
+    }
     let (at_flag, down_flag) = kind.flags();
     match (at.len(), down.len()) {
         (0, 0) => return Ok(Vec::new()),

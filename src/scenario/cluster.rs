@@ -33,27 +33,8 @@ pub(super) fn cluster_settings(m: &RunFlags) -> Result<ClusterSettings, UsageErr
         Some(n) => NodeChoice::from_str(n).map_err(UsageError::new)?,
         None => NodeChoice::default(),
     };
-    for (set, flag) in [
-        (
-            m.cluster.read_from_replicas.unwrap_or(false),
-            "--read-from-replicas",
-        ),
-        (m.cluster.redis_node.is_some(), "--redis-node"),
-        (m.cluster.slot.is_some(), "--slot"),
-    ] {
-        if set && !on_cluster {
-            return Err(UsageError::new(format!(
-                "{flag} is for a Redis Cluster: add --redis-cluster (managed) or --redis-url redis+cluster://…"
-            )));
-        }
-    }
-    if let Some(s) = m.cluster.slot
-        && s >= 16384
-    {
-        return Err(UsageError::new(format!(
-            "--slot {s} is not a slot: Redis Cluster has slots 0 to 16383"
-        )));
-    }
+    // The cluster's own settings on one server, and a slot past the last: [`super::needs`]
+    // and the setting's declaration.
     if on_cluster
         && m.cache.l1.is_some()
         && m.cache.l1_invalidate == Some(crate::l1::L1Invalidate::Tracking)
@@ -86,11 +67,6 @@ pub(super) fn cluster_settings(m: &RunFlags) -> Result<ClusterSettings, UsageErr
     {
         return Err(UsageError::new(
             "a failover hands a primary over to its replica, and --redis-cluster P:0 has none: give replicas (e.g. --redis-cluster 3:1)",
-        ));
-    }
-    if on_cluster && m.memory.maxmemory.is_some() {
-        return Err(UsageError::new(
-            "--maxmemory is not supported on a Redis Cluster yet (each node would need its own share of the budget): drop it, or run on one server",
         ));
     }
     Ok(ClusterSettings {

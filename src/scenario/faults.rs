@@ -74,57 +74,25 @@ pub(super) fn fault_name(src: &Src, i: usize, f: &FaultSpec) -> String {
 /// The flags' fault list: each `--fault`, then the shorthands (each kind's `at` flags paired
 /// with its duration flags); with each fault's name as written, for errors.
 pub(super) fn faults_from_flags(flags: &mut RunFlags) -> Result<Vec<String>, UsageError> {
+    let f = &flags.faults;
+    let none = &Vec::new();
     let mut faults = Vec::new();
     for (kind, at, down) in [
-        (
-            FaultKind::KillRedis,
-            &flags.faults.kill_redis_at,
-            &flags.faults.redis_down_for,
-        ),
+        (FaultKind::KillRedis, &f.kill_redis_at, &f.redis_down_for),
         (
             FaultKind::KillPostgres,
-            &flags.faults.kill_postgres_at,
-            &flags.faults.postgres_down_for,
+            &f.kill_postgres_at,
+            &f.postgres_down_for,
         ),
-        (
-            FaultKind::PauseRedis,
-            &flags.faults.pause_redis_at,
-            &flags.faults.pause_for,
-        ),
+        (FaultKind::PauseRedis, &f.pause_redis_at, &f.pause_for),
+        (FaultKind::SlowDb, &f.slow_db_at, &f.slow_db_for),
+        (FaultKind::Spike, &f.spike_at, &f.spike_for),
+        (FaultKind::Failover, &f.failover_at, none),
+        (FaultKind::MigrateSlot, &f.migrate_slot_at, none),
+        (FaultKind::DropCache, &f.drop_cache_at, none),
     ] {
         faults.extend(schedule::pair(kind, at, down).map_err(UsageError)?);
     }
-    for (kind, at, down) in [
-        (
-            FaultKind::SlowDb,
-            &flags.faults.slow_db_at,
-            &flags.faults.slow_db_for,
-        ),
-        (
-            FaultKind::Spike,
-            &flags.faults.spike_at,
-            &flags.faults.spike_for,
-        ),
-    ] {
-        faults.extend(schedule::pair(kind, at, down).map_err(UsageError)?);
-    }
-    // A drop, a failover and a slot migration are instant: no duration flag to pair with.
-    for (kind, at) in [
-        (FaultKind::Failover, &flags.faults.failover_at),
-        (FaultKind::MigrateSlot, &flags.faults.migrate_slot_at),
-    ] {
-        faults.extend(
-            at.iter()
-                .map(|&at| FaultSpec::new(kind, at, Dur(Duration::ZERO))),
-        );
-    }
-    faults.extend(
-        flags
-            .faults
-            .drop_cache_at
-            .iter()
-            .map(|&at| FaultSpec::new(FaultKind::DropCache, at, Dur(Duration::ZERO))),
-    );
     let mut names: Vec<String> = flags
         .faults
         .fault
@@ -157,27 +125,20 @@ pub(super) fn apply_shock_flags(
     sleep_cost: bool,
 ) -> Result<(), UsageError> {
     let has = |m: &RunFlags, kind: FaultKind| m.faults.fault.iter().any(|f| f.kind == kind);
+    let f = &m.faults;
     for (set, flag, kind) in [
         (
-            m.faults.drop_fraction.is_some(),
+            f.drop_fraction.is_some(),
             "--drop-fraction",
             FaultKind::DropCache,
         ),
+        (f.drop_order.is_some(), "--drop-order", FaultKind::DropCache),
         (
-            m.faults.drop_order.is_some(),
-            "--drop-order",
-            FaultKind::DropCache,
-        ),
-        (
-            m.faults.slow_db_factor.is_some(),
+            f.slow_db_factor.is_some(),
             "--slow-db-factor",
             FaultKind::SlowDb,
         ),
-        (
-            m.faults.spike_factor.is_some(),
-            "--spike-factor",
-            FaultKind::Spike,
-        ),
+        (f.spike_factor.is_some(), "--spike-factor", FaultKind::Spike),
     ] {
         if set && !has(m, kind) {
             return Err(UsageError::new(format!(
@@ -186,19 +147,9 @@ pub(super) fn apply_shock_flags(
             )));
         }
     }
-    if let Some(k) = m.faults.slow_db_factor.or(m.faults.spike_factor)
-        && !(0.01..=1000.0).contains(&k)
-    {
-        return Err(UsageError::new(format!(
-            "shock factor {k} is out of range (slow-db: 1 to 1000; spike: 0.01 to 100)"
-        )));
-    }
-    let (fraction, order, slow, spike) = (
-        m.faults.drop_fraction,
-        m.faults.drop_order,
-        m.faults.slow_db_factor,
-        m.faults.spike_factor,
-    );
+    // Each shock's factor is then checked against its kind's range.
+    let (fraction, order) = (f.drop_fraction, f.drop_order);
+    let (slow, spike) = (f.slow_db_factor, f.spike_factor);
     for f in &mut m.faults.fault {
         match f.kind {
             FaultKind::DropCache => {

@@ -25,16 +25,10 @@ pub(super) fn value_sizes(m: &RunFlags) -> Result<(usize, Option<SizeDist>), Usa
 pub(super) fn limit(m: &RunFlags) -> Result<Option<MemoryLimit>, UsageError> {
     let given = m.given();
     let limits = ["maxmemory", "maxmemory_policy", "maxmemory_samples"];
-    let Some(first) = limits.iter().find(|k| given.contains(k)) else {
+    if !limits.iter().any(|k| given.contains(k)) {
         return Ok(None);
     };
-    let flag = |k: &str| format!("--{}", k.replace('_', "-"));
-    if m.servers.redis_url.is_some() {
-        return Err(UsageError::new(format!(
-            "{} sets the memory limit of the Redis stampede starts, and --redis-url is your server: stampede never changes its configuration (its maxmemory, policy and samples are read and reported in the result). Set them on the server yourself (CONFIG SET maxmemory …), or drop --redis-url to run on a managed Redis",
-            flag(first)
-        )));
-    }
+    // On the user's Redis (--redis-url) they are refused: [`super::needs`].
     // A policy without a limit is Redis's own "no limit" (maxmemory 0) with that policy: it
     // acts once a limit is set, as a sweep along --maxmemory does at each point.
     Ok(Some(MemoryLimit {
@@ -73,7 +67,8 @@ mod tests {
         .unwrap()
         .unwrap();
         assert_eq!((l.maxmemory.0, l.policy), (0, EvictionPolicy::AllkeysLru));
-        let e = limit(&{
+        // On the user's Redis the limit is refused at resolution (scenario/needs.rs).
+        let e = crate::scenario::resolve(None, {
             let mut f: RunFlags = Default::default();
             f.memory.maxmemory = Some(Size(8 << 20));
             f.servers.redis_url = Some("redis://127.0.0.1:1".into());

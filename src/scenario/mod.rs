@@ -163,7 +163,7 @@ pub struct Scenario {
     pub goodput_within: Dur,
     /// When a run with a shock counts as back (`--baseline-window`, `--recovery-goodput`,
     /// `--recovery-hit-points`, `--settle`, `--observe`).
-    #[serde(default)]
+    #[serde(default = "default_recovery")]
     pub recovery: RecoveryCriteria,
     /// The recorded trace replayed as the traffic (`--trace`); absent for a synthetic workload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -253,6 +253,11 @@ impl Scenario {
 /// Results written before `start` existed began from an empty cache.
 fn start_cold() -> Start {
     Start::Cold
+}
+
+/// The recovery criterion of a results file written before it was recorded: the defaults.
+fn default_recovery() -> RecoveryCriteria {
+    parts::recovery(&Default::default())
 }
 
 mod cluster;

@@ -8,7 +8,8 @@ use crate::strategy::StrategySpec;
 
 /// An optional part, whether a run has it, and its own settings' keys.
 struct Part {
-    of: &'static str,
+    /// What is said after the setting's flag.
+    says: &'static str,
     on: fn(&RunFlags) -> bool,
     /// The keys, space-separated.
     keys: &'static str,
@@ -16,27 +17,27 @@ struct Part {
 
 const PARTS: &[Part] = &[
     Part {
-        of: "the circuit breaker, which is off: add --breaker (scenario file: breaker = true)",
+        says: "is a setting of the circuit breaker, which is off: add --breaker (scenario file: breaker = true)",
         on: |m| m.protect.breaker == Some(true),
         keys: "breaker_error_rate breaker_latency breaker_window breaker_cooldown breaker_probes breaker_min_loads",
     },
     Part {
-        of: "the rate limit, which is off: add --db-rate R (scenario file: db_rate)",
+        says: "is a setting of the rate limit, which is off: add --db-rate R (scenario file: db_rate)",
         on: |m| m.protect.db_rate.is_some(),
         keys: "db_burst db_rate_scope",
     },
     Part {
-        of: "the in-process tier, which is off: add --l1 N (scenario file: l1)",
+        says: "is a setting of the in-process tier, which is off: add --l1 N (scenario file: l1)",
         on: |m| m.cache.l1.is_some(),
         keys: "l1_ttl l1_invalidate",
     },
     Part {
-        of: "the re-warm job, which is off: add --rewarm-every D (scenario file: rewarm_every)",
+        says: "is a setting of the re-warm job, which is off: add --rewarm-every D (scenario file: rewarm_every)",
         on: |m| m.cache.rewarm_every.is_some(),
         keys: "rewarm_top",
     },
     Part {
-        of: "the fail-safe, which is off: add --fail-safe D (scenario file: fail_safe), the time entries are kept past expiry to be served when a load fails",
+        says: "is a setting of the fail-safe, which is off: add --fail-safe D (scenario file: fail_safe), the time entries are kept past expiry to be served when a load fails",
         on: |m| {
             let preset = StrategySpec::parse(m.cache.strategy.as_deref().unwrap_or_default());
             m.cache.fail_safe.is_some()
@@ -48,7 +49,7 @@ const PARTS: &[Part] = &[
         keys: "fail_safe_throttle soft_timeout",
     },
     Part {
-        of: "the writes, and there are none: add --write-rps (scenario file: write_rps)",
+        says: "is a setting of the writes, and there are none: add --write-rps (scenario file: write_rps)",
         on: |m| {
             m.writes.write_rps.is_some_and(|r| r.0 > 0.0)
                 || m.traces.trace_ops == Some(crate::trace::replay::TraceOps::All)
@@ -56,51 +57,106 @@ const PARTS: &[Part] = &[
         keys: "write_zipf invalidate",
     },
     Part {
-        of: "an external Redis (--redis-url): the managed Redis is restarted by stampede itself",
+        says: "is a setting of an external Redis (--redis-url): the managed Redis is restarted by stampede itself",
         on: |m| m.servers.redis_url.is_some(),
         keys: "redis_restart_cmd",
     },
     Part {
-        of: "an external Postgres (--pg-url): the managed Postgres is killed and restarted by stampede itself",
+        says: "is a setting of an external Postgres (--pg-url): the managed Postgres is killed and restarted by stampede itself",
         on: |m| m.servers.pg_url.is_some(),
         keys: "pg_kill_cmd pg_restart_cmd",
     },
     Part {
-        of: "a trace replay, and there is none: add --trace FILE",
+        says: "is a setting of --db-sql (your query on your database), which is not given: add --db-sql",
+        on: |m| m.db.db_sql.is_some(),
+        keys: "keys_sql keys_file",
+    },
+    Part {
+        says: "is for a Redis Cluster: add --redis-cluster (managed) or --redis-url redis+cluster://…",
+        on: on_cluster,
+        keys: "read_from_replicas redis_node slot",
+    },
+    Part {
+        says: "is a setting of a trace replay, and there is none: add --trace FILE",
         on: |m| m.traces.trace.is_some(),
         keys: "trace_format trace_columns trace_ops speed trace_spread trace_skip",
     },
 ];
 
-/// What a trace decides, or what has no meaning with one: each key with why.
-const NOT_WITH_TRACE: &[(&str, &str)] = &[
+/// A part that decides settings itself, or gives them no meaning: its flag, whether a run has
+/// it, and each such key with why.
+type NotWith = (
+    &'static str,
+    fn(&RunFlags) -> bool,
+    &'static [(&'static str, &'static str)],
+);
+
+const OWN_ITEMS: &str = "the trace's keys are seeded as the tool's own items";
+const OWN_LOAD: &str =
+    "it shapes stampede's own load, and with --db-sql a load is your query on your keys";
+
+const YOUR_REDIS: &str = "it sets the memory limit of the Redis stampede starts, and stampede never changes its configuration (its maxmemory, policy and samples are read and reported in the result). Set them on the server yourself (CONFIG SET maxmemory …), or drop --redis-url to run on a managed Redis";
+
+/// Whether the run is on a Redis Cluster, managed or the user's.
+fn on_cluster(m: &RunFlags) -> bool {
+    m.cluster.redis_cluster.is_some()
+        || m.servers
+            .redis_url
+            .as_deref()
+            .is_some_and(crate::cache::is_cluster)
+}
+
+const NOT_WITH: &[NotWith] = &[
     (
-        "clients",
-        "a trace is replayed at its own times (open loop)",
+        "--trace",
+        |m| m.traces.trace.is_some(),
+        &[
+            (
+                "clients",
+                "a trace is replayed at its own times (open loop)",
+            ),
+            ("keys", "the trace's distinct keys are the items"),
+            ("zipf", "the popularity is the trace's own"),
+            ("arrival", "requests go out at the trace's timestamps"),
+            ("missing_ratio", "every trace key is an item"),
+            (
+                "value_size_dist",
+                "each item has the trace's value size for it (--value-size for a key the trace gives none)",
+            ),
+            (
+                "warm",
+                "item ids follow first appearance, not popularity; use --start steady (the default) or cold",
+            ),
+            ("db_sql", OWN_ITEMS),
+            ("keys_sql", OWN_ITEMS),
+            ("keys_file", OWN_ITEMS),
+        ],
     ),
-    ("keys", "the trace's distinct keys are the items"),
-    ("zipf", "the popularity is the trace's own"),
-    ("arrival", "requests go out at the trace's timestamps"),
-    ("missing_ratio", "every trace key is an item"),
     (
-        "value_size_dist",
-        "each item has the trace's value size for it (--value-size for a key the trace gives none)",
+        "--redis-url",
+        |m| m.servers.redis_url.is_some(),
+        &[
+            ("maxmemory", YOUR_REDIS),
+            ("maxmemory_policy", YOUR_REDIS),
+            ("maxmemory_samples", YOUR_REDIS),
+        ],
     ),
     (
-        "warm",
-        "item ids follow first appearance, not popularity; use --start steady (the default) or cold",
+        "a Redis Cluster",
+        on_cluster,
+        &[(
+            "maxmemory",
+            "not supported yet (each node would need its own share of the budget): drop it, or run on one server",
+        )],
     ),
     (
-        "db_sql",
-        "the trace's keys are seeded as the tool's own items",
-    ),
-    (
-        "keys_sql",
-        "the trace's keys are seeded as the tool's own items",
-    ),
-    (
-        "keys_file",
-        "the trace's keys are seeded as the tool's own items",
+        "--db-sql",
+        |m| m.db.db_sql.is_some(),
+        &[
+            ("db_query", OWN_LOAD),
+            ("db_cost", OWN_LOAD),
+            ("value_size", OWN_LOAD),
+        ],
     ),
 ];
 
@@ -110,12 +166,12 @@ pub(super) fn check(m: &RunFlags, p: &mut Problems) {
     let flag = |k: &str| format!("--{}", k.replace('_', "-"));
     for part in PARTS.iter().filter(|part| !(part.on)(m)) {
         for k in part.keys.split(' ').filter(|k| given.contains(k)) {
-            p.push(format!("{} is a setting of {}", flag(k), part.of));
+            p.push(format!("{} {}", flag(k), part.says));
         }
     }
-    if m.traces.trace.is_some() {
-        for (k, why) in NOT_WITH_TRACE.iter().filter(|(k, _)| given.contains(k)) {
-            p.push(format!("{} does not go with --trace: {why}", flag(k)));
+    for (part, _, keys) in NOT_WITH.iter().filter(|(_, on, _)| on(m)) {
+        for (k, why) in keys.iter().filter(|(k, _)| given.contains(k)) {
+            p.push(format!("{} does not go with {part}: {why}", flag(k)));
         }
     }
 }
@@ -127,10 +183,11 @@ mod tests {
     #[test]
     fn every_key_named_here_is_a_setting() {
         let all = RunFlags::rows();
-        let keys = PARTS
-            .iter()
-            .flat_map(|p| p.keys.split(' '))
-            .chain(NOT_WITH_TRACE.iter().map(|(k, _)| *k));
+        let keys = PARTS.iter().flat_map(|p| p.keys.split(' ')).chain(
+            NOT_WITH
+                .iter()
+                .flat_map(|(_, _, k)| k.iter().map(|(k, _)| *k)),
+        );
         for k in keys {
             assert!(all.iter().any(|r| r.key == k), "{k} is not a setting");
         }

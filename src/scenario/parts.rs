@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::{FailSafe, Rewarm, WriteLoad};
-use crate::cli::RunFlags;
+use crate::cli::{RecoveryFlags, RunFlags};
 use crate::error::UsageError;
 use crate::fault::RecoveryCriteria;
 use crate::l1::L1Spec;
@@ -232,62 +232,36 @@ pub(super) fn writes(
 pub(super) fn survival_settings(
     m: &RunFlags,
 ) -> Result<(Option<Client>, Dur, RecoveryCriteria), UsageError> {
-    let retries = m.client.retries.unwrap_or(0);
-    if retries > 100 {
-        return Err(UsageError::new(format!(
-            "--retries {retries}: at most 100 retries of one request"
-        )));
-    }
+    let c = m.client.resolved();
+    let retries = c.retries();
     if retries == 0 && (m.client.retry_backoff.is_some() || m.client.retry_jitter.is_some()) {
         return Err(UsageError::new(
             "--retry-backoff and --retry-jitter shape the retries, and there are none: add --retries N",
         ));
     }
-    if m.client.request_timeout.is_some_and(|d| d.0.is_zero()) {
-        return Err(UsageError::new(
-            "--request-timeout must be longer than 0 (leave it out for a client that waits)",
-        ));
-    }
     let client = (m.client.request_timeout.is_some() || retries > 0).then(|| Client {
         timeout: m.client.request_timeout,
         retries,
-        backoff: m
-            .client
-            .retry_backoff
-            .unwrap_or(Dur(Duration::from_millis(100))),
-        jitter: m.client.retry_jitter.unwrap_or(Percent(0.0)),
+        backoff: c.retry_backoff(),
+        jitter: c.retry_jitter(),
     });
     let within = m
         .client
         .goodput_within
         .or(m.client.request_timeout)
         .unwrap_or(Dur(crate::workload::DEFAULT_GOODPUT_WITHIN));
-    if within.0.is_zero() {
-        return Err(UsageError::new("--goodput-within must be longer than 0"));
+    Ok((client, within, recovery(&m.recovery)))
+}
+
+/// The recovery verdict's criterion: the flags' values over the declared defaults (which a
+/// results file without one reads too).
+pub(super) fn recovery(flags: &RecoveryFlags) -> RecoveryCriteria {
+    let r = flags.resolved();
+    RecoveryCriteria {
+        baseline_window: r.baseline_window(),
+        goodput: r.recovery_goodput(),
+        hit_points: r.recovery_hit_points(),
+        settle: r.settle(),
+        observe: r.observe(),
     }
-    let d = RecoveryCriteria::default();
-    let recovery = RecoveryCriteria {
-        baseline_window: m.recovery.baseline_window.unwrap_or(d.baseline_window),
-        goodput: m.recovery.recovery_goodput.unwrap_or(d.goodput),
-        hit_points: m.recovery.recovery_hit_points.unwrap_or(d.hit_points),
-        settle: m.recovery.settle.unwrap_or(d.settle),
-        observe: m.recovery.observe.unwrap_or(d.observe),
-    };
-    if !(0.0..=100.0).contains(&recovery.hit_points) {
-        return Err(UsageError::new(format!(
-            "--recovery-hit-points {}: points of hit rate, between 0 and 100",
-            recovery.hit_points
-        )));
-    }
-    for (d, flag) in [
-        (recovery.baseline_window, "--baseline-window"),
-        (recovery.settle, "--settle"),
-    ] {
-        if d.0 < Duration::from_secs(1) {
-            return Err(UsageError::new(format!(
-                "{flag} {d}: the verdict reads whole 1 s windows, so at least 1s"
-            )));
-        }
-    }
-    Ok((client, within, recovery))
 }

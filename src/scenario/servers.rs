@@ -31,12 +31,8 @@ pub(super) fn tls_settings(m: &RunFlags) -> Result<(bool, RedisTls), UsageError>
 
 /// `--db-sql` and its keys, checked against what cannot go with them.
 pub(super) fn own_load(m: &RunFlags) -> Result<Option<OwnLoad>, UsageError> {
+    // Its keys' settings without it, and what it decides: [`super::needs`].
     let Some(sql) = &m.db.db_sql else {
-        if m.db.keys_sql.is_some() || m.db.keys_file.is_some() {
-            return Err(UsageError::new(
-                "--keys-sql and --keys-file give the keys of --db-sql: add --db-sql",
-            ));
-        }
         return Ok(None);
     };
     if sql.trim().is_empty() {
@@ -57,20 +53,10 @@ pub(super) fn own_load(m: &RunFlags) -> Result<Option<OwnLoad>, UsageError> {
     if m.db.keys_sql.is_some() && m.db.keys_file.is_some() {
         return Err(UsageError::new("give --keys-sql or --keys-file, not both"));
     }
-    for (given, flag) in [
-        (m.db.db_query.is_some(), "--db-query"),
-        (m.db.db_cost.is_some(), "--db-cost"),
-        (m.data.value_size.is_some(), "--value-size"),
-        (
-            m.data.missing_ratio.is_some_and(|p| p.0 > 0.0),
-            "--missing-ratio",
-        ),
-    ] {
-        if given {
-            return Err(UsageError::new(format!(
-                "{flag} shapes stampede's own load; with --db-sql a load is your query on your keys: drop {flag}"
-            )));
-        }
+    if m.data.missing_ratio.is_some_and(|p| p.0 > 0.0) {
+        return Err(UsageError::new(
+            "--missing-ratio shapes stampede's own load; with --db-sql a load is your query on your keys: drop --missing-ratio",
+        ));
     }
     if !m.faults.fault.is_empty() {
         return Err(UsageError::new(

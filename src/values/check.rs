@@ -13,6 +13,16 @@ pub fn positive(d: &Dur) -> Result<(), String> {
     Ok(())
 }
 
+/// At least a second: the recovery verdict reads whole 1 s windows.
+pub fn whole_seconds(d: &Dur) -> Result<(), String> {
+    if d.0 < std::time::Duration::from_secs(1) {
+        return Err(format!(
+            "{d}: the verdict reads whole 1 s windows, so at least 1s"
+        ));
+    }
+    Ok(())
+}
+
 /// At least `min`.
 pub fn at_least<T: PartialOrd + Display>(min: T) -> impl Fn(&T) -> Result<(), String> {
     move |x| {

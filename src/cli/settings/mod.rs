@@ -60,6 +60,7 @@ macro_rules! settings {
                 )*
             }
 
+            #[cfg(test)]
             fn rows() -> Vec<$crate::cli::settings::Row> {
                 vec![$(
                     $crate::cli::settings::Row {
@@ -101,7 +102,10 @@ mod load;
 mod outcome;
 mod servers;
 mod strategy;
-pub mod table;
+/// The docs' settings table, made and checked by a test.
+#[cfg(test)]
+#[path = "table_tests.rs"]
+mod table;
 
 pub use data::{DbFlags, KeyFlags, MAX_DB_CONNECTIONS, MAX_KEYS, MemoryFlags, WriteFlags};
 pub use faults::FaultFlags;
@@ -119,6 +123,7 @@ pub trait Group {
     /// Adds the keys of the settings given (a value, a non-empty list, a switch turned on).
     fn given(&self, out: &mut Vec<&'static str>);
     /// The settings table's rows: each key with its plain default.
+    #[cfg(test)]
     fn rows() -> Vec<Row>;
 }
 
@@ -146,6 +151,7 @@ impl IsSet for bool {
 }
 
 /// One row of the settings table (docs/settings.md).
+#[cfg(test)]
 pub struct Row {
     pub key: &'static str,
     pub default: Option<String>,
@@ -313,6 +319,7 @@ impl RunFlags {
     }
 
     /// The settings table's rows, in `--help`'s order.
+    #[cfg(test)]
     pub fn rows() -> Vec<Row> {
         fn rows_of<G: Group>(_: &G) -> Vec<Row> {
             G::rows()

@@ -15,7 +15,7 @@ settings! {
         /// not know the client left) and keeps its in-flight slot until it ends; a load it started
         /// still runs and, if it completes, writes back.
         #[arg(long, value_name = "DURATION")]
-        pub request_timeout: Option<Dur> => or;
+        pub request_timeout: Option<Dur> => or, check positive;
 
         /// Retry a failed or timed-out request up to N times [default: 0]
         ///
@@ -23,7 +23,8 @@ settings! {
         /// (requests.retries) and keeps the request's latency counted from its first attempt's
         /// scheduled start.
         #[arg(long, value_name = "N")]
-        pub retries: Option<u32> => or, default 0;
+        pub retries: Option<u32> => or, default 0,
+            check at_most(100, "one request is retried at most 100 times");
 
         /// The wait before the first retry, doubled after [default: 100ms]
         #[arg(hide_short_help = true, long, value_name = "DURATION")]
@@ -38,7 +39,7 @@ settings! {
         /// Goodput counts the requests answered with a value (hit, stale, waited, loaded) within D
         /// of their scheduled start: not errors, rejections or timeouts.
         #[arg(long, value_name = "DURATION")]
-        pub goodput_within: Option<Dur> => or;
+        pub goodput_within: Option<Dur> => or, check positive;
     }
 }
 
@@ -51,25 +52,27 @@ settings! {
         /// The baseline of the recovery verdict: goodput, hit rate, DB calls/s and p99 over this
         /// span before the first shock.
         #[arg(hide_short_help = true, long, value_name = "DURATION")]
-        pub baseline_window: Option<Dur> => or;
+        pub baseline_window: Option<Dur> => or, default Dur::secs(2), check whole_seconds;
 
         /// Share of the baseline's goodput that is back [default: 95%]
         #[arg(hide_short_help = true, long, value_name = "P")]
-        pub recovery_goodput: Option<Percent> => or;
+        pub recovery_goodput: Option<Percent> => or, default Percent(0.95);
 
         /// Hit-rate points under the baseline still back [default: 5]
         #[arg(hide_short_help = true, long, value_name = "POINTS")]
-        pub recovery_hit_points: Option<f64> => or;
+        pub recovery_hit_points: Option<f64> => or, default 5.0,
+            check at_least(0.0),
+            check at_most(100.0, "points of hit rate");
 
         /// How long both must stay back [default: 2s]
         #[arg(hide_short_help = true, long, value_name = "DURATION")]
-        pub settle: Option<Dur> => or;
+        pub settle: Option<Dur> => or, default Dur::secs(2), check whole_seconds;
 
         /// Least time after the last shock for a verdict [default: 10s]
         ///
         /// With less of the window left after the last shock ends, the verdict is not-judged.
         #[arg(hide_short_help = true, long, value_name = "DURATION")]
-        pub observe: Option<Dur> => or;
+        pub observe: Option<Dur> => or, default Dur::secs(10);
     }
 }
 

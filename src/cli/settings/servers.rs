@@ -136,6 +136,6 @@ settings! {
         /// is the same); by default the slot of
         /// the run's most popular key (its entry, lock, lease token and version marker share it).
         #[arg(hide_short_help = true, long, value_name = "N")]
-        pub slot: Option<u16> => or;
+        pub slot: Option<u16> => or, check at_most(16383, "Redis Cluster has slots 0 to 16383");
     }
 }
