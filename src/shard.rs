@@ -111,6 +111,18 @@ impl ShardSpec {
     }
 }
 
+/// The run id shards started with the same command line agree on without a name given: a
+/// hash of their scenario (as JSON) and their count, in the form [`sanitize_run_id`] accepts.
+pub fn derived_run_id(scenario: &str, count: u32) -> String {
+    let h = scenario
+        .bytes()
+        .chain(count.to_le_bytes())
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            crate::workload::fnv_step(h, u64::from(b))
+        });
+    format!("sh{:010x}", h & 0xff_ffff_ffff)
+}
+
 /// A run id usable in a schema name and a Redis key: lowercase letters, digits and `_`, at
 /// most 40 characters (a Kubernetes Job's uid, say, with its dashes dropped).
 pub fn sanitize_run_id(raw: &str) -> Result<String, String> {

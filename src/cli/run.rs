@@ -8,31 +8,6 @@ use clap::Args;
 
 use super::RunFlags;
 
-/// The headings of `run --help` (and of `compare` and `sweep`, which share its flags), in the
-/// order they are shown. clap shows a heading once, where its first flag is declared, so this
-/// is the order of the headings' first flags; tests/help.rs holds the help to it.
-pub const RUN_HEADINGS: &[&str] = &[
-    "Strategy",
-    "Scenario file",
-    "Load",
-    "Trace",
-    "Keys and values",
-    "Redis memory",
-    "Database",
-    "Servers and TLS",
-    "Protection",
-    "Faults",
-    "Client",
-    "Recovery verdict",
-    "Writes",
-    "Cluster",
-    "Output",
-    "Thresholds",
-    "App under test",
-    "Trials",
-    "Shards and live metrics",
-];
-
 /// Why the defaults are what they are, for `run --help` and `compare --help`.
 pub const DEFAULTS_WHY: &str = "Defaults: 10k req/s for 10 s over 10000 keys (Zipf 1.0) on 2 app instances, TTL 3 s, loads of 10 ms on 16 connections per instance, starting from the steady state. Chosen so that every strategy shows its mechanism: the 10 hottest keys expire at least twice in the window (cache-aside herds of ~10 on the hottest), the pools stay under ~50% busy (nothing queues or is shed), XFetch recomputes early, mutex waiters contend, single-flight followers wait and SWR serves stale. A TTL longer than the run, or a cold start into a small pool, measures something else: the run says so (diagnoses).";
 

@@ -45,8 +45,7 @@ pub fn any_scenarios(cmd: &CompareCmd) -> Result<Vec<Scenario>, UsageError> {
     let mut out = Vec::new();
     // A setting one strategy does not use is fine while another of the list uses it
     // (`--lease-ttl` with mutex,lease); refused when none does.
-    let mut unused = None;
-    let mut used = false;
+    let (mut unused, mut used) = (false, false);
     let names = parse_list(cmd.strategies.as_deref().unwrap_or_default())?;
     for name in &names {
         let axis: Vec<Option<String>> = match &invalidations {
@@ -60,16 +59,14 @@ pub fn any_scenarios(cmd: &CompareCmd) -> Result<Vec<Scenario>, UsageError> {
                 flags.writes.invalidate = inv;
             }
             let (sc, not_used) = scenario::resolve_one(cmd.scenario.as_ref(), flags)?;
-            match not_used {
-                Some(u) => unused = Some(u.flag),
-                None => used = true,
-            }
+            unused |= not_used.is_some();
+            used |= not_used.is_none();
             out.push(sc);
         }
     }
-    if let Some(flag) = unused.filter(|_| !used) {
+    if unused && !used {
         return Err(UsageError::new(format!(
-            "{flag} is a setting of the lease coordination, and none of --strategies {} has one: add a strategy with lease (lease, swr+lease, xfetch+lease), or drop {flag} (lease_ttl in a scenario file)",
+            "--lease-ttl is a setting of the lease coordination, and none of --strategies {} has one: add a strategy with lease (lease, swr+lease, xfetch+lease), or drop --lease-ttl (lease_ttl in a scenario file)",
             names.join(", ")
         )));
     }

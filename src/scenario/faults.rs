@@ -204,24 +204,20 @@ pub(super) fn check_external_faults(m: &RunFlags) -> Result<(), UsageError> {
             "a pause-redis fault on an external Redis (--redis-url) stalls every client of that server, not only this run (CLIENT PAUSE ALL): add --allow-pause-external (allow_pause_external = true in a scenario file) if that is what you want, or drop --redis-url to pause a Redis stampede starts itself",
         ));
     }
-    match &m.servers.pg_url {
-        Some(_) if has(FaultKind::KillPostgres) => {
-            let missing: Vec<&str> = [
-                ("--pg-kill-cmd", m.faults.pg_kill_cmd.is_none()),
-                ("--pg-restart-cmd", m.faults.pg_restart_cmd.is_none()),
-            ]
-            .iter()
-            .filter(|(_, missing)| *missing)
-            .map(|(flag, _)| *flag)
-            .collect();
-            if !missing.is_empty() {
-                return Err(UsageError::new(format!(
-                    "a kill-postgres fault on an external Postgres (--pg-url) needs {}: stampede crashes by itself only a Postgres it started (pg_terminate_backend ends sessions, it does not crash the server), so give the shell commands that crash yours (e.g. pg_ctl stop -D DIR -m immediate) and start it again",
-                    missing.join(" and ")
-                )));
-            }
-        }
-        _ => {}
+    let f = &m.faults;
+    let missing: Vec<&str> = [
+        ("--pg-kill-cmd", &f.pg_kill_cmd),
+        ("--pg-restart-cmd", &f.pg_restart_cmd),
+    ]
+    .iter()
+    .filter(|(_, cmd)| cmd.is_none())
+    .map(|(flag, _)| *flag)
+    .collect();
+    if m.servers.pg_url.is_some() && has(FaultKind::KillPostgres) && !missing.is_empty() {
+        return Err(UsageError::new(format!(
+            "a kill-postgres fault on an external Postgres (--pg-url) needs {}: stampede crashes by itself only a Postgres it started (pg_terminate_backend ends sessions, it does not crash the server), so give the shell commands that crash yours (e.g. pg_ctl stop -D DIR -m immediate) and start it again",
+            missing.join(" and ")
+        )));
     }
     Ok(())
 }

@@ -9,7 +9,7 @@ use crate::cli::{CleanupCmd, PrepareCmd, RunCmd, ShardFlags};
 use crate::error::{Problems, UsageError};
 use crate::metric::Metric;
 use crate::scenario::{self, Scenario};
-use crate::shard::{INDEX_ENV, Plan, ShardSpec, sanitize_run_id};
+use crate::shard::{INDEX_ENV, Plan, ShardSpec, derived_run_id, sanitize_run_id};
 use crate::tls::RedisTls;
 
 /// The scenario of `run` and, for a shard of a sharded run, its plan; or one error listing
@@ -81,13 +81,7 @@ fn run_id(sc: &Scenario, f: &ShardFlags, count: u32) -> Result<String, UsageErro
     }
     let text = serde_json::to_string(sc)
         .map_err(|e| UsageError::new(format!("encoding the scenario for its run id: {e}")))?;
-    let h = text
-        .bytes()
-        .chain(count.to_le_bytes())
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            crate::workload::fnv_step(h, u64::from(b))
-        });
-    Ok(format!("sh{:010x}", h & 0xff_ffff_ffff))
+    Ok(derived_run_id(&text, count))
 }
 
 /// The scenario of `prepare` and the plan of the run it sets up (as its shard 0).

@@ -34,6 +34,15 @@ impl Src<'_> {
             Src::File(p) => format!("`{key}` in {}", p.display()),
         }
     }
+
+    /// A declared check's finding about `key`, said after its name.
+    fn said(&self, key: &str, what: &str) -> String {
+        if what.starts_with(':') {
+            format!("{}{what}", self.name(key))
+        } else {
+            format!("{} {what}", self.name(key))
+        }
+    }
 }
 
 /// Read and parse a scenario file; a missing file, a TOML syntax error (with its line) and an
@@ -70,17 +79,6 @@ pub fn read_file(path: &Path) -> Result<RunFlags, UsageError> {
     RunFlags::from_toml(&text).map_err(|e| said(&e))
 }
 
-impl Src<'_> {
-    /// A declared check's finding about `key`, said after its name.
-    fn said(&self, key: &str, what: &str) -> String {
-        if what.starts_with(':') {
-            format!("{}{what}", self.name(key))
-        } else {
-            format!("{} {what}", self.name(key))
-        }
-    }
-}
-
 /// Checks that need only one source's values: each setting's declared checks, then the
 /// faults' own settings.
 fn check(f: &RunFlags, src: &Src, problems: &mut Problems) {
@@ -101,35 +99,21 @@ fn check(f: &RunFlags, src: &Src, problems: &mut Problems) {
 pub fn resolve(file: Option<&PathBuf>, flags: RunFlags) -> Result<Scenario, UsageError> {
     let (sc, unused) = resolve_one(file, flags)?;
     match unused {
-        Some(u) => Err(u.error),
+        Some(e) => Err(e),
         None => Ok(sc),
     }
 }
 
-/// A setting given that the scenario's strategy does not use (`--lease-ttl` without the
-/// lease coordination): refused rather than silently ignored.
-pub struct Unused {
-    /// The setting, as a flag.
-    pub flag: &'static str,
-    /// The error for a run of this one strategy.
-    pub error: UsageError,
-}
-
-/// [`resolve`] for one strategy of a comparison: the scenario, and the setting given that this
-/// strategy does not use, which `compare` refuses only when none of its strategies uses it.
+/// [`resolve`] for one strategy of a comparison: the scenario, and the error for a setting
+/// given that this strategy does not use (`--lease-ttl` without the lease coordination),
+/// which `compare` refuses only when none of its strategies uses it (never silently ignored).
 pub fn resolve_one(
     file: Option<&PathBuf>,
     flags: RunFlags,
-) -> Result<(Scenario, Option<Unused>), UsageError> {
+) -> Result<(Scenario, Option<UsageError>), UsageError> {
     let mut unused = None;
     let sc = build(file, flags, &mut unused)?;
-    Ok((
-        sc,
-        unused.map(|error| Unused {
-            flag: "--lease-ttl",
-            error,
-        }),
-    ))
+    Ok((sc, unused))
 }
 
 /// The scenario file and the flags, each checked on its own, then merged: every problem of a

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use crate::app::{KEY_MARK, PORT_MARK, TargetSpec};
 use crate::cli::{RunFlags, TargetFlags};
-use crate::error::UsageError;
+use crate::error::{Problems, UsageError};
+use crate::fault::FaultKind;
 use crate::metric::Metric;
 use crate::redact;
 use crate::scenario::Scenario;
@@ -46,55 +47,50 @@ pub fn with_target(
             )));
         }
     }
-    if sc.warm > 0 {
-        return Err(UsageError::new(
+    // The built-in app's own entries, loads, client deadline, writes and policies: an app
+    // under test has its own code for each, which these settings cannot reach (ignored, a run
+    // would look protected when nothing had been switched on). Every one is said at once.
+    let mut p = Problems::default();
+    let shock = |k: FaultKind| sc.faults.iter().any(|f| f.kind == k);
+    for (on, said) in [
+        (
+            sc.warm > 0,
             "--warm writes stampede's own cache entries, which an app under test does not read: use --warmup to let the app fill its cache",
-        ));
-    }
-    if let Some(f) = sc.faults.iter().find(|f| {
-        matches!(
-            f.kind,
-            crate::fault::FaultKind::DropCache | crate::fault::FaultKind::SlowDb
-        )
-    }) {
-        // The app's cache entries and its queries are its own: stampede knows neither.
-        return Err(UsageError::new(format!(
-            "a {} shock acts on the built-in app's {}, and an app under test has its own: with --target use a spike, a --kill-redis-at (its Redis comes back empty) or a --kill-postgres-at",
-            f.kind,
-            if f.kind == crate::fault::FaultKind::DropCache {
-                "cache entries"
-            } else {
-                "loads"
-            }
-        )));
-    }
-    if sc.client.is_some_and(|c| c.timeout.is_some()) {
-        return Err(UsageError::new(
+        ),
+        (
+            shock(FaultKind::DropCache),
+            "a drop-cache shock acts on the built-in app's cache entries, and an app under test has its own: with --target use a spike, a --kill-redis-at (its Redis comes back empty) or a --kill-postgres-at",
+        ),
+        (
+            shock(FaultKind::SlowDb),
+            "a slow-db shock acts on the built-in app's loads, and an app under test has its own: with --target use a spike, a --kill-redis-at (its Redis comes back empty) or a --kill-postgres-at",
+        ),
+        (
+            sc.client.is_some_and(|c| c.timeout.is_some()),
             "--request-timeout is the built-in app's client deadline: with --target, --http-timeout is the client's",
-        ));
-    }
-    if sc.writes.is_some() {
-        // The consistency figures are exact only because the tool sees every commit; an
-        // app's own writes it cannot see.
-        return Err(UsageError::new(
+        ),
+        // The consistency figures are exact only because the tool sees every commit.
+        (
+            sc.writes.is_some(),
             "--write-rps sends the built-in app's writes, and an app under test writes through its own code, which stampede cannot see commit: drop --write-rps with --target (writes and their consistency figures are measured on the built-in strategies)",
-        ));
+        ),
+    ] {
+        if on {
+            p.push(said);
+        }
     }
-    // The built-in app's own policies: an app under test has its own code for each, which
-    // these flags cannot change (they were ignored before, so a run looked protected when
-    // nothing had been switched on).
-    let builtin = [
+    for (flag, on) in [
         ("--l1", sc.l1.is_some()),
         ("--fail-safe", sc.fail_safe.is_some()),
         ("--eager-refresh", sc.eager_refresh.is_some()),
         ("--rewarm-every", sc.rewarm.is_some()),
         ("--db-rate", sc.db_rate.is_some()),
-    ];
-    if let Some((flag, _)) = builtin.iter().find(|(_, on)| *on) {
-        return Err(UsageError::new(format!(
-            "{flag} is a policy of the built-in app, and an app under test runs its own code: drop {flag} with --target (switch the app's own policy with --app-cmd's environment, or compare --variant)"
-        )));
+    ] {
+        if on {
+            p.push(format!("{flag} is a policy of the built-in app, and an app under test runs its own code: drop {flag} with --target (switch the app's own policy with --app-cmd's environment, or compare --variant)"));
+        }
     }
+    p.into_result()?;
     // What an app under test can never tell the tool, refused before anything starts: its
     // answers do not say whether they came from its cache.
     for (m, _) in sc.thresholds.iter() {

@@ -1,7 +1,7 @@
 //! A sweep resolved: its axes ([`axes`]: a run flag or a fault's key and its values), the
-//! grid of points (or the boundary's bisection and the axis beside it), and every point's
-//! scenarios, one per strategy, checked before any server starts. The sweep's run is
-//! `session::sweep`; this is the only part of it that reads the flags.
+//! boundary's range, and the resolver of a point's scenarios, one per strategy. The sweep's
+//! run (laying its points out, each resolved before any server starts) is `session::sweep`;
+//! this is the only part of it that reads the flags.
 
 pub mod axes;
 
@@ -11,7 +11,6 @@ use crate::cli::{CompareCmd, RunFlags, SweepCmd, TargetFlags};
 use crate::error::UsageError;
 use crate::scenario::Scenario;
 use crate::values::Dur;
-use crate::values::points::Point;
 use axes::Axis;
 
 /// How the sweep runs, from its flags: where it writes, how many runs a bisection may take,
@@ -30,32 +29,16 @@ pub struct Options {
 /// The sweep's flags, kept to resolve the points a bisection picks while it runs.
 pub struct Points(SweepCmd);
 
-/// One point of the grid: its values and one scenario per strategy.
-pub struct GridPoint {
-    pub params: Vec<(String, f64)>,
-    pub scenarios: Vec<Scenario>,
-}
-
-/// A point of the axis beside the boundary: its flag and value (empty without one).
-pub type OtherPoint = Vec<(String, Point)>;
-
-/// What `--boundary rps` bisects: each other point, and the rate's two ends.
-pub type Bisection = (Vec<OtherPoint>, f64, f64);
-
-/// What the sweep will run, every scenario validated before any server starts.
+/// What the sweep will run: its axes, the boundary's range, and the resolver of every
+/// point's scenarios (`session::sweep` lays the points out and resolves each before any
+/// server starts).
 pub struct Plan {
     pub axes: Vec<Axis>,
-    pub strategies: Vec<String>,
-    /// The grid (without --boundary).
-    pub grid: Vec<GridPoint>,
-    /// --boundary rps: the other axis's points (one empty point without one), and the range.
-    pub boundary: Option<Bisection>,
+    /// --boundary rps: the rate's two ends.
+    pub boundary: Option<(f64, f64)>,
+    /// The sweep's `boundary_rps_min` threshold, if any.
     pub boundary_rps_min: Option<f64>,
-    /// The scenario the servers are sized for (the most DB connections).
-    pub biggest: Scenario,
-    /// The first strategy's scenario at the first point, whose workload the summary names.
-    pub first: Scenario,
-    /// Resolves the scenarios of a point the bisection picks while it runs.
+    /// Resolves the scenarios of a point.
     pub points: Points,
 }
 
@@ -102,24 +85,8 @@ impl Points {
     }
 }
 
-/// Keep the scenario that opens the most database connections: the servers are sized for it.
-fn keep(biggest: &mut Option<Scenario>, scs: &[Scenario]) {
-    let conns = |s: &Scenario| s.instances * s.db_pool;
-    for sc in scs {
-        if biggest.as_ref().is_none_or(|b| conns(sc) > conns(b)) {
-            *biggest = Some(sc.clone());
-        }
-    }
-}
-
-/// The points of `--boundary rps`: each other axis's value at both ends of the rate, checked
-/// now; the first point's scenarios and what the bisection runs between.
-fn boundary_plan(
-    cmd: &SweepCmd,
-    points: &Points,
-    axes: &[Axis],
-    biggest: &mut Option<Scenario>,
-) -> Result<(Vec<Scenario>, Bisection), UsageError> {
+/// `--boundary rps`'s range, checked against the rest of the sweep.
+fn boundary_range(cmd: &SweepCmd, axes: &[Axis]) -> Result<(f64, f64), UsageError> {
     if let Some(a) = axes.iter().find(|a| a.flag == "rps") {
         return Err(UsageError::new(format!(
             "--axis {}: --boundary rps bisects the rate itself between --boundary-min and --boundary-max: drop the rps axis",
@@ -147,61 +114,7 @@ fn boundary_plan(
             lo, hi
         )));
     }
-    let others: Vec<OtherPoint> = match axes.first() {
-        Some(a) => a
-            .points
-            .iter()
-            .map(|p| vec![(a.flag.clone(), p.clone())])
-            .collect(),
-        None => vec![Vec::new()],
-    };
-    let mut firsts = None;
-    for o in &others {
-        for rate in [lo.0, hi.0] {
-            let r = axes::trim(rate);
-            let mut set: Vec<(&str, &str)> = vec![("rps", r.as_str())];
-            set.extend(o.iter().map(|(f, p)| (f.as_str(), p.text.as_str())));
-            let scs = points.at(&set)?;
-            keep(biggest, &scs);
-            firsts.get_or_insert(scs);
-        }
-    }
-    Ok((firsts.unwrap_or_default(), (others, lo.0, hi.0)))
-}
-
-/// Every point of the grid of one or two axes, each resolved now.
-fn grid_plan(
-    resolver: &Points,
-    axes: &[Axis],
-    biggest: &mut Option<Scenario>,
-) -> Result<Vec<GridPoint>, UsageError> {
-    let mut grid = Vec::new();
-    let mut points: Vec<Vec<(&Axis, &Point)>> = vec![Vec::new()];
-    for a in axes {
-        points = points
-            .into_iter()
-            .flat_map(|prefix| {
-                a.points.iter().map(move |p| {
-                    let mut v = prefix.clone();
-                    v.push((a, p));
-                    v
-                })
-            })
-            .collect();
-    }
-    for pt in points {
-        let set: Vec<(&str, &str)> = pt
-            .iter()
-            .map(|(a, p)| (a.flag.as_str(), p.text.as_str()))
-            .collect();
-        let scenarios = resolver.at(&set)?;
-        keep(biggest, &scenarios);
-        grid.push(GridPoint {
-            params: pt.iter().map(|(a, p)| (a.name.clone(), p.number)).collect(),
-            scenarios,
-        });
-    }
-    Ok(grid)
+    Ok((lo.0, hi.0))
 }
 
 /// The sweep `cmd` asks for, every point resolved and checked before any server starts.
@@ -239,21 +152,10 @@ pub fn plan(cmd: SweepCmd) -> Result<(Plan, Options), UsageError> {
             "a sweep needs --axis NAME=VALUES (e.g. --axis rps=1k..16k:x2), or --boundary rps",
         ));
     }
-    let mut biggest: Option<Scenario> = None;
-    let mut grid = Vec::new();
-    let mut boundary = None;
-    // The file's [thresholds] and --threshold, as resolved for the first point.
-    let first: Vec<Scenario> = if cmd.boundary.is_some() {
-        let (first, b) = boundary_plan(cmd, &points, &axes, &mut biggest)?;
-        boundary = Some(b);
-        first
-    } else {
-        grid = grid_plan(&points, &axes, &mut biggest)?;
-        grid.first()
-            .map(|g| g.scenarios.clone())
-            .unwrap_or_default()
+    let boundary = match cmd.boundary {
+        Some(_) => Some(boundary_range(cmd, &axes)?),
+        None => None,
     };
-    // The sweep's own threshold, read as the runs would read it (file, then flags).
     let flags = axes::flags_at(&cmd.flags, &[])?;
     let (sc, _) = crate::scenario::resolve_one(cmd.scenario.as_ref(), flags)?;
     let boundary_rps_min = sc.thresholds.boundary_rps_min();
@@ -263,18 +165,11 @@ pub fn plan(cmd: SweepCmd) -> Result<(Plan, Options), UsageError> {
             crate::thresholds::BOUNDARY_RPS_MIN
         )));
     }
-    let strategies = first.iter().map(Scenario::label).collect();
-    let biggest = biggest.ok_or_else(|| UsageError::new("the sweep has no point to run"))?;
-    let first = first.first().cloned().unwrap_or_else(|| biggest.clone());
     Ok((
         Plan {
             axes,
-            strategies,
-            grid,
             boundary,
             boundary_rps_min,
-            biggest,
-            first,
             points,
         },
         opts,

@@ -4,6 +4,7 @@
 //! bisection of the rate to the highest one that still holds. Every finished cell is written
 //! at once and sweep.json after each, so a Ctrl-C or a failure keeps what ran.
 
+mod layout;
 mod lru;
 
 use std::collections::BTreeMap;
@@ -363,15 +364,17 @@ impl Sweep<'_> {
 
 /// Run the sweep `cmd` asks for; the caller turns how it ended into an exit code.
 pub async fn run(plan: Plan, cmd: &Options) -> Result<Ended> {
+    // Every point resolved before the output directory or a server exists.
+    let lay = layout::layout(&plan)?;
     std::fs::create_dir_all(&cmd.out)
         .with_context(|| format!("creating the output directory {}", cmd.out.display()))?;
     let status = Status::new(cmd.quiet);
     let shutdown = shutdown_on_signals();
-    let total: u64 = match &plan.boundary {
+    let total: u64 = match &lay.boundary {
         Some((others, _, _)) => {
-            (others.len() * plan.strategies.len()) as u64 * u64::from(cmd.max_runs)
+            (others.len() * lay.strategies.len()) as u64 * u64::from(cmd.max_runs)
         }
-        None => (plan.grid.len() * plan.strategies.len()) as u64,
+        None => (lay.grid.len() * lay.strategies.len()) as u64,
     };
     let bar = if cmd.quiet || !std::io::stderr().is_terminal() {
         ProgressBar::hidden()
@@ -384,9 +387,9 @@ pub async fn run(plan: Plan, cmd: &Options) -> Result<Ended> {
         }
         b
     };
-    let env = Env::start(&plan.biggest, &status).await?;
-    let workload = crate::report::describe(&plan.first).join(", ")
-        + &match (&plan.boundary, plan.axes.is_empty()) {
+    let env = Env::start(&lay.biggest, &status).await?;
+    let workload = crate::report::describe(&lay.first).join(", ")
+        + &match (&lay.boundary, plan.axes.is_empty()) {
             (Some(_), true) => " (at the minimum rate; the rate is bisected)".to_string(),
             (Some(_), false) => format!(
                 " (at the minimum rate and the first {}; both vary)",
@@ -402,7 +405,7 @@ pub async fn run(plan: Plan, cmd: &Options) -> Result<Ended> {
             ),
         };
     let lru = lru::curve(
-        &plan.first,
+        &lay.first,
         &plan.axes.iter().map(|a| a.name.clone()).collect::<Vec<_>>(),
     );
     let mut s = Sweep {
@@ -416,7 +419,7 @@ pub async fn run(plan: Plan, cmd: &Options) -> Result<Ended> {
         doc: SweepDoc {
             schema: SWEEP_SCHEMA,
             workload,
-            strategies: plan.strategies.clone(),
+            strategies: lay.strategies.clone(),
             axes: plan
                 .axes
                 .iter()
@@ -428,7 +431,7 @@ pub async fn run(plan: Plan, cmd: &Options) -> Result<Ended> {
                 .collect(),
             knee_p99_ms: cmd.knee_p99.0.as_secs_f64() * 1000.0,
             cells: Vec::new(),
-            boundary: plan.boundary.as_ref().map(|_| BTreeMap::new()),
+            boundary: lay.boundary.as_ref().map(|_| BTreeMap::new()),
             interrupted: false,
             lru_curve: lru.as_ref().map(lru::points),
         },
@@ -439,7 +442,7 @@ pub async fn run(plan: Plan, cmd: &Options) -> Result<Ended> {
         seen: 0,
         lru,
     };
-    let outcome = drive(&mut s, &plan, total).await;
+    let outcome = drive(&mut s, &lay, total).await;
     s.env.stop();
     s.bar.finish_and_clear();
     s.doc.interrupted = s.doc.interrupted || s.shutdown.is_cancelled();
@@ -462,10 +465,10 @@ pub async fn run(plan: Plan, cmd: &Options) -> Result<Ended> {
     })
 }
 
-async fn drive(s: &mut Sweep<'_>, plan: &Plan, total: u64) -> Result<()> {
-    match &plan.boundary {
+async fn drive(s: &mut Sweep<'_>, lay: &layout::Layout, total: u64) -> Result<()> {
+    match &lay.boundary {
         None => {
-            for g in &plan.grid {
+            for g in &lay.grid {
                 for sc in &g.scenarios {
                     if s.cell(sc, Params(g.params.clone()), total).await?.is_none() {
                         s.doc.interrupted = true;
@@ -477,7 +480,7 @@ async fn drive(s: &mut Sweep<'_>, plan: &Plan, total: u64) -> Result<()> {
         Some((others, lo, hi)) => {
             let mut left = total;
             for o in others {
-                for (si, name) in plan.strategies.iter().enumerate() {
+                for (si, name) in lay.strategies.iter().enumerate() {
                     let Some(e) = s.boundary(si, o, (*lo, *hi), total).await? else {
                         s.doc.interrupted = true;
                         return Ok(());
