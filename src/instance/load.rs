@@ -14,7 +14,7 @@ use crate::l1::Ticket;
 use crate::metrics::bump;
 use crate::origin::{LoadFailure, Loaded};
 use crate::protect::{Permit, Refused};
-use crate::strategy::store::{self, Set, Value};
+use crate::strategy::write_back::{self as store, Set, Value};
 
 impl Instance {
     /// One load of `id` (a wait for a connection, then one DB call), and the result written

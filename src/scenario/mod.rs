@@ -257,7 +257,7 @@ fn start_cold() -> Start {
 
 /// The recovery criterion of a results file written before it was recorded: the defaults.
 fn default_recovery() -> RecoveryCriteria {
-    parts::recovery(&Default::default())
+    optional::recovery(&Default::default())
 }
 
 mod cluster;
@@ -266,7 +266,7 @@ mod faults;
 pub mod invocation;
 mod memory;
 mod needs;
-mod parts;
+mod optional;
 pub mod policy;
 mod resolve;
 mod servers;

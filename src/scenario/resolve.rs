@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::faults::{fault_name, faults_from_flags};
-use super::parts::{cache_policy, protections, survival_settings, writes};
+use super::optional::{cache_policy, protections, survival_settings, writes};
 use super::servers::{own_load, tls_settings};
 use super::{LoadShape, Scenario};
 use crate::fault::{RecoveryCriteria, verdict_possible};

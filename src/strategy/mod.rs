@@ -12,7 +12,7 @@ pub mod lock;
 pub mod policy;
 pub mod schema;
 pub mod single_flight;
-pub mod store;
+pub mod write_back;
 
 use std::fmt;
 

@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-pub mod check;
 pub mod points;
 pub mod start;
+pub mod valid;
 
 /// The unit of an axis of sizes (`maxmemory`), whose values are bytes.
 pub const BYTES: &str = "bytes";

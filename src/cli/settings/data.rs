@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use crate::origin::DbQuery;
-use crate::values::check::*;
+use crate::values::valid::*;
 use crate::values::{Dur, Percent, Rate, Size};
 use crate::workload::Start;
 

@@ -1,7 +1,7 @@
 //! The faults and shocks of a run: `--fault` in the fault grammar, and the older per-kind shorthands.
 
 use crate::fault::FaultSpec;
-use crate::values::check::*;
+use crate::values::valid::*;
 use crate::values::{Dur, Percent};
 
 /// The long help of `--fault`: the grammar and every kind with its keys.

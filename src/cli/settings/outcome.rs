@@ -1,7 +1,7 @@
 //! How the run is judged: the client's timeouts and retries, the recovery verdict, the timeline's width and the thresholds.
 
 use crate::thresholds::{ThresholdArg, Thresholds};
-use crate::values::check::*;
+use crate::values::valid::*;
 use crate::values::{Dur, Percent};
 
 settings! {

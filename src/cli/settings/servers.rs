@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use crate::values::Dur;
-use crate::values::check::*;
+use crate::values::valid::*;
 
 settings! {
     #[command(next_help_heading = "Servers and TLS")]

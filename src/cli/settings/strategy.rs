@@ -2,7 +2,7 @@
 
 use crate::protect::rate::RateScope;
 use crate::strategy::lock::LockTimeoutPolicy;
-use crate::values::check::*;
+use crate::values::valid::*;
 use crate::values::{Dur, Percent, Rate};
 
 settings! {

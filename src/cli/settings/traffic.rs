@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::values::check::*;
+use crate::values::valid::*;
 use crate::values::{Dur, Rate};
 use crate::workload::Arrival;
 
