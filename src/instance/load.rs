@@ -1,6 +1,6 @@
 //! One load, as admit → load → store: the protections admit it (or refuse it without
 //! reaching the database), the origin loads the row, and the store writes it back with the
-//! SET that [`store::decide`] picks (plain, checked against a lease or the writers'
+//! SET that [`write_back::decide`] picks (plain, checked against a lease or the writers'
 //! versions, or none), then fills the in-process tier with what Redis kept.
 
 use std::sync::atomic::Ordering::Relaxed;
@@ -14,7 +14,7 @@ use crate::l1::Ticket;
 use crate::metrics::bump;
 use crate::origin::{LoadFailure, Loaded};
 use crate::protect::{Permit, Refused};
-use crate::strategy::write_back::{self as store, Set, Value};
+use crate::strategy::write_back::{self, Set, Value};
 
 impl Instance {
     /// One load of `id` (a wait for a connection, then one DB call), and the result written
@@ -104,7 +104,7 @@ impl Instance {
     }
 
     /// Write back what a load of `delta_us` brought (`row`; None: no such item, stored as a
-    /// not-found sentinel under negative caching) with the SET [`store::decide`] picks, and
+    /// not-found sentinel under negative caching) with the SET [`write_back::decide`] picks, and
     /// fill the tier (`l1`) with it if Redis kept it: the version loaded (0 for none). A
     /// failed write-back still serves the request (fail open; counted by the cache).
     async fn store(
@@ -135,7 +135,7 @@ impl Instance {
             },
         };
         let bytes = meta.encode(payload);
-        let set = store::decide(
+        let set = write_back::decide(
             value,
             self.policy.coordination,
             lease,
