@@ -69,6 +69,11 @@ pub(super) fn cluster_settings(m: &RunFlags) -> Result<ClusterSettings, UsageErr
             "a failover hands a primary over to its replica, and --redis-cluster P:0 has none: give replicas (e.g. --redis-cluster 3:1)",
         ));
     }
+    if on_cluster && m.memory.maxmemory.is_some() {
+        return Err(UsageError::new(
+            "--maxmemory is not supported on a Redis Cluster yet (each node would need its own share of the budget): drop it, or run on one server",
+        ));
+    }
     Ok(ClusterSettings {
         managed,
         read_from_replicas: m.cluster.read_from_replicas.unwrap_or(false),

@@ -142,14 +142,6 @@ const NOT_WITH: &[NotWith] = &[
         ],
     ),
     (
-        "a Redis Cluster",
-        on_cluster,
-        &[(
-            "maxmemory",
-            "not supported yet (each node would need its own share of the budget): drop it, or run on one server",
-        )],
-    ),
-    (
         "--db-sql",
         |m| m.db.db_sql.is_some(),
         &[
