@@ -129,7 +129,7 @@ fn writer_race(invalidations: &str, dir: &Path) -> Vec<(String, Vec<Value>)> {
             "--invalidate",
             invalidations,
             "--repeat",
-            "6",
+            "3",
             "--rps",
             "500",
             "--missing-ratio",
@@ -165,8 +165,9 @@ fn racing_writers_diverge_with_set_and_not_with_delete() {
     assert_eq!(labels, ["cache-aside@delete", "cache-aside@set"]);
     let mut totals = Vec::new();
     for (label, trials) in &runs {
-        assert_eq!(trials.len(), 6, "{label}");
+        assert_eq!(trials.len(), 3, "{label}");
         let (mut divergent, mut written, mut clean) = (0, 0, 0);
+        let (mut left_wrong, mut probed) = (0, 0);
         for r in trials {
             assert_writes_counted(r);
             assert_eq!(
@@ -188,25 +189,31 @@ fn racing_writers_diverge_with_set_and_not_with_delete() {
             clean += 1;
             divergent += n(c, "/divergent_keys");
             written += n(c, "/keys_written");
+            left_wrong += n(c, "/writes_left_wrong");
+            probed += n(c, "/writes_probed");
         }
         assert!(
-            clean >= 4,
+            clean >= 2,
             "{label}: only {clean} runs without a failed invalidation"
         );
         eprintln!(
-            "{label}: {divergent} divergent keys of {written} written over {clean} runs ({:.1}%)",
-            100.0 * divergent as f64 / written.max(1) as f64
+            "{label}: {left_wrong} writes left wrong of {probed} probed; \
+             {divergent} divergent keys of {written} written at the end over {clean} runs"
         );
-        totals.push(divergent);
+        totals.push((left_wrong, divergent));
     }
     // Two writers' SETs after their commits reach Redis in either order: the older one can
-    // land last. A delete leaves nothing to be out of order.
+    // land last. A delete leaves nothing to be out of order. Judged per write (each read back
+    // once its key settles: about 10% left wrong under set here), not by the keys left wrong
+    // at the end, which hang on the last few writes of 10 keys (5% of them, so all 60 came out
+    // right in one CI run of six).
     assert_eq!(
-        totals[0], 0,
+        totals[0],
+        (0, 0),
         "delete: the writers' race leaves nothing behind"
     );
     assert!(
-        totals[1] > 0,
+        totals[1].0 > 0,
         "set: the older write's SET landed last somewhere"
     );
 }
