@@ -14,7 +14,7 @@ mod traces;
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use crate::cli::{Cli, Command, ReportCmd};
 use crate::error::{EXIT_FAILED_CHECK, EXIT_INTERRUPTED, UsageError};
@@ -60,7 +60,26 @@ fn report_cmd(cmd: ReportCmd) -> Result<ExitCode> {
     let results = report::html::load(&cmd.inputs)?;
     match &cmd.html {
         Some(p) => {
-            report::sink::write_text(p, &report::html::render(&results)?)?;
+            // A comparison's directory holds its summary: the verdict from every trial.
+            let summary = match cmd.inputs.as_slice() {
+                [dir] if dir.join("summary.json").is_file() => {
+                    let f = dir.join("summary.json");
+                    let text = std::fs::read_to_string(&f)
+                        .with_context(|| format!("reading {}", f.display()))?;
+                    match serde_json::from_str::<crate::results::summary::CompareSummary>(&text) {
+                        Ok(s) => Some(s),
+                        Err(e) => {
+                            eprintln!(
+                                "warning: {} could not be read ({e}): the verdict is computed from the results shown (one trial per strategy)",
+                                f.display()
+                            );
+                            None
+                        }
+                    }
+                }
+                _ => None,
+            };
+            report::sink::write_text(p, &report::html::render(&results, summary.as_ref())?)?;
             eprintln!(
                 "HTML report of {} result(s) written to {}",
                 results.len(),

@@ -30,7 +30,7 @@ use crate::exporter::Export;
 use crate::instance::{self, Instance, RunState, Served};
 use crate::l1::L1;
 use crate::live::Live;
-use crate::metrics::{Outcome, Recorder};
+use crate::metrics::{CauseBook, LoadTracker, Outcome, Recorder};
 use crate::origin::Db;
 use crate::protect::Guard;
 use crate::results::{BreakerEvent, DispatchLag};
@@ -66,7 +66,12 @@ impl Path {
     /// size every built-in request's future for it.
     async fn handle(&self, id: u64, measured: bool) -> Served {
         match self {
-            Path::Builtin(i) => i.handle(id).await,
+            Path::Builtin(i) => {
+                if measured {
+                    i.note_request(id);
+                }
+                i.handle(id).await
+            }
             // The app's versions are not seen: writes are refused with --target.
             Path::Http(h) => (Box::pin(h.get(id, measured)).await, 0),
         }
@@ -435,8 +440,32 @@ impl Driver {
 /// its state before traffic: the driver allocates and wires, it derives nothing.
 fn plan(sc: &Scenario) -> (RunPolicy, Arc<RunState>) {
     let policy = policy::of(sc, Bench::from_env());
-    let run = Arc::new(RunState::new(&policy));
+    let run = Arc::new(RunState::new(&policy, load_tracker(sc)));
     (policy, run)
+}
+
+/// The run's load tracker: its book of the keys' histories (a steady start's absent keys
+/// count as expired, a memory limit's early absences as evictions) and the hottest key it
+/// watches for the herd model (rank 1; a trace's most requested id).
+fn load_tracker(sc: &Scenario) -> LoadTracker {
+    let book = CauseBook::new(
+        sc.keys,
+        sc.start == crate::workload::Start::Steady,
+        sc.memory_limit().is_some(),
+    );
+    let hot = match &sc.trace {
+        Some(t) => t
+            .index(sc.value_size as u32)
+            .ok()
+            .and_then(|i| {
+                (0..i.requests.len())
+                    .max_by_key(|&k| i.requests[k])
+                    .map(|k| k as u64 + 1)
+            })
+            .unwrap_or(0),
+        None => 1,
+    };
+    LoadTracker::for_run(book, hot)
 }
 
 /// The instants that cut a run: traffic starts, the measured window opens, it closes.

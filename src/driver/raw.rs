@@ -82,6 +82,10 @@ pub struct DbRaw {
     pub peak_in_flight: u64,
     pub peak_herd: u64,
     pub redundant: u64,
+    /// `calls` by cause.
+    pub by_cause: crate::results::causes::ByCause,
+    /// The hottest key's counts for the herd model.
+    pub hot: crate::results::causes::HotCounts,
 }
 
 impl DbRaw {
@@ -100,6 +104,16 @@ impl DbRaw {
             peak_in_flight: t.peak_in_flight.load(Relaxed),
             peak_herd: t.peak_herd.load(Relaxed),
             redundant: t.redundant.load(Relaxed),
+            by_cause: crate::results::causes::ByCause::of(|c| t.causes.get(c)),
+            hot: crate::results::causes::HotCounts {
+                key: t.hot.id,
+                requests: t.hot.requests.load(Relaxed),
+                loads: t.hot.loads.load(Relaxed),
+                leaders: t.hot.leaders.load(Relaxed),
+                peak: t.hot.peak.load(Relaxed),
+                fill_us: t.hot.fill_us.load(Relaxed),
+                fills: t.hot.fills.load(Relaxed),
+            },
         }
     }
 }

@@ -162,6 +162,10 @@ impl Driver {
                 }
                 Err(e) => return Err(e),
             }
+            // Their loads' causes: a warmed key gone after its TTL expired, not a first load.
+            for (id, _, px) in &entries {
+                self.run.loads.book.stored(*id, real_now + px);
+            }
             cached += entries.len() as u64;
             expiring += expiring_here;
             i += len;

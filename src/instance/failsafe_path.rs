@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 
 use super::{Instance, Served, now_ms, now_ms_f64, served};
-use crate::metrics::{Outcome, bump};
+use crate::metrics::{Outcome, Why, bump};
 use crate::origin::LoadFailure;
 use crate::strategy::envelope::{HEADER_LEN, Meta};
 
@@ -46,7 +46,7 @@ impl Instance {
             return (Outcome::Stale, meta.version);
         }
         let Some(soft) = self.policy.fail_safe.soft_timeout_for(&meta, now) else {
-            return self.fill(id, Some(meta)).await;
+            return self.fill(id, Some(meta), Why::Expired).await;
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
         let me = Arc::clone(self);
@@ -62,7 +62,7 @@ impl Instance {
             }
             let _done = Done(&me);
             let s = tokio::select! {
-                s = me.fill(id, Some(meta)) => s,
+                s = me.fill(id, Some(meta), Why::Expired) => s,
                 _ = abort.cancelled() => return,
             };
             if let Err(s) = tx.send(s) {
@@ -112,6 +112,6 @@ impl Instance {
                 bump(&self.run.counters.race_pushes);
             }
         }
-        self.fill(id, Some(meta)).await
+        self.fill(id, Some(meta), Why::Expired).await
     }
 }

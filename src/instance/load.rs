@@ -11,7 +11,7 @@ use rand::RngExt;
 use super::{Instance, now_ms};
 use crate::cache::SetCheck;
 use crate::l1::Ticket;
-use crate::metrics::bump;
+use crate::metrics::{Why, bump};
 use crate::origin::{LoadFailure, Loaded};
 use crate::protect::{Permit, Refused};
 use crate::strategy::write_back::{self, Set, Value};
@@ -23,8 +23,14 @@ impl Instance {
     /// breaker is open or `--db-rate` has no token left. Under a lease the SET presents
     /// `lease`; with versioned invalidation it is refused when a newer version is cached or
     /// announced (counted in `stale_sets_refused`; the request still serves what it loaded).
-    pub async fn load_and_store(&self, id: u64, lease: Option<u64>) -> Result<u64, LoadFailure> {
-        self.load_and_store_as(id, lease, false).await
+    /// `why`: what the request saw, for the load's cause (`db.by_cause`).
+    pub async fn load_and_store(
+        &self,
+        id: u64,
+        lease: Option<u64>,
+        why: Why,
+    ) -> Result<u64, LoadFailure> {
+        self.load_and_store_as(id, lease, why, false).await
     }
 
     /// [`Instance::load_and_store`]; `rewarm`: a load of the re-warm job.
@@ -32,8 +38,10 @@ impl Instance {
         &self,
         id: u64,
         lease: Option<u64>,
+        why: Why,
         rewarm: bool,
     ) -> Result<u64, LoadFailure> {
+        let began = Instant::now();
         let permit = self.admit().await?;
         let caches = self.policy.freshness.caches();
         // Taken before the load: an invalidation that arrives while it runs keeps what it
@@ -47,12 +55,16 @@ impl Instance {
             .writes
             .as_ref()
             .map(|w| w.probes.in_flight.fill(id));
-        let (loaded, delta_us) = self.load(id, rewarm, permit).await;
+        let (loaded, delta_us) = self.load(id, why, rewarm, permit).await;
         if !caches {
+            self.run.loads.book.not_kept(id);
+            self.run.loads.note_fill(id, began);
             return loaded.map(|row| row.map_or(0, |r| r.version()));
         }
         let row = loaded?;
-        Ok(self.store(id, lease, row.as_ref(), delta_us, l1).await)
+        let version = self.store(id, lease, row.as_ref(), delta_us, l1).await;
+        self.run.loads.note_fill(id, began);
+        Ok(version)
     }
 
     /// Ask the protections for a place (`--db-limit`, `--breaker`, `--db-rate`): a refusal is
@@ -84,16 +96,20 @@ impl Instance {
     async fn load(
         &self,
         id: u64,
+        why: Why,
         rewarm: bool,
         permit: Permit<'_>,
     ) -> (Result<Option<Loaded>, LoadFailure>, u32) {
         let started = Instant::now();
         let loaded = {
-            let load = self.run.loads.begin_as(id, rewarm);
+            let load = self.run.loads.begin_as(id, why, rewarm);
             self.origin.load(id, &load).await
         };
         if loaded.is_ok() {
             self.run.counters.pg_health.note_ok();
+        } else {
+            // The next load of the key is a retry after a fault.
+            self.run.loads.book.failed(id);
         }
         let took = started.elapsed();
         // The place in the bulkhead is freed before the write-back: it bounds loads, not Redis.
@@ -129,6 +145,7 @@ impl Instance {
             None => match fresh.stamp_negative(now, delta_us) {
                 Some(stamped) => (Value::Missing, stamped, &[][..]),
                 None => {
+                    self.run.loads.book.not_kept(id);
                     self.run.cost.write_back(write_back);
                     return 0;
                 }
@@ -161,6 +178,9 @@ impl Instance {
             Set::Refused => false,
         };
         self.run.cost.write_back(write_back);
+        if stored {
+            self.run.loads.book.stored(id, now + px);
+        }
         // A load writes both tiers (what it stored in Redis).
         if let (Some(t), true) = (l1, stored) {
             t.store(&meta);

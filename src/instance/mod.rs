@@ -18,7 +18,7 @@ use rand::RngExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::Cache;
-use crate::metrics::{CostTimes, Counters, LoadTracker, Outcome, Writes, bump};
+use crate::metrics::{CostTimes, Counters, LoadTracker, Outcome, Why, Writes, bump};
 use crate::origin::{LoadFailure, Origin};
 use crate::protect::{self, Guard};
 use crate::strategy::StaleRead;
@@ -64,12 +64,12 @@ pub struct RunState {
 }
 
 impl RunState {
-    /// A run's state before traffic: nothing counted, nothing in flight; the writes' log
-    /// when the policy has writes.
-    pub fn new(policy: &RunPolicy) -> RunState {
+    /// A run's state before traffic: nothing counted, nothing in flight (`loads`, with the
+    /// book its causes are kept in); the writes' log when the policy has writes.
+    pub fn new(policy: &RunPolicy, loads: LoadTracker) -> RunState {
         RunState {
             counters: Arc::new(Counters::default()),
-            loads: Arc::new(LoadTracker::default()),
+            loads: Arc::new(loads),
             cost: CostTimes::default(),
             refreshes_in_flight: AtomicU64::new(0),
             window_end_ms: AtomicU64::new(0),
@@ -113,6 +113,8 @@ fn now_ms_f64() -> f64 {
 enum Found {
     Entry(Meta),
     Absent,
+    /// The read failed (fail open: served as absent, loaded blind).
+    Failed,
 }
 
 /// How a request was served and the version of the row it served (0: none, or not known).
@@ -167,11 +169,13 @@ impl Instance {
         }
     }
 
-    /// Read `id` from the cache; a Redis failure reads as absent (fail open).
+    /// Read `id` from the cache; a Redis failure is told apart, and served as absent (fail
+    /// open).
     async fn read(&self, id: u64) -> Found {
         match self.cache.get(id).await {
             Ok(Some(bytes)) => Meta::decode(&bytes).map_or(Found::Absent, Found::Entry),
-            Ok(None) | Err(_) => Found::Absent,
+            Ok(None) => Found::Absent,
+            Err(_) => Found::Failed,
         }
     }
 
@@ -184,7 +188,7 @@ impl Instance {
     pub async fn handle(self: &Arc<Self>, id: u64) -> Served {
         // No cache: the same load as a miss's, with nothing read before it or kept after.
         if !self.policy.freshness.caches() {
-            return Box::pin(self.fill(id, None)).await;
+            return Box::pin(self.fill(id, None, Why::Absent)).await;
         }
         let l1 = match self.l1_first(id) {
             Ok(served) => return served,
@@ -195,10 +199,14 @@ impl Instance {
         self.run.cost.read(began);
         let meta = match found {
             Found::Entry(m) => m,
-            Found::Absent => {
+            Found::Absent | Found::Failed => {
                 drop(l1);
                 bump(&self.run.counters.cold_misses);
-                return Box::pin(self.fill(id, None)).await;
+                let why = match found {
+                    Found::Failed => Why::ReadFailed,
+                    _ => Why::Absent,
+                };
+                return Box::pin(self.fill(id, None, why)).await;
             }
         };
         let u: f64 = 1.0 - rand::rng().random::<f64>(); // (0, 1]
@@ -234,6 +242,12 @@ impl Instance {
             // for the lock runs out.
             Verdict::Expired => Box::pin(self.expired(id, meta)).await,
         }
+    }
+
+    /// A measured request for `id` (the herd model counts the hottest key's).
+    #[inline]
+    pub fn note_request(&self, id: u64) {
+        self.run.loads.note_request(id);
     }
 
     /// How long a newer version than `served` had been committed when a read of `id` that
@@ -282,7 +296,9 @@ impl Instance {
             .counters
             .early_lead_us
             .fetch_add((lead_ms * 1000.0) as u64, Relaxed);
-        let r = self.load_and_store(id, claim.lease_token()).await;
+        let r = self
+            .load_and_store(id, claim.lease_token(), Why::Early)
+            .await;
         claim.release(&self.cache, &self.run.counters, id, r).await;
         // Refused by a protection: the value that drew us is still valid, serve it.
         if r.is_err_and(LoadFailure::refused) {
@@ -292,24 +308,33 @@ impl Instance {
     }
 
     /// The value is absent (or expired): get it loaded under the coordination. `stale` is a
-    /// value kept past its expiry, served if a wait runs out under `--lock-timeout-policy stale`.
-    async fn fill(&self, id: u64, stale: Option<Meta>) -> Served {
+    /// value kept past its expiry, served if a wait runs out under `--lock-timeout-policy stale`;
+    /// `why`: what the request saw.
+    async fn fill(&self, id: u64, stale: Option<Meta>, why: Why) -> Served {
         match self.coord.miss(&self.cache, &self.run.counters, id).await {
             Miss::Load(claim) | Miss::Unavailable(claim) => {
-                let r = self.load_and_store(id, claim.lease_token()).await;
+                let r = self.load_and_store(id, claim.lease_token(), why).await;
                 claim.release(&self.cache, &self.run.counters, id, r).await;
                 self.served(id, r, Outcome::Miss, stale.as_ref())
             }
-            Miss::LoadLocked(claim) => self.load_locked(id, claim, stale.as_ref()).await,
+            Miss::LoadLocked(claim) => self.load_locked(id, claim, stale.as_ref(), why).await,
             Miss::Follow(rx) => self.follow(id, rx, stale).await,
-            Miss::WaitForLock { claim, token } => self.wait_for_lock(id, claim, token, stale).await,
+            Miss::WaitForLock { claim, token } => {
+                self.wait_for_lock(id, claim, token, stale, why).await
+            }
         }
     }
 
     /// Holding the lock (or the lease): load unless another instance filled the key between
     /// our miss and our token. `stale`: the value the request holds, served if the load is
     /// refused.
-    async fn load_locked(&self, id: u64, claim: Claim<'_>, stale: Option<&Meta>) -> Served {
+    async fn load_locked(
+        &self,
+        id: u64,
+        claim: Claim<'_>,
+        stale: Option<&Meta>,
+        why: Why,
+    ) -> Served {
         if let Found::Entry(m) = self.read(id).await
             && m.soft_expiry_ms as f64 > now_ms_f64()
         {
@@ -318,7 +343,7 @@ impl Instance {
                 .await;
             return (Outcome::Hit, m.version);
         }
-        let r = self.load_and_store(id, claim.lease_token()).await;
+        let r = self.load_and_store(id, claim.lease_token(), why).await;
         claim.release(&self.cache, &self.run.counters, id, r).await;
         self.served(id, r, Outcome::Miss, stale)
     }
@@ -353,7 +378,7 @@ impl Instance {
             (LockTimeoutPolicy::Stale, Some(m)) => ((Outcome::Stale, m.version), Ok(m.version)),
             (_, stale) => {
                 // No token of our own: under a lease the fallback serves its load unstored.
-                let r = self.load_and_store(id, None).await;
+                let r = self.load_and_store(id, None, Why::WaitRanOut).await;
                 (self.served(id, r, Outcome::Fallback, stale.as_ref()), r)
             }
         }
@@ -367,6 +392,7 @@ impl Instance {
         claim: Claim<'_>,
         token: u64,
         stale: Option<Meta>,
+        why: Why,
     ) -> Served {
         let deadline = Instant::now() + self.policy.lock.wait;
         let mut claim = claim;
@@ -399,7 +425,7 @@ impl Instance {
                 .take_over(&self.cache, &self.run.counters, id, token, claim)
                 .await
             {
-                Ok(c) => return self.load_locked(id, c, stale.as_ref()).await,
+                Ok(c) => return self.load_locked(id, c, stale.as_ref(), why).await,
                 Err(c) => c,
             };
         }
@@ -445,7 +471,7 @@ mod tests {
     fn request_future_is_sized_for_the_hit_path() {
         let handle = future_size(|i| async move { i.handle(1).await });
         let read = future_size(|i| async move { i.read(1).await });
-        let fill = future_size(|i| async move { i.fill(1, None).await });
+        let fill = future_size(|i| async move { i.fill(1, None, Why::Absent).await });
         assert!(handle < read + 256, "handle {handle} B, read {read} B");
         assert!(handle < fill, "handle {handle} B, fill {fill} B");
     }

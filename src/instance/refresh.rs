@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, Instant};
 
 use super::{Found, Instance, RunState};
-use crate::metrics::bump;
+use crate::metrics::{Why, bump};
 
 impl Instance {
     /// SWR, eager refresh: start one background refresh of `id` in this instance unless one
@@ -67,7 +67,9 @@ impl Instance {
             return;
         }
         bump(&self.run.counters.background_refreshes);
-        let r = self.load_and_store(id, claim.lease_token()).await;
+        let r = self
+            .load_and_store(id, claim.lease_token(), Why::Refresh)
+            .await;
         claim.release(&self.cache, &self.run.counters, id, r).await;
     }
 
@@ -83,7 +85,9 @@ impl Instance {
         else {
             return;
         };
-        let r = self.load_and_store_as(id, claim.lease_token(), true).await;
+        let r = self
+            .load_and_store_as(id, claim.lease_token(), Why::Refresh, true)
+            .await;
         claim.release(&self.cache, &self.run.counters, id, r).await;
     }
 }

@@ -61,9 +61,22 @@ impl Instance {
             w.record_latency(due.elapsed().as_micros() as u64);
             return;
         }
+        let book = &self.run.loads.book;
         let invalidated = match self.policy.invalidate {
-            Invalidate::Delete => self.cache.delete(id).await,
-            Invalidate::DeleteFirst => deleted_first.unwrap_or(Ok(())),
+            Invalidate::Delete => {
+                let r = self.cache.delete(id).await;
+                if r.is_ok() {
+                    book.invalidated(id);
+                }
+                r
+            }
+            Invalidate::DeleteFirst => {
+                let r = deleted_first.unwrap_or(Ok(()));
+                if r.is_ok() {
+                    book.invalidated(id);
+                }
+                r
+            }
             Invalidate::Set | Invalidate::Versioned => {
                 let delta_us = started.elapsed().as_micros().min(u128::from(u32::MAX)) as u32;
                 let (meta, px) = match ttl_ms {
@@ -95,7 +108,11 @@ impl Instance {
                         bump(&self.run.counters.stale_sets_refused);
                         Ok(())
                     }
-                    r => r.map(|_| ()),
+                    Ok(true) => {
+                        book.stored(id, now_ms() + px);
+                        Ok(())
+                    }
+                    Err(e) => Err(e),
                 }
             }
             Invalidate::None => Ok(()),

@@ -19,6 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
+use super::causes::{Cause, CauseBook, CauseCounts, HotKey, Why};
+
 /// The part of a run a load or statement belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
@@ -72,6 +74,12 @@ pub struct LoadTracker {
     /// Measured loads started (a request's need for a value: queued ones included).
     pub begun: AtomicU64,
     herds: Box<[Mutex<HashMap<u64, u32>>]>,
+    /// Each key's history, for the causes of its loads.
+    pub book: CauseBook,
+    /// Measured statements by cause: they add up to `calls`.
+    pub causes: CauseCounts,
+    /// The hottest key's figures for the herd model.
+    pub hot: HotKey,
     /// What a load costs now, in thousandths of its set cost (0: as set): a slow-db shock
     /// raises it for its duration.
     cost_milli: AtomicU64,
@@ -97,6 +105,14 @@ impl LoadTracker {
 
 impl Default for LoadTracker {
     fn default() -> Self {
+        LoadTracker::for_run(CauseBook::default(), 0)
+    }
+}
+
+impl LoadTracker {
+    /// A tracker whose loads are given causes from `book`, with `hot_key` (0: none) watched
+    /// for the herd model.
+    pub fn for_run(book: CauseBook, hot_key: u64) -> Self {
         LoadTracker {
             measured_from: OnceLock::new(),
             calls: AtomicU64::new(0),
@@ -120,6 +136,12 @@ impl Default for LoadTracker {
             herds: (0..HERD_SHARDS)
                 .map(|_| Mutex::new(HashMap::new()))
                 .collect(),
+            book,
+            causes: CauseCounts::default(),
+            hot: HotKey {
+                id: hot_key,
+                ..HotKey::default()
+            },
             cost_milli: AtomicU64::new(0),
         }
     }
@@ -132,6 +154,8 @@ pub struct LoadGuard<'a> {
     began: Instant,
     /// A load of the re-warm job, not of a request.
     rewarm: bool,
+    /// Why it was made: its statement is counted under this cause.
+    cause: Cause,
 }
 
 /// One statement running on a held connection; dropping it ends the statement.
@@ -158,12 +182,12 @@ impl LoadTracker {
     /// A load of `key` starts: it is in flight (queued for a connection or running) until the
     /// guard drops.
     pub fn begin(&self, key: u64) -> LoadGuard<'_> {
-        self.begin_as(key, false)
+        self.begin_as(key, Why::Absent, false)
     }
 
-    /// [`LoadTracker::begin`], for the re-warm job when `rewarm`: its statements are counted
-    /// in `rewarm_calls` too.
-    pub fn begin_as(&self, key: u64, rewarm: bool) -> LoadGuard<'_> {
+    /// [`LoadTracker::begin`] for a load made because the request saw `why`; for the re-warm
+    /// job when `rewarm` (its statements are counted in `rewarm_calls` too).
+    pub fn begin_as(&self, key: u64, why: Why, rewarm: bool) -> LoadGuard<'_> {
         let began = Instant::now();
         let now = self.in_flight.fetch_add(1, Relaxed) + 1;
         let herd = {
@@ -174,6 +198,9 @@ impl LoadTracker {
             *n += 1;
             *n
         };
+        let cause = self
+            .book
+            .cause(key, why, herd > 1, crate::instance::now_ms());
         if self.phase(began) == Phase::Measured {
             self.begun.fetch_add(1, Relaxed);
             self.peak_in_flight.fetch_max(now, Relaxed);
@@ -181,12 +208,39 @@ impl LoadTracker {
             if herd > 1 {
                 self.redundant.fetch_add(1, Relaxed);
             }
+            if key == self.hot.id {
+                self.hot.loads.fetch_add(1, Relaxed);
+                if herd == 1 {
+                    self.hot.leaders.fetch_add(1, Relaxed);
+                }
+                self.hot.peak.fetch_max(u64::from(herd), Relaxed);
+            }
         }
         LoadGuard {
             tracker: self,
             key,
             began,
             rewarm,
+            cause,
+        }
+    }
+
+    /// A measured request for `key` (the hottest key's are counted for the herd model).
+    #[inline]
+    pub fn note_request(&self, key: u64) {
+        if key == self.hot.id {
+            self.hot.requests.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// A load of `key` that began at `began` has been written back (or ended without).
+    #[inline]
+    pub fn note_fill(&self, key: u64, began: Instant) {
+        if key == self.hot.id && self.phase(began) == Phase::Measured {
+            self.hot
+                .fill_us
+                .fetch_add(began.elapsed().as_micros() as u64, Relaxed);
+            self.hot.fills.fetch_add(1, Relaxed);
         }
     }
 
@@ -216,6 +270,7 @@ impl<'a> LoadGuard<'a> {
             }
             Phase::Measured => {
                 t.calls.fetch_add(1, Relaxed);
+                t.causes.count(self.cause);
                 t.interval_calls.fetch_add(1, Relaxed);
                 if self.rewarm {
                     t.rewarm_calls.fetch_add(1, Relaxed);

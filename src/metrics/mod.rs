@@ -9,11 +9,13 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+mod causes;
 mod consistency;
 mod cost;
 mod counters;
 mod loads;
 
+pub use causes::{CAUSES, Cause, CauseBook, Why};
 pub use consistency::{Probes, Versions, Writes};
 pub use cost::{CostSums, CostTimes};
 pub use counters::{Counters, CountersSnapshot, ServerHealth, bump};

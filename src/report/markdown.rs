@@ -40,12 +40,23 @@ pub fn compare(s: &CompareSummary) -> String {
         }
     );
     let _ = writeln!(o);
+    let _ = writeln!(o, "**Verdict.** {}", cell(&s.conclusion.text));
+    let _ = writeln!(o);
     let (header, rows, numeric) = s.ranking_cells(true);
     // The rank is a number but reads best left-aligned beside the strategy.
     table(&mut o, &header, |i| i > 0 && numeric[i], &rows);
     let _ = writeln!(o);
     for n in s.notes() {
         let _ = writeln!(o, "- {}", cell(&n));
+    }
+    if let Some((header, rows)) = crate::results::conclusion::cause_table(&s.ranking) {
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "DB calls by cause (each strategy's median trial; `herd` is what a perfect coordination saves):"
+        );
+        let _ = writeln!(o);
+        table(&mut o, &header, |i| i > 0, &rows);
     }
     let t = s.tradeoffs();
     if let (false, Some(base)) = (t.is_empty(), &s.tradeoff_baseline) {

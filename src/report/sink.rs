@@ -138,11 +138,11 @@ impl Sink for HtmlReport {
         Ok(())
     }
 
-    fn finish(&mut self, shown: &[RunResult], _summary: Option<&CompareSummary>) -> Result<()> {
+    fn finish(&mut self, shown: &[RunResult], summary: Option<&CompareSummary>) -> Result<()> {
         if shown.is_empty() {
             return Ok(());
         }
-        write_text(&self.path, &super::html::render(shown)?)?;
+        write_text(&self.path, &super::html::render(shown, summary)?)?;
         say(
             self.quiet,
             &format!("HTML report written to {}", self.path.display()),

@@ -65,10 +65,22 @@ pub fn compare(s: &CompareSummary) -> String {
         s.workload,
         if s.interrupted { "  [INTERRUPTED]" } else { "" }
     );
+    let _ = writeln!(
+        o,
+        "verdict   {}",
+        crate::results::conclusion::wrap(&s.conclusion.text, 100, "          ")
+    );
     let (header, rows, numeric) = s.ranking_cells(false);
     o.push_str(&aligned(&header, &rows, |i| !numeric[i]));
     for n in s.notes() {
         let _ = writeln!(o, "  {n}");
+    }
+    if let Some((header, rows)) = crate::results::conclusion::cause_table(&s.ranking) {
+        let _ = writeln!(
+            o,
+            "db calls by cause (each strategy's median trial; herd = what a perfect coordination saves):"
+        );
+        o.push_str(&aligned(&header, &rows, |i| i == 0));
     }
     let t = s.tradeoffs();
     if let (false, Some(base)) = (t.is_empty(), &s.tradeoff_baseline) {

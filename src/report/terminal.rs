@@ -555,6 +555,7 @@ fn db_lines(o: &mut String, r: &RunResult) {
         r.shown(Metric::PeakKeyHerd),
         r.shown(Metric::RedundantLoads)
     );
+    cause_lines(o, r);
     // The pools are the built-in app's; an app under test's are its own.
     let mut extra = if app {
         Vec::new()
@@ -612,6 +613,28 @@ fn db_lines(o: &mut String, r: &RunResult) {
     }
     if let Some(line) = crate::results::cost::line(r) {
         let _ = writeln!(o, "  cost      {line}");
+    }
+}
+
+/// Where the DB calls came from, and the hottest key's herd beside its model.
+fn cause_lines(o: &mut String, r: &RunResult) {
+    let d = &r.db;
+    match &d.by_cause {
+        crate::results::Known::Value(b) => {
+            let evicted = match (b.eviction, r.redis.evicted_keys) {
+                (e, Some(k)) if e > 0 || k > 0 => {
+                    format!("; Redis evicted {k} keys in the window (INFO evicted_keys)")
+                }
+                _ => String::new(),
+            };
+            let _ = writeln!(o, "  causes    {}{evicted}", b.line());
+        }
+        crate::results::Known::Unknown(why) => {
+            let _ = writeln!(o, "  causes    unknown: {why}");
+        }
+    }
+    if let Some(line) = d.herd_model.as_ref().and_then(|m| m.line()) {
+        let _ = writeln!(o, "  herd      {line}");
     }
 }
 

@@ -3,8 +3,10 @@
 //! produced it; the figures the metric list names; thresholds judged against it. Every reader
 //! (check, compare, the renderers) works on these types, never on loose JSON.
 
+pub mod causes;
 pub mod check;
 pub mod comparable;
+pub mod conclusion;
 pub mod cost;
 pub mod diagnose;
 pub mod faults;

@@ -84,6 +84,16 @@ pub struct DbFigures {
     /// Loads started while another load of the same key was in flight (queued ones
     /// included); unknown when it could not be measured.
     pub redundant_loads: Known<u64>,
+    /// The DB calls by cause, adding up to `calls` (docs/results.md: the causes and their
+    /// precedence). `herd` is the calls among `redundant_loads` (loads that never reached
+    /// the server are not calls), so herd <= redundant_loads. Unknown for an app under test,
+    /// whose loads the tool cannot see.
+    #[serde(default)]
+    pub by_cause: Known<super::causes::ByCause>,
+    /// The herd a simple model predicts for the hottest key beside the one measured; absent
+    /// for an app under test and a sharded run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub herd_model: Option<super::causes::HerdModel>,
     /// A sharded run's herd, from the load ledger on the server's clock: most loads of one
     /// key running in Postgres at once (loads queued for a connection are not in it), over
     /// every shard. A different quantity from `peak_key_herd`, hence its own name; absent

@@ -14,7 +14,8 @@ use crate::stats;
 /// Version of the summary document's layout. 2: a row's figures are one map keyed by the
 /// metric list's names (was one field per figure, a second list of metrics to keep in step),
 /// with repeated trials (`trials`, `samples`, `ci95`, `same_as_next`) and the Pareto front.
-pub const SUMMARY_SCHEMA: u32 = 2;
+/// 3: the `conclusion` that leads it, and each row's DB calls by cause (`by_cause`).
+pub const SUMMARY_SCHEMA: u32 = 3;
 
 /// The objectives of every comparison's Pareto front, all lower-is-better. Rejections count:
 /// a protection that refuses loads must not look like a strategy that needs none.
@@ -84,10 +85,14 @@ pub struct CompareSummary {
     /// first strategy named.
     #[serde(default)]
     pub tradeoff_baseline: Option<String>,
+    /// What the numbers say, computed from them alone: the sentence (`text`) and its parts.
+    /// It leads every rendering of the comparison.
+    #[serde(default)]
+    pub conclusion: super::conclusion::Conclusion,
 }
 
 /// One strategy's headline figures: with several trials, the medians.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Row {
     /// 1 = fewest DB calls.
     pub rank: usize,
@@ -95,13 +100,14 @@ pub struct Row {
     /// with several trials.
     pub strategy: String,
     /// Every metric of the list (docs/results.md), by name: `db_calls`, `hit_rate`, `p99`, …
-    /// (the median over the trials).
+    /// (the median over the trials); null when unknown.
+    #[serde(deserialize_with = "nan::map")]
     pub figures: BTreeMap<String, f64>,
     /// Trials run.
     #[serde(default = "one")]
     pub trials: usize,
-    /// Every trial's value of every metric, by name, in trial order.
-    #[serde(default)]
+    /// Every trial's value of every metric, by name, in trial order (null: unknown in it).
+    #[serde(default, deserialize_with = "nan::vec_map")]
     pub samples: BTreeMap<String, Vec<f64>>,
     /// The interval of each metric's median, with its real coverage (distribution-free, from
     /// order statistics); null below 5 trials, where no interval is computed.
@@ -149,6 +155,10 @@ pub struct Row {
     /// Whether the runs had writes (the consistency figures mean something).
     #[serde(default)]
     pub writes: bool,
+    /// The DB calls by cause of the trial whose DB calls are the median (a real trial's, so
+    /// they add up to its calls); null when unknown (an app under test).
+    #[serde(default)]
+    pub by_cause: Option<super::causes::ByCause>,
 }
 
 fn one() -> usize {
@@ -165,7 +175,47 @@ pub struct Ci {
     /// 1-based ranks of the bounds in the sorted trials.
     pub ranks: [usize; 2],
     /// Metric name → [lo, hi].
+    #[serde(deserialize_with = "nan::pair_map")]
     pub bounds: BTreeMap<String, [f64; 2]>,
+}
+
+/// Reading back what serde_json wrote: an unknown figure travels as NaN, which JSON writes
+/// as `null`.
+pub(crate) mod nan {
+    use std::collections::BTreeMap;
+
+    use serde::{Deserialize, Deserializer};
+
+    fn or_nan(v: Option<f64>) -> f64 {
+        v.unwrap_or(f64::NAN)
+    }
+
+    pub fn one<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        Option::<f64>::deserialize(d).map(or_nan)
+    }
+
+    pub fn map<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<String, f64>, D::Error> {
+        let m = BTreeMap::<String, Option<f64>>::deserialize(d)?;
+        Ok(m.into_iter().map(|(k, v)| (k, or_nan(v))).collect())
+    }
+
+    pub fn vec_map<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<String, Vec<f64>>, D::Error> {
+        let m = BTreeMap::<String, Vec<Option<f64>>>::deserialize(d)?;
+        Ok(m.into_iter()
+            .map(|(k, v)| (k, v.into_iter().map(or_nan).collect()))
+            .collect())
+    }
+
+    pub fn pair_map<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<String, [f64; 2]>, D::Error> {
+        let m = BTreeMap::<String, [Option<f64>; 2]>::deserialize(d)?;
+        Ok(m.into_iter()
+            .map(|(k, [a, b])| (k, [or_nan(a), or_nan(b)]))
+            .collect())
+    }
 }
 
 /// The fewest trials whose interval of the median reaches 95% coverage.
@@ -247,7 +297,9 @@ impl CompareSummary {
                     .and_then(|t| t.first())
                     .map(|r| r.strategy.clone())
             });
+        let conclusion = super::conclusion::conclude(&rows, tradeoff_baseline.as_deref());
         CompareSummary {
+            conclusion,
             schema: SUMMARY_SCHEMA,
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
             workload,
@@ -477,6 +529,7 @@ fn row(trials: &[RunResult]) -> Row {
         diagnoses,
         interrupted: trials.iter().any(|r| r.interrupted),
         writes: first.scenario.writes.is_some(),
+        by_cause: super::conclusion::median_split(trials),
     }
 }
 

@@ -418,6 +418,10 @@ fn shape(
     };
     d.peak_key_herd = Known::or_unknown(ledger.herds.as_ref().map(|h| h.peak_herd), herd_unknown);
     d.redundant_loads = Known::or_unknown(ledger.herds.as_ref().map(|h| h.redundant), herd_unknown);
+    d.by_cause = Known::unknown(
+        "the app's loads are its own: the tool cannot see why each was made (what its cache read found, whether another load of the key was in flight)",
+    );
+    d.herd_model = None;
     if let Some(n) = &ledger.note {
         notes.push(n.clone());
     }

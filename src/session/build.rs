@@ -256,6 +256,8 @@ fn db_figures(
         peak_active_sampled: None,
         peak_key_herd: Known::Value(d.peak_herd),
         redundant_loads: Known::Value(d.redundant),
+        by_cause: Known::Value(d.by_cause),
+        herd_model: results::causes::HerdModel::of(&d.hot, raw.window.as_secs_f64()),
         ledger_peak_key_herd: None,
         ledger_redundant_loads: None,
         statement_ms_mean: (d.calls > 0)

@@ -406,6 +406,10 @@ impl Lane {
         }
         record.injected = true;
         health.set_down();
+        if spec.kind == FaultKind::KillRedis {
+            // Entries gone before their expiry from now on were lost to the fault.
+            self.shared.loads.book.cache_lost();
+        }
         if let Target::Redis(r) = &mut self.target
             && let Some(c) = r.cluster.as_mut()
         {

@@ -99,7 +99,10 @@ pub(super) async fn lane(
                     Some(d) => {
                         let ids = drop_ids(d.keys, spec.drop_fraction(), order, d.seed, nth as u64);
                         match d.admin.unlink_entries(&ids).await {
-                            Ok(n) => r.removed = Some(n),
+                            Ok(n) => {
+                                r.removed = Some(n);
+                                loads.book.cache_lost();
+                            }
                             Err(e) => {
                                 r.injected = false;
                                 r.note = Some(format!("not injected: {e:#}"));

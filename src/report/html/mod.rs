@@ -6,6 +6,7 @@
 
 pub(crate) mod chart;
 pub mod curve;
+mod diff;
 pub mod map;
 
 use std::fmt::Write as _;
@@ -16,7 +17,7 @@ use anyhow::{Context, Result};
 use crate::error::UsageError;
 use crate::metric::Metric;
 use crate::results::comparable::{WORKLOAD_SETTINGS, differences};
-use crate::results::summary::cell;
+use crate::results::summary::{CompareSummary, cell};
 use crate::results::{Bucket, FaultReport, RunResult, read_json};
 
 use chart::{METRICS, Series};
@@ -175,7 +176,7 @@ fn differing_settings(results: &[RunResult]) -> Vec<String> {
 }
 
 /// The page.
-pub fn render(results: &[RunResult]) -> Result<String> {
+pub fn render(results: &[RunResult], summary: Option<&CompareSummary>) -> Result<String> {
     let first = results
         .first()
         .ok_or_else(|| UsageError::new("no results to report"))?;
@@ -232,6 +233,7 @@ the lines are not a like-for-like comparison.</p>",
     if results.iter().any(|r| r.interrupted) {
         h.push_str("<p class=\"warn\">A run was interrupted: its figures cover what ran.</p>\n");
     }
+    verdict(&mut h, results, summary)?;
     table(&mut h, results, &labels);
     diagnoses(&mut h, results, &labels);
     h.push_str("<div class=\"legend\">\n");
@@ -258,6 +260,61 @@ the lines are not a like-for-like comparison.</p>",
     notes(&mut h, first);
     h.push_str("</body>\n</html>\n");
     Ok(h)
+}
+
+/// The verdict that leads the page, the differences it rests on, and where the load came
+/// from: the comparison's own summary when there is one (every trial), else one computed from
+/// these results (one trial each). Nothing with a single strategy.
+fn verdict(h: &mut String, results: &[RunResult], summary: Option<&CompareSummary>) -> Result<()> {
+    let built;
+    let s = match summary {
+        Some(s) => s,
+        None => {
+            let mut groups: Vec<Vec<RunResult>> = Vec::new();
+            for r in results {
+                match groups.iter_mut().find(|g| g[0].strategy == r.strategy) {
+                    Some(g) => g.push(r.clone()),
+                    None => groups.push(vec![r.clone()]),
+                }
+            }
+            if groups.len() < 2 {
+                return Ok(());
+            }
+            built = CompareSummary::build(String::new(), &groups, Vec::new(), false);
+            &built
+        }
+    };
+    let c = &s.conclusion;
+    let _ = writeln!(
+        h,
+        "<section class=\"verdict\"><h2>Verdict</h2>\n<p>{}</p></section>",
+        esc(&c.text)
+    );
+    if let Some(svg) = diff::draw(&s.ranking, c)? {
+        let _ = writeln!(
+            h,
+            "<figure class=\"chart diff\"><figcaption>Each strategy against {} (green: better beyond the noise, red: worse, grey: inside it)</figcaption>",
+            esc(c.baseline.as_deref().unwrap_or("the baseline"))
+        );
+        h.push_str(&svg);
+        h.push_str("</figure>\n");
+    }
+    if let Some((header, rows)) = crate::results::conclusion::cause_table(&s.ranking) {
+        h.push_str("<h2>Where the DB calls came from</h2>\n<table class=\"causes\">\n<thead><tr>");
+        for c in &header {
+            let _ = write!(h, "<th>{}</th>", esc(c));
+        }
+        h.push_str("</tr></thead>\n<tbody>\n");
+        for r in rows {
+            h.push_str("<tr>");
+            for c in r {
+                let _ = write!(h, "<td>{}</td>", esc(&c));
+            }
+            h.push_str("</tr>\n");
+        }
+        h.push_str("</tbody></table>\n<p class=\"note\">Each strategy's median trial; <code>herd</code> is what a perfect coordination would have saved (docs/results.md: the causes and their precedence).</p>\n");
+    }
+    Ok(())
 }
 
 /// Series labels: the strategy, made unique with an index when two results share one.

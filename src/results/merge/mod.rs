@@ -323,6 +323,7 @@ fn finish(m: &mut RunResult) -> Result<()> {
     let why = "a sharded run's loads are counted per process, and a herd spans processes: see db.ledger_peak_key_herd and db.ledger_redundant_loads (statements running in Postgres, from the load ledger)";
     d.peak_key_herd = Known::unknown(why);
     d.redundant_loads = Known::unknown(why);
+    d.herd_model = None;
     let whole = m.shard.as_ref().and_then(|s| s.whole_run.as_ref());
     let ledger = whole.and_then(|w| w.ledger);
     d.ledger_peak_key_herd = ledger.map(|l| l.peak_herd);
@@ -388,6 +389,9 @@ fn notes(rs: &[&RunResult], m: &RunResult) -> Vec<String> {
         ),
         None => "no load ledger was read: the run's herds across shards are unknown".to_string(),
     });
+    notes.push(
+        "db.by_cause is the shards' counts added: each shard sees only its own loads, so a herd that spans shards counts under the other causes (herd is a lower bound); there is no herd model".to_string(),
+    );
     notes.push(
         "timeline: buckets aligned on the wall clock and summed; a bucket's p99_ms is the highest shard's (an upper bound: buckets keep no histogram)".to_string(),
     );

@@ -5,9 +5,10 @@ use anyhow::{Result, anyhow};
 use hdrhistogram::Histogram;
 
 use super::rules::{
-    Merge, all, any, by_parent, first, max, recomputed, same, sum, sum_known, sum_some,
-    weighted_mean,
+    Merge, all, any, by_parent, first, max, recomputed, same, sum, sum_known, sum_known_by,
+    sum_some, weighted_mean,
 };
+use crate::results::causes::ByCause;
 use crate::results::cost::{CostFigures, THIS_RUN, break_even};
 use crate::results::l1::L1Figures;
 use crate::results::shard::ShardFigures;
@@ -95,6 +96,8 @@ impl Merge for DbFigures {
             peak_active_sampled,
             peak_key_herd,
             redundant_loads,
+            by_cause,
+            herd_model,
             ledger_peak_key_herd,
             ledger_redundant_loads,
             statement_ms_mean,
@@ -156,6 +159,9 @@ impl Merge for DbFigures {
         // figures stand in for them).
         recomputed(&mut self.peak_key_herd, peak_key_herd);
         recomputed(&mut self.redundant_loads, redundant_loads);
+        // Each call has one cause in its shard: the sums still add up to the calls.
+        sum_known_by(&mut self.by_cause, by_cause, |a, b| a.merge(b))?;
+        recomputed(&mut self.herd_model, herd_model);
         recomputed(&mut self.ledger_peak_key_herd, ledger_peak_key_herd);
         recomputed(&mut self.ledger_redundant_loads, ledger_redundant_loads);
         // Weighed by the shards' instances, which the run holds.
@@ -177,6 +183,30 @@ impl Merge for DbFigures {
         sum_some(&mut self.writes_server, writes_server);
         sum(&mut self.write_errors, write_errors);
         same(&mut self.write_latency_ms, write_latency_ms);
+        Ok(())
+    }
+}
+
+impl Merge for ByCause {
+    fn merge(&mut self, o: &Self) -> Result<()> {
+        let ByCause {
+            expiry,
+            first,
+            eviction,
+            invalidation,
+            herd,
+            refresh,
+            after_fault,
+            other,
+        } = o;
+        sum(&mut self.expiry, expiry);
+        sum(&mut self.first, first);
+        sum(&mut self.eviction, eviction);
+        sum(&mut self.invalidation, invalidation);
+        sum(&mut self.herd, herd);
+        sum(&mut self.refresh, refresh);
+        sum(&mut self.after_fault, after_fault);
+        sum(&mut self.other, other);
         Ok(())
     }
 }

@@ -29,6 +29,22 @@ pub fn sum_known(a: &mut Known<u64>, b: &Known<u64>) {
     }
 }
 
+/// A part that may be unknown: merged by `f`, and unknown when a shard's is (with its reason).
+pub fn sum_known_by<T>(
+    a: &mut Known<T>,
+    b: &Known<T>,
+    f: impl FnOnce(&mut T, &T) -> Result<()>,
+) -> Result<()> {
+    match (&mut *a, b) {
+        (Known::Value(x), Known::Value(y)) => f(x, y)?,
+        (Known::Value(_), Known::Unknown(why)) => {
+            *a = Known::unknown(format!("a shard's is unknown: {why}"));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 /// A count that may be missing: added, and missing when a shard's is.
 pub fn sum_some(a: &mut Option<u64>, b: &Option<u64>) {
     *a = a.zip(*b).map(|(x, y)| x + y);

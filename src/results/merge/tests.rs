@@ -65,6 +65,8 @@ const RULES: &[(&str, Rule)] = &[
     ("db.peak_active_sampled", Same),
     ("db.peak_key_herd", Unknown),
     ("db.redundant_loads", Unknown),
+    ("db.by_cause", Sum),
+    ("db.herd_model", Dropped),
     ("db.ledger_peak_key_herd", Recomputed),
     ("db.ledger_redundant_loads", Recomputed),
     ("db.statement_ms_mean", Same),
