@@ -338,3 +338,69 @@ fn single_flight_followers_wait_no_longer_than_lock_wait() {
         "followers gave up at ~200 ms: {errors}"
     );
 }
+
+/// The DB calls by cause on a case whose split is known by construction: one key from a cold
+/// start, a TTL much shorter than the window. The first load is `first`, each reload after
+/// the key expired is `expiry`, and every load begun while another was in flight is `herd`
+/// (so herd is exactly the redundant loads here: every load got a connection); nothing else.
+/// Under a mutex the same workload has no herd. A drop-cache shock's reloads are
+/// `after_fault`.
+#[test]
+fn db_calls_by_cause_are_the_known_split_of_one_hot_key() {
+    let base = [
+        "--keys",
+        "1",
+        "--start",
+        "cold",
+        "--duration",
+        "3s",
+        "--rps",
+        "200",
+        "--db-cost",
+        "20ms",
+    ];
+    let with = |more: &[&'static str]| {
+        let mut a = base.to_vec();
+        a.extend(more);
+        a
+    };
+    let r = run_ok(&with(&["--ttl", "500ms"]));
+    let c = |r: &Run, k: &str| r.u(&format!("/db/by_cause/{k}"));
+    eprintln!("cache-aside: {}", r.json["db"]["by_cause"]);
+    assert_eq!(c(&r, "first"), 1, "one key, loaded first once");
+    assert_eq!(c(&r, "herd"), r.u("/db/redundant_loads"));
+    assert!(c(&r, "herd") > 0, "200 req/s on a 20 ms load herds");
+    // One reload per expiry: at most one per TTL plus its load over the 3 s window.
+    let expiry = c(&r, "expiry");
+    assert!((3..=6).contains(&expiry), "expiries {expiry}");
+    for k in [
+        "eviction",
+        "invalidation",
+        "refresh",
+        "after_fault",
+        "other",
+    ] {
+        assert_eq!(c(&r, k), 0, "{k}");
+    }
+    assert_eq!(
+        c(&r, "first") + expiry + c(&r, "herd"),
+        r.u("/db/calls"),
+        "the split adds up"
+    );
+    // The model for the one (hottest) key: 200/s over a miss-to-write-back of ~20 ms.
+    let m = &r.json["db"]["herd_model"];
+    assert_eq!(m["key"], 1);
+    let predicted = m["predicted_mean"].as_f64().unwrap();
+    assert!((3.0..=15.0).contains(&predicted), "model {m}");
+
+    let r = run_ok(&with(&["--ttl", "500ms", "--strategy", "mutex"]));
+    eprintln!("mutex: {}", r.json["db"]["by_cause"]);
+    assert_eq!(c(&r, "herd"), 0, "the lock holds the herd back");
+    assert_eq!(c(&r, "first"), 1);
+
+    let r = run_ok(&with(&["--ttl", "60s", "--drop-cache-at", "1500ms"]));
+    eprintln!("drop-cache: {}", r.json["db"]["by_cause"]);
+    assert_eq!(c(&r, "first"), 1);
+    assert_eq!(c(&r, "expiry"), 0, "a 60 s TTL does not expire in 3 s");
+    assert_eq!(c(&r, "after_fault"), 1, "the one reload after the drop");
+}

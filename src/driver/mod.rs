@@ -440,18 +440,20 @@ impl Driver {
 /// its state before traffic: the driver allocates and wires, it derives nothing.
 fn plan(sc: &Scenario) -> (RunPolicy, Arc<RunState>) {
     let policy = policy::of(sc, Bench::from_env());
-    let run = Arc::new(RunState::new(&policy, load_tracker(sc)));
+    let run = Arc::new(RunState::new(&policy, load_tracker(sc, &policy)));
     (policy, run)
 }
 
 /// The run's load tracker: its book of the keys' histories (a steady start's absent keys
 /// count as expired, a memory limit's early absences as evictions) and the hottest key it
 /// watches for the herd model (rank 1; a trace's most requested id).
-fn load_tracker(sc: &Scenario) -> LoadTracker {
+fn load_tracker(sc: &Scenario, policy: &RunPolicy) -> LoadTracker {
+    let caches = policy.freshness.caches();
     let book = CauseBook::new(
         sc.keys,
         sc.start == crate::workload::Start::Steady,
         sc.memory_limit().is_some(),
+        !caches,
     );
     let hot = match &sc.trace {
         Some(t) => t
@@ -465,7 +467,8 @@ fn load_tracker(sc: &Scenario) -> LoadTracker {
             .unwrap_or(0),
         None => 1,
     };
-    LoadTracker::for_run(book, hot)
+    // With no cache every request loads: the model of a herd at a miss does not apply.
+    LoadTracker::for_run(book, if caches { hot } else { 0 })
 }
 
 /// The instants that cut a run: traffic starts, the measured window opens, it closes.

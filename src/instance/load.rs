@@ -160,7 +160,13 @@ impl Instance {
         );
         // Whether Redis keeps the value: only then does the tier keep it.
         let stored = match set {
-            Set::Plain => self.cache.set(id, &bytes, px).await.is_ok(),
+            Set::Plain => {
+                let ok = self.cache.set(id, &bytes, px).await.is_ok();
+                if !ok {
+                    self.run.loads.book.set_failed(id);
+                }
+                ok
+            }
             Set::Checked { lease, versioned } => {
                 let check = SetCheck { lease, versioned };
                 match self

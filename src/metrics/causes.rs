@@ -11,7 +11,8 @@
 //! 4. `invalidation`: a write deleted the entry since it was stored;
 //! 5. `expiry`: the entry had expired (gone past its TTL, or found past its expiry); under a
 //!    steady start also a key the start left absent, as a long-running service's would be;
-//! 6. `eviction`: the entry was gone before its expiry under a memory limit;
+//! 6. `eviction`: the entry was gone before its expiry under a memory limit, or the full
+//!    cache refused its write-back (noeviction);
 //! 7. `first`: the key was never cached in this run (its compulsory load);
 //! 8. `other`: none of these (a value no cache keeps: a missing id without negative caching,
 //!    every load under no-cache; an entry gone early with nothing to explain it).
@@ -97,7 +98,8 @@ const STORED: u64 = 1 << 40;
 const INVALIDATED: u64 = 1 << 41;
 const FAILED: u64 = 1 << 42;
 const NOT_KEPT: u64 = 1 << 43;
-const TAG_SHIFT: u32 = 44;
+const SET_FAILED: u64 = 1 << 44;
+const TAG_SHIFT: u32 = 45;
 
 /// Each key's history as far as its causes need it, in one word per id: when its entry
 /// expires (ms from `base_ms`), the cache-loss epoch it was stored in, whether a write deleted
@@ -113,11 +115,13 @@ pub struct CauseBook {
     absent_is_expiry: bool,
     /// A memory limit is in force: an entry gone early was evicted.
     evicts: bool,
+    /// No cache (no-cache): every load but a herd's is `other`.
+    uncached: bool,
 }
 
 impl Default for CauseBook {
     fn default() -> Self {
-        CauseBook::new(0, false, false)
+        CauseBook::new(0, false, false, false)
     }
 }
 
@@ -130,8 +134,9 @@ fn mix(id: u64) -> u64 {
 }
 
 impl CauseBook {
-    /// A book for ids up to `keys` kept flat (the run's ids are 1..=keys), the rest tagged.
-    pub fn new(keys: u64, absent_is_expiry: bool, evicts: bool) -> CauseBook {
+    /// A book for ids up to `keys` kept flat (the run's ids are 1..=keys), the rest tagged;
+    /// `uncached`: the strategy keeps nothing.
+    pub fn new(keys: u64, absent_is_expiry: bool, evicts: bool, uncached: bool) -> CauseBook {
         let direct = (keys as usize).saturating_add(1).min(DIRECT_MAX);
         CauseBook {
             direct: (0..direct).map(|_| AtomicU64::new(0)).collect(),
@@ -140,6 +145,7 @@ impl CauseBook {
             lost: AtomicU64::new(0),
             absent_is_expiry,
             evicts,
+            uncached,
         }
     }
 
@@ -187,6 +193,12 @@ impl CauseBook {
         s.store(tag | NOT_KEPT | (self.epoch() << EPOCH_SHIFT), Relaxed);
     }
 
+    /// The write-back of `id` failed (Redis refused it: out of memory, or down).
+    pub fn set_failed(&self, id: u64) {
+        let (s, tag) = self.slot(id);
+        s.store(tag | SET_FAILED | (self.epoch() << EPOCH_SHIFT), Relaxed);
+    }
+
     /// A write deleted `id`'s entry.
     pub fn invalidated(&self, id: u64) {
         let (s, _, w) = self.word(id);
@@ -215,6 +227,7 @@ impl CauseBook {
         let w = match why {
             Why::Early | Why::Refresh => return Cause::Refresh,
             Why::ReadFailed | Why::WaitRanOut => return Cause::AfterFault,
+            _ if self.uncached => return Cause::Other,
             Why::Expired | Why::Absent => self.word(id).2,
         };
         if w & FAILED != 0 {
@@ -222,6 +235,15 @@ impl CauseBook {
         }
         if why == Why::Expired {
             return Cause::Expiry;
+        }
+        if w & SET_FAILED != 0 {
+            // Refused by a full cache (noeviction) is the memory limit's doing; else the
+            // cache failed.
+            return if self.evicts {
+                Cause::Eviction
+            } else {
+                Cause::AfterFault
+            };
         }
         if w & STORED == 0 {
             return match (w & NOT_KEPT != 0, self.absent_is_expiry) {
@@ -285,7 +307,7 @@ mod tests {
 
     #[test]
     fn precedence_and_history() {
-        let b = CauseBook::new(10, false, false);
+        let b = CauseBook::new(10, false, false, false);
         let now = b.base_ms + 1000;
         assert_eq!(b.cause(3, Why::Absent, false, now), Cause::First);
         assert_eq!(b.cause(3, Why::Absent, true, now), Cause::Herd);
@@ -311,15 +333,26 @@ mod tests {
         assert_eq!(b.cause(3, Why::Absent, false, now), Cause::Other);
         b.not_kept(4);
         assert_eq!(b.cause(4, Why::Absent, false, now), Cause::Other);
-        let e = CauseBook::new(10, true, true);
+        b.set_failed(5);
+        assert_eq!(b.cause(5, Why::Absent, false, now), Cause::AfterFault);
+        let u = CauseBook::new(10, true, false, true);
+        assert_eq!(
+            u.cause(3, Why::Absent, false, now),
+            Cause::Other,
+            "no cache"
+        );
+        assert_eq!(u.cause(3, Why::Absent, true, now), Cause::Herd);
+        let e = CauseBook::new(10, true, true, false);
         assert_eq!(e.cause(3, Why::Absent, false, now), Cause::Expiry, "steady");
         e.stored(3, now + 500);
         assert_eq!(e.cause(3, Why::Absent, false, now), Cause::Eviction);
+        e.set_failed(4);
+        assert_eq!(e.cause(4, Why::Absent, false, now), Cause::Eviction, "OOM");
     }
 
     #[test]
     fn ids_outside_the_flat_table_are_tagged() {
-        let b = CauseBook::new(10, false, false);
+        let b = CauseBook::new(10, false, false, false);
         let now = b.base_ms + 1000;
         // Ids past the run's keys share a bounded table: one that lands on another's slot
         // finds no history of its own.

@@ -15,10 +15,12 @@ fn opt(v: Option<f64>, digits: usize) -> String {
 pub fn cell_line(c: &Cell) -> String {
     let f = &c.figures;
     format!(
-        "goodput {:.0}/s of {:.0}/s offered, DB calls {}/s, p99 {} ms, peak herd {} — {}",
+        "goodput {:.0}/s of {:.0}/s offered, DB calls {}/s ({}), p99 {} ms, peak herd {} — {}",
         f.goodput_per_s,
         f.offered_per_s,
         opt(f.db_calls_per_s, 0),
+        f.by_cause
+            .map_or("causes unknown".to_string(), |b| b.short()),
         opt(f.p99_ms, 1),
         opt(f.peak_key_herd, 0),
         if c.shock {
@@ -113,6 +115,7 @@ fn curve(o: &mut String, d: &SweepDoc, strategy: &str, md: bool) {
         "DB calls/s".into(),
         "p99 ms".into(),
         "peak herd".into(),
+        "db calls by cause".into(),
     ];
     // Along a memory axis what changes first is the hit rate.
     // Beside it, an exact LRU of the entries the budget holds, on the same requests.
@@ -142,6 +145,7 @@ fn curve(o: &mut String, d: &SweepDoc, strategy: &str, md: bool) {
             opt(f.db_calls_per_s, 0),
             opt(f.p99_ms, 1),
             opt(f.peak_key_herd, 0),
+            f.by_cause.map_or("—".to_string(), |b| b.short()),
         ];
         if axis.is_size() {
             r.insert(

@@ -107,6 +107,21 @@ impl ByCause {
         s
     }
 
+    /// The three largest causes with their shares, for a table cell: "expiry 80% herd 12%
+    /// first 8%".
+    pub fn short(&self) -> String {
+        let total = self.total();
+        let r = self.ranked();
+        if r.is_empty() {
+            return "—".to_string();
+        }
+        r.iter()
+            .take(3)
+            .map(|(c, n)| format!("{} {:.0}%", c.name(), 100.0 * *n as f64 / total as f64))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
     /// The two largest causes but the herd (a conclusion states it apart) in words:
     /// "reloads after expiry 79.2% and first loads 18.6%".
     pub fn main_causes(&self) -> String {

@@ -133,6 +133,10 @@ pub struct Figures {
     /// The `maxmemory-policy` the cell's Redis ran with (`redis.memory.policy`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
+    /// The DB calls by cause (`db.by_cause`; with --repeat, the trial with the median DB
+    /// calls): a real trial's split, so it adds up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub by_cause: Option<super::causes::ByCause>,
 }
 
 /// One strategy at one point.
@@ -247,6 +251,7 @@ pub fn figures(r: &RunResult) -> (Figures, Option<Value>) {
         lru_objects: None,
         lru_hit_rate: None,
         policy: r.redis.memory.as_ref().and_then(|m| m.policy.clone()),
+        by_cause: r.db.by_cause.value(),
     };
     let recovery = v.get("recovery").filter(|x| !x.is_null()).cloned();
     (f, recovery)
@@ -293,6 +298,12 @@ pub fn median_figures(all: &[Figures]) -> Figures {
         lru_objects: None,
         lru_hit_rate: None,
         policy: all.iter().find_map(|f| f.policy.clone()),
+        by_cause: {
+            let mut v: Vec<super::causes::ByCause> =
+                all.iter().filter_map(|f| f.by_cause).collect();
+            v.sort_by_key(super::causes::ByCause::total);
+            v.get(v.len().saturating_sub(1) / 2).copied()
+        },
     }
 }
 

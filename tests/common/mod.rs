@@ -134,8 +134,44 @@ pub fn run(args: &[&str]) -> Run {
     Run { output, json, dir }
 }
 
+/// A JSON file; a run's results are checked on the way: their DB calls by cause add up to
+/// the DB calls (every test that reads results checks it).
 pub fn read_json(p: &Path) -> Option<Value> {
-    serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok()
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok()?;
+    assert_causes_add_up(&v, p);
+    Some(v)
+}
+
+/// `db.by_cause` (when known) adds up exactly to `db.calls`, and holds the causes only.
+pub fn assert_causes_add_up(v: &Value, from: &Path) {
+    let (Some(calls), Some(by)) = (
+        v.pointer("/db/calls").and_then(Value::as_u64),
+        v.pointer("/db/by_cause").and_then(Value::as_object),
+    ) else {
+        return;
+    };
+    let names = [
+        "expiry",
+        "first",
+        "eviction",
+        "invalidation",
+        "herd",
+        "refresh",
+        "after_fault",
+        "other",
+    ];
+    assert!(
+        by.keys().all(|k| names.contains(&k.as_str())),
+        "{}: db.by_cause holds only causes: {by:?}",
+        from.display()
+    );
+    let sum: u64 = by.values().filter_map(Value::as_u64).sum();
+    assert_eq!(
+        sum,
+        calls,
+        "{}: db.by_cause {by:?} adds up to db.calls",
+        from.display()
+    );
 }
 
 /// True while a process with this PID exists (and is not a zombie we could still reap).

@@ -98,6 +98,9 @@ pub(super) async fn lane(
                 match &side {
                     Some(d) => {
                         let ids = drop_ids(d.keys, spec.drop_fraction(), order, d.seed, nth as u64);
+                        // Before and after the UNLINKs: a key missed while they run, or stored
+                        // meanwhile and then removed, is lost to the drop either way.
+                        loads.book.cache_lost();
                         match d.admin.unlink_entries(&ids).await {
                             Ok(n) => {
                                 r.removed = Some(n);
