@@ -4,6 +4,7 @@
 //! traffic → the orchestration in `session` → `commands`), which holds them to it; the app
 //! under test (`app`) is one room whose parts sit in the layers where they are used.
 
+mod advise;
 mod app;
 mod audit;
 pub mod cache;

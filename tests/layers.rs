@@ -70,6 +70,12 @@ const LAYERS: &[(&str, &[&str])] = &[
             "session::sweep",
             "session::app_run",
             "audit",
+            "advise",
+            "advise::space",
+            "advise::judge",
+            "advise::plan",
+            "advise::adopt",
+            "advise::render",
         ],
     ),
     ("commands", &["commands"]),
@@ -79,7 +85,7 @@ const LAYERS: &[(&str, &[&str])] = &[
 /// scenarios), the orchestration (the audit's included), results and report (and the exit codes
 /// of `error`).
 const COMMANDS_MAY_IMPORT: &[&str] = &[
-    "cli", "scenario", "session", "audit", "results", "report", "error",
+    "cli", "scenario", "session", "audit", "advise", "results", "report", "error",
 ];
 
 /// No file of `commands/` past this many lines: a command reads, calls and ends.

@@ -4,6 +4,7 @@
 //! Every flag has a help heading, and its doc comment a first paragraph that fits on one line
 //! of `-h` (the summary) before the paragraphs `--help` adds (tests/help.rs holds both).
 
+mod advise;
 mod audit;
 mod run;
 mod settings;
@@ -13,6 +14,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+pub use advise::{AdviseCmd, Library};
 pub use audit::AuditCmd;
 pub use run::*;
 pub use settings::*;
@@ -46,6 +48,13 @@ pub enum Command {
     ///
     /// Each strategy runs on a fresh cache and fresh DB counters.
     Compare(CompareCmd),
+    /// Search the strategies and their settings for the one to adopt, under your budgets.
+    ///
+    /// You name what to minimise and the thresholds it must meet; the workload is yours.
+    /// Successive halving: short windows for every candidate, longer ones for the better
+    /// half, then repeated trials of the survivors and cache-aside decide (docs/advise.md).
+    /// Answers recommended, tie (the simplest named) or none-meets (exit 1).
+    Advise(AdviseCmd),
     /// Run the cache review checklist against an app and print a report card.
     ///
     /// ttl, users, read-your-write, outage, herd, break-even and commands, each PASS, FAIL or

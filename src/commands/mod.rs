@@ -26,6 +26,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Run(cmd) => run::run(cmd).await,
         Command::Report(cmd) => report_cmd(cmd),
         Command::Compare(cmd) => compare::run(cmd).await,
+        Command::Advise(cmd) => crate::advise::run(cmd).await,
         Command::Audit(cmd) => audit::run(cmd).await,
         Command::Sweep(cmd) => sweep::run(cmd).await,
         Command::Check(cmd) => check::run(cmd),
@@ -56,6 +57,13 @@ fn report_cmd(cmd: ReportCmd) -> Result<ExitCode> {
         && let Some(page) = report::html::curve::mrc_report(file)?
     {
         return mrc_report(file, &page, cmd.html.as_deref());
+    }
+    // An advise directory: its final trials are a comparison.
+    let mut cmd = cmd;
+    for d in cmd.inputs.iter_mut() {
+        if d.join("advise.json").is_file() && d.join("final").is_dir() {
+            *d = d.join("final");
+        }
     }
     let results = report::html::load(&cmd.inputs)?;
     match &cmd.html {

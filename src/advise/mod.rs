@@ -1,0 +1,464 @@
+//! `stampede advise`: the configuration to adopt, searched. The team states the figure to
+//! minimise and the budgets it cannot break (thresholds); the workload is theirs and never
+//! varies. Candidates ([`space`]) run in rounds of successive halving — short windows (the
+//! same rates and keys, only the measured window shorter) for all, then longer ones for the
+//! better half — and the survivors with the baseline (cache-aside at the team's settings) run
+//! repeated full-window trials that decide the answer ([`judge`]). The final trials' time is
+//! reserved first, and the whole search stays within `--time`; a fault the scenario names
+//! runs in every round.
+
+pub mod adopt;
+pub mod judge;
+pub mod plan;
+pub mod space;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::AdviseCmd;
+use crate::error::{EXIT_FAILED_CHECK, UsageError};
+use crate::metric::Metric;
+use crate::report::sink::{write_result, write_text};
+use crate::results::summary::CompareSummary;
+use crate::results::{RunResult, read_json};
+use crate::scenario::{self, Scenario};
+use crate::session::{Env, Progress, Status, run_on, shutdown_on_signals};
+use judge::Verdict;
+use plan::Plan;
+use space::Candidate;
+
+/// One round of the search as it went: its window, who ran, who went on, who was cut.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Round {
+    /// 0, 1, …; `final` rounds are the repeated trials.
+    pub round: String,
+    pub window_s: f64,
+    pub trials: usize,
+    pub ran: Vec<String>,
+    pub kept: Vec<String>,
+    /// Left out, and why (out of time, the worse half, a budget broken).
+    pub cut: Vec<String>,
+}
+
+/// What the answer rests on.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Evidence {
+    pub candidates: usize,
+    /// Runs the answer rests on (read back with --resume included).
+    pub runs: usize,
+    /// Of `runs`, those read back from --out with --resume instead of run again.
+    pub read_back: usize,
+    pub final_trials: usize,
+    pub seconds: f64,
+    pub rounds: Vec<Round>,
+}
+
+/// advise.json.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Advice {
+    pub schema: u32,
+    pub tool_version: String,
+    /// The answer in sentences.
+    pub text: String,
+    /// Stopped early (Ctrl-C, or `--time` ran out before the final trials): what was decided
+    /// so far.
+    pub interrupted: bool,
+    pub minimize: String,
+    pub budgets: Vec<(String, f64)>,
+    #[serde(flatten)]
+    pub verdict: Verdict,
+    pub evidence: Evidence,
+    /// The recommendation in the terms of `--for`'s library, or what it cannot express.
+    pub adoption: Option<String>,
+}
+
+/// Where each run's file goes under `--out`.
+fn run_path(dir: &Path, round: &str, c: &Candidate, t: usize) -> PathBuf {
+    dir.join("runs")
+        .join(round)
+        .join(c.slug())
+        .join(format!("trial-{}.json", t + 1))
+}
+
+/// Runs candidates on one set of servers: each run written under `--out`, read back instead
+/// of run again with `--resume`.
+struct Runner {
+    env: Env,
+    base: crate::cli::RunFlags,
+    file: Option<PathBuf>,
+    out: Option<PathBuf>,
+    resume: bool,
+    shutdown: CancellationToken,
+    bar: ProgressBar,
+    runs: usize,
+    /// Runs read back from --out under --resume instead of run again.
+    read_back: usize,
+    deadline: Instant,
+}
+
+impl Runner {
+    /// The scenario of `c` with the measured window `window` and seed offset `t`.
+    fn scenario(&self, c: &Candidate, window: Duration, t: usize) -> Result<Scenario, UsageError> {
+        let (mut sc, _) = scenario::resolve_one(self.file.as_ref(), c.flags(&self.base)?)?;
+        sc.duration = crate::values::Dur(window);
+        sc.seed = sc.seed.wrapping_add(t as u64);
+        Ok(sc)
+    }
+
+    /// One run of `c` (None when stopped or out of time before it started).
+    async fn run(
+        &mut self,
+        round: &str,
+        c: &Candidate,
+        window: Duration,
+        t: usize,
+    ) -> Result<Option<RunResult>> {
+        let path = self.out.as_ref().map(|d| run_path(d, round, c, t));
+        if self.resume
+            && let Some(p) = &path
+            && p.is_file()
+            && let Ok(r) = read_json(p)
+            && !r.interrupted
+        {
+            self.bar.inc(1);
+            self.read_back += 1;
+            return Ok(Some(r));
+        }
+        // A run that could not end before the deadline is not started: the search ends
+        // within --time.
+        if self.shutdown.is_cancelled()
+            || Instant::now() + window + plan::RUN_OVERHEAD > self.deadline
+        {
+            return Ok(None);
+        }
+        let sc = self.scenario(c, window, t)?;
+        self.bar.set_message(format!("{round}: {}", c.label()));
+        // The bar says where the search is; each run's own lines would scroll it away.
+        let r = run_on(
+            &sc,
+            &mut self.env,
+            self.shutdown.clone(),
+            &Progress::quiet(),
+            &Status::new(true),
+        )
+        .await
+        .with_context(|| format!("running {}", c.label()))?;
+        self.runs += 1;
+        self.bar.inc(1);
+        if r.interrupted {
+            return Ok(None);
+        }
+        if let Some(p) = &path {
+            write_result(p, &r)?;
+        }
+        Ok(Some(r))
+    }
+}
+
+/// `stampede advise`.
+pub async fn run(cmd: AdviseCmd) -> Result<ExitCode> {
+    let started = Instant::now();
+    let objective = Metric::by_name(&cmd.minimize)
+        .filter(|m| m.def().better == crate::metric::Better::Lower)
+        .ok_or_else(|| {
+            UsageError::new(format!(
+                "--minimize {}: not a lower-is-better figure of the metric list; one of {}",
+                cmd.minimize,
+                crate::metric::DEFS
+                    .iter()
+                    .filter(|d| d.better == crate::metric::Better::Lower)
+                    .map(|d| d.name)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?;
+    if cmd.flags.cache.strategy.is_some() {
+        return Err(UsageError::new(
+            "advise searches the strategies itself: name them with --strategies LIST, not --strategy",
+        )
+        .into());
+    }
+    let strategies = match &cmd.strategies {
+        Some(l) => crate::scenario::compare::parse_list(l)?,
+        None => space::default_strategies(),
+    };
+    let candidates = space::candidates(&strategies, &cmd.vary)?;
+    // The workload as the team runs it, with cache-aside: the baseline, and every check of
+    // the settings before a server starts.
+    let baseline = Candidate {
+        strategy: "cache-aside".to_string(),
+        settings: Vec::new(),
+    };
+    let (base_sc, _) = scenario::resolve_one(cmd.scenario.as_ref(), baseline.flags(&cmd.flags)?)?;
+    if base_sc.target.is_some() {
+        return Err(UsageError::new(
+            "advise searches the built-in app's strategies: an app under test is compared with `stampede compare --variant`",
+        )
+        .into());
+    }
+    for c in &candidates {
+        scenario::resolve_one(cmd.scenario.as_ref(), c.flags(&cmd.flags)?)
+            .map_err(|e| UsageError::new(format!("candidate {}: {e}", c.label())))?;
+    }
+    let budgets: Vec<(Metric, f64)> = base_sc.thresholds.iter().collect();
+    let plan = Plan::make(&base_sc, candidates.len(), cmd.time.0);
+    let status = Status::new(cmd.quiet);
+    status.line(&plan.describe(&candidates, objective, &budgets));
+    if let Some(dir) = &cmd.out {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("creating the output directory {}", dir.display()))?;
+    }
+    let shutdown = shutdown_on_signals();
+    let env = Env::start(&base_sc, &status).await?;
+    let bar = if cmd.quiet {
+        ProgressBar::hidden()
+    } else {
+        let b = ProgressBar::new(plan.total_runs() as u64);
+        if let Ok(style) = ProgressStyle::with_template(
+            "advise [{bar:30}] {pos}/{len} runs, {elapsed} elapsed, ETA {eta} {msg}",
+        ) {
+            b.set_style(style.progress_chars("=> "));
+        }
+        b
+    };
+    let mut runner = Runner {
+        env,
+        base: cmd.flags.clone(),
+        file: cmd.scenario.clone(),
+        out: cmd.out.clone(),
+        resume: cmd.resume,
+        shutdown: shutdown.clone(),
+        bar,
+        runs: 0,
+        read_back: 0,
+        deadline: started + cmd.time.0,
+    };
+    let searched = search(
+        &mut runner,
+        &plan,
+        &candidates,
+        &baseline,
+        objective,
+        &budgets,
+    )
+    .await;
+    runner.bar.finish_and_clear();
+    runner.env.stop();
+    let (finals, base_trials, rounds, stopped) = searched?;
+    let verdict = judge::judge(&finals, base_trials.as_ref(), objective, &budgets);
+    let mut text = judge::sentence(&verdict, objective);
+    if stopped {
+        text = format!("Stopped before the search was over: decided so far. {text}");
+    }
+    let rec_run = verdict.recommended.as_ref().and_then(|p| {
+        finals
+            .iter()
+            .find(|(c, _)| c.label() == p.label)
+            .and_then(|(_, t)| t.first())
+    });
+    let adoption = match (cmd.library, &verdict.recommended, rec_run) {
+        (Some(lib), Some(p), Some(r)) => Some(adopt::adopt(lib, p, r).unwrap_or_else(|e| e)),
+        _ => None,
+    };
+    let advice = Advice {
+        schema: judge::ADVICE_SCHEMA,
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        text,
+        interrupted: stopped,
+        minimize: objective.name().to_string(),
+        budgets: budgets
+            .iter()
+            .map(|&(m, v)| (m.threshold_name().unwrap_or_default(), v))
+            .collect(),
+        verdict,
+        evidence: Evidence {
+            candidates: candidates.len(),
+            runs: runner.runs + runner.read_back,
+            read_back: runner.read_back,
+            final_trials: plan.final_trials,
+            seconds: started.elapsed().as_secs_f64(),
+            rounds,
+        },
+        adoption,
+    };
+    println!("{}", render::terminal(&advice));
+    if let Some(dir) = &cmd.out {
+        let json = serde_json::to_string_pretty(&advice).context("encoding advise.json")?;
+        write_text(&dir.join("advise.json"), &(json + "\n"))?;
+        write_text(&dir.join("advise.md"), &render::markdown(&advice))?;
+        write_final(dir, &finals, base_trials.as_ref())?;
+    }
+    if let (Some(path), Some(p), Some(r)) = (&cmd.ci_out, &advice.verdict.recommended, rec_run) {
+        write_text(path, &adopt::ci_scenario(p, r, objective, &budgets))?;
+        eprintln!("CI scenario written to {}", path.display());
+    }
+    Ok(if advice.verdict.verdict == "none-meets" {
+        ExitCode::from(EXIT_FAILED_CHECK)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// The final trials as a comparison directory (`stampede report DIR --html`).
+fn write_final(
+    dir: &Path,
+    finals: &[(Candidate, Vec<RunResult>)],
+    base: Option<&(Candidate, Vec<RunResult>)>,
+) -> Result<()> {
+    let fin = dir.join("final");
+    let mut groups: Vec<Vec<RunResult>> = Vec::new();
+    for (c, trials) in base.into_iter().chain(finals) {
+        if trials.is_empty()
+            || groups
+                .iter()
+                .any(|g| g[0].strategy == trials[0].strategy && c.settings.is_empty())
+        {
+            continue;
+        }
+        let mut g = Vec::new();
+        for (t, r) in trials.iter().enumerate() {
+            let mut r = r.clone();
+            // Two candidates of one strategy are told apart by their settings.
+            r.strategy = c.label().replace(' ', ",");
+            write_result(
+                &crate::report::sink::trial_path(&fin, &r.strategy, t as u32, trials.len() as u32),
+                &r,
+            )?;
+            g.push(r);
+        }
+        groups.push(g);
+    }
+    let s = CompareSummary::build(String::new(), &groups, Vec::new(), false);
+    let json = serde_json::to_string_pretty(&s).context("encoding the summary")?;
+    write_text(&fin.join("summary.json"), &(json + "\n"))
+}
+
+type Searched = (
+    Vec<(Candidate, Vec<RunResult>)>,
+    Option<(Candidate, Vec<RunResult>)>,
+    Vec<Round>,
+    bool,
+);
+
+/// The rounds and the final trials.
+async fn search(
+    runner: &mut Runner,
+    plan: &Plan,
+    candidates: &[Candidate],
+    baseline: &Candidate,
+    objective: Metric,
+    budgets: &[(Metric, f64)],
+) -> Result<Searched> {
+    let mut alive: Vec<Candidate> = candidates.to_vec();
+    let mut rounds = Vec::new();
+    let mut last: Vec<(Candidate, Vec<RunResult>)> = Vec::new();
+    let mut stopped = false;
+    for (i, step) in plan.rounds.iter().enumerate() {
+        if alive.len() <= plan.survivors {
+            break;
+        }
+        let name = format!("round-{i}");
+        let mut round = Round {
+            round: name.clone(),
+            window_s: step.window.as_secs_f64(),
+            trials: 1,
+            ..Round::default()
+        };
+        if alive.len() > step.candidates {
+            for c in alive.drain(step.candidates..) {
+                round
+                    .cut
+                    .push(format!("{} (out of time for round {i})", c.label()));
+            }
+        }
+        let mut ran: Vec<(Candidate, RunResult)> = Vec::new();
+        for c in &alive {
+            match runner.run(&name, c, step.window, 0).await? {
+                Some(r) => ran.push((c.clone(), r)),
+                None => {
+                    stopped = true;
+                    break;
+                }
+            }
+        }
+        round.ran = ran.iter().map(|(c, _)| c.label()).collect();
+        if stopped {
+            if !ran.is_empty() {
+                last = ran.into_iter().map(|(c, r)| (c, vec![r])).collect();
+            }
+            rounds.push(round);
+            return Ok((last, None, rounds, true));
+        }
+        let keep = alive.len().div_ceil(2).max(plan.survivors);
+        ran.sort_by(|a, b| {
+            plan::rank(&a.1, objective, budgets)
+                .total_cmp(&plan::rank(&b.1, objective, budgets))
+                .then(a.0.simplicity().cmp(&b.0.simplicity()))
+        });
+        for (c, r) in ran.iter().skip(keep) {
+            round.cut.push(format!(
+                "{} ({} {})",
+                c.label(),
+                objective.name(),
+                judge::show(objective, r.measured(objective).ok())
+            ));
+        }
+        alive = ran.iter().take(keep).map(|(c, _)| c.clone()).collect();
+        round.kept = alive.iter().map(Candidate::label).collect();
+        last = ran.into_iter().map(|(c, r)| (c, vec![r])).collect();
+        rounds.push(round);
+    }
+    alive.truncate(plan.survivors);
+    // The final trials, interleaved so drift falls on every candidate alike; the baseline
+    // runs with them unless it is a finalist.
+    let with_base = !alive.iter().any(|c| c == baseline);
+    let mut all: Vec<Candidate> = alive.clone();
+    if with_base {
+        all.push(baseline.clone());
+    }
+    let mut done: Vec<Vec<RunResult>> = vec![Vec::new(); all.len()];
+    let mut round = Round {
+        round: "final".to_string(),
+        window_s: plan.final_window.as_secs_f64(),
+        trials: plan.final_trials,
+        ran: all.iter().map(Candidate::label).collect(),
+        kept: alive.iter().map(Candidate::label).collect(),
+        cut: Vec::new(),
+    };
+    'trials: for t in 0..plan.final_trials {
+        for (k, c) in all.iter().enumerate() {
+            match runner.run("final", c, plan.final_window, t).await? {
+                Some(r) => done[k].push(r),
+                None => {
+                    stopped = true;
+                    break 'trials;
+                }
+            }
+        }
+    }
+    if stopped {
+        round
+            .cut
+            .push("the final trials were cut short (Ctrl-C or --time)".to_string());
+    }
+    rounds.push(round);
+    let mut finals: Vec<(Candidate, Vec<RunResult>)> = all.into_iter().zip(done).collect();
+    let base = if with_base {
+        finals.pop()
+    } else {
+        finals.iter().find(|(c, _)| c == baseline).cloned()
+    };
+    // Cut short before any final trial: the last round's single runs are what was decided.
+    if finals.iter().all(|(_, t)| t.is_empty()) && !last.is_empty() {
+        return Ok((last, base, rounds, true));
+    }
+    Ok((finals, base, rounds, stopped))
+}
+
+mod render;

@@ -1,0 +1,104 @@
+//! `stampede advise`'s own flags: what to minimise, the search space, the time it may take,
+//! where its runs go and the answer's forms. The workload is every run setting, as for `run`.
+
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+
+use super::RunFlags;
+use crate::values::Dur;
+
+/// A library whose own terms the recommendation is written in (`--for`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Library {
+    Laravel,
+    Rails,
+    Symfony,
+    Caffeine,
+    Spring,
+    Fusioncache,
+}
+
+#[derive(Debug, Args)]
+pub struct AdviseCmd {
+    /// The figure to make as low as possible, e.g. db_calls, p99, stale_ratio
+    ///
+    /// One lower-is-better name of the metric list (docs/results.md): db_calls, p99, p95,
+    /// p50, peak_concurrent, stale_ratio, error_rate, redundant_loads, recovery_back … The budgets the
+    /// answer must meet are the thresholds (--threshold NAME=VALUE, or the scenario's
+    /// [thresholds]), the names `run` and `check` use.
+    #[arg(long, value_name = "NAME", help_heading = "Advise")]
+    pub minimize: String,
+
+    /// Strategies to search [default: presets, no-cache, two compositions]
+    ///
+    /// The default is the six presets, no-cache, swr+mutex and xfetch+mutex. As compare's
+    /// --strategies; each is also tried at its own settings' declared search
+    /// values (β, stale window, jitter, lock wait, lease, eager refresh).
+    #[arg(long, value_name = "LIST", help_heading = "Advise")]
+    pub strategies: Option<String>,
+
+    /// Search a setting over VALUES, e.g. lock-wait=100ms,1s (repeatable)
+    ///
+    /// VALUES in sweep --axis's syntax (a list, or a range such as 1s..8s:x2). Replaces the setting's declared search values; a setting of the workload (ttl, rps …)
+    /// is searched only when named here. Strategies that do not use it are not varied.
+    #[arg(long, value_name = "NAME=VALUES", help_heading = "Advise")]
+    pub vary: Vec<String>,
+
+    /// Longest the whole search may take, server start included
+    ///
+    /// The final trials' time is reserved first; the rounds before share the rest.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "10m",
+        help_heading = "Advise"
+    )]
+    pub time: Dur,
+
+    /// Scenario file (TOML): the workload, its [thresholds] the budgets
+    ///
+    /// As for `run`; its strategy is replaced by each candidate.
+    #[arg(long, value_name = "FILE", help_heading = "Scenario file")]
+    pub scenario: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub flags: RunFlags,
+
+    /// Keep every run, advise.json and advise.md in DIR
+    ///
+    /// DIR/runs/<round>/<candidate>/trial-N.json; DIR/final holds the final trials as a
+    /// comparison (`stampede report DIR --html FILE`).
+    #[arg(long, value_name = "DIR", help_heading = "Output")]
+    pub out: Option<PathBuf>,
+
+    /// With --out: read the runs already in DIR instead of running them again
+    ///
+    /// The plan is seeded, so the same command makes the same runs in the same order.
+    #[arg(long, requires = "out", help_heading = "Output")]
+    pub resume: bool,
+
+    /// Write the answer in a library's own terms: laravel, rails, spring …
+    ///
+    /// laravel, rails, symfony, caffeine, spring or fusioncache; or say what the library
+    /// cannot express.
+    #[arg(
+        long = "for",
+        value_enum,
+        value_name = "LIBRARY",
+        hide_possible_values = true,
+        help_heading = "Output"
+    )]
+    pub library: Option<Library>,
+
+    /// Write a scenario with thresholds around the answer to FILE, for CI
+    ///
+    /// The workload, the recommended strategy and its settings, and thresholds as wide as
+    /// check's tolerances around its measured medians, plus the budgets.
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub ci_out: Option<PathBuf>,
+
+    /// No progress bar and no status lines; the answer is still printed
+    #[arg(long, short, help_heading = "Output")]
+    pub quiet: bool,
+}
