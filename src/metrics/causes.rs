@@ -25,6 +25,13 @@
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+/// The wall clock in unix ms (what write-backs stamp their expiries with).
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
 /// Causes, in the order results and summaries list them.
 pub const CAUSES: [Cause; 8] = [
     Cause::Expiry,
@@ -141,7 +148,7 @@ impl CauseBook {
         CauseBook {
             direct: (0..direct).map(|_| AtomicU64::new(0)).collect(),
             hashed: (0..HASHED_SLOTS).map(|_| AtomicU64::new(0)).collect(),
-            base_ms: crate::instance::now_ms(),
+            base_ms: unix_ms(),
             lost: AtomicU64::new(0),
             absent_is_expiry,
             evicts,

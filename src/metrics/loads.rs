@@ -200,7 +200,7 @@ impl LoadTracker {
         };
         let cause = self
             .book
-            .cause(key, why, herd > 1, crate::instance::now_ms());
+            .cause(key, why, herd > 1, super::causes::unix_ms());
         if self.phase(began) == Phase::Measured {
             self.begun.fetch_add(1, Relaxed);
             self.peak_in_flight.fetch_max(now, Relaxed);
