@@ -161,15 +161,14 @@ impl Runner {
     }
 }
 
-/// `stampede advise`.
-pub async fn run(cmd: AdviseCmd) -> Result<ExitCode> {
-    let started = Instant::now();
-    let objective = Metric::by_name(&cmd.minimize)
+/// The figure `--minimize` names: one of the metric list's lower-is-better figures.
+fn objective_of(name: &str) -> Result<Metric, UsageError> {
+    Metric::by_name(name)
         .filter(|m| m.def().better == crate::metric::Better::Lower)
         .ok_or_else(|| {
             UsageError::new(format!(
                 "--minimize {}: not a lower-is-better figure of the metric list; one of {}",
-                cmd.minimize,
+                name,
                 crate::metric::DEFS
                     .iter()
                     .filter(|d| d.better == crate::metric::Better::Lower)
@@ -177,7 +176,19 @@ pub async fn run(cmd: AdviseCmd) -> Result<ExitCode> {
                     .collect::<Vec<_>>()
                     .join(", ")
             ))
-        })?;
+        })
+}
+
+/// The search's inputs, every setting checked before a server starts.
+struct Prepared {
+    candidates: Vec<Candidate>,
+    /// Cache-aside at the team's settings.
+    baseline: Candidate,
+    /// The workload as the team runs it, with the baseline's strategy.
+    base_sc: Scenario,
+}
+
+fn prepare(cmd: &AdviseCmd) -> Result<Prepared> {
     if cmd.flags.cache.strategy.is_some() {
         return Err(UsageError::new(
             "advise searches the strategies itself: name them with --strategies LIST, not --strategy",
@@ -188,9 +199,6 @@ pub async fn run(cmd: AdviseCmd) -> Result<ExitCode> {
         Some(l) => crate::scenario::compare::parse_list(l)?,
         None => space::default_strategies(),
     };
-    let candidates = space::candidates(&strategies, &cmd.vary)?;
-    // The workload as the team runs it, with cache-aside: the baseline, and every check of
-    // the settings before a server starts.
     let baseline = Candidate {
         strategy: "cache-aside".to_string(),
         settings: Vec::new(),
@@ -202,10 +210,54 @@ pub async fn run(cmd: AdviseCmd) -> Result<ExitCode> {
         )
         .into());
     }
-    for c in &candidates {
-        scenario::resolve_one(cmd.scenario.as_ref(), c.flags(&cmd.flags)?)
-            .map_err(|e| UsageError::new(format!("candidate {}: {e}", c.label())))?;
+    let all = space::candidates(&strategies, &cmd.vary, !base_sc.faults.is_empty())?;
+    // A declared search value this workload refuses (an L1 larger than its limit …) is left
+    // out; what the user asked for (a strategy, a --vary) is an error.
+    let varied: Vec<String> = cmd
+        .vary
+        .iter()
+        .filter_map(|v| crate::scenario::sweep::axes::parse(v).ok().map(|a| a.flag))
+        .collect();
+    let mut candidates = Vec::with_capacity(all.len());
+    for c in all {
+        match scenario::resolve_one(cmd.scenario.as_ref(), c.flags(&cmd.flags)?) {
+            Ok(_) => candidates.push(c),
+            Err(_)
+                if !c.settings.is_empty()
+                    && !c.settings.iter().any(|(k, _)| varied.contains(k)) => {}
+            Err(e) => return Err(UsageError::new(format!("candidate {}: {e}", c.label())).into()),
+        }
     }
+    Ok(Prepared {
+        candidates,
+        baseline,
+        base_sc,
+    })
+}
+
+/// The bar that says where the search is (hidden under --quiet).
+fn progress_bar(quiet: bool, runs: usize) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let b = ProgressBar::new(runs as u64);
+    if let Ok(style) = ProgressStyle::with_template(
+        "advise [{bar:30}] {pos}/{len} runs, {elapsed} elapsed, ETA {eta} {msg}",
+    ) {
+        b.set_style(style.progress_chars("=> "));
+    }
+    b
+}
+
+/// `stampede advise`.
+pub async fn run(cmd: AdviseCmd) -> Result<ExitCode> {
+    let started = Instant::now();
+    let objective = objective_of(&cmd.minimize)?;
+    let Prepared {
+        candidates,
+        baseline,
+        base_sc,
+    } = prepare(&cmd)?;
     let budgets: Vec<(Metric, f64)> = base_sc.thresholds.iter().collect();
     let plan = Plan::make(&base_sc, candidates.len(), cmd.time.0);
     let status = Status::new(cmd.quiet);
@@ -216,17 +268,6 @@ pub async fn run(cmd: AdviseCmd) -> Result<ExitCode> {
     }
     let shutdown = shutdown_on_signals();
     let env = Env::start(&base_sc, &status).await?;
-    let bar = if cmd.quiet {
-        ProgressBar::hidden()
-    } else {
-        let b = ProgressBar::new(plan.total_runs() as u64);
-        if let Ok(style) = ProgressStyle::with_template(
-            "advise [{bar:30}] {pos}/{len} runs, {elapsed} elapsed, ETA {eta} {msg}",
-        ) {
-            b.set_style(style.progress_chars("=> "));
-        }
-        b
-    };
     let mut runner = Runner {
         env,
         base: cmd.flags.clone(),
@@ -234,7 +275,7 @@ pub async fn run(cmd: AdviseCmd) -> Result<ExitCode> {
         out: cmd.out.clone(),
         resume: cmd.resume,
         shutdown: shutdown.clone(),
-        bar,
+        bar: progress_bar(cmd.quiet, plan.total_runs()),
         runs: 0,
         read_back: 0,
         deadline: started + cmd.time.0,

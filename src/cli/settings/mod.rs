@@ -11,8 +11,10 @@ use serde::Deserialize;
 
 /// Declares one group of run settings: each field once, with its flag, key, type and help
 /// (clap's and serde's attributes), then after `=>` how a flag and a scenario file's value of it
-/// combine, its default when it has one plain default (`default EXPR`), and its checks
-/// (`check EXPR`, each a function of the given value that returns what is wrong with it).
+/// combine, its default when it has one plain default (`default EXPR`), the values `advise`
+/// tries besides the default when it searches the setting (`search "A,B"`, in `sweep --axis`'s
+/// syntax), and its checks (`check EXPR`, each a function of the given value that returns what
+/// is wrong with it).
 ///
 /// From that one declaration come the flags, the file's keys ([`Group::KEYS`], which is how a
 /// file's unknown key is refused although the groups are flattened into one table), the merge
@@ -26,6 +28,7 @@ macro_rules! settings {
                 $(#[$fmeta:meta])*
                 pub $f:ident : $t:ty => $merge:ident
                     $(, default $default:expr)?
+                    $(, search $search:literal)?
                     $(, check $check:expr)* ;
             )*
         }
@@ -60,12 +63,18 @@ macro_rules! settings {
                 )*
             }
 
+            #[allow(unused_variables)]
+            fn searched(&self, out: &mut Vec<(&'static str, &'static str)>) {
+                $( $( out.push((stringify!($f), $search)); )? )*
+            }
+
             #[cfg(test)]
             fn rows() -> Vec<$crate::cli::settings::Row> {
                 vec![$(
                     $crate::cli::settings::Row {
                         key: stringify!($f),
                         default: None $( .or(Some(($default).to_string())) )?,
+                        search: None $( .or(Some($search)) )?,
                     },
                 )*]
             }
@@ -122,6 +131,8 @@ pub trait Group {
     fn check(&self, problem: &mut dyn FnMut(&'static str, String));
     /// Adds the keys of the settings given (a value, a non-empty list, a switch turned on).
     fn given(&self, out: &mut Vec<&'static str>);
+    /// Adds each searchable setting's key and the values `advise` tries besides its default.
+    fn searched(&self, out: &mut Vec<(&'static str, &'static str)>);
     /// The settings table's rows: each key with its plain default.
     #[cfg(test)]
     fn rows() -> Vec<Row>;
@@ -155,6 +166,8 @@ impl IsSet for bool {
 pub struct Row {
     pub key: &'static str,
     pub default: Option<String>,
+    /// The values `advise` tries besides the default.
+    pub search: Option<&'static str>,
 }
 
 /// A setting that may be given: what a check and a default apply to.
@@ -315,6 +328,18 @@ impl RunFlags {
             ($($g:ident),*) => { $(self.$g.given(&mut out);)* };
         }
         each_group!(given);
+        out
+    }
+
+    /// Each searchable setting's key (`lock_wait`) and the values `advise` tries besides its
+    /// default (`"250ms,1s"`), as declared with the setting.
+    pub fn search_values() -> Vec<(&'static str, &'static str)> {
+        let all = RunFlags::default();
+        let mut out = Vec::new();
+        macro_rules! searched {
+            ($($g:ident),*) => { $(all.$g.searched(&mut out);)* };
+        }
+        each_group!(searched);
         out
     }
 

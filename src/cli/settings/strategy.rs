@@ -20,17 +20,21 @@ settings! {
         #[arg(long, value_name = "BETA")]
         pub beta: Option<f64> => or,
             default 1.0,
+            search "0.5,2",
             check zero_or_more;
 
         /// SWR: how long a stale entry may be served [default: 10s]
         ///
         /// How long past its soft expiry an entry may still be served while it is refreshed.
         #[arg(long, value_name = "DURATION")]
-        pub stale: Option<Dur> => or;
+        pub stale: Option<Dur> => or, search "2s,30s";
 
         /// Mutex: lease of the Redis lock (PX) [default: 2s]
         #[arg(long, value_name = "DURATION")]
-        pub lock_ttl: Option<Dur> => or, default Dur::secs(2), check positive;
+        pub lock_ttl: Option<Dur> => or,
+            default Dur::secs(2),
+            search "500ms,5s",
+            check positive;
 
         /// Mutex: how often a waiter polls the cache [default: 50ms]
         ///
@@ -42,7 +46,7 @@ settings! {
         ///
         /// How long a waiter waits before applying --lock-timeout-policy.
         #[arg(long, value_name = "DURATION")]
-        pub lock_wait: Option<Dur> => or, default Dur::secs(2);
+        pub lock_wait: Option<Dur> => or, default Dur::secs(2), search "250ms,1s";
 
         /// Mutex: past --lock-wait: load, error or stale [default: load]
         ///
@@ -72,7 +76,7 @@ settings! {
         /// for a load, fail-safe only when the load fails; with swr, swr's window comes first. The
         /// same kept entry is what --lock-timeout-policy stale serves when a wait runs out.
         #[arg(long, value_name = "DURATION")]
-        pub fail_safe: Option<Dur> => or, check positive;
+        pub fail_safe: Option<Dur> => or, search "30s", check positive;
 
         /// Fail-safe: no load of a failed key for D [default: 30s]
         ///
@@ -99,6 +103,7 @@ settings! {
         /// recompute (Caffeine's refreshAfterWrite, FusionCache's eager refresh).
         #[arg(long, value_name = "P")]
         pub eager_refresh: Option<Percent> => or,
+            search "50%,80%",
             check share_of_ttl;
 
         /// Refresh-ahead: re-load the hot keys every D [default: off]
@@ -125,6 +130,7 @@ settings! {
         /// consistency depends on --l1-invalidate; docs/l1.md has the figures.
         #[arg(long, value_name = "N")]
         pub l1: Option<u64> => or,
+            search "1000,10000",
             check at_least(1),
             check at_most(100_000_000, "entries per instance");
 
@@ -133,7 +139,7 @@ settings! {
         /// An entry is served from the tier for D after it was read or loaded, never past its
         /// Redis entry's own expiry (the default: exactly that).
         #[arg(hide_short_help = true, long, value_name = "DURATION")]
-        pub l1_ttl: Option<Dur> => or, check positive;
+        pub l1_ttl: Option<Dur> => or, search "250ms,1s", check positive;
 
         /// L1: invalidation: ttl, pubsub or tracking [default: ttl]
         ///
@@ -159,7 +165,7 @@ settings! {
         /// Spread every TTL written uniformly within ±P (e.g. 10%); 0% by default, 10% for
         /// --strategy jitter.
         #[arg(long, value_name = "P")]
-        pub jitter: Option<Percent> => or;
+        pub jitter: Option<Percent> => or, search "5%,20%";
 
         /// Lease: how long a lease token lives [default: 2s]
         ///
@@ -167,7 +173,10 @@ settings! {
         /// time, and a write's delete removes it. Only with a lease strategy (lease, swr+lease,
         /// xfetch+lease).
         #[arg(long, value_name = "DURATION")]
-        pub lease_ttl: Option<Dur> => or, default Dur::secs(2), check positive;
+        pub lease_ttl: Option<Dur> => or,
+            default Dur::secs(2),
+            search "500ms,5s",
+            check positive;
     }
 }
 

@@ -1,6 +1,6 @@
 //! The settings table of docs/settings.md, made from the settings' declarations: every run
-//! setting with its flag, its scenario-file key, its heading, its plain default and its
-//! one-line help. A test holds the docs to it, so the table cannot drift from the code.
+//! setting with its flag, its scenario-file key, its heading, its plain default, the values
+//! `advise` tries and its one-line help. A test holds the docs to it, so the table cannot drift from the code.
 
 use clap::{Args, Command};
 
@@ -17,7 +17,7 @@ pub fn markdown() -> String {
     let rows = RunFlags::rows();
     let keys = RunFlags::file_keys();
     let mut out = String::from(
-        "| setting | flag | scenario file | heading | default | what it sets |\n|---|---|---|---|---|---|\n",
+        "| setting | flag | scenario file | heading | default | advise tries | what it sets |\n|---|---|---|---|---|---|---|\n",
     );
     for row in &rows {
         let arg = cmd.get_arguments().find(|a| a.get_id() == row.key);
@@ -45,8 +45,9 @@ pub fn markdown() -> String {
             (None, Some(said)) => said,
             (None, None) => String::new(),
         };
+        let search = row.search.map_or(String::new(), |s| format!("`{s}`"));
         out.push_str(&format!(
-            "| {} | {flag} | {key} | {heading} | {default} | {} |\n",
+            "| {} | {flag} | {key} | {heading} | {default} | {search} | {} |\n",
             row.key,
             help.replace('|', "\\|")
         ));
