@@ -143,7 +143,8 @@ fn keys_asked_a_few_times_a_second_get_a_stale_serving_strategy_for_p95() {
 /// Almost every request misses whatever the strategy (50 000 keys near-uniform at 2000 req/s
 /// with a 200 ms TTL: keys ≫ rate × TTL), and loads are as cheap as Postgres answers: every
 /// cached request pays the GET, the load and the SET against a bare load, so no-cache has the
-/// lowest p99.
+/// lowest median latency (p50: the p99 of 1-second windows on a loaded 2-core machine is too
+/// noisy for 5 trials to separate them).
 #[test]
 fn a_hit_rate_near_zero_with_cheap_loads_gets_no_cache() {
     let dir = tempfile::tempdir().unwrap();
@@ -164,9 +165,9 @@ fn a_hit_rate_near_zero_with_cheap_loads_gets_no_cache() {
             "--duration",
             "2s",
             "--minimize",
-            "p99",
+            "p50",
             "--time",
-            "45s",
+            "60s",
         ],
         dir.path(),
     );

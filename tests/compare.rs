@@ -433,7 +433,10 @@ fn with_writes_a_pair_that_leaves_keys_wrong_is_marked_and_dominates_nothing() {
         // The mark is in the ranking's row and the front's line whatever the rank.
         let ranking_line = stdout
             .lines()
-            .find(|l| l.split_whitespace().nth(1) == Some(label))
+            .find(|l| {
+                let mut w = l.split_whitespace();
+                w.next().is_some_and(|rank| rank.parse::<u32>().is_ok()) && w.next() == Some(label)
+            })
             .unwrap_or_else(|| panic!("{label} not in the ranking:\n{stdout}"));
         assert_eq!(
             ranking_line.contains("(leaves keys wrong)"),
