@@ -145,6 +145,31 @@ fn every_bug_off_passes_every_check_and_a_volatile_route_passes_users() {
     assert_eq!(a["checks"].as_array().map(Vec::len), Some(1));
 }
 
+/// An app whose update takes a number (`{"price": N}`, a shop's) refuses `{value}`'s token and
+/// accepts `{num}`: read-your-write is skipped with the refusals counted, then passes.
+#[test]
+fn a_numeric_update_body_takes_num() {
+    let mut args = test_app_args("");
+    args.extend(["--only".to_string(), "read-your-write".to_string()]);
+    for (body, expect, want) in [
+        (r#"{"price": "{value}"}"#, "{value}", "skip"),
+        (r#"{"price": {num}}"#, "price={num}", "pass"),
+    ] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let mut a: Vec<&str> = args.iter().map(String::as_str).collect();
+        a.extend(["--update-body", body, "--expect", expect, "--rounds", "5"]);
+        let (_, v, card) = audit(&a, dir.path());
+        let (status, reason) = check(&v, "read-your-write");
+        assert_eq!(status, want, "{body}: {reason}\n{card}");
+        let refused = &v["checks"][0]["evidence"]["updates_refused"];
+        if want == "skip" {
+            assert_eq!(refused, 10, "{v}");
+        } else {
+            assert_eq!(refused, 0, "{v}");
+        }
+    }
+}
+
 #[test]
 fn the_example_app_passes_the_checks_that_apply_to_it() {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -200,6 +200,14 @@ fn a_spike_multiplies_the_schedule_exactly() {
     ]);
     assert_eq!(r.u("/requests/scheduled"), 1000);
     r.assert_counts_add_up();
+    // No retries: one attempt per request, an amplification of exactly 1 when none was shed.
+    if r.u("/requests/shed") + r.u("/requests/unsent") == 0 {
+        assert_eq!(
+            r.json["requests"]["amplification"], 1.0,
+            "{}",
+            r.json["requests"]
+        );
+    }
     // By scheduled time, the spike's buckets hold three times the goodput.
     let t = r.json["timeline"].as_array().unwrap();
     let due = |from: u64, to: u64| -> u64 {
@@ -289,6 +297,10 @@ fn timeouts_retries_and_goodput_add_up() {
         "{}",
         r.json["requests"]
     );
+    // Attempts are first attempts plus retries; per scheduled request, more than one.
+    assert_eq!(q("attempts"), q("completed") + q("retries"));
+    let amp = r.json["requests"]["amplification"].as_f64().unwrap();
+    assert!(amp > 1.0 && amp <= 3.0, "{}", r.json["requests"]);
     // A request that timed out in the end did so three times: two retries each.
     assert!(q("retries") >= 2 * q("timed_out"), "{}", r.json["requests"]);
     // Goodput: answered with a value within the 20 ms timeout, so never a timed-out one.
@@ -378,6 +390,9 @@ fn the_verdict_tells_a_run_that_comes_back_from_one_that_cannot() {
     println!("{rc}");
     assert_eq!(rc["verdict"], "not-recovered", "{rc}");
     assert!(rc["back_ms"].is_null());
+    // The storm: each timed-out request came back up to three times.
+    let amp = stuck.json["requests"]["amplification"].as_f64().unwrap();
+    assert!(amp > 1.5, "{}", stuck.json["requests"]);
     assert_eq!(
         stuck.code(),
         1,

@@ -175,10 +175,9 @@ fn the_boundary_is_the_capacity_of_a_workload_built_to_have_one() {
                 "cache-aside",
                 "--boundary",
                 "rps",
-                "--boundary-min",
-                "40",
-                "--boundary-max",
-                "200",
+                // No bounds: an eighth to four times the rate, 6.25 to 200 req/s.
+                "--rps",
+                "50",
                 "--missing-ratio",
                 "100%",
                 "--db-cost",
@@ -208,6 +207,10 @@ fn the_boundary_is_the_capacity_of_a_workload_built_to_have_one() {
     );
     assert!(
         stderr.contains("threshold broken (cache-aside): boundary_rps_min"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("between 6.25 and 200 req/s, an eighth to four times"),
         "{stderr}"
     );
     let doc = json(&out.join("sweep.json"));
@@ -376,7 +379,10 @@ fn what_a_sweep_cannot_do_is_refused_with_exit_2() {
         (&["--axis", "rps=16k..1k:x2"], "--axis rps"),
         (&["--axis", "ttl=1s..4s:x0.5"], "--axis ttl"),
         (&["--axis", "rps=fast"], "--axis rps"),
-        (&["--boundary", "rps"], "--boundary-min"),
+        (
+            &["--boundary", "rps", "--boundary-max", "40"],
+            "--boundary-min",
+        ),
         (
             &["--boundary", "rps", "--boundary-min", "40"],
             "--boundary-max",

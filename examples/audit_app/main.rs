@@ -16,6 +16,10 @@
 //! - `slow`: a hit is decoded with a 40 ms pause, more than a load costs, so the cache makes
 //!   the answers slower.
 //!
+//! `PUT /items/{id}` stores its body as the item; a body that is a JSON object (a shop's
+//! `{"price": 12}`) must carry a numeric `price` (else 422, as such an app refuses a token)
+//! and is stored as `price=N`.
+//!
 //! `APP_NO_CACHE=1` bypasses Redis (the audit's `--no-cache-variant`). `GET /stamp/{id}`
 //! answers with the time and the user (`X-User`): volatile but correct, per user.
 //! Environment as for examples/app: `PORT`, `REDIS_URL`, `DATABASE_URL`, `DB_SCHEMA`,
@@ -253,6 +257,20 @@ async fn get_stamp(
 }
 
 async fn put_item(State(app): State<Arc<App>>, Path(id): Path<i64>, body: String) -> Response {
+    let body = if body.trim_start().starts_with('{') {
+        let price = serde_json::from_str::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| v.get("price").and_then(serde_json::Value::as_i64));
+        match price {
+            Some(p) => format!("price={p}"),
+            None => {
+                return (StatusCode::UNPROCESSABLE_ENTITY, "price must be a number\n")
+                    .into_response();
+            }
+        }
+    } else {
+        body
+    };
     let key = format!("{}item:{id}", app.prefix);
     let invalidate = || async {
         if app.bugs.commands {

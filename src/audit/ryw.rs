@@ -73,13 +73,37 @@ pub fn decide(t: &Tally, max_share: f64) -> Verdict {
     ))
 }
 
-fn fill(template: &str, key: u64, value: &str) -> String {
-    template
-        .replace("{key}", &key.to_string())
-        .replace("{value}", value)
+/// What one update writes: a token (`{value}`) and a decimal integer (`{num}`, for an app whose
+/// update takes a number, e.g. `{"price": {num}}`), both unique to the update.
+struct Written {
+    value: String,
+    num: u64,
 }
 
-async fn update(lab: &Lab, s: &Settings, key: u64, value: &str) -> bool {
+impl Written {
+    /// The `i`-th update of the audit; `base` is drawn once per audit, so two audits of one
+    /// app write different numbers too. Ten digits each, so one never contains another.
+    fn new(prefix: &str, i: u64, base: u64) -> Written {
+        Written {
+            value: format!("{prefix}{i}x{:08x}", rand::random::<u32>()),
+            num: base + i,
+        }
+    }
+}
+
+/// The first number of this audit's updates: ten digits, room for a million updates.
+fn num_base() -> u64 {
+    1_000_000_000 + u64::from(rand::random::<u32>() % 8_000) * 1_000_000
+}
+
+fn fill(template: &str, key: u64, w: &Written) -> String {
+    template
+        .replace("{key}", &key.to_string())
+        .replace("{value}", &w.value)
+        .replace("{num}", &w.num.to_string())
+}
+
+async fn update(lab: &Lab, s: &Settings, key: u64, value: &Written) -> bool {
     let Some((method, path)) = &s.update else {
         return false;
     };
@@ -107,10 +131,11 @@ pub async fn check(lab: &mut Lab, s: &Settings) -> Result<CheckResult> {
     let mut t = Tally::default();
     let mut raw = Vec::new();
     let base = s.key_base("read-your-write");
+    let nums = num_base();
     for r in 0..u64::from(s.rounds) {
         let key = base + r;
         let url = lab.url(None, key);
-        let value = format!("rw{r}x{:08x}", rand::random::<u32>());
+        let value = Written::new("rw", r, nums);
         let before = lab.get(&url, None).await;
         if !update(lab, s, key, &value).await {
             t.updates_refused += 1;
@@ -125,7 +150,7 @@ pub async fn check(lab: &mut Lab, s: &Settings) -> Result<CheckResult> {
     for r in 0..u64::from(s.rounds) {
         let key = base + u64::from(s.rounds) + r;
         let url = lab.url(None, key);
-        let value = format!("rr{r}x{:08x}", rand::random::<u32>());
+        let value = Written::new("rr", u64::from(s.rounds) + r, nums);
         let expect = fill(&s.expect, key, &value);
         lab.get(&url, None).await;
         let done: OnceLock<Instant> = OnceLock::new();

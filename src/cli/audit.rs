@@ -142,13 +142,18 @@ pub struct AuditCmd {
     #[arg(long, value_name = "'METHOD PATH'", help_heading = "read-your-write")]
     pub update: Option<String>,
 
-    /// The update's body, with {key}, {value} [default: {value}]
+    /// The update's body: {key}, {value}, {num} [default: {value}]
+    ///
+    /// {value} is a token unique to each update (e.g. rw3x1a2b3c4d); {num} a decimal integer
+    /// unique to each update (ten digits), for an app whose update takes a number, e.g.
+    /// '{"price": {num}}'. ({n} in --target's key patterns is something else: a run of digits.)
     #[arg(long, value_name = "TEMPLATE", help_heading = "read-your-write")]
     pub update_body: Option<String>,
 
     /// What a read shows after the update [default: {value}]
     ///
-    /// With {key} and {value}; a read whose body contains it has the new value.
+    /// With {key}, {value} and {num}, as in --update-body; a read whose body contains it has
+    /// the new value (e.g. '"price":{num}' or just {num}).
     #[arg(long, value_name = "TEMPLATE", help_heading = "read-your-write")]
     pub expect: Option<String>,
 

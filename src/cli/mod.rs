@@ -224,11 +224,12 @@ pub struct SweepCmd {
     ///
     /// For each value of the other axis (or once, with none): the highest rate between
     /// --boundary-min and --boundary-max that holds (recovered from the run's shock, or with no
-    /// shock below the knee), to within 5%, in at most --max-runs runs.
-    #[arg(long, value_name = "FLAG", value_parser = ["rps"], hide_possible_values = true, requires_all = ["boundary_min", "boundary_max"], help_heading = "Boundary")]
+    /// shock below the knee), to within 5%, in at most --max-runs runs. Without the two bounds:
+    /// an eighth to four times the scenario's own rate.
+    #[arg(long, value_name = "FLAG", value_parser = ["rps"], hide_possible_values = true, help_heading = "Boundary")]
     pub boundary: Option<String>,
 
-    /// The lowest rate the boundary bisection tries (needed with --boundary).
+    /// The lowest rate the boundary bisection tries [default: rate / 8]
     #[arg(
         long,
         value_name = "RATE",
@@ -237,7 +238,7 @@ pub struct SweepCmd {
     )]
     pub boundary_min: Option<Rate>,
 
-    /// The highest rate the boundary bisection tries (needed with --boundary).
+    /// The highest rate the boundary bisection tries [default: rate × 4]
     #[arg(
         long,
         value_name = "RATE",

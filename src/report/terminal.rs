@@ -496,6 +496,26 @@ fn request_lines(o: &mut String, r: &RunResult) {
         },
         r.scenario.goodput_within
     );
+    if r.scenario.client.as_ref().is_some_and(|c| c.retries > 0) {
+        let per = |n: f64| {
+            if q.scheduled == 0 {
+                "—".to_string()
+            } else {
+                format!("{:.2}", n / q.scheduled as f64)
+            }
+        };
+        let _ = writeln!(
+            o,
+            "  attempts  {} = {} first + {} retries: {} per scheduled request; DB calls {} per scheduled request",
+            q.attempts,
+            q.completed,
+            q.retries,
+            per(q.attempts as f64),
+            r.db.calls
+                .value()
+                .map_or("unknown".to_string(), |c| per(c as f64))
+        );
+    }
     // An app under test's answers are in its http line; hit, miss and the rest are the
     // built-in app's outcomes and would all read 0.
     if !app {

@@ -328,6 +328,11 @@ pub struct ThresholdResult {
     pub passed: bool,
 }
 
+/// A count per scheduled request (attempts, DB calls), unknown with nothing scheduled.
+pub fn per_scheduled(n: u64, scheduled: u64) -> Option<f64> {
+    (scheduled > 0).then(|| n as f64 / scheduled as f64)
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Requests {
     /// Requests due to start in the measured window (open loop), or started in it (closed loop).
@@ -358,6 +363,14 @@ pub struct Requests {
     /// a request with retries is still one request of `scheduled`.
     #[serde(default)]
     pub retries: u64,
+    /// Attempts sent to the cache layer: each completed request's first attempt plus every
+    /// retry (`completed + retries`).
+    #[serde(default)]
+    pub attempts: u64,
+    /// Attempts per scheduled request (`attempts / scheduled`): 1 without retries, up to
+    /// 1 + `--retries` in a retry storm. Null with nothing scheduled.
+    #[serde(default)]
+    pub amplification: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]

@@ -165,6 +165,8 @@ fn requests(raw: &Raw) -> results::Requests {
         timed_out: o(Outcome::TimedOut),
         goodput: raw.goodput,
         retries: raw.retries,
+        attempts: completed + raw.retries,
+        amplification: results::per_scheduled(completed + raw.retries, raw.scheduled),
     }
 }
 

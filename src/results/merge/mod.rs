@@ -304,6 +304,8 @@ fn align(
 /// those only shard 0 read for the whole run.
 fn finish(m: &mut RunResult) -> Result<()> {
     let completed = m.requests.completed;
+    m.requests.amplification =
+        crate::results::per_scheduled(m.requests.attempts, m.requests.scheduled);
     m.hit_rate = Known::or_unknown(
         (completed > 0).then(|| {
             (m.outcomes.hit + m.outcomes.stale + m.outcomes.l1_hit) as f64 / completed as f64

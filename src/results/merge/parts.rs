@@ -30,6 +30,8 @@ impl Merge for Requests {
             timed_out,
             goodput,
             retries,
+            attempts,
+            amplification,
         } = o;
         sum(&mut self.scheduled, scheduled);
         sum(&mut self.completed, completed);
@@ -41,6 +43,8 @@ impl Merge for Requests {
         sum(&mut self.timed_out, timed_out);
         sum(&mut self.goodput, goodput);
         sum(&mut self.retries, retries);
+        sum(&mut self.attempts, attempts);
+        recomputed(&mut self.amplification, amplification);
         Ok(())
     }
 }

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 
 use crate::cli::{CompareCmd, RunFlags, SweepCmd, TargetFlags};
 use crate::error::UsageError;
-use crate::scenario::Scenario;
-use crate::values::Dur;
+use crate::scenario::{LoadShape, Scenario};
+use crate::values::{Dur, Rate};
 use axes::Axis;
 
 /// How the sweep runs, from its flags: where it writes, how many runs a bisection may take,
@@ -85,8 +85,15 @@ impl Points {
     }
 }
 
-/// `--boundary rps`'s range, checked against the rest of the sweep.
-fn boundary_range(cmd: &SweepCmd, axes: &[Axis]) -> Result<(f64, f64), UsageError> {
+/// `--boundary rps`'s range, checked against the rest of the sweep: `--boundary-min` and
+/// `--boundary-max`, or without them an eighth to four times the scenario's own rate (`sc`, an
+/// open loop), which the sweep says it chose (`note`).
+fn boundary_range(
+    cmd: &SweepCmd,
+    axes: &[Axis],
+    sc: &Scenario,
+    note: &mut Option<String>,
+) -> Result<(f64, f64), UsageError> {
     if let Some(a) = axes.iter().find(|a| a.flag == "rps") {
         return Err(UsageError::new(format!(
             "--axis {}: --boundary rps bisects the rate itself between --boundary-min and --boundary-max: drop the rps axis",
@@ -103,10 +110,26 @@ fn boundary_range(cmd: &SweepCmd, axes: &[Axis]) -> Result<(f64, f64), UsageErro
             "--boundary rps bisects the open loop's rate: drop --clients",
         ));
     }
-    let (Some(lo), Some(hi)) = (cmd.boundary_min, cmd.boundary_max) else {
-        return Err(UsageError::new(
-            "--boundary rps needs --boundary-min RATE and --boundary-max RATE",
-        ));
+    let (lo, hi) = match (cmd.boundary_min, cmd.boundary_max, &sc.load) {
+        (Some(lo), Some(hi), _) => (lo, hi),
+        (None, None, LoadShape::Open { rps, .. }) => {
+            let (lo, hi) = (Rate(rps / 8.0), Rate(rps * 4.0));
+            *note = Some(format!(
+                "boundary: bisecting the rate between {lo} and {hi} req/s, an eighth to four times the scenario's {} req/s (--boundary-min and --boundary-max choose)",
+                Rate(*rps)
+            ));
+            (lo, hi)
+        }
+        (None, None, _) => {
+            return Err(UsageError::new(
+                "--boundary rps needs --boundary-min RATE and --boundary-max RATE: a closed-loop scenario (--clients) has no rate to start from",
+            ));
+        }
+        _ => {
+            return Err(UsageError::new(
+                "--boundary rps needs --boundary-min RATE and --boundary-max RATE",
+            ));
+        }
     };
     if !(lo.0 > 0.0 && hi.0 > lo.0) {
         return Err(UsageError::new(format!(
@@ -152,12 +175,18 @@ pub fn plan(cmd: SweepCmd) -> Result<(Plan, Options), UsageError> {
             "a sweep needs --axis NAME=VALUES (e.g. --axis rps=1k..16k:x2), or --boundary rps",
         ));
     }
-    let boundary = match cmd.boundary {
-        Some(_) => Some(boundary_range(cmd, &axes)?),
-        None => None,
-    };
     let flags = axes::flags_at(&cmd.flags, &[])?;
     let (sc, _) = crate::scenario::resolve_one(cmd.scenario.as_ref(), flags)?;
+    let mut note = None;
+    let boundary = match cmd.boundary {
+        Some(_) => Some(boundary_range(cmd, &axes, &sc, &mut note)?),
+        None => None,
+    };
+    if let Some(n) = note
+        && !opts.quiet
+    {
+        eprintln!("{n}");
+    }
     let boundary_rps_min = sc.thresholds.boundary_rps_min();
     if boundary_rps_min.is_some() && cmd.boundary.is_none() {
         return Err(UsageError::new(format!(
