@@ -111,12 +111,17 @@ fn pick(c: &Candidate, trials: &[RunResult], objective: Metric, budgets: &[(Metr
         thresholds: budgets
             .iter()
             .map(|&(m, limit)| {
-                let interval = Interval::of(&samples(m));
-                let passed = match (m.def().better, interval.lo, interval.hi) {
-                    (Better::Lower, _, Some(hi)) => hi <= limit,
-                    (Better::Higher, Some(lo), _) => lo >= limit,
-                    _ => false,
-                };
+                let xs = samples(m);
+                let interval = Interval::of(&xs);
+                // A trial without the figure (a recovery never judged or never reached) cannot
+                // show the budget met: met needs every trial's figure.
+                let known = xs.iter().all(|x| !x.is_nan());
+                let passed = known
+                    && match (m.def().better, interval.lo, interval.hi) {
+                        (Better::Lower, _, Some(hi)) => hi <= limit,
+                        (Better::Higher, Some(lo), _) => lo >= limit,
+                        _ => false,
+                    };
                 Budget {
                     name: m.threshold_name().unwrap_or_else(|| m.name().to_string()),
                     limit,

@@ -44,11 +44,15 @@ impl Plan {
     /// The plan for `n` candidates on `sc`'s workload within `time`.
     pub fn make(sc: &Scenario, n: usize, time: Duration) -> Plan {
         let overhead = RUN_OVERHEAD + sc.warmup.0;
-        // A shock must fall inside every window, with room to see the recovery begin.
+        // A shock must fall inside every window, with the recovery's observation after it:
+        // a shorter window has no verdict, and a budget on the recovery could not rank.
         let min_window = sc
             .faults
             .iter()
-            .map(|f| f.ends_at() + Duration::from_secs(2))
+            .map(|f| {
+                // A second more than the observation: the shock ends a moment after its time.
+                f.ends_at() + sc.recovery.observe.0.max(Duration::from_secs(2)) + MIN_WINDOW
+            })
             .max()
             .unwrap_or(MIN_WINDOW)
             .max(MIN_WINDOW);
