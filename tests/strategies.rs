@@ -116,6 +116,16 @@ fn mutex_with_a_lease_shorter_than_the_load_overlaps() {
         "the first holder's release finds someone else's lock"
     );
     assert!(r.u("/db/redundant_loads") > 0);
+    // Waiters that only re-read never take the expired lock over: every client is waiting
+    // on the holder's load, so no one else loads it (the references' waiters).
+    let reread = hot_key("mutex", &["--lock-ttl", "20ms", "--lock-waiters", "reread"]);
+    assert!(
+        reread.u("/db/redundant_loads") < r.u("/db/redundant_loads"),
+        "reread {} vs takeover {}",
+        reread.u("/db/redundant_loads"),
+        r.u("/db/redundant_loads")
+    );
+    assert!(reread.u("/db/peak_key_herd") <= r.u("/db/peak_key_herd"));
 }
 
 #[test]

@@ -309,6 +309,8 @@ mod tests {
             poll: Duration::from_millis(50),
             wait: Duration::from_secs(2),
             on_timeout: LockTimeoutPolicy::Load,
+            waiters: crate::strategy::lock::LockWaiters::Takeover,
+            fallback_writeback: true,
         };
         let coord = Coordinator::new(Coordination::MutexSingleFlight, settings, 2000);
         // The value that drew the reader is of version 5.

@@ -16,6 +16,17 @@ use crate::origin::{LoadFailure, Loaded};
 use crate::protect::{Permit, Refused};
 use crate::strategy::write_back::{self, Set, Value};
 
+/// What a load is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Fill {
+    /// A request's load, written back.
+    Request,
+    /// The re-warm job's, written back.
+    Rewarm,
+    /// A request's load answered with and not cached (`--fallback-writeback off`).
+    Unkept,
+}
+
 impl Instance {
     /// One load of `id` (a wait for a connection, then one DB call), and the result written
     /// back with the freshness policy's TTLs: the version loaded (0 for a missing item).
@@ -30,20 +41,21 @@ impl Instance {
         lease: Option<u64>,
         why: Why,
     ) -> Result<u64, LoadFailure> {
-        self.load_and_store_as(id, lease, why, false).await
+        self.load_and_store_as(id, lease, why, Fill::Request).await
     }
 
-    /// [`Instance::load_and_store`]; `rewarm`: a load of the re-warm job.
+    /// [`Instance::load_and_store`] for `fill`'s kind of load.
     pub(super) async fn load_and_store_as(
         &self,
         id: u64,
         lease: Option<u64>,
         why: Why,
-        rewarm: bool,
+        fill: Fill,
     ) -> Result<u64, LoadFailure> {
         let began = Instant::now();
         let permit = self.admit().await?;
-        let caches = self.policy.freshness.caches();
+        let rewarm = fill == Fill::Rewarm;
+        let caches = self.policy.freshness.caches() && fill != Fill::Unkept;
         // Taken before the load: an invalidation that arrives while it runs keeps what it
         // read out of the tier.
         let l1 = self.l1_load(id).filter(|_| caches);

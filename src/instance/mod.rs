@@ -25,7 +25,7 @@ use crate::strategy::StaleRead;
 use crate::strategy::envelope::Meta;
 use crate::strategy::failsafe;
 use crate::strategy::freshness::Verdict;
-use crate::strategy::lock::LockTimeoutPolicy;
+use crate::strategy::lock::{LockTimeoutPolicy, LockWaiters};
 use crate::strategy::policy::RunPolicy;
 use crate::strategy::single_flight;
 
@@ -39,6 +39,7 @@ mod write;
 pub use refresh::drain_refreshes;
 
 use coordinate::{Claim, Coordinator, Miss};
+use load::Fill;
 
 /// The run's state, shared by every instance: what the run counts and what is in flight.
 /// The policy the instances apply is apart, fixed and copied into each ([`RunPolicy`]).
@@ -377,8 +378,13 @@ impl Instance {
             (LockTimeoutPolicy::Error, _) => ((Outcome::Error, 0), Err(LoadFailure::LockTimeout)),
             (LockTimeoutPolicy::Stale, Some(m)) => ((Outcome::Stale, m.version), Ok(m.version)),
             (_, stale) => {
-                // No token of our own: under a lease the fallback serves its load unstored.
-                let r = self.load_and_store(id, None, Why::WaitRanOut).await;
+                // No token of our own: under a lease the fallback serves its load unstored,
+                // and with --fallback-writeback off under any coordination.
+                let r = if self.policy.lock.fallback_writeback {
+                    self.load_and_store(id, None, Why::WaitRanOut).await
+                } else {
+                    self.load_and_store_as(id, None, Why::WaitRanOut, Fill::Unkept).await
+                };
                 (self.served(id, r, Outcome::Fallback, stale.as_ref()), r)
             }
         }
@@ -419,7 +425,11 @@ impl Instance {
                     .await;
                 return (Outcome::Waited, m.version);
             }
-            // Still nothing: the holder may have died or its lease run out; try to take over.
+            // Still nothing: the holder may have died or its lease run out; try to take over
+            // (unless waiters only re-read: then the wait runs out).
+            if self.policy.lock.waiters == LockWaiters::Reread {
+                continue;
+            }
             claim = match self
                 .coord
                 .take_over(&self.cache, &self.run.counters, id, token, claim)

@@ -86,7 +86,7 @@ impl Instance {
             return;
         };
         let r = self
-            .load_and_store_as(id, claim.lease_token(), Why::Refresh, true)
+            .load_and_store_as(id, claim.lease_token(), Why::Refresh, super::load::Fill::Rewarm)
             .await;
         claim.release(&self.cache, &self.run.counters, id, r).await;
     }

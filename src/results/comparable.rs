@@ -40,7 +40,7 @@ pub const WORKLOAD_SETTINGS: [&str; 27] = [
 /// comparison by design, such as the jitter preset's own ±10%), and the protections in front
 /// of its loads (`--db-limit`, `--breaker`, `--db-rate`), the re-warm job, the fail-safe and
 /// eager refresh, and the in-process tier (`--l1`): what the app does, not what is asked of it.
-pub const STRATEGY_SETTINGS: [&str; 18] = [
+pub const STRATEGY_SETTINGS: [&str; 20] = [
     "strategy",
     "jitter",
     "beta",
@@ -49,6 +49,8 @@ pub const STRATEGY_SETTINGS: [&str; 18] = [
     "lock_poll",
     "lock_wait",
     "lock_timeout_policy",
+    "lock_waiters",
+    "fallback_writeback",
     "negative_ttl",
     "db_limit",
     "breaker",

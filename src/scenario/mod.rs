@@ -75,6 +75,12 @@ pub struct Scenario {
     pub lock_poll: Dur,
     pub lock_wait: Dur,
     pub lock_timeout_policy: LockTimeoutPolicy,
+    /// After a poll that found nothing: take the lock over, or only re-read.
+    #[serde(default)]
+    pub lock_waiters: crate::strategy::lock::LockWaiters,
+    /// A load made past `--lock-wait` is written back.
+    #[serde(default = "yes")]
+    pub fallback_writeback: bool,
     pub jitter: Percent,
     pub missing_ratio: Percent,
     pub negative_ttl: Option<Dur>,
@@ -304,4 +310,9 @@ mod tests {
         let back: Scenario = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back.invalidate, s.invalidate);
     }
+}
+
+/// On unless said otherwise (results written before the setting existed).
+fn yes() -> bool {
+    true
 }

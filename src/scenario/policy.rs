@@ -53,6 +53,8 @@ pub fn of(sc: &Scenario, bench: Bench) -> RunPolicy {
             poll: sc.lock_poll.0,
             wait: sc.lock_wait.0,
             on_timeout: sc.lock_timeout_policy,
+            waiters: sc.lock_waiters,
+            fallback_writeback: sc.fallback_writeback,
         },
         lease_ttl_ms: ms(sc.lease_ttl.map_or(LEASE_TTL_DEFAULT, |d| d.0)).max(1),
         writes: sc.writes.is_some(),

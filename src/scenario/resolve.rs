@@ -290,6 +290,8 @@ fn assemble(
         lock_poll: m.cache.resolved().lock_poll(),
         lock_wait: m.cache.resolved().lock_wait(),
         lock_timeout_policy: cache.lock_timeout_policy,
+        lock_waiters: m.cache.lock_waiters.unwrap_or_default(),
+        fallback_writeback: m.cache.fallback_writeback != Some(crate::strategy::lock::Writeback::Off),
         jitter: m.cache.jitter.unwrap_or(Percent(strategy.default_jitter())),
         missing_ratio: m.data.resolved().missing_ratio(),
         negative_ttl: m.data.negative_ttl,

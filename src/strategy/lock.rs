@@ -21,6 +21,41 @@ pub enum LockTimeoutPolicy {
     Stale,
 }
 
+/// What a mutex waiter does after a poll that found no value.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    ValueEnum,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum LockWaiters {
+    /// Try to take the lock: a holder that died or whose lease ran out is replaced at once.
+    #[default]
+    Takeover,
+    /// Only read the cache again (the references' waiters): a key whose holder is gone waits
+    /// for `--lock-wait`.
+    Reread,
+}
+
+/// Whether a load made past `--lock-wait` is written back to the cache.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Writeback {
+    /// Written back, as the holder's would be.
+    On,
+    /// Answered with, not cached (the references): only the holder writes the key.
+    Off,
+}
+
 /// Deletes KEYS[1] only if it still holds ARGV[1] (the caller's token); returns 1 if deleted.
 pub const RELEASE_LUA: &str = r#"
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -39,6 +74,10 @@ pub struct Settings {
     /// How long a waiter waits before applying the policy.
     pub wait: Duration,
     pub on_timeout: LockTimeoutPolicy,
+    /// After a poll that found nothing: take over, or only re-read.
+    pub waiters: LockWaiters,
+    /// A load past the wait is written back.
+    pub fallback_writeback: bool,
 }
 
 impl Settings {
@@ -60,6 +99,8 @@ mod tests {
             poll: Duration::from_millis(50),
             wait: Duration::from_secs(2),
             on_timeout: LockTimeoutPolicy::Load,
+            waiters: LockWaiters::Takeover,
+            fallback_writeback: true,
         };
         assert_eq!(s.poll_pause(0.0), Duration::from_millis(25));
         assert_eq!(s.poll_pause(0.5), Duration::from_millis(50));

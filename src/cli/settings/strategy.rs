@@ -1,7 +1,7 @@
 //! The strategy's settings and the protections in front of the database.
 
 use crate::protect::rate::RateScope;
-use crate::strategy::lock::LockTimeoutPolicy;
+use crate::strategy::lock::{LockTimeoutPolicy, LockWaiters, Writeback};
 use crate::values::valid::*;
 use crate::values::{Dur, Percent, Rate};
 
@@ -65,6 +65,36 @@ settings! {
             hide_possible_values = true,
         )]
         pub lock_timeout_policy: Option<LockTimeoutPolicy> => or;
+
+        /// Mutex: waiters take a freed lock over, or reread [default: takeover]
+        ///
+        /// takeover: after each poll that finds no value a waiter tries to take the lock, so a
+        /// holder that died or whose lease ran out is replaced at once.
+        ///
+        /// reread: waiters only read the cache again, as the stampede references' waiters do;
+        /// a key whose holder is gone waits for --lock-wait, then --lock-timeout-policy.
+        #[arg(
+            hide_short_help = true,
+            long,
+            value_enum,
+            value_name = "MODE",
+            hide_possible_values = true,
+        )]
+        pub lock_waiters: Option<LockWaiters> => or, search "reread";
+
+        /// Mutex: cache the load made past --lock-wait [default: on]
+        ///
+        /// on: a waiter whose wait ran out and loaded (--lock-timeout-policy load) writes the
+        /// value back, as the holder would. off: it answers with it without caching it, as the
+        /// references do, so only a lock holder writes the key.
+        #[arg(
+            hide_short_help = true,
+            long,
+            value_enum,
+            value_name = "on|off",
+            hide_possible_values = true,
+        )]
+        pub fallback_writeback: Option<Writeback> => or, search "off";
 
         /// Fail-safe: serve D past expiry on a failure [default: off]
         ///
