@@ -126,6 +126,34 @@ fn mutex_with_a_lease_shorter_than_the_load_overlaps() {
         r.u("/db/redundant_loads")
     );
     assert!(reread.u("/db/peak_key_herd") <= r.u("/db/peak_key_herd"));
+    // The holder extends its 30 ms lease every 10 ms while its 50 ms load runs: no waiter
+    // finds the lock free, one load per expiry.
+    let extended = hot_key("mutex", &["--lock-ttl", "30ms", "--lock-extend"]);
+    assert_eq!(extended.u("/db/peak_key_herd"), 1, "one loader at a time");
+    assert_eq!(extended.u("/db/redundant_loads"), 0);
+    assert_eq!(extended.u("/lock/lost"), 0);
+    assert!(
+        extended.u("/lock/extended") >= extended.u("/db/calls"),
+        "at least one extension per 50 ms load: {} for {} loads",
+        extended.u("/lock/extended"),
+        extended.u("/db/calls")
+    );
+}
+
+#[test]
+fn an_auto_lease_follows_the_loads_and_a_late_load_can_stay_uncached() {
+    // 50 ms loads: after the first, the lease is 3 × their p99 (known to within 19%), not 2 s.
+    let r = hot_key("mutex", &["--lock-ttl", "auto"]);
+    let lease = r.u("/lock/lease_ms_max");
+    assert!((150..=200).contains(&lease), "auto lease {lease} ms");
+    // A 20 ms wait runs out before the 50 ms load: the waiters load and, with write-back off,
+    // answer without caching what they loaded.
+    let r = hot_key(
+        "mutex",
+        &["--lock-wait", "20ms", "--fallback-writeback", "off"],
+    );
+    assert!(r.u("/outcomes/fallback") > 0);
+    assert_eq!(r.u("/lock/unkept"), r.u("/outcomes/fallback"));
 }
 
 #[test]

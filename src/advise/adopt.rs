@@ -69,7 +69,13 @@ pub fn adopt(lib: Library, p: &Pick, r: &RunResult) -> Result<String, String> {
         jitter_preset: spec.jitter_preset,
         ttl: get("ttl"),
         stale: get("stale"),
-        lock_ttl: get("lock_ttl"),
+        // An auto lease is written as the longest one the run gave.
+        lock_ttl: match r.lock.lease_ms_max {
+            Some(ms) if sc.get("lock_ttl").and_then(Value::as_str) == Some("auto") => {
+                ms as f64 / 1000.0
+            }
+            _ => get("lock_ttl"),
+        },
         lock_wait: get("lock_wait"),
         beta: sc.get("beta").and_then(Value::as_f64).unwrap_or(1.0),
         jitter_note: if spec.jitter_preset {
@@ -84,14 +90,41 @@ pub fn adopt(lib: Library, p: &Pick, r: &RunResult) -> Result<String, String> {
             name(lib)
         ));
     }
-    match lib {
+    let rendered = match lib {
         Library::Laravel => laravel(&cx),
         Library::Rails => rails(&cx),
         Library::Symfony => symfony(&cx),
         Library::Caffeine => caffeine(&cx),
         Library::Spring => spring(&cx),
         Library::Fusioncache => fusioncache(&cx),
+    };
+    // The lock's own settings no library call above spells: said beside it.
+    let mut also = Vec::new();
+    if spec.coordination.mutex() {
+        if sc.get("lock_ttl").and_then(Value::as_str) == Some("auto") {
+            also.push(
+                "size the lock TTL at 3× your load's p99 (the run's longest auto lease is written)",
+            );
+        }
+        if sc.get("lock_extend") == Some(&Value::Bool(true)) {
+            also.push(
+                "extend the lock every third of its TTL while loading (Redisson's watchdog does)",
+            );
+        }
+        if sc.get("lock_waiters").and_then(Value::as_str) == Some("reread") {
+            also.push("waiters only re-read the cache, never take the lock over");
+        }
+        if sc.get("fallback_writeback") == Some(&Value::Bool(false)) {
+            also.push("a load after the wait ran out is returned, not cached");
+        }
     }
+    rendered.map(|s| {
+        if also.is_empty() {
+            s
+        } else {
+            format!("{s}  // and: {}", also.join("; "))
+        }
+    })
 }
 
 fn laravel(cx: &Ctx) -> Rendered {
@@ -273,7 +306,7 @@ fn name(lib: Library) -> &'static str {
 
 /// Scenario keys copied from the run into the CI scenario when set: the workload and the
 /// strategy's settings.
-const KEYS: [&str; 27] = [
+const KEYS: [&str; 32] = [
     "keys",
     "zipf",
     "ttl",
@@ -292,9 +325,14 @@ const KEYS: [&str; 27] = [
     "beta",
     "jitter",
     "lock_ttl",
+    "lock_ttl_factor",
+    "lock_extend",
     "lock_wait",
     "lock_poll",
     "lock_timeout_policy",
+    "lock_waiters",
+    "fallback_writeback",
+    "l1",
     "eager_refresh",
     "fail_safe",
     "lease_ttl",

@@ -47,7 +47,7 @@ fn plain_or_in_process(s: &StrategySpec) -> bool {
 /// The strategies' own settings. Their search values are declared with each setting: around
 /// its default, one step down and one up on the scale the setting works on, or the setting
 /// turned on.
-pub const KNOBS: [Knob; 12] = [
+pub const KNOBS: [Knob; 13] = [
     Knob {
         key: "beta",
         uses: |s| s.freshness == Freshness::Xfetch,
@@ -74,6 +74,12 @@ pub const KNOBS: [Knob; 12] = [
     },
     Knob {
         key: "lock_ttl",
+        uses: |s| s.coordination.mutex(),
+        needs_fault: false,
+        with: None,
+    },
+    Knob {
+        key: "lock_extend",
         uses: |s| s.coordination.mutex(),
         needs_fault: false,
         with: None,
@@ -299,6 +305,8 @@ mod tests {
                 "mutex lock-wait=1s",
                 "mutex lock-ttl=500ms",
                 "mutex lock-ttl=5s",
+                "mutex lock-ttl=auto",
+                "mutex lock-extend=true",
                 "mutex lock-waiters=reread",
                 "mutex fallback-writeback=off"
             ]
@@ -317,6 +325,8 @@ mod tests {
                 "mutex lock-wait=100ms",
                 "mutex lock-ttl=500ms",
                 "mutex lock-ttl=5s",
+                "mutex lock-ttl=auto",
+                "mutex lock-extend=true",
                 "mutex lock-waiters=reread",
                 "mutex fallback-writeback=off",
                 "mutex ttl=1000ms",

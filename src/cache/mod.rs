@@ -16,7 +16,7 @@ use crate::metrics::{Counters, bump};
 use crate::protect::rate::{GCRA_LUA, GlobalAsk};
 use crate::redact;
 use crate::strategy::invalidate::{CHECKED_SET_LUA, WRITER_SET_LUA};
-use crate::strategy::lock::RELEASE_LUA;
+use crate::strategy::lock::{EXTEND_LUA, RELEASE_LUA};
 use crate::tls::RedisTls;
 
 mod admin;
@@ -91,6 +91,7 @@ pub struct Cache {
     timeout: Duration,
     prefix: Arc<str>,
     release: redis::Script,
+    extend: redis::Script,
     checked_set: redis::Script,
     writer_set: redis::Script,
     rate: redis::Script,
@@ -201,6 +202,7 @@ impl Cache {
             timeout,
             prefix,
             release: redis::Script::new(RELEASE_LUA),
+            extend: redis::Script::new(EXTEND_LUA),
             checked_set: redis::Script::new(CHECKED_SET_LUA),
             writer_set: redis::Script::new(WRITER_SET_LUA),
             rate: redis::Script::new(GCRA_LUA),
@@ -301,6 +303,16 @@ impl Cache {
     /// lock was gone or someone else's.
     pub async fn unlock(&self, id: u64, token: u64) -> Result<bool, CacheError> {
         self.release_token("lock:", id, token).await
+    }
+
+    /// Extend the lock to `ttl_ms` from now if this caller still owns it; false means it had
+    /// run out and is gone or someone else's.
+    pub async fn extend_lock(&self, id: u64, token: u64, ttl_ms: u64) -> Result<bool, CacheError> {
+        let k = KeyBuf::new(&self.prefix, "lock:", id);
+        let mut c = self.conn();
+        let mut inv = self.extend.key(k.as_bytes());
+        inv.arg(token).arg(ttl_ms);
+        Ok(self.deadline(inv.invoke_async::<i64>(&mut c)).await? == 1)
     }
 
     async fn release_token(&self, kind: &str, id: u64, token: u64) -> Result<bool, CacheError> {

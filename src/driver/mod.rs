@@ -392,6 +392,7 @@ impl Driver {
         );
         Ok(Raw {
             totals,
+            lease_max_ms: Some(self.run.load_times.lease_max_ms.load(Relaxed)).filter(|&m| m > 0),
             scheduled: traffic.scheduled,
             shed: traffic.shed,
             unsent: traffic.unsent,

@@ -10,6 +10,8 @@ use crate::results::{BreakerEvent, Bucket, DispatchLag};
 /// What the traffic produced, before it is shaped into a result.
 pub struct Raw {
     pub totals: Totals,
+    /// The longest lease `--lock-ttl auto` gave, ms (None: not auto, or no lock taken).
+    pub lease_max_ms: Option<u64>,
     pub scheduled: u64,
     pub shed: u64,
     /// Measured requests the generator could not dispatch before the window closed.

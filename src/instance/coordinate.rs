@@ -10,13 +10,16 @@
 //! lease guards the SET, which must present it and consumes it, and a write's delete
 //! removes it, so a load that read the row before that write cannot store it.
 
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+
 use rand::RngExt;
 
 use crate::cache::{Cache, CacheError};
 use crate::metrics::{Counters, bump};
 use crate::origin::LoadFailure;
 use crate::strategy::Coordination;
-use crate::strategy::lock::Settings;
+use crate::strategy::lock::{LoadTimes, Settings};
 use crate::strategy::single_flight::{Leader, Role, SingleFlight, Slot};
 
 /// One instance's coordination: its kind, its in-process flights and the lock settings.
@@ -29,6 +32,8 @@ pub struct Coordinator {
     pub lock: Settings,
     /// How long a lease token lives unless its SET consumes it (`--lease-ttl`), ms.
     lease_ttl_ms: u64,
+    /// The run's load times, which `--lock-ttl auto` sizes the lock's lease from.
+    times: Arc<LoadTimes>,
 }
 
 /// The right to load a key, with what must be released afterwards.
@@ -38,6 +43,8 @@ pub struct Claim<'a> {
     token: Option<u64>,
     /// Whether the token is a lease (the SET presents it) rather than a lock.
     lease: bool,
+    /// The lock's lease when it was taken, ms (what an extension renews it to).
+    ttl_ms: u64,
 }
 
 /// How a miss is to be served.
@@ -58,13 +65,19 @@ pub enum Miss<'a> {
 }
 
 impl Coordinator {
-    pub fn new(kind: Coordination, lock: Settings, lease_ttl_ms: u64) -> Coordinator {
+    pub fn new(
+        kind: Coordination,
+        lock: Settings,
+        lease_ttl_ms: u64,
+        times: Arc<LoadTimes>,
+    ) -> Coordinator {
         Coordinator {
             kind,
             refresh_kind: kind,
             flights: SingleFlight::default(),
             lock,
             lease_ttl_ms,
+            times,
         }
     }
 
@@ -79,11 +92,18 @@ impl Coordinator {
             leader,
             token,
             lease: self.kind.lease(),
+            ttl_ms: 0,
         }
     }
 
-    /// Take the key's Redis token: the lock under a mutex, the lease under lease.
-    async fn try_token(&self, cache: &Cache, id: u64, token: u64) -> Result<bool, CacheError> {
+    /// Take the key's Redis token: the lock under a mutex, the lease under lease. Some(the
+    /// lease it was taken for, ms) when taken.
+    async fn try_token(
+        &self,
+        cache: &Cache,
+        id: u64,
+        token: u64,
+    ) -> Result<Option<u64>, CacheError> {
         self.try_token_as(self.kind, cache, id, token).await
     }
 
@@ -93,12 +113,18 @@ impl Coordinator {
         cache: &Cache,
         id: u64,
         token: u64,
-    ) -> Result<bool, CacheError> {
+    ) -> Result<Option<u64>, CacheError> {
         if kind.lease() {
-            cache.try_lease(id, token, self.lease_ttl_ms).await
-        } else {
-            cache.try_lock(id, token, self.lock.ttl_ms).await
+            let ttl = self.lease_ttl_ms;
+            return Ok(cache.try_lease(id, token, ttl).await?.then_some(ttl));
         }
+        let auto = self.lock.auto_lease_ms(&self.times);
+        let ttl = auto.unwrap_or(self.lock.ttl_ms);
+        let taken = cache.try_lock(id, token, ttl).await?;
+        if taken && auto.is_some() {
+            self.times.lease_max_ms.fetch_max(ttl, Relaxed);
+        }
+        Ok(taken.then_some(ttl))
     }
 
     fn join(&self, id: u64) -> Result<Option<Leader<'_>>, tokio::sync::watch::Receiver<Slot>> {
@@ -122,11 +148,13 @@ impl Coordinator {
         }
         let token = rand::rng().random::<u64>();
         match self.try_token(cache, id, token).await {
-            Ok(true) => {
+            Ok(Some(ttl)) => {
                 bump(&counters.lock_acquired);
-                Miss::LoadLocked(self.claim(leader, Some(token)))
+                let mut claim = self.claim(leader, Some(token));
+                claim.ttl_ms = ttl;
+                Miss::LoadLocked(claim)
             }
-            Ok(false) => {
+            Ok(None) => {
                 bump(&counters.lock_contended);
                 Miss::WaitForLock {
                     claim: self.claim(leader, None),
@@ -176,6 +204,7 @@ impl Coordinator {
             leader: None,
             token: None,
             lease: self.refresh_kind.lease(),
+            ttl_ms: 0,
         };
         self.lock_or_yield(self.refresh_kind, cache, counters, id, claim, 0)
             .await
@@ -200,12 +229,13 @@ impl Coordinator {
         }
         let token = rand::rng().random::<u64>();
         match self.try_token_as(kind, cache, id, token).await {
-            Ok(true) => {
+            Ok(Some(ttl)) => {
                 bump(&counters.lock_acquired);
                 claim.token = Some(token);
+                claim.ttl_ms = ttl;
                 Some(claim)
             }
-            Ok(false) => {
+            Ok(None) => {
                 bump(&counters.lock_contended);
                 claim.release_leader(Ok(serving));
                 None
@@ -227,9 +257,10 @@ impl Coordinator {
         token: u64,
         mut claim: Claim<'a>,
     ) -> Result<Claim<'a>, Claim<'a>> {
-        if let Ok(true) = self.try_token(cache, id, token).await {
+        if let Ok(Some(ttl)) = self.try_token(cache, id, token).await {
             bump(&counters.lock_acquired);
             claim.token = Some(token);
+            claim.ttl_ms = ttl;
             Ok(claim)
         } else {
             Err(claim)
@@ -241,6 +272,12 @@ impl Claim<'_> {
     /// Whether this claim holds the Redis lock or the key's lease.
     pub fn locked(&self) -> bool {
         self.token.is_some()
+    }
+
+    /// The lock's token and the lease it was taken for (ms), when the claim holds a lock (not
+    /// a lease, which its SET consumes and nothing extends).
+    pub fn lock_held(&self) -> Option<(u64, u64)> {
+        self.token.filter(|_| !self.lease).map(|t| (t, self.ttl_ms))
     }
 
     /// The lease token the SET after the load must present, when the claim is a lease.
@@ -283,7 +320,6 @@ mod tests {
     use crate::servers::ManagedRedis;
     use crate::strategy::lock::LockTimeoutPolicy;
     use crate::strategy::single_flight::follow;
-    use std::sync::Arc;
     use std::time::Duration;
 
     /// xfetch under mutex+single-flight: a reader drawn to recompute early leads its instance's
@@ -306,13 +342,20 @@ mod tests {
         assert!(cache.try_lock(7, 1, 60_000).await.expect("SET NX"));
         let settings = Settings {
             ttl_ms: 2000,
+            auto_factor: None,
+            extend: false,
             poll: Duration::from_millis(50),
             wait: Duration::from_secs(2),
             on_timeout: LockTimeoutPolicy::Load,
             waiters: crate::strategy::lock::LockWaiters::Takeover,
             fallback_writeback: true,
         };
-        let coord = Coordinator::new(Coordination::MutexSingleFlight, settings, 2000);
+        let coord = Coordinator::new(
+            Coordination::MutexSingleFlight,
+            settings,
+            2000,
+            Arc::default(),
+        );
         // The value that drew the reader is of version 5.
         let mut early = std::pin::pin!(coord.early(&cache, &counters, 7, 5));
         // Polled once, the early reader leads the flight and waits for Redis's answer.

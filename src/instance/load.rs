@@ -4,10 +4,11 @@
 //! versions, or none), then fills the in-process tier with what Redis kept.
 
 use std::sync::atomic::Ordering::Relaxed;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rand::RngExt;
 
+use super::coordinate::Claim;
 use super::{Instance, now_ms};
 use crate::cache::SetCheck;
 use crate::l1::Ticket;
@@ -44,6 +45,56 @@ impl Instance {
         self.load_and_store_as(id, lease, why, Fill::Request).await
     }
 
+    /// [`Instance::load_and_store_as`] by the holder of `claim`: under a lease its SET
+    /// presents the token; holding a lock with `--lock-extend`, the lease is extended every
+    /// third of it while the load runs.
+    pub(super) async fn load_claimed(
+        &self,
+        id: u64,
+        claim: &Claim<'_>,
+        why: Why,
+        fill: Fill,
+    ) -> Result<u64, LoadFailure> {
+        let load = self.load_and_store_as(id, claim.lease_token(), why, fill);
+        match claim.lock_held() {
+            Some((token, ttl_ms)) if self.policy.lock.extend => {
+                tokio::select! {
+                    biased;
+                    r = load => r,
+                    never = self.keep_extending(id, token, ttl_ms) => match never {},
+                }
+            }
+            _ => load.await,
+        }
+    }
+
+    /// Extend the lock of `id` (ours: `token`) to `ttl_ms` every third of it, for as long as
+    /// the caller polls this; a failed round trip is retried until the lease would have run
+    /// out, so one slow reply does not lose it. Once the lock is lost (or cannot be kept), it
+    /// stops asking and waits to be dropped with the load.
+    async fn keep_extending(&self, id: u64, token: u64, ttl_ms: u64) -> std::convert::Infallible {
+        let every = Duration::from_millis((ttl_ms / 3).max(1));
+        let lease = Duration::from_millis(ttl_ms);
+        let mut held_since = Instant::now();
+        loop {
+            tokio::time::sleep(every).await;
+            loop {
+                match self.cache.extend_lock(id, token, ttl_ms).await {
+                    Ok(true) => {
+                        bump(&self.run.counters.lock_extended);
+                        held_since = Instant::now();
+                        break;
+                    }
+                    Ok(false) => return std::future::pending().await,
+                    Err(_) if held_since.elapsed() + every / 4 < lease => {
+                        tokio::time::sleep(every / 4).await;
+                    }
+                    Err(_) => return std::future::pending().await,
+                }
+            }
+        }
+    }
+
     /// [`Instance::load_and_store`] for `fill`'s kind of load.
     pub(super) async fn load_and_store_as(
         &self,
@@ -69,6 +120,9 @@ impl Instance {
             .map(|w| w.probes.in_flight.fill(id));
         let (loaded, delta_us) = self.load(id, why, rewarm, permit).await;
         if !caches {
+            if fill == Fill::Unkept {
+                bump(&self.run.counters.lock_unkept);
+            }
             self.run.loads.book.not_kept(id);
             self.run.loads.note_fill(id, began);
             return loaded.map(|row| row.map_or(0, |r| r.version()));
@@ -124,6 +178,9 @@ impl Instance {
             self.run.loads.book.failed(id);
         }
         let took = started.elapsed();
+        if loaded.is_ok() {
+            self.run.load_times.record(took);
+        }
         // The place in the bulkhead is freed before the write-back: it bounds loads, not Redis.
         permit.finish(loaded.is_err(), took);
         // XFetch's delta is the whole load as the app waits for it, pool wait included: that

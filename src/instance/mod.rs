@@ -25,7 +25,7 @@ use crate::strategy::StaleRead;
 use crate::strategy::envelope::Meta;
 use crate::strategy::failsafe;
 use crate::strategy::freshness::Verdict;
-use crate::strategy::lock::{LockTimeoutPolicy, LockWaiters};
+use crate::strategy::lock::{LoadTimes, LockTimeoutPolicy, LockWaiters};
 use crate::strategy::policy::RunPolicy;
 use crate::strategy::single_flight;
 
@@ -62,6 +62,8 @@ pub struct RunState {
     pub writes: Option<Arc<Writes>>,
     /// Every instance's in-process tier (`--l1`), for the write probes; empty without one.
     pub tiers: Mutex<Vec<Arc<crate::l1::L1>>>,
+    /// Every load's time, which `--lock-ttl auto` sizes the lock's lease from.
+    pub load_times: Arc<LoadTimes>,
 }
 
 impl RunState {
@@ -78,6 +80,7 @@ impl RunState {
             protect: protect::Board::default(),
             writes: policy.writes.then(|| Arc::new(Writes::default())),
             tiers: Mutex::new(Vec::new()),
+            load_times: Arc::default(),
         }
     }
 }
@@ -159,8 +162,13 @@ impl Instance {
         Instance {
             cache,
             origin,
-            coord: Coordinator::new(policy.coordination, policy.lock, policy.lease_ttl_ms)
-                .with_refresh(policy.refresh),
+            coord: Coordinator::new(
+                policy.coordination,
+                policy.lock,
+                policy.lease_ttl_ms,
+                run.load_times.clone(),
+            )
+            .with_refresh(policy.refresh),
             guard,
             refreshing: Mutex::new(HashSet::new()),
             throttle: failsafe::Throttle::default(),
@@ -298,7 +306,7 @@ impl Instance {
             .early_lead_us
             .fetch_add((lead_ms * 1000.0) as u64, Relaxed);
         let r = self
-            .load_and_store(id, claim.lease_token(), Why::Early)
+            .load_claimed(id, &claim, Why::Early, Fill::Request)
             .await;
         claim.release(&self.cache, &self.run.counters, id, r).await;
         // Refused by a protection: the value that drew us is still valid, serve it.
@@ -314,7 +322,7 @@ impl Instance {
     async fn fill(&self, id: u64, stale: Option<Meta>, why: Why) -> Served {
         match self.coord.miss(&self.cache, &self.run.counters, id).await {
             Miss::Load(claim) | Miss::Unavailable(claim) => {
-                let r = self.load_and_store(id, claim.lease_token(), why).await;
+                let r = self.load_claimed(id, &claim, why, Fill::Request).await;
                 claim.release(&self.cache, &self.run.counters, id, r).await;
                 self.served(id, r, Outcome::Miss, stale.as_ref())
             }
@@ -344,7 +352,7 @@ impl Instance {
                 .await;
             return (Outcome::Hit, m.version);
         }
-        let r = self.load_and_store(id, claim.lease_token(), why).await;
+        let r = self.load_claimed(id, &claim, why, Fill::Request).await;
         claim.release(&self.cache, &self.run.counters, id, r).await;
         self.served(id, r, Outcome::Miss, stale)
     }
@@ -383,7 +391,8 @@ impl Instance {
                 let r = if self.policy.lock.fallback_writeback {
                     self.load_and_store(id, None, Why::WaitRanOut).await
                 } else {
-                    self.load_and_store_as(id, None, Why::WaitRanOut, Fill::Unkept).await
+                    self.load_and_store_as(id, None, Why::WaitRanOut, Fill::Unkept)
+                        .await
                 };
                 (self.served(id, r, Outcome::Fallback, stale.as_ref()), r)
             }

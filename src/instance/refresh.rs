@@ -68,7 +68,7 @@ impl Instance {
         }
         bump(&self.run.counters.background_refreshes);
         let r = self
-            .load_and_store(id, claim.lease_token(), Why::Refresh)
+            .load_claimed(id, &claim, Why::Refresh, super::load::Fill::Request)
             .await;
         claim.release(&self.cache, &self.run.counters, id, r).await;
     }
@@ -86,7 +86,7 @@ impl Instance {
             return;
         };
         let r = self
-            .load_and_store_as(id, claim.lease_token(), Why::Refresh, super::load::Fill::Rewarm)
+            .load_claimed(id, &claim, Why::Refresh, super::load::Fill::Rewarm)
             .await;
         claim.release(&self.cache, &self.run.counters, id, r).await;
     }

@@ -78,6 +78,10 @@ counters! {
     lock_timeouts,
     lock_lost,
     lock_unavailable,
+    /// Leases extended by their holder while it loaded (`--lock-extend`).
+    lock_extended,
+    /// Loads past `--lock-wait` answered and not cached (`--fallback-writeback off`).
+    lock_unkept,
     negative_hits,
     cold_misses,
     /// Cache writes whose TTL (soft expiry under swr) runs out before the window closes.

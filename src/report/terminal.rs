@@ -396,6 +396,16 @@ pub fn summary(r: &RunResult) -> String {
             "  lock      acquired {}  contended {}  timeouts {}  lost {}  unavailable {}",
             l.acquired, l.contended, l.timeouts, l.lost, l.unavailable
         );
+        if l.extended + l.unkept > 0 || l.lease_ms_max.is_some() {
+            let lease = l
+                .lease_ms_max
+                .map_or(String::new(), |m| format!("  longest auto lease {m} ms"));
+            let _ = writeln!(
+                o,
+                "            extended {}  fallback loads not cached {}{lease}",
+                l.extended, l.unkept
+            );
+        }
     }
     writes(&mut o, r);
     protect(&mut o, r);

@@ -40,12 +40,14 @@ pub const WORKLOAD_SETTINGS: [&str; 27] = [
 /// comparison by design, such as the jitter preset's own ±10%), and the protections in front
 /// of its loads (`--db-limit`, `--breaker`, `--db-rate`), the re-warm job, the fail-safe and
 /// eager refresh, and the in-process tier (`--l1`): what the app does, not what is asked of it.
-pub const STRATEGY_SETTINGS: [&str; 20] = [
+pub const STRATEGY_SETTINGS: [&str; 22] = [
     "strategy",
     "jitter",
     "beta",
     "stale",
     "lock_ttl",
+    "lock_ttl_factor",
+    "lock_extend",
     "lock_poll",
     "lock_wait",
     "lock_timeout_policy",

@@ -242,4 +242,13 @@ pub struct LockFigures {
     pub lost: u64,
     /// Lock attempts that failed because Redis was unreachable (the request loaded anyway).
     pub unavailable: u64,
+    /// Leases extended by their holder while it loaded (`--lock-extend`).
+    #[serde(default)]
+    pub extended: u64,
+    /// Loads past `--lock-wait` answered and not cached (`--fallback-writeback off`).
+    #[serde(default)]
+    pub unkept: u64,
+    /// `--lock-ttl auto`: the longest lease given, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease_ms_max: Option<u64>,
 }

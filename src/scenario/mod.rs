@@ -71,7 +71,14 @@ pub struct Scenario {
     pub interval: Dur,
     pub beta: f64,
     pub stale: Dur,
-    pub lock_ttl: Dur,
+    /// The lock's lease, or auto (from the loads measured).
+    pub lock_ttl: crate::values::LockTtl,
+    /// `--lock-ttl auto`'s multiple of the load p99.
+    #[serde(default = "three")]
+    pub lock_ttl_factor: f64,
+    /// The holder extends its lease while it loads.
+    #[serde(default)]
+    pub lock_extend: bool,
     pub lock_poll: Dur,
     pub lock_wait: Dur,
     pub lock_timeout_policy: LockTimeoutPolicy,
@@ -283,6 +290,16 @@ pub mod trace;
 pub use crate::cluster::ClusterSettings;
 pub use resolve::{resolve, resolve_one};
 
+/// `--lock-ttl-factor`'s default (results written before the setting existed).
+fn three() -> f64 {
+    3.0
+}
+
+/// On unless said otherwise (results written before the setting existed).
+fn yes() -> bool {
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -310,9 +327,4 @@ mod tests {
         let back: Scenario = serde_json::from_str(&serde_json::to_string(&s).unwrap()).unwrap();
         assert_eq!(back.invalidate, s.invalidate);
     }
-}
-
-/// On unless said otherwise (results written before the setting existed).
-fn yes() -> bool {
-    true
 }

@@ -25,7 +25,7 @@ fn ms(d: Duration) -> u64 {
 /// (read from the environment by the caller, so this stays a function of its arguments).
 pub fn of(sc: &Scenario, bench: Bench) -> RunPolicy {
     // How long a lock can keep a waiter from its value: the lock's lease, or its wait.
-    let lock_hold_ms = ms(sc.lock_ttl.0).max(ms(sc.lock_wait.0));
+    let lock_hold_ms = ms(sc.lock_ttl.initial().0).max(ms(sc.lock_wait.0));
     let fail_safe_ms = sc.fail_safe.map_or(0, |f| ms(f.max.0));
     RunPolicy {
         freshness: freshness::Policy {
@@ -49,7 +49,9 @@ pub fn of(sc: &Scenario, bench: Bench) -> RunPolicy {
                 soft_timeout: f.soft_timeout.map(|d| d.0),
             }),
         lock: lock::Settings {
-            ttl_ms: ms(sc.lock_ttl.0).max(1),
+            ttl_ms: ms(sc.lock_ttl.initial().0).max(1),
+            auto_factor: sc.lock_ttl.is_auto().then_some(sc.lock_ttl_factor),
+            extend: sc.lock_extend,
             poll: sc.lock_poll.0,
             wait: sc.lock_wait.0,
             on_timeout: sc.lock_timeout_policy,
@@ -84,13 +86,13 @@ mod tests {
     use crate::cli::RunFlags;
     use crate::scenario::{FailSafe, resolve};
     use crate::strategy::{Coordination, StaleRead, StrategySpec};
-    use crate::values::Dur;
+    use crate::values::{Dur, LockTtl};
 
     fn scenario() -> Scenario {
         let mut sc = resolve(None, RunFlags::default()).expect("the defaults resolve");
         sc.ttl = Dur(Duration::from_secs(30));
         sc.stale = Dur(Duration::from_secs(10));
-        sc.lock_ttl = Dur(Duration::from_secs(2));
+        sc.lock_ttl = LockTtl::Fixed(Dur(Duration::from_secs(2)));
         sc.lock_wait = Dur(Duration::from_secs(3));
         sc.lock_timeout_policy = LockTimeoutPolicy::Load;
         sc.fail_safe = None;
@@ -137,7 +139,7 @@ mod tests {
         assert_eq!(p.invalidate, Invalidate::Delete);
         sc.lease_ttl = Some(Dur(Duration::from_micros(10)));
         sc.negative_ttl = Some(Dur(Duration::from_micros(10)));
-        sc.lock_ttl = Dur(Duration::ZERO);
+        sc.lock_ttl = LockTtl::Fixed(Dur(Duration::ZERO));
         let p = of(&sc, Bench { no_staleness: true });
         assert_eq!(
             (p.lease_ttl_ms, p.freshness.negative_ttl_ms, p.lock.ttl_ms),

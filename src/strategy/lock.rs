@@ -2,6 +2,7 @@
 //! token, released by a Lua compare-and-delete so a holder whose lease ran out can never
 //! delete the lock someone else now holds; waiters poll with jitter up to a bounded wait.
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use clap::ValueEnum;
@@ -65,10 +66,27 @@ else
 end
 "#;
 
+/// Extends KEYS[1]'s expiry to ARGV[2] ms only if it still holds ARGV[1] (the holder's token);
+/// returns 1 if extended.
+pub const EXTEND_LUA: &str = r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+    return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+else
+    return 0
+end
+"#;
+
+/// The shortest lease `--lock-ttl auto` gives.
+pub const AUTO_FLOOR_MS: u64 = 100;
+
 #[derive(Debug, Clone, Copy)]
 pub struct Settings {
-    /// Lease of the lock (PX), ms.
+    /// Lease of the lock (PX), ms; under `--lock-ttl auto`, until a load has completed.
     pub ttl_ms: u64,
+    /// `--lock-ttl auto`: the lease is this many times the p99 of the loads so far.
+    pub auto_factor: Option<f64>,
+    /// The holder extends its lease every third of it while it loads.
+    pub extend: bool,
     /// Mean pause between a waiter's polls.
     pub poll: Duration,
     /// How long a waiter waits before applying the policy.
@@ -81,10 +99,75 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// The lease to take now: fixed, or `--lock-ttl auto`'s from the loads measured so far.
+    pub fn lease_ms(&self, times: &LoadTimes) -> u64 {
+        self.auto_lease_ms(times).unwrap_or(self.ttl_ms)
+    }
+
+    /// `--lock-ttl auto`'s lease from the loads so far; None when not auto or none measured.
+    pub fn auto_lease_ms(&self, times: &LoadTimes) -> Option<u64> {
+        let (k, p99) = (self.auto_factor?, times.p99_us()?);
+        Some(((p99 as f64 * k / 1000.0).ceil() as u64).max(AUTO_FLOOR_MS))
+    }
+
     /// The next poll pause: `poll` ±50%, so waiters that started together do not poll in step.
     /// `u` is uniform in [0, 1).
     pub fn poll_pause(&self, u: f64) -> Duration {
         self.poll.mul_f64(0.5 + u)
+    }
+}
+
+/// The run's load times, for `--lock-ttl auto`: a log histogram of atomic counters (four
+/// buckets per doubling, so a quantile is known to within 19%, rounded up), cheap to record from
+/// every load and to read at every lock.
+pub struct LoadTimes {
+    buckets: [AtomicU64; BUCKETS],
+    /// The longest lease `--lock-ttl auto` sized from the loads, ms (0: none).
+    pub lease_max_ms: AtomicU64,
+}
+
+const BUCKETS: usize = 96;
+
+impl Default for LoadTimes {
+    fn default() -> LoadTimes {
+        LoadTimes {
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            lease_max_ms: AtomicU64::new(0),
+        }
+    }
+}
+
+impl LoadTimes {
+    fn bucket(us: u64) -> usize {
+        ((((us + 1) as f64).log2() * 4.0) as usize).min(BUCKETS - 1)
+    }
+
+    /// The largest time that falls in bucket `i`, µs.
+    fn upper_us(i: usize) -> u64 {
+        (2f64.powf((i + 1) as f64 / 4.0) - 1.0).ceil() as u64
+    }
+
+    pub fn record(&self, took: Duration) {
+        let us = took.as_micros().min(u128::from(u64::MAX)) as u64;
+        self.buckets[Self::bucket(us)].fetch_add(1, Relaxed);
+    }
+
+    /// The p99 of the loads recorded (rounded up to its bucket's top); None before the first.
+    pub fn p99_us(&self) -> Option<u64> {
+        let counts: [u64; BUCKETS] = std::array::from_fn(|i| self.buckets[i].load(Relaxed));
+        let total: u64 = counts.iter().sum();
+        if total == 0 {
+            return None;
+        }
+        let rank = (total as f64 * 0.99).ceil() as u64;
+        let mut seen = 0;
+        for (i, c) in counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                return Some(Self::upper_us(i));
+            }
+        }
+        Some(Self::upper_us(BUCKETS - 1))
     }
 }
 
@@ -96,6 +179,8 @@ mod tests {
     fn poll_pause_stays_within_half_either_side() {
         let s = Settings {
             ttl_ms: 2000,
+            auto_factor: None,
+            extend: false,
             poll: Duration::from_millis(50),
             wait: Duration::from_secs(2),
             on_timeout: LockTimeoutPolicy::Load,
@@ -105,5 +190,32 @@ mod tests {
         assert_eq!(s.poll_pause(0.0), Duration::from_millis(25));
         assert_eq!(s.poll_pause(0.5), Duration::from_millis(50));
         assert!(s.poll_pause(0.999) < Duration::from_millis(75));
+    }
+
+    #[test]
+    fn an_auto_lease_is_k_times_the_load_p99_with_a_floor() {
+        let mut s = Settings {
+            ttl_ms: 2000,
+            auto_factor: Some(3.0),
+            extend: false,
+            poll: Duration::from_millis(50),
+            wait: Duration::from_secs(2),
+            on_timeout: LockTimeoutPolicy::Load,
+            waiters: LockWaiters::Takeover,
+            fallback_writeback: true,
+        };
+        let t = LoadTimes::default();
+        assert_eq!(s.lease_ms(&t), 2000, "nothing measured: the starting lease");
+        for _ in 0..99 {
+            t.record(Duration::from_millis(50));
+        }
+        t.record(Duration::from_secs(1));
+        let l = s.lease_ms(&t);
+        assert!((150..=180).contains(&l), "3 × p99 (50 ms, within 19%): {l}");
+        let fast = LoadTimes::default();
+        fast.record(Duration::from_micros(200));
+        assert_eq!(s.lease_ms(&fast), AUTO_FLOOR_MS);
+        s.auto_factor = None;
+        assert_eq!(s.lease_ms(&t), 2000, "a fixed lease ignores the loads");
     }
 }

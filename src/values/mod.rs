@@ -126,6 +126,54 @@ impl fmt::Display for Dur {
 }
 serde_via_str!(Dur);
 
+/// The mutex's lease: a duration, or `auto` — the lease follows the run's loads (k × the p99
+/// of the load times measured so far, `--lock-ttl-factor`), from [`LockTtl::AUTO_START`] until
+/// the first load completes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockTtl {
+    Fixed(Dur),
+    Auto,
+}
+
+impl LockTtl {
+    /// The lease of an auto lock until a load has been measured: the fixed default's.
+    pub const AUTO_START: Dur = Dur::secs(2);
+
+    /// The lease taken when nothing has been measured (the fixed one, or the auto's start).
+    pub fn initial(&self) -> Dur {
+        match self {
+            LockTtl::Fixed(d) => *d,
+            LockTtl::Auto => Self::AUTO_START,
+        }
+    }
+
+    pub fn is_auto(&self) -> bool {
+        matches!(self, LockTtl::Auto)
+    }
+}
+
+impl FromStr for LockTtl {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s.trim() == "auto" {
+            return Ok(LockTtl::Auto);
+        }
+        s.parse::<Dur>()
+            .map(LockTtl::Fixed)
+            .map_err(|e| format!("{e}, or auto"))
+    }
+}
+
+impl fmt::Display for LockTtl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LockTtl::Fixed(d) => d.fmt(f),
+            LockTtl::Auto => write!(f, "auto"),
+        }
+    }
+}
+serde_via_str!(LockTtl);
+
 /// A fraction written as a percentage ("10%") or as a number in [0, 1] ("0.1").
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Percent(pub f64);

@@ -191,6 +191,20 @@ impl JsonSchema for Dur {
     }
 }
 
+impl JsonSchema for super::LockTtl {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "LockTtl".into()
+    }
+
+    fn json_schema(generator: &mut SchemaGenerator) -> Schema {
+        let dur = Dur::json_schema(generator);
+        json_schema!({
+            "description": "The lock's lease: a duration, or \"auto\" (--lock-ttl-factor × the p99 of the run's loads so far, at least 100 ms; 2 s until a load has completed).",
+            "anyOf": [ dur, { "type": "string", "const": "auto" } ],
+        })
+    }
+}
+
 impl JsonSchema for Rate {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "Rate".into()

@@ -13,6 +13,11 @@ pub fn positive(d: &Dur) -> Result<(), String> {
     Ok(())
 }
 
+/// A lease longer than zero (auto always is).
+pub fn lease_positive(l: &super::LockTtl) -> Result<(), String> {
+    positive(&l.initial())
+}
+
 /// At least a second: the recovery verdict reads whole 1 s windows.
 pub fn whole_seconds(d: &Dur) -> Result<(), String> {
     if d.0 < std::time::Duration::from_secs(1) {

@@ -3,7 +3,7 @@
 use crate::protect::rate::RateScope;
 use crate::strategy::lock::{LockTimeoutPolicy, LockWaiters, Writeback};
 use crate::values::valid::*;
-use crate::values::{Dur, Percent, Rate};
+use crate::values::{Dur, LockTtl, Percent, Rate};
 
 settings! {
     #[command(next_help_heading = "Strategy")]
@@ -29,12 +29,36 @@ settings! {
         #[arg(long, value_name = "DURATION")]
         pub stale: Option<Dur> => or, search "2s,30s";
 
-        /// Mutex: lease of the Redis lock (PX) [default: 2s]
-        #[arg(long, value_name = "DURATION")]
-        pub lock_ttl: Option<Dur> => or,
-            default Dur::secs(2),
-            search "500ms,5s",
-            check positive;
+        /// Mutex: lease of the Redis lock (PX), or auto [default: 2s]
+        ///
+        /// auto: --lock-ttl-factor × the p99 of the run's load times so far (at least 100 ms;
+        /// 2s until the first load completes), taken afresh at each lock.
+        #[arg(long, value_name = "DURATION|auto")]
+        pub lock_ttl: Option<LockTtl> => or,
+            default LockTtl::Fixed(Dur::secs(2)),
+            search "500ms,5s,auto",
+            check lease_positive;
+
+        /// Mutex: --lock-ttl auto's multiple of the load p99 [default: 3]
+        #[arg(hide_short_help = true, long, value_name = "K")]
+        pub lock_ttl_factor: Option<f64> => or, default 3.0, check above_zero;
+
+        /// Mutex: the holder extends its lease while it loads
+        ///
+        /// Every third of the lease, while its load runs, the holder extends the lock to a full
+        /// lease again if it still holds it (compare-and-extend in Lua, as Redisson's watchdog),
+        /// retrying within the lease when Redis is slow (lock.extended). A holder that dies is
+        /// not extended: its key is blocked for at most one lease. --lock-extend alone is
+        /// --lock-extend=true.
+        #[arg(
+            long,
+            value_name = "BOOL",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "true",
+            hide_possible_values = true,
+        )]
+        pub lock_extend: Option<bool> => or, search "true";
 
         /// Mutex: how often a waiter polls the cache [default: 50ms]
         ///

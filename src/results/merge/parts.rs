@@ -265,12 +265,18 @@ impl Merge for LockFigures {
             timeouts,
             lost,
             unavailable,
+            extended,
+            unkept,
+            lease_ms_max,
         } = o;
         sum(&mut self.acquired, acquired);
         sum(&mut self.contended, contended);
         sum(&mut self.timeouts, timeouts);
         sum(&mut self.lost, lost);
         sum(&mut self.unavailable, unavailable);
+        sum(&mut self.extended, extended);
+        sum(&mut self.unkept, unkept);
+        max(&mut self.lease_ms_max, lease_ms_max);
         Ok(())
     }
 }
