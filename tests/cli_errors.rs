@@ -41,7 +41,7 @@ fn bad_flags_exit_2_naming_the_flag() {
         ],
     );
     fails_with(
-        &["run", "--strategy", "xfetch+swr"],
+        &["run", "--strategy", "xfetch+swr+xfetch"],
         2,
         &["xfetch", "swr", "valid"],
     );

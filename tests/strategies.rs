@@ -422,3 +422,44 @@ async fn lock_is_released_only_by_its_owner() {
     );
     assert!(!cache.try_lock(9, 666, 10_000).await.unwrap());
 }
+
+#[test]
+fn xfetch_with_swr_recomputes_early_before_the_soft_expiry_and_serves_stale_after_it() {
+    // 200 keys at 400 req/s, 1 s TTL, 20 ms loads, β 3: the hot keys are read often enough
+    // before their soft expiry for XFetch's draw to pick a reader; the cold ones are first read
+    // after it, inside the 10 s window, and served stale while one refresh runs.
+    let r = run_ok(&[
+        "--strategy",
+        "xfetch+swr",
+        "--keys",
+        "200",
+        "--rps",
+        "400",
+        "--ttl",
+        "1s",
+        "--stale",
+        "10s",
+        "--db-cost",
+        "20ms",
+        "--beta",
+        "3",
+        "--duration",
+        "3s",
+    ]);
+    assert_eq!(r.json["strategy"], "xfetch+swr");
+    let early = r.u("/db/early_recomputes");
+    assert!(early > 0, "no early recompute");
+    assert!(
+        r.f("/db/early_lead_ms_mean") > 0.0,
+        "early recomputes start before the soft expiry"
+    );
+    assert!(r.u("/outcomes/stale") > 0, "no stale answer");
+    assert!(r.u("/db/background_refreshes") > 0);
+    // Every DB call is a background refresh or a request's load (outcome `miss`, which early
+    // recomputes are, and any key first read past its window).
+    assert_eq!(
+        r.u("/db/calls"),
+        r.u("/db/background_refreshes") + r.u("/outcomes/miss")
+    );
+    assert!(r.u("/outcomes/miss") >= early);
+}

@@ -90,6 +90,12 @@ pub fn adopt(lib: Library, p: &Pick, r: &RunResult) -> Result<String, String> {
             name(lib)
         ));
     }
+    if cx.f == Freshness::XfetchSwr {
+        return Err(format!(
+            "{} has no probabilistic early expiry (XFetch) combined with a stale window; nearest: its stale-while-revalidate, if it has one",
+            name(lib)
+        ));
+    }
     let rendered = match lib {
         Library::Laravel => laravel(&cx),
         Library::Rails => rails(&cx),

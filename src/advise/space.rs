@@ -15,6 +15,7 @@ pub fn default_strategies() -> Vec<String> {
         NO_CACHE.to_string(),
         "swr+mutex".to_string(),
         "xfetch+mutex".to_string(),
+        "xfetch+swr+mutex".to_string(),
     ]);
     v
 }
@@ -50,13 +51,13 @@ fn plain_or_in_process(s: &StrategySpec) -> bool {
 pub const KNOBS: [Knob; 13] = [
     Knob {
         key: "beta",
-        uses: |s| s.freshness == Freshness::Xfetch,
+        uses: |s| s.freshness.early(),
         needs_fault: false,
         with: None,
     },
     Knob {
         key: "stale",
-        uses: |s| s.freshness == Freshness::Swr,
+        uses: |s| s.freshness.windowed(),
         needs_fault: false,
         with: None,
     },

@@ -30,9 +30,10 @@ pub struct AdviseCmd {
     #[arg(long, value_name = "NAME", help_heading = "Advise")]
     pub minimize: String,
 
-    /// Strategies to search [default: presets, no-cache, two compositions]
+    /// Strategies to search [default: presets, no-cache, three compositions]
     ///
-    /// The default is the six presets, no-cache, swr+mutex and xfetch+mutex. As compare's
+    /// The default is the six presets, no-cache, swr+mutex, xfetch+mutex and
+    /// xfetch+swr+mutex. As compare's
     /// --strategies; each is also tried at its own settings' declared search
     /// values (β, stale window, jitter, lock wait, lease, eager refresh).
     #[arg(long, value_name = "LIST", help_heading = "Advise")]

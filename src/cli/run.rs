@@ -18,8 +18,9 @@ pub struct RunCmd {
     ///
     /// A preset (cache-aside, mutex, single-flight, xfetch, swr, jitter), lease, or a
     /// combination with `+` of at most one of cache-aside|xfetch|swr (expire is another name
-    /// for cache-aside) with mutex, single-flight and/or jitter, or with lease (and jitter),
-    /// such as swr+mutex or swr+lease. no-cache (alone) loads every request, the baseline
+    /// for cache-aside; xfetch+swr is both: early recompute before the soft expiry, stale
+    /// after it) with mutex, single-flight and/or jitter, or with lease (and jitter), such as
+    /// swr+mutex or swr+lease. no-cache (alone) loads every request, the baseline
     /// of the break-even hit rate. A library preset (alone) reproduces a caching library's
     /// semantics: laravel-flexible, rails-race-ttl, symfony, caffeine-refresh, spring-sync,
     /// fusion (docs/strategies.md).

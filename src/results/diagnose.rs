@@ -186,6 +186,9 @@ fn idle_mechanism(r: &RunResult) -> Option<String> {
     let mut idle = Vec::new();
     match s.freshness {
         Freshness::Xfetch if r.db.early_recomputes == 0 => idle.push("xfetch's early recompute"),
+        Freshness::XfetchSwr if r.db.early_recomputes == 0 && r.outcomes.stale == 0 => {
+            idle.push("xfetch+swr's early recompute and stale window")
+        }
         Freshness::Swr if s.stale_read == StaleRead::RefreshBehind && r.outcomes.stale == 0 => {
             idle.push("swr's stale-while-revalidate")
         }

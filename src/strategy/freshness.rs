@@ -66,20 +66,15 @@ impl Policy {
             // the namespace) is not this strategy's to serve.
             Freshness::NoCache => Verdict::Expired,
             Freshness::Expire => self.fresh(meta, now_ms),
-            Freshness::Xfetch => {
-                if self.beta <= 0.0 {
-                    return self.fresh(meta, now_ms);
-                }
-                let delta_ms = f64::from(meta.delta_us) / 1000.0;
-                let expiry = meta.hard_expiry_ms as f64;
-                // -ln(u) >= 0, so the reader "sees" a time pushed forward by a random multiple
-                // of the recompute cost: expensive values are refreshed further ahead.
-                if now_ms - delta_ms * self.beta * u.ln() >= expiry {
-                    Verdict::Recompute {
-                        lead_ms: (expiry - now_ms).max(0.0),
-                    }
+            Freshness::Xfetch => self.draw(meta, meta.hard_expiry_ms as f64, now_ms, u),
+            // XFetch's draw against the soft expiry, then swr's window.
+            Freshness::XfetchSwr => {
+                if now_ms < meta.soft_expiry_ms as f64 {
+                    self.draw(meta, meta.soft_expiry_ms as f64, now_ms, u)
+                } else if now_ms < meta.hard_expiry_ms as f64 {
+                    Verdict::Stale
                 } else {
-                    self.fresh(meta, now_ms)
+                    Verdict::Expired
                 }
             }
             Freshness::Swr => {
@@ -91,6 +86,23 @@ impl Policy {
                     Verdict::Expired
                 }
             }
+        }
+    }
+
+    /// XFetch's draw for a value that expires at `expiry`: recompute early, or fresh.
+    fn draw(&self, meta: &Meta, expiry: f64, now_ms: f64, u: f64) -> Verdict {
+        if self.beta <= 0.0 {
+            return self.fresh(meta, now_ms);
+        }
+        let delta_ms = f64::from(meta.delta_us) / 1000.0;
+        // -ln(u) >= 0, so the reader "sees" a time pushed forward by a random multiple of the
+        // recompute cost: expensive values are refreshed further ahead.
+        if now_ms - delta_ms * self.beta * u.ln() >= expiry {
+            Verdict::Recompute {
+                lead_ms: (expiry - now_ms).max(0.0),
+            }
+        } else {
+            self.fresh(meta, now_ms)
         }
     }
 
@@ -113,7 +125,7 @@ impl Policy {
 
     /// Whether entries live a window past their TTL (swr's).
     fn windowed(&self) -> bool {
-        self.kind == Freshness::Swr
+        self.kind.windowed()
     }
 
     /// [`StaleRead::ExtendAndRecompute`]'s push-back of an entry found stale at `now_ms`: the

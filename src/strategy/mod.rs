@@ -28,9 +28,26 @@ pub enum Freshness {
     Xfetch,
     /// Soft expiry: serve stale within a window and refresh in the background.
     Swr,
+    /// Both (`xfetch+swr`): before the soft expiry a reader may be drawn to recompute early, in
+    /// the request, as xfetch; between soft and hard expiry the stale value is served and one
+    /// refresh runs behind it, as swr.
+    #[serde(rename = "xfetch+swr")]
+    XfetchSwr,
     /// No cache: every request loads from the database, Redis is neither read nor written.
     /// The baseline of the break-even hit rate (docs/strategies.md).
     NoCache,
+}
+
+impl Freshness {
+    /// Whether a reader may be drawn to recompute early (xfetch's draw).
+    pub fn early(self) -> bool {
+        matches!(self, Freshness::Xfetch | Freshness::XfetchSwr)
+    }
+
+    /// Whether entries live a stale window past their soft expiry (swr's).
+    pub fn windowed(self) -> bool {
+        matches!(self, Freshness::Swr | Freshness::XfetchSwr)
+    }
 }
 
 /// What a reader does with an entry found inside its stale window (swr's freshness: past its
@@ -224,8 +241,9 @@ pub const PRESETS: [&str; 6] = [
 pub const NO_CACHE: &str = "no-cache";
 
 const VALID_FORMS: &str = "valid: no-cache (alone), a library preset (alone: laravel-flexible, rails-race-ttl, symfony, caffeine-refresh, spring-sync, fusion), cache-aside, mutex, single-flight, xfetch, swr, jitter, lease, or `+` \
-    joining at most one freshness (cache-aside, xfetch, swr) with mutex and/or single-flight, or \
-    with lease, and/or jitter, e.g. swr+mutex, xfetch+single-flight, mutex+single-flight, swr+lease";
+    joining at most one freshness (cache-aside, xfetch, swr, or xfetch+swr: both) with mutex \
+    and/or single-flight, or with lease, and/or jitter, e.g. swr+mutex, xfetch+single-flight, \
+    mutex+single-flight, swr+lease, xfetch+swr+mutex";
 
 impl StrategySpec {
     /// The strategies of a list: `all` for the presets, else comma-separated names, each
@@ -312,12 +330,23 @@ impl StrategySpec {
             };
             let dup = match (part, f) {
                 (_, Some(f)) => {
-                    if let Some((_, prev)) = freshness {
-                        return Err(format!(
-                            "'{s}' combines two freshness policies ({prev} and {part}); a value has one way of going stale, choose one ({VALID_FORMS})"
-                        ));
+                    if let Some((prev_f, prev)) = freshness {
+                        // XFetch before the soft expiry, swr's window after it: the one pair
+                        // of freshness policies that acts on different moments of a value.
+                        let both = matches!(
+                            (prev_f, f),
+                            (Freshness::Xfetch, Freshness::Swr)
+                                | (Freshness::Swr, Freshness::Xfetch)
+                        );
+                        if !both {
+                            return Err(format!(
+                                "'{s}' combines two freshness policies ({prev} and {part}); a value has one way of going stale, choose one — only xfetch+swr combine ({VALID_FORMS})"
+                            ));
+                        }
+                        freshness = Some((Freshness::XfetchSwr, "xfetch+swr"));
+                    } else {
+                        freshness = Some((f, part));
                     }
-                    freshness = Some((f, part));
                     false
                 }
                 ("mutex", _) => std::mem::replace(&mut mutex, true),
@@ -362,7 +391,7 @@ impl StrategySpec {
     /// Whether entries are kept past their expiry by the freshness itself (swr's window,
     /// whatever a stale read does in it), so a stale value can be served without `--fail-safe`.
     pub fn serves_stale(&self) -> bool {
-        self.freshness == Freshness::Swr
+        self.freshness.windowed()
     }
 
     /// The TTL jitter when `--jitter` is not given: ±10% for the jitter preset, else none.
@@ -382,6 +411,7 @@ impl fmt::Display for StrategySpec {
             Freshness::Expire => {}
             Freshness::Xfetch => parts.push("xfetch"),
             Freshness::Swr => parts.push("swr"),
+            Freshness::XfetchSwr => parts.extend(["xfetch", "swr"]),
         }
         if self.coordination.mutex() {
             parts.push("mutex");
@@ -474,8 +504,14 @@ mod tests {
 
     #[test]
     fn nonsense_is_refused_with_the_valid_forms() {
+        assert_eq!(
+            StrategySpec::parse("swr+mutex+xfetch").unwrap().to_string(),
+            "xfetch+swr+mutex",
+            "xfetch and swr combine, in either order"
+        );
         for bad in [
-            "xfetch+swr",
+            "xfetch+swr+xfetch",
+            "cache-aside+swr",
             "magic",
             "mutex+mutex",
             "",

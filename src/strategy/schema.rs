@@ -35,7 +35,11 @@ fn refused() -> String {
     let both =
         |a: &str, b: &str| format!(r"(?:^|\+){}\+(?:[\s\S]*\+)?{}(?:\+|$)", part(a), part(b));
     [
-        both(FRESHNESS, FRESHNESS),
+        // Two freshness policies, except xfetch with swr (in either order).
+        both("cache-aside|expire", FRESHNESS),
+        both(FRESHNESS, "cache-aside|expire"),
+        both("xfetch", "xfetch"),
+        both("swr", "swr"),
         both("mutex", "mutex"),
         both("single-flight", "single-flight"),
         both("jitter", "jitter"),
@@ -49,7 +53,12 @@ fn refused() -> String {
 /// Every strategy by its canonical name, as `Display` writes it.
 fn canonical_names() -> Vec<String> {
     let mut names = vec![super::NO_CACHE.to_string()];
-    for freshness in [Freshness::Expire, Freshness::Xfetch, Freshness::Swr] {
+    for freshness in [
+        Freshness::Expire,
+        Freshness::Xfetch,
+        Freshness::Swr,
+        Freshness::XfetchSwr,
+    ] {
         for coordination in [
             Coordination::None,
             Coordination::SingleFlight,
@@ -151,6 +160,6 @@ mod tests {
         for name in canonical_names() {
             assert_eq!(StrategySpec::parse(&name).unwrap().to_string(), name);
         }
-        assert_eq!(canonical_names().len(), 37);
+        assert_eq!(canonical_names().len(), 47);
     }
 }
