@@ -226,7 +226,7 @@ pub const DEFS: [Def; 23] = [
         header: "error %",
         unit: Unit::Share,
         better: Better::Lower,
-        what: "(errors + shed + unsent) / scheduled",
+        what: "(errors + retry-after answers + shed + unsent) / scheduled",
         tolerance: tol(0.0, 0.001),
         threshold: true,
         ranked: false,

@@ -135,7 +135,12 @@ fn a_misspelled_key_or_a_bad_duration_fails_the_schema_as_it_fails_the_run() {
     );
     refused_like_the_run(&v, "[thresholds]\np99_max = 250\n", "p99_max", "p99_ms_max");
     refused_like_the_run(&v, "jitter = \"30\"\n", "jitter", "ambiguous");
-    refused_like_the_run(&v, "strategy = \"xfetch+swr\"\n", "strategy", "freshness");
+    refused_like_the_run(
+        &v,
+        "strategy = \"xfetch+swr+xfetch\"\n",
+        "strategy",
+        "freshness",
+    );
 }
 
 #[test]

@@ -463,3 +463,36 @@ fn xfetch_with_swr_recomputes_early_before_the_soft_expiry_and_serves_stale_afte
     );
     assert!(r.u("/outcomes/miss") >= early);
 }
+
+#[test]
+fn retry_after_answers_pace_the_client_s_retries() {
+    // A 10 ms wait runs out long before the 50 ms load: the waiters are answered "retry after
+    // 200 ms", and with retries the client waits that long before its next attempt.
+    let flags = [
+        "--lock-wait",
+        "10ms",
+        "--lock-timeout-policy",
+        "retry-after",
+        "--retry-after",
+        "200ms",
+    ];
+    let once = hot_key("mutex", &flags);
+    assert!(once.u("/outcomes/retry_after") > 0);
+    assert_eq!(
+        once.u("/outcomes/fallback"),
+        0,
+        "nobody loads past the wait"
+    );
+    let mut with = flags.to_vec();
+    with.extend(["--retries", "3"]);
+    let r = hot_key("mutex", &with);
+    let waits = r.u("/requests/retry_after_waits");
+    assert!(waits > 0, "no retry waited as told");
+    let min = r.f("/requests/retry_after_wait_ms_min");
+    assert!(min >= 200.0, "an attempt {min} ms after its refusal");
+    assert_eq!(
+        r.u("/requests/retries"),
+        waits,
+        "every retry followed a retry-after"
+    );
+}

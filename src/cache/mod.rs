@@ -315,6 +315,13 @@ impl Cache {
         Ok(self.deadline(inv.invoke_async::<i64>(&mut c)).await? == 1)
     }
 
+    /// How long the lock of `id` has left; None when no lock is held.
+    pub async fn lock_pttl(&self, id: u64) -> Result<Option<Duration>, CacheError> {
+        let k = KeyBuf::new(&self.prefix, "lock:", id);
+        let ms: i64 = self.run(redis::cmd("PTTL").arg(k.as_bytes())).await?;
+        Ok((ms > 0).then(|| Duration::from_millis(ms as u64)))
+    }
+
     async fn release_token(&self, kind: &str, id: u64, token: u64) -> Result<bool, CacheError> {
         let k = KeyBuf::new(&self.prefix, kind, id);
         let mut c = self.conn();

@@ -414,6 +414,8 @@ impl Driver {
             writes: self.run.writes.as_ref().map(|w| WritesRaw::of(w)),
             goodput: tally.goodput.load(Relaxed),
             retries: tally.retries.load(Relaxed),
+            retry_after_waits: tally.retry_after_waits.load(Relaxed),
+            retry_after_wait_ms_min: tally.retry_after_min_ms(),
             rewarm_runs,
             rate_fallback: self
                 .run

@@ -48,6 +48,9 @@ pub struct Raw {
     pub goodput: u64,
     /// Retries sent by the client (each attempt after the first).
     pub retries: u64,
+    /// Retries that waited for a "retry after D" answer's D, and the shortest such wait, ms.
+    pub retry_after_waits: u64,
+    pub retry_after_wait_ms_min: Option<f64>,
     /// Runs of the re-warm job that started in the measured window.
     pub rewarm_runs: u64,
     /// How long, within the measured window and its drain, at least one instance limited its

@@ -14,12 +14,15 @@ use crate::results::Bucket;
 /// The measured requests' end: each is finished or abandoned, exactly once; and what the
 /// client got of them: goodput and retries, in total and by the timeline bucket of their
 /// scheduled start.
-#[derive(Default)]
 pub(super) struct Tally {
     pub(super) finished: AtomicU64,
     pub(super) abandoned: AtomicU64,
     pub(super) goodput: AtomicU64,
     pub(super) retries: AtomicU64,
+    /// Retries that waited for a "retry after D" answer's D.
+    pub(super) retry_after_waits: AtomicU64,
+    /// The shortest of those waits, µs (u64::MAX: none).
+    retry_after_min_us: AtomicU64,
     board: std::sync::OnceLock<Board>,
 }
 
@@ -38,6 +41,20 @@ impl Board {
         let ns = at.checked_duration_since(self.measure)?.as_nanos() as u64;
         let i = (ns / self.interval_ns.max(1)) as usize;
         (i < self.goodput.len()).then_some(i)
+    }
+}
+
+impl Default for Tally {
+    fn default() -> Tally {
+        Tally {
+            finished: AtomicU64::new(0),
+            abandoned: AtomicU64::new(0),
+            goodput: AtomicU64::new(0),
+            retries: AtomicU64::new(0),
+            retry_after_waits: AtomicU64::new(0),
+            retry_after_min_us: AtomicU64::new(u64::MAX),
+            board: std::sync::OnceLock::new(),
+        }
     }
 }
 
@@ -70,6 +87,19 @@ impl Tally {
                 b.goodput[i].fetch_add(1, Relaxed);
             }
         }
+    }
+
+    /// A retry waited `waited` after a "retry after D" answer.
+    fn waited_as_told(&self, waited: Duration) {
+        self.retry_after_waits.fetch_add(1, Relaxed);
+        self.retry_after_min_us
+            .fetch_min(waited.as_micros() as u64, Relaxed);
+    }
+
+    /// The shortest wait after a "retry after D" answer, ms; None without one.
+    pub(super) fn retry_after_min_ms(&self) -> Option<f64> {
+        let us = self.retry_after_min_us.load(Relaxed);
+        (self.retry_after_waits.load(Relaxed) > 0).then(|| us as f64 / 1000.0)
     }
 
     pub(super) fn retried(&self, at: Instant) {
@@ -206,7 +236,7 @@ where
 
 /// A request as the client sends it with `--request-timeout` and `--retries`: each attempt
 /// (made by `attempt(n)`, n from 0) under its deadline, a failed or timed-out one sent again
-/// after the backoff, every retry counted.
+/// after the backoff — one answered "retry after D" after D instead — every retry counted.
 pub(super) async fn with_retries<W, F>(
     mut attempt: W,
     client: &crate::workload::Client,
@@ -225,22 +255,35 @@ where
     loop {
         let deadline = client.timeout.map(|d| sent + d.0);
         let served = within(attempt(n), deadline, abort).await;
-        if !matches!(served.0, Outcome::Error | Outcome::TimedOut)
-            || n >= client.retries
+        if !matches!(
+            served.0,
+            Outcome::Error | Outcome::TimedOut | Outcome::RetryAfter
+        ) || n >= client.retries
             || abort.is_cancelled()
         {
             return served;
         }
+        let refused = Instant::now();
         n += 1;
-        // A cheap per-request draw for the jitter: the same request retries alike.
-        let unit = (crate::stats::mix64(seed ^ u64::from(n)) >> 11) as f64 / (1u64 << 53) as f64;
+        let pause = if served.0 == Outcome::RetryAfter {
+            // The answer's hint, in ms where a served version would be.
+            Duration::from_millis(served.1)
+        } else {
+            // A cheap per-request draw for the jitter: the same request retries alike.
+            let unit =
+                (crate::stats::mix64(seed ^ u64::from(n)) >> 11) as f64 / (1u64 << 53) as f64;
+            client.backoff_for(n, unit)
+        };
         tokio::select! {
-            _ = tokio::time::sleep(client.backoff_for(n, unit)) => {}
+            _ = tokio::time::sleep(pause) => {}
             _ = abort.cancelled() => return served,
         }
         sent = Instant::now();
         if measured {
             tally.retried(sent);
+            if served.0 == Outcome::RetryAfter {
+                tally.waited_as_told(sent - refused);
+            }
         }
     }
 }

@@ -348,6 +348,7 @@ mod tests {
             wait: Duration::from_secs(2),
             on_timeout: LockTimeoutPolicy::Load,
             waiters: crate::strategy::lock::LockWaiters::Takeover,
+            retry_after: None,
             fallback_writeback: true,
         };
         let coord = Coordinator::new(

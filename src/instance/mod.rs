@@ -121,7 +121,8 @@ enum Found {
     Failed,
 }
 
-/// How a request was served and the version of the row it served (0: none, or not known).
+/// How a request was served and the version of the row it served (0: none, or not known);
+/// for [`Outcome::RetryAfter`], which serves none, the answer's hint in ms.
 pub type Served = (Outcome, u64);
 
 /// The outcome of a request whose load (its own or the one it waited for) ended in `r`: `ok`
@@ -264,7 +265,8 @@ impl Instance {
     /// Counted apart too when the in-process tier served it (`outcome` l1-hit).
     #[inline]
     pub fn staleness(&self, id: u64, outcome: Outcome, served: u64, began: Instant) -> Option<u64> {
-        if !self.policy.track_staleness {
+        // A retry-after answer served nothing (its second field is a hint).
+        if !self.policy.track_staleness || outcome == Outcome::RetryAfter {
             return None;
         }
         let st = self
@@ -384,6 +386,21 @@ impl Instance {
         bump(&self.run.counters.lock_timeouts);
         match (self.policy.lock.on_timeout, stale) {
             (LockTimeoutPolicy::Error, _) => ((Outcome::Error, 0), Err(LoadFailure::LockTimeout)),
+            (LockTimeoutPolicy::RetryAfter, _) => {
+                let hint = match self.policy.lock.retry_after {
+                    Some(d) => d,
+                    // The lock's remaining lease: when its holder will have loaded or lost it.
+                    None => self
+                        .cache
+                        .lock_pttl(id)
+                        .await
+                        .ok()
+                        .flatten()
+                        .unwrap_or(self.policy.lock.poll),
+                };
+                let ms = (hint.as_millis() as u64).max(1);
+                ((Outcome::RetryAfter, ms), Err(LoadFailure::LockTimeout))
+            }
             (LockTimeoutPolicy::Stale, Some(m)) => ((Outcome::Stale, m.version), Ok(m.version)),
             (_, stale) => {
                 // No token of our own: under a lease the fallback serves its load unstored,

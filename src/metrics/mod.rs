@@ -54,6 +54,9 @@ pub enum Outcome {
     TimedOut,
     /// A usable value was in the instance's in-process tier (`--l1`): Redis was not asked.
     L1Hit,
+    /// The wait for another loader ran out and the request was answered "retry after D"
+    /// (`--lock-timeout-policy retry-after`): no value, a hint the client's retries follow.
+    RetryAfter,
 }
 
 impl Outcome {
@@ -69,8 +72,9 @@ impl Outcome {
         Outcome::Ok,
         Outcome::TimedOut,
         Outcome::L1Hit,
+        Outcome::RetryAfter,
     ];
-    pub const COUNT: usize = 10;
+    pub const COUNT: usize = 11;
     pub fn name(self) -> &'static str {
         match self {
             Outcome::Hit => "hit",
@@ -83,6 +87,7 @@ impl Outcome {
             Outcome::Ok => "ok",
             Outcome::TimedOut => "timed-out",
             Outcome::L1Hit => "l1-hit",
+            Outcome::RetryAfter => "retry-after",
         }
     }
 
@@ -90,7 +95,10 @@ impl Outcome {
     /// a timeout.
     #[inline]
     pub fn answered(self) -> bool {
-        !matches!(self, Outcome::Error | Outcome::Rejected | Outcome::TimedOut)
+        !matches!(
+            self,
+            Outcome::Error | Outcome::Rejected | Outcome::TimedOut | Outcome::RetryAfter
+        )
     }
 }
 
@@ -254,7 +262,7 @@ impl Recorder {
         match outcome {
             Outcome::Hit | Outcome::L1Hit => s.interval.hits += 1,
             Outcome::Stale => s.interval.stale += 1,
-            Outcome::Error => s.interval.errors += 1,
+            Outcome::Error | Outcome::RetryAfter => s.interval.errors += 1,
             Outcome::Rejected => s.interval.rejected += 1,
             _ => {}
         }

@@ -8,6 +8,7 @@ use crate::metric::Metric;
 use crate::protect::breaker::State;
 use crate::protect::rate::RateScope;
 use crate::results::{FaultReport, Latency, RunResult};
+use crate::strategy::lock::LockTimeoutPolicy;
 
 /// Breaker events listed one per line in the summary; the rest are counted (all are in the JSON).
 const EVENTS_SHOWN: usize = 8;
@@ -525,13 +526,20 @@ fn request_lines(o: &mut String, r: &RunResult) {
                 .value()
                 .map_or("unknown".to_string(), |c| per(c as f64))
         );
+        if let Some(min) = q.retry_after_wait_ms_min {
+            let _ = writeln!(
+                o,
+                "            {} retries waited as a retry-after answer told them (shortest wait {min:.1} ms)",
+                q.retry_after_waits
+            );
+        }
     }
     // An app under test's answers are in its http line; hit, miss and the rest are the
     // built-in app's outcomes and would all read 0.
     if !app {
         let _ = writeln!(
             o,
-            "  outcomes  hit {} ({:.1}%)  miss {}  stale {}  waited {}  fallback {}  error {}{}   hit rate {}",
+            "  outcomes  hit {} ({:.1}%)  miss {}  stale {}  waited {}  fallback {}  error {}{}{}   hit rate {}",
             oc.hit,
             pct(oc.hit),
             oc.miss,
@@ -545,6 +553,12 @@ fn request_lines(o: &mut String, r: &RunResult) {
                 || r.scenario.db_rate.is_some()
             {
                 format!("  rejected {} ({:.1}%)", oc.rejected, pct(oc.rejected))
+            } else {
+                String::new()
+            },
+            if oc.retry_after > 0 || r.scenario.lock_timeout_policy == LockTimeoutPolicy::RetryAfter
+            {
+                format!("  retry-after {}", oc.retry_after)
             } else {
                 String::new()
             },

@@ -40,7 +40,7 @@ pub const WORKLOAD_SETTINGS: [&str; 27] = [
 /// comparison by design, such as the jitter preset's own ±10%), and the protections in front
 /// of its loads (`--db-limit`, `--breaker`, `--db-rate`), the re-warm job, the fail-safe and
 /// eager refresh, and the in-process tier (`--l1`): what the app does, not what is asked of it.
-pub const STRATEGY_SETTINGS: [&str; 22] = [
+pub const STRATEGY_SETTINGS: [&str; 23] = [
     "strategy",
     "jitter",
     "beta",
@@ -52,6 +52,7 @@ pub const STRATEGY_SETTINGS: [&str; 22] = [
     "lock_wait",
     "lock_timeout_policy",
     "lock_waiters",
+    "retry_after",
     "fallback_writeback",
     "negative_ttl",
     "db_limit",
@@ -144,8 +145,10 @@ mod tests {
         assert!(v.get("trace").is_none() && WORKLOAD_SETTINGS.contains(&"trace"));
         // `cluster` is written only for a run on a Redis Cluster.
         assert!(v.get("cluster").is_none() && OTHER_SETTINGS.contains(&"cluster"));
+        // `retry_after` is written only when set.
+        assert!(v.get("retry_after").is_none() && STRATEGY_SETTINGS.contains(&"retry_after"));
         assert_eq!(
-            keys.len() + 2,
+            keys.len() + 3,
             WORKLOAD_SETTINGS.len() + STRATEGY_SETTINGS.len() + OTHER_SETTINGS.len()
         );
     }

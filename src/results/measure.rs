@@ -51,6 +51,7 @@ impl RunResult {
             Metric::Errors => n(self.requests.errors),
             Metric::ErrorRate => Ok(share(
                 self.requests.errors
+                    + self.outcomes.retry_after
                     + self.outcomes.timed_out
                     + self.requests.shed
                     + self.requests.unsent,

@@ -371,6 +371,13 @@ pub struct Requests {
     /// 1 + `--retries` in a retry storm. Null with nothing scheduled.
     #[serde(default)]
     pub amplification: Option<f64>,
+    /// Retries that waited for a "retry after D" answer's D instead of the client's backoff.
+    #[serde(default)]
+    pub retry_after_waits: u64,
+    /// The shortest of those waits, ms, measured by the client from the answer to the next
+    /// attempt (null without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_wait_ms_min: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, schemars::JsonSchema)]
@@ -395,6 +402,10 @@ pub struct Outcomes {
     /// Answered from the instance's in-process tier (`--l1`), Redis not asked.
     #[serde(default)]
     pub l1_hit: u64,
+    /// Answered "retry after D" when a wait for another loader ran out
+    /// (`--lock-timeout-policy retry-after`), after the client's last retry; in `error_rate`.
+    #[serde(default)]
+    pub retry_after: u64,
 }
 
 /// Latency percentiles in milliseconds.

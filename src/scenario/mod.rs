@@ -85,6 +85,9 @@ pub struct Scenario {
     /// After a poll that found nothing: take the lock over, or only re-read.
     #[serde(default)]
     pub lock_waiters: crate::strategy::lock::LockWaiters,
+    /// The hint of a retry-after answer (None: the lock's remaining lease).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<Dur>,
     /// A load made past `--lock-wait` is written back.
     #[serde(default = "yes")]
     pub fallback_writeback: bool,

@@ -56,6 +56,7 @@ pub fn of(sc: &Scenario, bench: Bench) -> RunPolicy {
             wait: sc.lock_wait.0,
             on_timeout: sc.lock_timeout_policy,
             waiters: sc.lock_waiters,
+            retry_after: sc.retry_after.map(|d| d.0),
             fallback_writeback: sc.fallback_writeback,
         },
         lease_ttl_ms: ms(sc.lease_ttl.map_or(LEASE_TTL_DEFAULT, |d| d.0)).max(1),

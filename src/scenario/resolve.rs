@@ -293,6 +293,7 @@ fn assemble(
         lock_wait: m.cache.resolved().lock_wait(),
         lock_timeout_policy: cache.lock_timeout_policy,
         lock_waiters: m.cache.lock_waiters.unwrap_or_default(),
+        retry_after: m.cache.retry_after,
         fallback_writeback: m.cache.fallback_writeback
             != Some(crate::strategy::lock::Writeback::Off),
         jitter: m.cache.jitter.unwrap_or(Percent(strategy.default_jitter())),

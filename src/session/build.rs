@@ -170,6 +170,8 @@ fn requests(raw: &Raw) -> results::Requests {
         retries: raw.retries,
         attempts: completed + raw.retries,
         amplification: results::per_scheduled(completed + raw.retries, raw.scheduled),
+        retry_after_waits: raw.retry_after_waits,
+        retry_after_wait_ms_min: raw.retry_after_wait_ms_min,
     }
 }
 
@@ -188,6 +190,7 @@ fn outcomes(raw: &Raw) -> results::Outcomes {
         ok: o(Outcome::Ok),
         timed_out: o(Outcome::TimedOut),
         l1_hit: o(Outcome::L1Hit),
+        retry_after: o(Outcome::RetryAfter),
     }
 }
 

@@ -20,6 +20,9 @@ pub enum LockTimeoutPolicy {
     Error,
     /// Serve the stale value if there is one (needs the swr freshness), else load.
     Stale,
+    /// Answer "retry after D" (outcome `retry-after`): D is `--retry-after`, else the lock's
+    /// remaining lease; a client with `--retries` waits D before its next attempt.
+    RetryAfter,
 }
 
 /// What a mutex waiter does after a poll that found no value.
@@ -94,6 +97,8 @@ pub struct Settings {
     pub on_timeout: LockTimeoutPolicy,
     /// After a poll that found nothing: take over, or only re-read.
     pub waiters: LockWaiters,
+    /// `--retry-after`: the hint of a retry-after answer (None: the lock's remaining lease).
+    pub retry_after: Option<Duration>,
     /// A load past the wait is written back.
     pub fallback_writeback: bool,
 }
@@ -185,6 +190,7 @@ mod tests {
             wait: Duration::from_secs(2),
             on_timeout: LockTimeoutPolicy::Load,
             waiters: LockWaiters::Takeover,
+            retry_after: None,
             fallback_writeback: true,
         };
         assert_eq!(s.poll_pause(0.0), Duration::from_millis(25));
@@ -202,6 +208,7 @@ mod tests {
             wait: Duration::from_secs(2),
             on_timeout: LockTimeoutPolicy::Load,
             waiters: LockWaiters::Takeover,
+            retry_after: None,
             fallback_writeback: true,
         };
         let t = LoadTimes::default();

@@ -53,7 +53,14 @@ impl Run {
             self.u("/requests/scheduled")
         );
         let outcomes: u64 = [
-            "hit", "miss", "stale", "waited", "fallback", "error", "l1_hit",
+            "hit",
+            "miss",
+            "stale",
+            "waited",
+            "fallback",
+            "error",
+            "l1_hit",
+            "retry_after",
         ]
         .iter()
         .map(|o| self.u(&format!("/outcomes/{o}")))

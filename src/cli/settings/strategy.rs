@@ -72,7 +72,7 @@ settings! {
         #[arg(long, value_name = "DURATION")]
         pub lock_wait: Option<Dur> => or, default Dur::secs(2), search "250ms,1s";
 
-        /// Mutex: past --lock-wait: load, error or stale [default: load]
+        /// Mutex: past --lock-wait: load, error, stale or retry-after [default: load]
         ///
         /// What a waiter does when --lock-wait runs out.
         ///
@@ -81,6 +81,10 @@ settings! {
         /// error: give up (outcome `error`).
         ///
         /// stale: serve the stale value if there is one (needs the swr freshness), else load.
+        ///
+        /// retry-after: answer "retry after D" (outcome `retry-after`, as a 503 with
+        /// Retry-After): D is --retry-after, else the lock's remaining lease; with --retries the
+        /// client waits D before its next attempt instead of its own backoff.
         #[arg(
             hide_short_help = true,
             long,
@@ -105,6 +109,13 @@ settings! {
             hide_possible_values = true,
         )]
         pub lock_waiters: Option<LockWaiters> => or, search "reread";
+
+        /// Mutex: the D of a retry-after answer [default: the lock's remaining lease]
+        ///
+        /// Under --lock-timeout-policy retry-after; the lock's remaining lease is read with
+        /// PTTL at the moment of the answer.
+        #[arg(hide_short_help = true, long, value_name = "DURATION")]
+        pub retry_after: Option<Dur> => or, check positive;
 
         /// Mutex: cache the load made past --lock-wait [default: on]
         ///

@@ -32,6 +32,8 @@ impl Merge for Requests {
             retries,
             attempts,
             amplification,
+            retry_after_waits,
+            retry_after_wait_ms_min,
         } = o;
         sum(&mut self.scheduled, scheduled);
         sum(&mut self.completed, completed);
@@ -45,6 +47,13 @@ impl Merge for Requests {
         sum(&mut self.retries, retries);
         sum(&mut self.attempts, attempts);
         recomputed(&mut self.amplification, amplification);
+        sum(&mut self.retry_after_waits, retry_after_waits);
+        // The least of those known: a shard without a wait has none.
+        self.retry_after_wait_ms_min = match (self.retry_after_wait_ms_min, retry_after_wait_ms_min)
+        {
+            (Some(a), Some(b)) => Some(a.min(*b)),
+            (a, b) => a.or(*b),
+        };
         Ok(())
     }
 }
@@ -62,6 +71,7 @@ impl Merge for Outcomes {
             ok,
             timed_out,
             l1_hit,
+            retry_after,
         } = o;
         sum(&mut self.hit, hit);
         sum(&mut self.miss, miss);
@@ -73,6 +83,7 @@ impl Merge for Outcomes {
         sum(&mut self.ok, ok);
         sum(&mut self.timed_out, timed_out);
         sum(&mut self.l1_hit, l1_hit);
+        sum(&mut self.retry_after, retry_after);
         Ok(())
     }
 }

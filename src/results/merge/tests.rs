@@ -54,6 +54,8 @@ const RULES: &[(&str, Rule)] = &[
     ("requests.retries", Sum),
     ("requests.attempts", Sum),
     ("requests.amplification", Recomputed),
+    ("requests.retry_after_waits", Sum),
+    ("requests.retry_after_wait_ms_min", Same), // min
     ("outcomes", Sum),
     ("hit_rate", Recomputed),
     ("db.calls", Sum),
