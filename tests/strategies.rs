@@ -344,6 +344,30 @@ fn negative_caching_stops_repeated_loads_of_a_missing_id() {
     );
     assert!(with.u("/redis/negative_hits") >= 900);
     assert_eq!(with.u("/db/calls"), with.u("/db/calls_server"));
+    // A different missing id each time: the sentinels are never read again, every request
+    // loads; only a rate limit in front of the database keeps it to its rate.
+    let unique = [&base[..], &["--missing-ids", "unique"]].concat();
+    let cached = run_ok(&[&unique[..], &["--negative-ttl", "10s"]].concat());
+    assert_eq!(
+        cached.u("/db/calls"),
+        1000,
+        "negative caching saves nothing"
+    );
+    assert_eq!(cached.u("/redis/negative_hits"), 0);
+    assert_eq!(cached.u("/db/redundant_loads"), 0, "no id is asked twice");
+    let limited = run_ok(
+        &[
+            &unique[..],
+            &["--db-rate", "100", "--db-rate-scope", "global"],
+        ]
+        .concat(),
+    );
+    let calls = limited.u("/db/calls");
+    assert!(
+        calls <= 300,
+        "--db-rate 100 for 1 s let {calls} loads through"
+    );
+    assert_eq!(limited.u("/outcomes/rejected") + calls, 1000);
 }
 
 #[test]

@@ -45,6 +45,7 @@ pub(super) async fn run(
             derive_seed(sc.seed, Purpose::Client, u64::from(c)),
             sc.missing_ratio.0,
         )
+        .map(|k| k.with_missing(sc.missing_ids))
         .map_err(crate::error::UsageError)?;
         let (recorder, tally, started, warmup, stop, digests) = (
             d.recorder.clone(),

@@ -187,6 +187,7 @@ fn source(
             derive_seed(sc.seed, Purpose::Keys, 0),
             sc.missing_ratio.0,
         )
+        .map(|k| k.with_missing(sc.missing_ids))
         .map_err(crate::error::UsageError)?,
     })
 }

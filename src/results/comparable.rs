@@ -6,7 +6,7 @@ use crate::scenario::Scenario;
 
 /// Settings that shape what the workload asks of the servers: two results that differ in one
 /// of them measured different things, whatever their strategies.
-pub const WORKLOAD_SETTINGS: [&str; 27] = [
+pub const WORKLOAD_SETTINGS: [&str; 28] = [
     "load",
     "duration",
     "warmup",
@@ -29,6 +29,7 @@ pub const WORKLOAD_SETTINGS: [&str; 27] = [
     "warm",
     "redis_timeout",
     "missing_ratio",
+    "missing_ids",
     "faults",
     "writes",
     "own_load",

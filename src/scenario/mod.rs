@@ -93,6 +93,9 @@ pub struct Scenario {
     pub fallback_writeback: bool,
     pub jitter: Percent,
     pub missing_ratio: Percent,
+    /// How the missing ids are drawn: Zipf-shaped (a few, often) or each one new.
+    #[serde(default)]
+    pub missing_ids: crate::workload::MissingIds,
     pub negative_ttl: Option<Dur>,
     pub db_query: DbQuery,
     /// Most loads in flight at once per instance (`--db-limit`); null: no bulkhead.

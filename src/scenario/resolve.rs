@@ -298,6 +298,7 @@ fn assemble(
             != Some(crate::strategy::lock::Writeback::Off),
         jitter: m.cache.jitter.unwrap_or(Percent(strategy.default_jitter())),
         missing_ratio: m.data.resolved().missing_ratio(),
+        missing_ids: m.data.missing_ids.unwrap_or_default(),
         negative_ttl: m.data.negative_ttl,
         db_query,
         db_limit: m.protect.db_limit,

@@ -41,10 +41,35 @@ pub fn fnv_step(mut h: u64, v: u64) -> u64 {
 
 /// Draws item ids: rank r (1 = most popular) with probability ∝ r^-s; with probability
 /// `missing` an id that is not in the database (above `keys`).
+/// How the ids absent from the database are drawn (`--missing-ids`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    clap::ValueEnum,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum MissingIds {
+    /// Zipf-shaped like the items, past the seeded range: a few missing ids asked for often,
+    /// which negative caching answers.
+    #[default]
+    Zipf,
+    /// A different id each time, drawn from 2^40 ids past the seeded range: each asked about
+    /// (almost surely) once, so negative caching saves nothing.
+    Unique,
+}
+
 pub struct KeySampler {
     zipf: Zipf<f64>,
     keys: u64,
     missing: f64,
+    missing_ids: MissingIds,
     rng: SmallRng,
     drawn: u64,
     digest: u64,
@@ -58,17 +83,27 @@ impl KeySampler {
             zipf,
             keys,
             missing,
+            missing_ids: MissingIds::Zipf,
             rng: SmallRng::seed_from_u64(seed),
             drawn: 0,
             digest: FNV_OFFSET,
         })
     }
 
+    /// Draw the missing ids as `how` says.
+    pub fn with_missing(mut self, how: MissingIds) -> KeySampler {
+        self.missing_ids = how;
+        self
+    }
+
     pub fn next_id(&mut self) -> u64 {
         let rank = self.zipf.sample(&mut self.rng) as u64;
-        // Missing ids keep the Zipf shape, shifted past the seeded range.
         let id = if self.missing > 0.0 && self.rng.random::<f64>() < self.missing {
-            self.keys + rank
+            match self.missing_ids {
+                // The Zipf shape, shifted past the seeded range.
+                MissingIds::Zipf => self.keys + rank,
+                MissingIds::Unique => self.keys + 1 + (self.rng.random::<u64>() >> 24),
+            }
         } else {
             rank
         };

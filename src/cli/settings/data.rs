@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use crate::origin::DbQuery;
 use crate::values::valid::*;
 use crate::values::{Dur, Percent, Rate, Size};
-use crate::workload::Start;
+use crate::workload::{MissingIds, Start};
 
 /// Most keys a run may seed: each is a Postgres row and a cache entry.
 pub const MAX_KEYS: u64 = 50_000_000;
@@ -90,6 +90,23 @@ settings! {
         /// Share of requests for ids that do not exist in the database (e.g. 5%).
         #[arg(long, value_name = "P")]
         pub missing_ratio: Option<Percent> => or, default Percent(0.0);
+
+        /// Missing ids: zipf (a few, often) or unique [default: zipf]
+        ///
+        /// zipf: the missing ids are Zipf-shaped like the items (past the seeded range): the
+        /// same few are asked for often, and --negative-ttl answers them from the cache.
+        ///
+        /// unique: each missing request asks for a different id (drawn from 2^40), so negative
+        /// caching saves nothing and only a limit in front of the database (--db-rate,
+        /// --db-limit) protects it.
+        #[arg(
+            hide_short_help = true,
+            long,
+            value_enum,
+            value_name = "SHAPE",
+            hide_possible_values = true,
+        )]
+        pub missing_ids: Option<MissingIds> => or;
 
         /// How long a not-found sentinel is cached [default: off]
         ///
