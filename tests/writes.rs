@@ -514,3 +514,87 @@ fn staleness_is_bounded_by_the_ttl_and_grows_with_it() {
          against {long_n} without"
     );
 }
+
+/// `writes_left_wrong` of a run with writes: (left wrong, probed).
+fn left_wrong(args: &[&str]) -> (u64, u64) {
+    let r = run_ok(args);
+    (
+        r.u("/consistency/writes_left_wrong"),
+        r.u("/consistency/writes_probed"),
+    )
+}
+
+#[test]
+fn racing_writers_and_the_lab_s_orderings() {
+    // Two writers of one key per event, a 1-5 ms pause between each one's UPDATE and its cache
+    // step, few readers with fast loads: the later commit's SET can land first (set), a delete
+    // cannot leave an old value, and both guards refuse the older write.
+    let two = |inv: &str| {
+        left_wrong(&[
+            "--keys",
+            "50",
+            "--rps",
+            "200",
+            "--db-cost",
+            "1ms",
+            "--ttl",
+            "30s",
+            "--write-rps",
+            "100",
+            "--writers-per-key",
+            "2",
+            "--write-gap",
+            "1ms..5ms",
+            "--invalidate",
+            inv,
+            "--duration",
+            "2s",
+        ])
+    };
+    let (set, probed) = two("set");
+    assert!(probed >= 150, "probed {probed} write events (of 200)");
+    assert!(set * 5 >= probed, "set: {set} of {probed} left wrong");
+    let (delete, probed) = two("delete");
+    assert!(
+        delete * 50 <= probed,
+        "delete: {delete} of {probed} left wrong"
+    );
+    assert!(set > 5 * delete.max(1), "set {set} ≫ delete {delete}");
+    assert_eq!(two("versioned").0, 0);
+    assert_eq!(two("delete-guarded").0, 0);
+    // Three readers and one writer of one key: deleting before the UPDATE lets a reader cache
+    // the old row in the pause; deleting after it leaves nothing for them to cache wrongly.
+    let three = |inv: &str| {
+        left_wrong(&[
+            "--clients",
+            "3",
+            "--instances",
+            "1",
+            "--keys",
+            "1",
+            "--db-cost",
+            "2ms",
+            "--ttl",
+            "30s",
+            "--write-rps",
+            "50",
+            "--write-gap",
+            "1ms..5ms",
+            "--invalidate",
+            inv,
+            "--duration",
+            "2s",
+        ])
+    };
+    let (first, probed) = three("delete-first");
+    assert!(
+        first * 2 >= probed,
+        "delete-first: {first} of {probed} left wrong"
+    );
+    let (after, _) = three("delete");
+    assert!(
+        first > 5 * after.max(1),
+        "delete-first {first} ≫ delete {after}"
+    );
+    assert_eq!(three("delete-guarded").0, 0);
+}

@@ -15,7 +15,7 @@ use crate::error::EnvError;
 use crate::metrics::{Counters, bump};
 use crate::protect::rate::{GCRA_LUA, GlobalAsk};
 use crate::redact;
-use crate::strategy::invalidate::{CHECKED_SET_LUA, WRITER_SET_LUA};
+use crate::strategy::invalidate::{CHECKED_SET_LUA, GUARDED_DELETE_LUA, WRITER_SET_LUA};
 use crate::strategy::lock::{EXTEND_LUA, RELEASE_LUA};
 use crate::tls::RedisTls;
 
@@ -94,6 +94,7 @@ pub struct Cache {
     extend: redis::Script,
     checked_set: redis::Script,
     writer_set: redis::Script,
+    guarded_delete: redis::Script,
     rate: redis::Script,
     counters: Arc<Counters>,
 }
@@ -205,6 +206,7 @@ impl Cache {
             extend: redis::Script::new(EXTEND_LUA),
             checked_set: redis::Script::new(CHECKED_SET_LUA),
             writer_set: redis::Script::new(WRITER_SET_LUA),
+            guarded_delete: redis::Script::new(GUARDED_DELETE_LUA),
             rate: redis::Script::new(GCRA_LUA),
             counters,
         })
@@ -355,6 +357,27 @@ impl Cache {
             .arg(version)
             .arg(if check.versioned { "1" } else { "0" });
         Ok(self.deadline(inv.invoke_async::<i64>(&mut c)).await? == 1)
+    }
+
+    /// A writer's guarded delete after its commit (`--invalidate delete-guarded`): the version
+    /// marker raised to `version` (kept `marker_px_ms`), then the key and its lease deleted.
+    pub async fn guarded_delete(
+        &self,
+        id: u64,
+        version: u64,
+        marker_px_ms: u64,
+    ) -> Result<(), CacheError> {
+        let k = KeyBuf::new(&self.prefix, "", id);
+        let lease = KeyBuf::new(&self.prefix, LEASE, id);
+        let marker = KeyBuf::new(&self.prefix, MARKER, id);
+        let mut c = self.conn();
+        let mut inv = self.guarded_delete.key(k.as_bytes());
+        inv.key(lease.as_bytes())
+            .key(marker.as_bytes())
+            .arg(version)
+            .arg(marker_px_ms);
+        self.deadline(inv.invoke_async::<i64>(&mut c)).await?;
+        Ok(())
     }
 
     /// A writer's SET after its commit, deleting the key's outstanding lease; versioned, it

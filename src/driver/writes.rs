@@ -34,6 +34,8 @@ impl Drop for InFlight<'_> {
 /// with --target), counted in flight until it ends, cut short when the run aborts.
 struct Sender {
     instances: Vec<Arc<Instance>>,
+    /// Writers of the same key per write event (`--writers-per-key`).
+    writers: u32,
     writes: Arc<Writes>,
     abort: CancellationToken,
     next: usize,
@@ -45,6 +47,7 @@ impl Sender {
         let instances = d.builtin_instances();
         (!instances.is_empty()).then(|| Sender {
             instances,
+            writers: d.sc.writes.map_or(1, |w| w.writers),
             writes,
             abort: d.run.abort.clone(),
             next: 0,
@@ -52,10 +55,23 @@ impl Sender {
     }
 
     fn send(&mut self, id: u64, due: Instant, ttl_ms: Option<u64>) {
-        let inst = self.instances[self.next % self.instances.len()].clone();
+        let first = self.next;
         self.next += 1;
         let (writes, abort) = (self.writes.clone(), self.abort.clone());
         writes.in_flight.fetch_add(1, Relaxed);
+        if self.writers > 1 {
+            // Racing writers of one key (never from a trace, whose SETs carry their own TTL).
+            let (instances, writers) = (self.instances.clone(), self.writers);
+            tokio::spawn(async move {
+                let _in_flight = InFlight(&writes.in_flight);
+                tokio::select! {
+                    _ = Instance::write_event(&instances, first, writers, id, due) => {}
+                    _ = abort.cancelled() => {}
+                }
+            });
+            return;
+        }
+        let inst = self.instances[first % self.instances.len()].clone();
         tokio::spawn(async move {
             let _in_flight = InFlight(&writes.in_flight);
             tokio::select! {

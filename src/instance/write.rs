@@ -25,9 +25,54 @@ impl Instance {
     /// writes lives `ttl_ms` when given (a replayed trace's SET carries its own), else the
     /// run's TTL.
     pub async fn write(self: &Arc<Self>, id: u64, due: Instant, ttl_ms: Option<u64>) {
-        let Some(w) = self.run.writes.as_ref() else {
-            return;
-        };
+        if let Some(fills) = self.write_unprobed(id, due, ttl_ms).await {
+            self.probe(id, fills);
+        }
+    }
+
+    /// One write event of `writers` writers racing on `id` (`--writers-per-key`), each through
+    /// the next of `instances` from `first`: all at once, then one read-back of the key, so
+    /// the per-write consistency figures count events.
+    pub async fn write_event(
+        instances: &[Arc<Instance>],
+        first: usize,
+        writers: u32,
+        id: u64,
+        due: Instant,
+    ) {
+        let racing = (0..writers as usize).map(|k| {
+            let inst = &instances[(first + k) % instances.len()];
+            inst.write_unprobed(id, due, None)
+        });
+        let done = futures_util::future::join_all(racing).await;
+        // The fills in flight at any writer's commit: the read-back waits for all of them.
+        let mut fills: Vec<u64> = done.into_iter().flatten().flatten().collect();
+        fills.sort_unstable();
+        fills.dedup();
+        if let Some(inst) = instances.get(first % instances.len().max(1)) {
+            inst.probe(id, fills);
+        }
+    }
+
+    /// `--write-gap`'s pause, drawn for this writer (none without it).
+    async fn write_gap(&self) {
+        if let Some(g) = self.policy.write_gap {
+            // Drawn before the await: the thread's generator is not Send.
+            let pause = g.at(rand::rng().random::<f64>());
+            tokio::time::sleep(pause).await;
+        }
+    }
+
+    /// One writer's write (see [`Instance::write`]) without its read-back: the fills in
+    /// flight at its commit, which a read-back must wait for; None when there is nothing to
+    /// read back (the write failed, or nothing is cached).
+    async fn write_unprobed(
+        self: &Arc<Self>,
+        id: u64,
+        due: Instant,
+        ttl_ms: Option<u64>,
+    ) -> Option<Vec<u64>> {
+        let w = self.run.writes.as_ref()?;
         let started = Instant::now();
         let probes = &w.probes;
         probes.in_flight.write(id, true);
@@ -42,14 +87,16 @@ impl Instance {
         let deleted_first = if self.policy.invalidate == Invalidate::DeleteFirst
             && self.policy.freshness.caches()
         {
-            Some(self.cache.delete(id).await)
+            let r = self.cache.delete(id).await;
+            self.write_gap().await;
+            Some(r)
         } else {
             None
         };
         let Some(row) = self.origin.write(id).await else {
             w.errors.fetch_add(1, Relaxed);
             w.record_latency(due.elapsed().as_micros() as u64);
-            return;
+            return None;
         };
         let version = row.version();
         w.versions.commit(id, version, Instant::now());
@@ -59,12 +106,25 @@ impl Instance {
         // No cache, nothing to invalidate or read back: the database is the only copy.
         if !self.policy.freshness.caches() {
             w.record_latency(due.elapsed().as_micros() as u64);
-            return;
+            return None;
+        }
+        if self.policy.invalidate != Invalidate::DeleteFirst {
+            self.write_gap().await;
         }
         let book = &self.run.loads.book;
         let invalidated = match self.policy.invalidate {
             Invalidate::Delete => {
                 let r = self.cache.delete(id).await;
+                if r.is_ok() {
+                    book.invalidated(id);
+                }
+                r
+            }
+            Invalidate::DeleteGuarded => {
+                let r = self
+                    .cache
+                    .guarded_delete(id, version, self.policy.marker_px_ms)
+                    .await;
                 if r.is_ok() {
                     book.invalidated(id);
                 }
@@ -123,7 +183,7 @@ impl Instance {
         self.l1_after_write(id).await;
         w.record_latency(due.elapsed().as_micros() as u64);
         drop(writing);
-        self.probe(id, fills_at_commit);
+        Some(fills_at_commit)
     }
 
     /// Read `id` back once it has settled after a write: every fill in flight at the

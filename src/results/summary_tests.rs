@@ -26,6 +26,8 @@ fn with_writes(mut r: RunResult) -> RunResult {
     r.scenario.writes = Some(WriteLoad {
         rps: 200.0,
         zipf: 1.0,
+        writers: 1,
+        gap: None,
     });
     r
 }

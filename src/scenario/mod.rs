@@ -217,6 +217,16 @@ pub struct WriteLoad {
     pub rps: f64,
     /// Zipf exponent of the keys written (the reads' unless `--write-zipf`).
     pub zipf: f64,
+    /// Writers of the same key per write event (`--writers-per-key`).
+    #[serde(default = "one")]
+    pub writers: u32,
+    /// The wait between a writer's commit and its cache step (`--write-gap`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap: Option<crate::values::DurRange>,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl Scenario {

@@ -206,13 +206,22 @@ pub(super) fn writes(
             Some(WriteLoad {
                 rps: (t.found.writes + t.found.deletes) as f64 / t.found.run_s,
                 zipf,
+                writers: 1,
+                gap: None,
             })
         }
         _ => m.writes.write_rps.filter(|r| r.0 > 0.0).map(|r| WriteLoad {
             rps: r.0,
             zipf: m.writes.write_zipf.unwrap_or(zipf),
+            writers: m.writes.resolved().writers_per_key(),
+            gap: m.writes.write_gap,
         }),
     };
+    if writes.is_none() && (m.writes.writers_per_key.is_some() || m.writes.write_gap.is_some()) {
+        return Err(UsageError::new(
+            "--writers-per-key and --write-gap shape the writes, and there are none: add --write-rps R",
+        ));
+    }
     if writes.is_some() && own_load {
         // Writes UPDATE the seeded items; under --db-sql the table is the user's and the tool
         // changes nothing in their database.

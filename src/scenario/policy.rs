@@ -62,6 +62,7 @@ pub fn of(sc: &Scenario, bench: Bench) -> RunPolicy {
         lease_ttl_ms: ms(sc.lease_ttl.map_or(LEASE_TTL_DEFAULT, |d| d.0)).max(1),
         writes: sc.writes.is_some(),
         invalidate: sc.invalidate.unwrap_or(Invalidate::Delete),
+        write_gap: sc.writes.and_then(|w| w.gap),
         // Outlives any entry a reader could still store (its hard expiry, the grace) by far.
         marker_px_ms: 2 * (ms(sc.ttl.0) + ms(sc.stale.0) + lock_hold_ms + fail_safe_ms)
             + MARKER_MARGIN_MS,

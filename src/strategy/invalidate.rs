@@ -26,6 +26,10 @@ pub enum Invalidate {
     /// Delete the key *before* the UPDATE (the wrong order, for comparison): a reader that
     /// misses between the DEL and the commit loads the old row and caches it.
     DeleteFirst,
+    /// Raise the key's version marker to the committed version, then delete the key (the
+    /// lab's guard); every reader's SET is checked against the marker, so a write-back of a
+    /// row read before the commit is refused.
+    DeleteGuarded,
 }
 
 impl Invalidate {
@@ -36,16 +40,18 @@ impl Invalidate {
             Invalidate::Versioned => "versioned",
             Invalidate::None => "none",
             Invalidate::DeleteFirst => "delete-first",
+            Invalidate::DeleteGuarded => "delete-guarded",
         }
     }
 
     /// Every invalidation, in `--help` order.
-    pub const ALL: [Invalidate; 5] = [
+    pub const ALL: [Invalidate; 6] = [
         Invalidate::Delete,
         Invalidate::Set,
         Invalidate::Versioned,
         Invalidate::None,
         Invalidate::DeleteFirst,
+        Invalidate::DeleteGuarded,
     ];
 
     pub fn parse(s: &str) -> Option<Invalidate> {
@@ -123,6 +129,21 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 "#;
 
+/// The guarded delete after a commit. KEYS: the entry, its lease, its version marker. ARGV:
+/// the committed version, the marker's PX. The marker is raised to the version (never
+/// lowered), then the lease and the entry are deleted: a reader's later SET of an older
+/// version is refused by [`CHECKED_SET_LUA`].
+pub const GUARDED_DELETE_LUA: &str = r#"
+local v = tonumber(ARGV[1])
+local marker = tonumber(redis.call('GET', KEYS[3]) or '0')
+if v > marker then
+    redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
+end
+redis.call('DEL', KEYS[2])
+redis.call('DEL', KEYS[1])
+return 1
+"#;
+
 /// A comma-separated list of invalidations, each once. Err reads after the flag's name.
 pub fn parse_list(list: &str) -> Result<Vec<String>, String> {
     let mut names: Vec<String> = Vec::new();
@@ -147,7 +168,7 @@ pub fn invalidation(name: &str) -> Result<Invalidate, String> {
         ));
     }
     Invalidate::parse(name).ok_or_else(|| {
-        format!("unknown invalidation '{name}' (valid: delete, set, versioned, none, delete-first)")
+        format!("unknown invalidation '{name}' (valid: delete, set, versioned, none, delete-first, delete-guarded)")
     })
 }
 

@@ -29,6 +29,8 @@ pub struct RunPolicy {
     pub writes: bool,
     /// What a write does to the cache after its commit.
     pub invalidate: Invalidate,
+    /// The wait between a writer's commit and its cache step (`--write-gap`).
+    pub write_gap: Option<crate::values::DurRange>,
     /// How long a writer's version marker lives, ms (longer than any entry it guards).
     pub marker_px_ms: u64,
     /// Whether a read's staleness is looked up (always, but for a benchmark that measures
@@ -39,7 +41,11 @@ pub struct RunPolicy {
 impl RunPolicy {
     /// Whether a reader's SET goes through the versioned check.
     pub fn versioned(&self) -> bool {
-        self.writes && self.invalidate == Invalidate::Versioned
+        self.writes
+            && matches!(
+                self.invalidate,
+                Invalidate::Versioned | Invalidate::DeleteGuarded
+            )
     }
 }
 

@@ -174,6 +174,44 @@ impl fmt::Display for LockTtl {
 }
 serde_via_str!(LockTtl);
 
+/// A range of durations, "1ms..5ms" (a value drawn uniformly in it each time), or one duration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DurRange {
+    pub min: Dur,
+    pub max: Dur,
+}
+
+impl FromStr for DurRange {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (a, b) = s.split_once("..").unwrap_or((s, s));
+        let (min, max) = (a.parse::<Dur>()?, b.parse::<Dur>()?);
+        if min > max {
+            return Err(format!(
+                "'{s}': the range ends ({max}) before it starts ({min})"
+            ));
+        }
+        Ok(DurRange { min, max })
+    }
+}
+
+impl fmt::Display for DurRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.min == self.max {
+            return self.min.fmt(f);
+        }
+        write!(f, "{}..{}", self.min, self.max)
+    }
+}
+serde_via_str!(DurRange);
+
+impl DurRange {
+    /// The duration at `u` (uniform in [0, 1)) of the range.
+    pub fn at(&self, u: f64) -> Duration {
+        self.min.0 + (self.max.0 - self.min.0).mul_f64(u)
+    }
+}
+
 /// A fraction written as a percentage ("10%") or as a number in [0, 1] ("0.1").
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Percent(pub f64);

@@ -140,6 +140,12 @@ fn dur_pattern() -> String {
     format!(r"^\s*(?:0|{span}(?:\s*{span})*)\s*$")
 }
 
+/// [`dur_pattern`] without its anchors, to build a larger pattern from.
+fn dur_alt() -> String {
+    let p = dur_pattern();
+    p.trim_start_matches('^').trim_end_matches('$').to_string()
+}
+
 /// What `Dur`'s `Display` writes (humantime's format): "0s", or its parts from years down to
 /// nanoseconds, each at most once and in that order, joined by one space ("1m 30s").
 fn dur_written_pattern() -> String {
@@ -187,6 +193,20 @@ impl JsonSchema for Dur {
                 { "type": "string", "pattern": dur_pattern() },
                 { "type": "integer", "const": 0 },
             ],
+        })
+    }
+}
+
+impl JsonSchema for super::DurRange {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "DurationRange".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "A range of durations, \"1ms..5ms\" (drawn uniformly each time), or one duration.",
+            "type": "string",
+            "pattern": format!(r"^(?:{0})(?:\.\.(?:{0}))?$", dur_alt()),
         })
     }
 }

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use crate::origin::DbQuery;
 use crate::values::valid::*;
-use crate::values::{Dur, Percent, Rate, Size};
+use crate::values::{Dur, DurRange, Percent, Rate, Size};
 use crate::workload::{MissingIds, Start};
 
 /// Most keys a run may seed: each is a Postgres row and a cache entry.
@@ -244,11 +244,33 @@ settings! {
         /// What a write does to the cache after its commit: delete (the key and its lease), set
         /// (the new value), versioned (the new value through a Lua SET that refuses an older
         /// version than the cache or the writers' version marker holds; readers' SETs go through it
-        /// too), none (TTL only). compare takes a comma-separated list and runs every strategy with
+        /// too), none (TTL only), delete-first (DEL before the UPDATE: the wrong order, to
+        /// compare), delete-guarded (raise the version marker, then DEL; readers' SETs are
+        /// checked against the marker). compare takes a comma-separated list and runs every strategy with
         /// each, labelled strategy/invalidation. Needs --write-rps.
         #[arg(long, value_name = "delete|set|versioned|none")]
         pub invalidate: Option<String> => or,
             check invalidation_name;
+
+        /// Racing writers: N writers of the same key per write [default: 1]
+        ///
+        /// Each write event of --write-rps runs N writers on the same key at once, through the
+        /// instances in turn (the lab's racing writers). db.writes and the write latency count
+        /// each writer; the per-write consistency figures (writes probed, writes_left_wrong)
+        /// count events: the key is read back once all N are done.
+        #[arg(hide_short_help = true, long, value_name = "N")]
+        pub writers_per_key: Option<u32> => or,
+            default 1,
+            check at_least(1),
+            check at_most(64, "writers of one key at once");
+
+        /// Racing writers: a wait between the UPDATE and the cache step [default: none]
+        ///
+        /// MIN..MAX (e.g. 1ms..5ms), drawn uniformly for each writer: the pause between the
+        /// commit and the invalidation that follows it (for delete-first, between the DEL and
+        /// the UPDATE), as the lab injected to widen the race.
+        #[arg(hide_short_help = true, long, value_name = "MIN..MAX")]
+        pub write_gap: Option<DurRange> => or;
     }
 }
 
