@@ -374,7 +374,14 @@ pub fn ci_scenario(
     );
     let _ = writeln!(o, "strategy = {:?}", p.strategy);
     for k in KEYS {
-        if let Some(v) = sc.get(k).and_then(toml_value) {
+        let v = match (k, sc.get(k)) {
+            // Resolved as a bool, written in the file as the flag's on|off.
+            ("fallback_writeback", Some(Value::Bool(b))) => {
+                Some(format!("{:?}", if *b { "on" } else { "off" }))
+            }
+            (_, v) => v.and_then(toml_value),
+        };
+        if let Some(v) = v {
             let _ = writeln!(o, "{k} = {v}");
         }
     }
