@@ -395,3 +395,120 @@ fn bad_fault_combinations_exit_2_before_any_server_starts() {
         );
     }
 }
+
+/// The holder of the fault's entry, with the counts every holder-crash must satisfy: its
+/// requests cut off are errors, each held lock was a request in flight (mutex, no refresh), and
+/// the waiters' outcomes add up to the waiters.
+fn holder_of(r: &common::Run) -> Value {
+    let f = faults(r);
+    assert_eq!(f.len(), 1, "one fault: {f:?}");
+    assert_eq!(f[0]["kind"], "holder-crash");
+    let h = f[0]["holder"].clone();
+    assert!(h.is_object(), "the fault's holder figures: {}", f[0]);
+    assert!(n(&h, "keys_blocked") >= 1, "{h}");
+    assert!(n(&h, "keys_blocked") <= n(&h, "locks_held"), "{h}");
+    assert!(n(&h, "requests_cut") >= n(&h, "keys_blocked"), "{h}");
+    assert!(r.u("/outcomes/error") >= n(&h, "requests_cut"), "{h}");
+    let got: u64 = h["waiters_got"]
+        .as_object()
+        .expect("waiters_got")
+        .values()
+        .filter_map(Value::as_u64)
+        .sum();
+    assert_eq!(got, n(&h, "waiters"), "{h}");
+    assert_nothing_lost(r);
+    h
+}
+
+/// A lock holder dies mid-load: with a fixed 1 s lease its keys stay blocked until the lease
+/// runs out (Redis's PTTL says so) and the requests that waited on them waited the lease, ± a
+/// poll; with `--lock-ttl auto` the block is bounded by the auto lease. Both runs share one
+/// Redis and one Postgres; a holder-crash on a strategy that takes no lock is refused.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dead_lock_holder_blocks_its_keys_for_the_lease_and_no_longer() {
+    let servers = common::Servers::start(None).await;
+    let (ru, pu) = servers.urls();
+    let run = move |extra: &'static [&'static str]| {
+        let (ru, pu) = (ru.clone(), pu.clone());
+        tokio::task::spawn_blocking(move || {
+            let mut args = vec![
+                "--redis-url",
+                &ru,
+                "--pg-url",
+                &pu,
+                "--strategy",
+                "mutex",
+                "--keys",
+                "10",
+                "--rps",
+                "400",
+                "--ttl",
+                "500ms",
+                "--db-cost",
+                "100ms",
+                "--lock-wait",
+                "3s",
+                "--duration",
+                "4s",
+                "--fault",
+                "holder-crash@1s+1s",
+            ];
+            args.extend_from_slice(extra);
+            run_ok(&args)
+        })
+    };
+    // Polls come every 50 ms ± 50%; loads take 100 ms; 150 ms more for a loaded machine.
+    let (poll, load, slack) = (75, 100, 150);
+    // Fixed lease: blocked for the lease, less what the load had run when it died (Redis's
+    // PTTL), and taken again by a waiter within a poll of the lease running out.
+    let r = run(&["--lock-ttl", "1s"]).await.expect("run");
+    let h = holder_of(&r);
+    let (blocked, retaken) = (n(&h, "blocked_ms_max"), n(&h, "retaken_ms_max"));
+    assert!(
+        (1000 - load - 100..=1000).contains(&blocked),
+        "blocked {blocked} ms: {h}"
+    );
+    assert!(
+        retaken + 20 >= blocked && retaken <= blocked + poll + slack,
+        "taken again after {retaken} ms, blocked {blocked} ms: {h}"
+    );
+    assert!(n(&h, "waiters") >= 1, "{h}");
+    // A wait ends when the value appears: the lease, a poll, the load of the one that took over.
+    let waited = n(&h, "waited_ms_max");
+    assert!(
+        waited <= 1000 + poll + load + slack,
+        "waited {waited} ms: {h}"
+    );
+    let f = &faults(&r)[0];
+    assert!(
+        (900..=1300).contains(&n(f, "down_ms")),
+        "the fresh instance came back after FOR: {f}"
+    );
+    // Auto lease: 3 × the loads' p99 (~300 ms), never the 1 s of --lock-ttl.
+    let r = run(&["--lock-ttl", "auto"]).await.expect("run");
+    let h = holder_of(&r);
+    let lease = r.u("/lock/lease_ms_max");
+    let (blocked, retaken) = (n(&h, "blocked_ms_max"), n(&h, "retaken_ms_max"));
+    assert!(lease < 1000, "auto lease {lease} ms");
+    assert!(
+        blocked <= lease,
+        "blocked {blocked} ms, auto lease {lease} ms: {h}"
+    );
+    assert!(
+        retaken <= lease + poll + slack,
+        "taken again after {retaken} ms, auto lease {lease} ms: {h}"
+    );
+    let waited = n(&h, "waited_ms_max");
+    assert!(
+        waited <= lease + poll + load + slack,
+        "waited {waited} ms, auto lease {lease} ms: {h}"
+    );
+    drop(servers);
+    let out = stampede()
+        .args(["run", "--strategy", "xfetch", "--fault", "holder-crash@1s"])
+        .output()
+        .expect("run stampede");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("takes none"), "{stderr}");
+}

@@ -138,6 +138,26 @@ impl Admin {
         Ok(removed)
     }
 
+    /// How long the lock (`lease` false) or lease token of `id` has left while it still holds
+    /// `token`, ms; None when it is gone or someone else's. Read by the tool (not the
+    /// instance that took it), so a fault can say how long a dead holder's keys stay blocked.
+    pub async fn token_left(&self, lease: bool, id: u64, token: u64) -> Result<Option<u64>> {
+        let k = KeyBuf::new(&self.prefix, if lease { LEASE } else { "lock:" }, id);
+        let mut c = self.conn.clone();
+        let mut pipe = redis::pipe();
+        pipe.cmd("GET")
+            .arg(k.as_bytes())
+            .cmd("PTTL")
+            .arg(k.as_bytes());
+        let (held, ms): (Option<String>, i64) =
+            tokio::time::timeout(Duration::from_secs(5), pipe.query_async(&mut c))
+                .await
+                .context("GET and PTTL of a lock got no answer within 5 s")?
+                .context("GET and PTTL of a lock")?;
+        let ours = held.and_then(|v| v.parse::<u64>().ok()) == Some(token);
+        Ok((ours && ms > 0).then_some(ms as u64))
+    }
+
     /// `CLIENT PAUSE <ms> ALL`: the server stops running every client's commands for `d`
     /// (connections stay open, commands wait), then resumes by itself. The reply comes before
     /// the pause starts.

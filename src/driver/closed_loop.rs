@@ -9,7 +9,7 @@ use anyhow::Result;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::{Driver, Pending, Traffic, Window, drain_limit};
+use super::{Driver, Path, Pending, Traffic, Window, drain_limit};
 use crate::stats::{Purpose, derive_seed};
 use crate::workload::{KeySampler, combine_digests};
 
@@ -33,11 +33,12 @@ pub(super) async fn run(
     // which gives client c the instance the unsharded run gives it when the instances divide
     // evenly among the shards.
     let mut mine = 0usize;
+    let paths: Arc<[Path]> = d.paths.clone().into();
     for c in 0..clients {
         if d.shard.is_some_and(|s| !s.owns(u64::from(c))) {
             continue;
         }
-        let path = d.paths[mine % d.paths.len()].clone();
+        let (paths, home) = (paths.clone(), mine % d.paths.len());
         mine += 1;
         let mut keys = KeySampler::new(
             sc.keys,
@@ -78,6 +79,8 @@ pub(super) async fn run(
                     warmup.fetch_add(1, Relaxed);
                     None
                 };
+                // A crashed instance's client (holder-crash) is sent to the next one up.
+                let path = up_from(&paths, home);
                 let (outcome, version) = match &client {
                     None => path.handle(id, measured).await,
                     // The client moves on at its deadline; the work it left goes on.
@@ -125,6 +128,19 @@ pub(super) async fn run(
         lag: None,
         key_digest,
     })
+}
+
+/// The path at `home`, or when its instance is down the next one up (itself if none is).
+#[inline]
+fn up_from(paths: &[Path], home: usize) -> &Path {
+    let n = paths.len();
+    if !paths[home].down() {
+        return &paths[home];
+    }
+    (1..n)
+        .map(|k| &paths[(home + k) % n])
+        .find(|p| !p.down())
+        .unwrap_or(&paths[home])
 }
 
 /// Wait for the workers, at most `limit` (5 s once shutdown is signalled), then abort the

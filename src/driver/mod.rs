@@ -77,6 +77,15 @@ impl Path {
         }
     }
 
+    /// Whether the instance is down (crashed by holder-crash): its requests go elsewhere.
+    #[inline]
+    fn down(&self) -> bool {
+        match self {
+            Path::Builtin(i) => i.is_down(),
+            Path::Http(_) => false,
+        }
+    }
+
     /// How long a newer version than the one served had been committed (see
     /// [`Instance::staleness`]); None over HTTP.
     #[inline]
@@ -161,6 +170,9 @@ impl Driver {
             let guard = Guard::new(i, sc.db_limit, sc.breaker.as_ref())
                 .with_rate(sc.db_rate.as_ref(), sc.instances);
             let mut instance = Instance::new(cache, origin, guard, policy, run.clone());
+            if policy.crashable {
+                instance = instance.mortal();
+            }
             // Its in-process tier and the connection its invalidations come on.
             if let Some(spec) = sc.l1 {
                 let l1 = Arc::new(L1::new(&spec, counters.clone()));
@@ -185,6 +197,13 @@ impl Driver {
             instances.push(Path::Builtin(Arc::new(instance)));
         }
         Ok(Driver::with_paths(sc, instances, (policy, run), shard))
+    }
+
+    /// What the holder-crash fault strikes: the built-in instances and the run's board (None
+    /// when the run has no such fault).
+    pub fn holders(&self) -> Option<(Vec<Arc<Instance>>, Arc<instance::crash::Board>)> {
+        let board = self.run.crash.clone()?;
+        Some((self.builtin_instances(), board))
     }
 
     /// The built-in app instances (none when the run drives an app under test).

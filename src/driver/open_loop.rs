@@ -330,8 +330,15 @@ pub(super) async fn run(
         } else {
             warmup += 1;
         }
-        let lane = &lanes[i % n];
+        let mut lane = &lanes[i % n];
         i += 1;
+        if lane.path.down() {
+            // As a load balancer would: the next instance that is up (or this one, if none).
+            lane = (1..n)
+                .map(|k| &lanes[(i - 1 + k) % n])
+                .find(|l| !l.path.down())
+                .unwrap_or(lane);
+        }
         if lane.inflight.load(Relaxed) >= cap {
             if measured {
                 shed += 1;

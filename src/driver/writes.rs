@@ -71,7 +71,13 @@ impl Sender {
             });
             return;
         }
-        let inst = self.instances[first % self.instances.len()].clone();
+        // A crashed instance (holder-crash) takes no writes: the next one up does.
+        let n = self.instances.len();
+        let pos = (0..n)
+            .map(|k| (first + k) % n)
+            .find(|&p| !self.instances[p].is_down())
+            .unwrap_or(first % n);
+        let inst = self.instances[pos].clone();
         tokio::spawn(async move {
             let _in_flight = InFlight(&writes.in_flight);
             tokio::select! {

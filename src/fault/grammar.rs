@@ -42,7 +42,7 @@ pub fn parse(text: &str) -> Result<FaultSpec, String> {
                 kind.lasts()
             ));
         }
-        (None, false) => {
+        (None, false) if !kind.for_optional() => {
             return Err(format!(
                 "`{head}`: {kind} needs +FOR, {} (e.g. {kind}@3s+2s)",
                 kind.lasts()
@@ -51,7 +51,7 @@ pub fn parse(text: &str) -> Result<FaultSpec, String> {
         (Some(d), false) => {
             table.insert("down_for".into(), Value::String(d.into()));
         }
-        (None, true) => {}
+        (None, _) => {}
     }
     for pair in parts {
         let (key, value) = pair
@@ -131,7 +131,11 @@ pub fn stray_key(f: &FaultSpec) -> Option<String> {
 }
 
 fn plus_for(kind: FaultKind) -> &'static str {
-    if kind.is_instant() { "" } else { "+FOR" }
+    match (kind.is_instant(), kind.for_optional()) {
+        (true, _) => "",
+        (false, true) => "[+FOR]",
+        (false, false) => "+FOR",
+    }
 }
 
 fn kind_named(name: &str) -> Result<FaultKind, String> {
@@ -199,7 +203,7 @@ impl FaultSpec {
                 keys_of(f.kind)
             )));
         }
-        if f.down_for.0.is_zero() && !f.kind.is_instant() {
+        if f.down_for.0.is_zero() && !f.kind.is_instant() && !f.kind.for_optional() {
             return Err(UsageError::new(format!(
                 "{name}: down_for must be longer than 0"
             )));

@@ -62,6 +62,11 @@ fn every_kind_reads_as_its_table() {
             "kind = \"migrate-slot\"\nat = \"2s\"\nslot = 866",
         ),
         ("migrate-slot@2s", "kind = \"migrate-slot\"\nat = \"2s\""),
+        ("holder-crash@2s", "kind = \"holder-crash\"\nat = \"2s\""),
+        (
+            "holder-crash@2s+1s",
+            "kind = \"holder-crash\"\nat = \"2s\"\ndown_for = \"1s\"",
+        ),
     ] {
         assert_eq!(parse(flag), Ok(table(file)), "{flag}");
     }

@@ -48,6 +48,10 @@ pub enum FaultKind {
     /// Redis Cluster: a slot (the hottest key's, or `--slot`) moves to another primary while
     /// traffic runs, so requests meet ASK redirects; instant (it returns once the slot moved).
     MigrateSlot,
+    /// The app instance holding the most Redis locks (or leases) dies mid-load: its loads
+    /// never finish or release, its requests in flight fail, later ones go to the others; with
+    /// `down_for` it comes back after it as a fresh instance.
+    HolderCrash,
 }
 
 /// Which entries a cache drop removes first.
@@ -92,6 +96,8 @@ pub enum Server {
     LoadCost,
     /// The offered rate (spike).
     Traffic,
+    /// An app instance (holder-crash).
+    Instance,
 }
 
 impl Server {
@@ -102,12 +108,13 @@ impl Server {
             Server::Entries => "the cache's entries",
             Server::LoadCost => "the load cost",
             Server::Traffic => "the offered rate",
+            Server::Instance => "an app instance",
         }
     }
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 8] = [
+    pub const ALL: [FaultKind; 9] = [
         FaultKind::KillRedis,
         FaultKind::KillPostgres,
         FaultKind::PauseRedis,
@@ -116,6 +123,7 @@ impl FaultKind {
         FaultKind::Spike,
         FaultKind::Failover,
         FaultKind::MigrateSlot,
+        FaultKind::HolderCrash,
     ];
 
     /// Over when it is done: no `down_for`.
@@ -124,6 +132,12 @@ impl FaultKind {
             self,
             FaultKind::DropCache | FaultKind::Failover | FaultKind::MigrateSlot
         )
+    }
+
+    /// `+FOR` may be left out: the fault then lasts to the end of the run (a crashed instance
+    /// that never comes back).
+    pub fn for_optional(self) -> bool {
+        self == FaultKind::HolderCrash
     }
 
     /// Only on a Redis Cluster.
@@ -174,7 +188,8 @@ impl FaultKind {
             FaultKind::KillRedis
             | FaultKind::KillPostgres
             | FaultKind::PauseRedis
-            | FaultKind::Failover => &[],
+            | FaultKind::Failover
+            | FaultKind::HolderCrash => &[],
         }
     }
 
@@ -189,6 +204,7 @@ impl FaultKind {
             FaultKind::Spike => "spike",
             FaultKind::Failover => "failover",
             FaultKind::MigrateSlot => "migrate-slot",
+            FaultKind::HolderCrash => "holder-crash",
         }
     }
 
@@ -203,6 +219,7 @@ impl FaultKind {
             FaultKind::DropCache => Server::Entries,
             FaultKind::SlowDb => Server::LoadCost,
             FaultKind::Spike => Server::Traffic,
+            FaultKind::HolderCrash => Server::Instance,
         }
     }
 
@@ -217,6 +234,8 @@ impl FaultKind {
             FaultKind::Spike => ("--spike-at", "--spike-for"),
             FaultKind::Failover => ("--failover-at", ""),
             FaultKind::MigrateSlot => ("--migrate-slot-at", ""),
+            // No shorthand: `--fault holder-crash@AT[+FOR]` only.
+            FaultKind::HolderCrash => ("--fault holder-crash@AT", "+FOR"),
         }
     }
 
@@ -231,6 +250,7 @@ impl FaultKind {
             FaultKind::Spike => "the rate spikes",
             FaultKind::Failover => "a replica takes over its primary",
             FaultKind::MigrateSlot => "a slot moves to another primary",
+            FaultKind::HolderCrash => "the app instance holding the most locks dies",
         }
     }
 
@@ -245,6 +265,9 @@ impl FaultKind {
             FaultKind::Spike => "how long the rate stays multiplied",
             FaultKind::Failover => "nothing: a failover is over once the replica took over",
             FaultKind::MigrateSlot => "nothing: a migration is over once the slot moved",
+            FaultKind::HolderCrash => {
+                "how long the crashed instance stays gone before a fresh one takes its place (without +FOR, to the end of the run)"
+            }
         }
     }
 }

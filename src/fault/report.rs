@@ -74,6 +74,43 @@ pub struct FaultReport {
     /// A fault on a Redis Cluster: the node struck, the promotion or the migration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterFault>,
+    /// holder-crash: the instance that died, the keys its locks blocked and who waited on them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<HolderCrash>,
+}
+
+/// What a holder-crash did (`faults[].holder`): `down_ms` is how long the instance was gone
+/// (0 and a note when it did not come back in the run).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct HolderCrash {
+    /// The instance that died (from 0): the one holding the most locks (or leases).
+    pub instance: usize,
+    /// From AT until an instance held a lock, ms: the fault waits up to 2 s for one.
+    pub waited_for_holder_ms: u64,
+    /// The locks and leases it held when it died.
+    pub locks_held: u64,
+    /// Of those, the keys whose lock or lease Redis still held under its token right after the
+    /// crash (GET and PTTL on the tool's own connection): blocked until their lease ran out.
+    pub keys_blocked: u64,
+    /// The longest lease those keys had left right after the crash, ms (Redis's PTTL): how long
+    /// the last of them stayed blocked.
+    pub blocked_ms_max: u64,
+    /// From the crash until another loader took a blocked key's lock (or lease) again, the
+    /// longest over the keys, ms: the block as the other instances saw it end (the lease left,
+    /// plus up to one poll). Null when none was taken again before the fault's watch ended.
+    pub retaken_ms_max: Option<u64>,
+    /// Requests in flight on (or queued to) the instance when it died: cut off, counted as
+    /// errors, as a reset connection is to its client.
+    pub requests_cut: u64,
+    /// Requests of the other instances that waited for a blocked key's lock while it was
+    /// blocked.
+    pub waiters: u64,
+    /// The longest of those waits, ms: until the value appeared, the lock was taken over or
+    /// the wait ran out (a load that followed is not in it).
+    pub waited_ms_max: u64,
+    /// What those waiters got, by outcome (`waited`: the value appeared; `miss`: they took the
+    /// lock over and loaded; `fallback`, `error`, `stale`, `retry-after`: the wait ran out).
+    pub waiters_got: std::collections::BTreeMap<String, u64>,
 }
 
 /// Requests of some timeline buckets by what they got.

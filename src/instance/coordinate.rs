@@ -15,6 +15,7 @@ use std::sync::atomic::Ordering::Relaxed;
 
 use rand::RngExt;
 
+use super::crash::{Board, Held, Holdings};
 use crate::cache::{Cache, CacheError};
 use crate::metrics::{Counters, bump};
 use crate::origin::LoadFailure;
@@ -34,6 +35,9 @@ pub struct Coordinator {
     lease_ttl_ms: u64,
     /// The run's load times, which `--lock-ttl auto` sizes the lock's lease from.
     times: Arc<LoadTimes>,
+    /// The tokens this instance holds, tracked when it can crash (holder-crash), and the
+    /// board a token taken again after a crash is noted on.
+    holdings: Option<(Holdings, Arc<Board>)>,
 }
 
 /// The right to load a key, with what must be released afterwards.
@@ -45,6 +49,8 @@ pub struct Claim<'a> {
     lease: bool,
     /// The lock's lease when it was taken, ms (what an extension renews it to).
     ttl_ms: u64,
+    /// The token in the instance's holdings, when they are tracked.
+    held: Option<Held<'a>>,
 }
 
 /// How a miss is to be served.
@@ -78,7 +84,26 @@ impl Coordinator {
             lock,
             lease_ttl_ms,
             times,
+            holdings: None,
         }
+    }
+
+    /// Track the tokens this instance holds (it can crash holding them).
+    pub fn track_holdings(&mut self, board: Arc<Board>) {
+        self.holdings = Some((Holdings::default(), board));
+    }
+
+    /// The tokens this instance holds, when tracked.
+    pub fn holdings(&self) -> Option<&Holdings> {
+        self.holdings.as_ref().map(|h| &h.0)
+    }
+
+    /// Note `token` of `id` as held (under `kind`), when holdings are tracked.
+    fn hold(&self, kind: Coordination, token: u64, id: u64) -> Option<Held<'_>> {
+        self.holdings.as_ref().map(|(h, board)| {
+            board.note_taken(id);
+            h.hold(token, id, kind.lease())
+        })
     }
 
     /// Background refreshes coordinated by `kind` instead (a token in Redis, if any, is a lock).
@@ -93,6 +118,7 @@ impl Coordinator {
             token,
             lease: self.kind.lease(),
             ttl_ms: 0,
+            held: None,
         }
     }
 
@@ -152,6 +178,7 @@ impl Coordinator {
                 bump(&counters.lock_acquired);
                 let mut claim = self.claim(leader, Some(token));
                 claim.ttl_ms = ttl;
+                claim.held = self.hold(self.kind, token, id);
                 Miss::LoadLocked(claim)
             }
             Ok(None) => {
@@ -205,6 +232,7 @@ impl Coordinator {
             token: None,
             lease: self.refresh_kind.lease(),
             ttl_ms: 0,
+            held: None,
         };
         self.lock_or_yield(self.refresh_kind, cache, counters, id, claim, 0)
             .await
@@ -233,6 +261,7 @@ impl Coordinator {
                 bump(&counters.lock_acquired);
                 claim.token = Some(token);
                 claim.ttl_ms = ttl;
+                claim.held = self.hold(kind, token, id);
                 Some(claim)
             }
             Ok(None) => {
@@ -250,7 +279,7 @@ impl Coordinator {
 
     /// A waiter found the lock free again: take it over.
     pub async fn take_over<'a>(
-        &self,
+        &'a self,
         cache: &Cache,
         counters: &Counters,
         id: u64,
@@ -261,6 +290,7 @@ impl Coordinator {
             bump(&counters.lock_acquired);
             claim.token = Some(token);
             claim.ttl_ms = ttl;
+            claim.held = self.hold(self.kind, token, id);
             Ok(claim)
         } else {
             Err(claim)

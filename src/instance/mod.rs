@@ -30,6 +30,7 @@ use crate::strategy::policy::RunPolicy;
 use crate::strategy::single_flight;
 
 mod coordinate;
+pub mod crash;
 mod failsafe_path;
 mod load;
 mod refresh;
@@ -64,6 +65,8 @@ pub struct RunState {
     pub tiers: Mutex<Vec<Arc<crate::l1::L1>>>,
     /// Every load's time, which `--lock-ttl auto` sizes the lock's lease from.
     pub load_times: Arc<LoadTimes>,
+    /// With the holder-crash fault: the keys a crash blocked and who waited on them.
+    pub crash: Option<Arc<crash::Board>>,
 }
 
 impl RunState {
@@ -81,6 +84,7 @@ impl RunState {
             writes: policy.writes.then(|| Arc::new(Writes::default())),
             tiers: Mutex::new(Vec::new()),
             load_times: Arc::default(),
+            crash: policy.crashable.then(Arc::default),
         }
     }
 }
@@ -99,6 +103,8 @@ pub struct Instance {
     run: Arc<RunState>,
     /// The in-process tier in front of Redis (`--l1`).
     l1: Option<Arc<crate::l1::L1>>,
+    /// With the holder-crash fault: whether it is down, and what its work dies with.
+    crash: Option<crash::Switch>,
 }
 
 pub fn now_ms() -> u64 {
@@ -176,6 +182,7 @@ impl Instance {
             policy,
             run,
             l1: None,
+            crash: None,
         }
     }
 
@@ -196,6 +203,15 @@ impl Instance {
     /// query) are ~2 KB, and an unboxed one would size every open-loop worker for them, hit
     /// path or idle alike, so memory would grow with the peak number of workers.
     pub async fn handle(self: &Arc<Self>, id: u64) -> Served {
+        if self.crash.is_some() {
+            // Boxed like the loading paths: only a run with holder-crash pays for it.
+            return Box::pin(self.serve_mortal(id)).await;
+        }
+        self.serve(id).await
+    }
+
+    /// [`Instance::handle`] on an instance that cannot crash.
+    async fn serve(self: &Arc<Self>, id: u64) -> Served {
         // No cache: the same load as a miss's, with nothing read before it or kept after.
         if !self.policy.freshness.caches() {
             return Box::pin(self.fill(id, None, Why::Absent)).await;
@@ -331,7 +347,14 @@ impl Instance {
             Miss::LoadLocked(claim) => self.load_locked(id, claim, stale.as_ref(), why).await,
             Miss::Follow(rx) => self.follow(id, rx, stale).await,
             Miss::WaitForLock { claim, token } => {
-                self.wait_for_lock(id, claim, token, stale, why).await
+                let (began, mut ended) = (Instant::now(), None);
+                let served = self
+                    .wait_for_lock(id, claim, token, (stale, why), &mut ended)
+                    .await;
+                if let Some(b) = &self.run.crash {
+                    b.note_wait(id, began, ended.unwrap_or(began), served.0);
+                }
+                served
             }
         }
     }
@@ -417,20 +440,23 @@ impl Instance {
     }
 
     /// Mutex or lease coordination, token held elsewhere: poll the cache until the value
-    /// appears, take the token over if it frees, or give up at `--lock-wait`.
+    /// appears, take the token over if it frees, or give up at `--lock-wait`. `stale`: the
+    /// value the request holds; `why`: what it saw. `ended`: when the wait itself ended (the
+    /// value seen, the token taken over, the wait run out), before any load of its own.
     async fn wait_for_lock(
         &self,
         id: u64,
         claim: Claim<'_>,
         token: u64,
-        stale: Option<Meta>,
-        why: Why,
+        (stale, why): (Option<Meta>, Why),
+        ended: &mut Option<Instant>,
     ) -> Served {
         let deadline = Instant::now() + self.policy.lock.wait;
         let mut claim = claim;
         loop {
             let now = Instant::now();
             if now >= deadline {
+                *ended = Some(now);
                 let (served, shared) = self.wait_ran_out(id, stale).await;
                 claim
                     .release(&self.cache, &self.run.counters, id, shared)
@@ -446,6 +472,7 @@ impl Instance {
             if let Found::Entry(m) = self.read(id).await
                 && m.soft_expiry_ms as f64 > now_ms_f64()
             {
+                *ended = Some(Instant::now());
                 claim
                     .release(&self.cache, &self.run.counters, id, Ok(m.version))
                     .await;
@@ -461,7 +488,10 @@ impl Instance {
                 .take_over(&self.cache, &self.run.counters, id, token, claim)
                 .await
             {
-                Ok(c) => return self.load_locked(id, c, stale.as_ref(), why).await,
+                Ok(c) => {
+                    *ended = Some(Instant::now());
+                    return self.load_locked(id, c, stale.as_ref(), why).await;
+                }
                 Err(c) => c,
             };
         }

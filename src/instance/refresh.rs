@@ -23,6 +23,9 @@ impl Instance {
         let me = Arc::clone(self);
         self.run.refreshes_in_flight.fetch_add(1, Relaxed);
         let abort = self.run.abort.clone();
+        // A crash of the instance (holder-crash) drops its refreshes where they stand, as it
+        // does its requests.
+        let life = self.life();
         tokio::spawn(async move {
             // Clears the refresh mark even if the refresh panics or the task is cancelled.
             struct Done<'a>(&'a Instance, u64);
@@ -37,9 +40,16 @@ impl Instance {
                 }
             }
             let _done = Done(&me, id);
+            let died = async {
+                match &life {
+                    Some(l) => l.cancelled().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = me.refresh(id, seen_at) => {}
                 _ = abort.cancelled() => {}
+                _ = died => {}
             }
         });
         true
@@ -78,6 +88,9 @@ impl Instance {
     /// whose lock or lease another loader holds is left to it). Through the same protections
     /// as any load: a refused one keeps the entry there is.
     pub async fn rewarm(&self, id: u64) {
+        if self.is_down() {
+            return;
+        }
         let Some(claim) = self
             .coord
             .refresh(&self.cache, &self.run.counters, id)

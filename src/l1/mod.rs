@@ -194,6 +194,11 @@ impl L1 {
         self.live.store(true, Relaxed);
     }
 
+    /// A fresh process's tier: empty (the instance restarted). Reads in flight cache nothing.
+    pub fn clear(&self) {
+        self.flush();
+    }
+
     fn flush(&self) {
         for s in self.shards.iter() {
             s.lock().unwrap_or_else(|p| p.into_inner()).flush();

@@ -5,6 +5,7 @@
 
 mod cluster;
 mod describe;
+mod holder;
 pub mod html;
 pub mod markdown;
 mod memory;

@@ -186,6 +186,10 @@ fn shock(o: &mut String, f: &FaultReport) {
 
 /// The outage window, what it cost, and the recovery after the restart.
 fn faults(o: &mut String, f: &FaultReport, app: bool) {
+    if let Some(h) = &f.holder {
+        super::holder::fault(o, f, h);
+        return;
+    }
     if f.kind.is_shock() && (f.down_ms > 0 || f.removed.is_some()) {
         shock(o, f);
         return;

@@ -52,6 +52,7 @@ pub fn reports(records: &[Record], timeline: &[Bucket]) -> Vec<FaultReport> {
                 factor: r.factor,
                 note: r.note.clone(),
                 cluster: r.cluster.clone(),
+                holder: r.holder.clone(),
             }
         })
         .collect()

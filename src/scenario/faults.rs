@@ -37,10 +37,34 @@ pub(super) fn resolve(m: &mut RunFlags, src: &Src, shape: &Shape, p: &mut Proble
             "a spike multiplies the synthetic schedule's rate, and a trace's times are its own: replay a busier stretch (--trace-skip), or all of it faster (--speed)",
         );
     }
+    if m.faults
+        .fault
+        .iter()
+        .any(|f| f.kind == FaultKind::HolderCrash)
+    {
+        holder_crash(m, shape, p);
+    }
     // A migrate-slot fault's `slot` is folded into the run's one slot, which the migration
     // reads: `slot=12` and `--slot 12` make the same scenario.
     for f in &mut m.faults.fault {
         f.slot = None;
+    }
+}
+
+/// A holder-crash needs a lock to kill the holder of, and an instance to send its requests to.
+fn holder_crash(m: &RunFlags, shape: &Shape, p: &mut Problems) {
+    let s = &shape.strategy;
+    if !s.coordination.redis_token() && !s.refresh.redis_token() {
+        p.push(format!(
+            "holder-crash kills an app instance holding Redis locks, and --strategy {} takes none: use a coordination that does (mutex, mutex+single-flight, lease, or a strategy or preset built on them, e.g. xfetch+mutex, swr+lease, laravel-flexible)",
+            m.cache.strategy.as_deref().unwrap_or("cache-aside")
+        ));
+    }
+    let instances = m.load.resolved().instances();
+    if instances < 2 {
+        p.push(format!(
+            "holder-crash sends the crashed instance's requests to the others, and --instances {instances} leaves none: run 2 or more"
+        ));
     }
 }
 

@@ -163,6 +163,15 @@ fn sharded(sc: &Scenario, count: u32, p: &mut Problems) {
             "--target: a sharded run drives the built-in app's instances; an app under test is driven from one process (its DB figures come from the servers either way)",
         );
     }
+    if sc
+        .faults
+        .iter()
+        .any(|f| f.kind == crate::fault::FaultKind::HolderCrash)
+    {
+        p.push(
+            "holder-crash kills the instance holding the most locks among all the run's instances, and a sharded run spreads them over processes that cannot see each other's: run the fault in one process",
+        );
+    }
     if sc.own_load.is_some() {
         p.push(
             "--db-sql: shards count their loads in the load ledger that stampede installs in its own schema, and with --db-sql it creates nothing in your database: run --db-sql in one process",

@@ -758,3 +758,44 @@ fn a_fault_key_axis_sets_the_one_fault_of_its_kind() {
     let e = resolve(None, flags).unwrap_err().to_string();
     assert!(e.contains("more than 0%"), "{e}");
 }
+
+#[test]
+fn a_holder_crash_needs_a_lock_and_a_surviving_instance() {
+    let s = resolve(
+        None,
+        run_flags(&["--strategy", "mutex", "--fault", "holder-crash@1s"]),
+    )
+    .unwrap();
+    assert_eq!(s.faults[0].kind, FaultKind::HolderCrash);
+    assert!(s.faults[0].down_for.0.is_zero(), "+FOR is optional");
+    let s = resolve(
+        None,
+        run_flags(&["--strategy", "swr+lease", "--fault", "holder-crash@1s+2s"]),
+    )
+    .unwrap();
+    assert_eq!(s.faults[0].down_for, dur("2s"));
+    // laravel-flexible refreshes under a lock (none on a miss): a holder can die.
+    resolve(
+        None,
+        run_flags(&[
+            "--strategy",
+            "laravel-flexible",
+            "--fault",
+            "holder-crash@1s",
+        ]),
+    )
+    .unwrap();
+    for (args, needle) in [
+        (&["--strategy", "xfetch"][..], "takes none"),
+        (&["--strategy", "single-flight"][..], "takes none"),
+        (
+            &["--strategy", "mutex", "--instances", "1"][..],
+            "leaves none",
+        ),
+    ] {
+        let mut a = args.to_vec();
+        a.extend(["--fault", "holder-crash@1s"]);
+        let e = resolve(None, run_flags(&a)).unwrap_err().to_string();
+        assert!(e.contains(needle), "{a:?}: {e}");
+    }
+}

@@ -66,6 +66,10 @@ pub fn with_target(
             "a slow-db shock acts on the built-in app's loads, and an app under test has its own: with --target use a spike, a --kill-redis-at (its Redis comes back empty) or a --kill-postgres-at",
         ),
         (
+            shock(FaultKind::HolderCrash),
+            "a holder-crash kills one of the built-in app's instances, and stampede cannot kill the app under test's processes one by one: with --target use --kill-redis-at or --kill-postgres-at",
+        ),
+        (
             sc.client.is_some_and(|c| c.timeout.is_some()),
             "--request-timeout is the built-in app's client deadline: with --target, --http-timeout is the client's",
         ),

@@ -8,7 +8,7 @@ use anyhow::Result;
 use super::builtin::Setup;
 use super::env::Env;
 use crate::driver::Driver;
-use crate::fault::chaos::{self, Chaos, DropSide, PgSide, RedisSide};
+use crate::fault::chaos::{self, Chaos, DropSide, HolderSide, PgSide, RedisSide};
 use crate::fault::{FaultKind, Server};
 use crate::scenario::Scenario;
 
@@ -65,11 +65,18 @@ pub(crate) fn start_faults(
             keys: sc.keys,
             seed: sc.seed,
         });
+    let holders = driver.holders().map(|(instances, board)| HolderSide {
+        instances,
+        board,
+        admin: setup.admin.clone(),
+        lock_wait: sc.lock_wait.0,
+    });
     Some(Chaos::spawn(
         sc.faults.clone(),
         redis,
         postgres,
         drops,
+        holders,
         driver.gauges(),
         driver.window_start(),
         sc.duration.0,

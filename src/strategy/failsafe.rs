@@ -49,6 +49,11 @@ pub struct Throttle {
 }
 
 impl Throttle {
+    /// Forget every mark (a fresh instance).
+    pub fn clear(&self) {
+        self.until.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
     /// Whether `id` is throttled at `now_ms` (a lapsed mark is dropped).
     pub fn throttled(&self, id: u64, now_ms: u64) -> bool {
         let mut t = self.until.lock().unwrap_or_else(|p| p.into_inner());

@@ -36,6 +36,9 @@ pub struct RunPolicy {
     /// Whether a read's staleness is looked up (always, but for a benchmark that measures
     /// what the bookkeeping costs: see [`Bench`]).
     pub track_staleness: bool,
+    /// Whether an instance can crash holding locks (the holder-crash fault): the instances
+    /// then track what they hold, and their requests can be cut off.
+    pub crashable: bool,
 }
 
 impl RunPolicy {

@@ -21,9 +21,11 @@ use crate::metrics::{Gauges, ServerHealth};
 use crate::origin::PgProbe;
 use crate::servers::{ManagedPostgres, ManagedRedis};
 
+mod holder;
 pub mod primaries;
 mod shock;
 
+pub use holder::HolderSide;
 pub use shock::DropSide;
 
 /// How long the recovery stampede is counted after a restart.
@@ -89,6 +91,8 @@ pub struct Record {
     pub note: Option<String>,
     /// A fault on a Redis Cluster: the node struck, the promotion or the migration.
     pub cluster: Option<super::report::ClusterFault>,
+    /// holder-crash: the instance, the keys blocked, the waiters.
+    pub holder: Option<super::report::HolderCrash>,
 }
 
 /// pg_stat_statements across Postgres crashes: a crash empties it, so what it had counted
@@ -134,6 +138,7 @@ impl Chaos {
         redis: RedisSide,
         postgres: Option<PgSide>,
         drops: Option<DropSide>,
+        holders: Option<HolderSide>,
         shared: Gauges,
         window: watch::Receiver<Option<Instant>>,
         duration: Duration,
@@ -173,6 +178,14 @@ impl Chaos {
                 ))
             })
             .collect();
+        let holder_lane = tokio::spawn(holder::lane(
+            of(Server::Instance),
+            holders,
+            shared.clone(),
+            window.clone(),
+            duration,
+            finish.clone(),
+        ));
         let task = async move {
             let pg_window = window.clone();
             let (redis_lane, pg_lane) =
@@ -206,7 +219,7 @@ impl Chaos {
                     }
                 }
             }
-            for lane in shock_lanes {
+            for lane in shock_lanes.into_iter().chain([holder_lane]) {
                 if let Ok(records) = lane.await {
                     done.records.extend(records);
                 }
