@@ -214,13 +214,23 @@ async fn failover_swaps_roles_and_migration_meets_ask() {
         .await
         .expect("failover");
     eprintln!("planned CLUSTER FAILOVER took {took:?}");
-    let after = cluster_nodes(&url_of(&c, &primary), &tls)
-        .await
-        .expect("view");
-    let old = after
-        .iter()
-        .find(|n| n.id == primary.id)
-        .expect("old primary");
+    // The failover is over once the replica serves as a primary; the old primary learns it
+    // from the new one's next message, a moment later: its own view is read until it has.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let old = loop {
+        let after = cluster_nodes(&url_of(&c, &primary), &tls)
+            .await
+            .expect("view");
+        let old = after
+            .iter()
+            .find(|n| n.id == primary.id)
+            .expect("old primary")
+            .clone();
+        if old.role == Role::Replica || std::time::Instant::now() >= deadline {
+            break old;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
     assert_eq!(old.role, Role::Replica, "roles swapped");
     assert_eq!(old.primary_id.as_deref(), Some(replica.id.as_str()));
 
