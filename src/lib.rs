@@ -22,6 +22,7 @@ mod live;
 mod memory;
 pub mod metric;
 pub mod metrics;
+mod net;
 mod origin;
 mod pacer;
 mod protect;

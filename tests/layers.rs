@@ -22,6 +22,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "servers and clients: the managed servers, Redis, Postgres, TLS, the policies, the app's HTTP path",
         &[
             "cluster",
+            "net",
             "fault",
             "protect",
             "thresholds",

@@ -109,6 +109,33 @@ fn add_option(config: &mut tokio_postgres::Config, option: &str) {
     config.options(options);
 }
 
+/// `c` with its address replaced by `addr` (the network proxy's), everything else kept: the
+/// config has no way to remove a host, so the rest is copied into a new one.
+fn readdress(c: &tokio_postgres::Config, addr: std::net::SocketAddr) -> tokio_postgres::Config {
+    let mut n = tokio_postgres::Config::new();
+    if let Some(u) = c.get_user() {
+        n.user(u);
+    }
+    if let Some(p) = c.get_password() {
+        n.password(p);
+    }
+    if let Some(d) = c.get_dbname() {
+        n.dbname(d);
+    }
+    if let Some(o) = c.get_options() {
+        n.options(o);
+    }
+    if let Some(a) = c.get_application_name() {
+        n.application_name(a);
+    }
+    if let Some(t) = c.get_connect_timeout() {
+        n.connect_timeout(*t);
+    }
+    n.ssl_mode(c.get_ssl_mode());
+    n.host(addr.ip().to_string()).port(addr.port());
+    n
+}
+
 /// Every transaction of a connection started with this is read-only unless it says
 /// otherwise: under `--db-sql` the server itself refuses whatever would write in the user's
 /// database (a COMMIT inside the user's SQL starts another read-only one).
@@ -486,16 +513,31 @@ impl Db {
     /// A pool of `size` connections for one app instance, already connected. With
     /// `via_ledger` (a `sleep` cost only) every load goes through the run's load ledger,
     /// recorded on the server's clock.
+    /// The server's host and port, as the app's connections reach it (for the network proxy).
+    pub fn address(&self) -> Option<(String, u16)> {
+        let host = self.config.get_hosts().iter().find_map(|h| match h {
+            tokio_postgres::config::Host::Tcp(h) => Some(h.clone()),
+            #[allow(unreachable_patterns)]
+            _ => None,
+        })?;
+        let port = self.config.get_ports().first().copied().unwrap_or(5432);
+        Some((host, port))
+    }
+
     pub async fn origin_with(
         &self,
         size: u32,
         cost: LoadCost,
         timeout: Option<Duration>,
-        via_ledger: bool,
+        (via_ledger, via): (bool, Option<std::net::SocketAddr>),
     ) -> Result<Origin> {
         let via_ledger = via_ledger && matches!(cost, LoadCost::Sleep(_));
-        // The config keeps the URL's options and, under --db-sql, the read-only default.
-        let mut cfg = self.config.clone();
+        // The config keeps the URL's options and, under --db-sql, the read-only default; `via`
+        // (the network proxy, `--pg-rtt`) replaces only the address.
+        let mut cfg = match via {
+            Some(addr) => readdress(&self.config, addr),
+            None => self.config.clone(),
+        };
         if let Some(t) = timeout {
             add_option(
                 &mut cfg,

@@ -55,6 +55,18 @@ pub fn describe(sc: &Scenario) -> Vec<String> {
         parts.push(format!("db-pool {}", sc.db_pool));
         parts.push(plural(u64::from(sc.instances), "instance"));
     }
+    // The network the app's requests cross (through the tool's proxy), when not loopback.
+    match (sc.redis_rtt, sc.pg_rtt) {
+        (Some(r), Some(p)) if r == p => parts.push(format!("rtt {r} to both servers (proxied)")),
+        (r, p) => {
+            if let Some(r) = r {
+                parts.push(format!("redis rtt {r} (proxied)"));
+            }
+            if let Some(p) = p {
+                parts.push(format!("pg rtt {p} (proxied)"));
+            }
+        }
+    }
     if let Some(d) = &sc.value_size_dist {
         parts.push(format!("value sizes {d}"));
     }

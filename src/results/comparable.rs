@@ -6,7 +6,7 @@ use crate::scenario::Scenario;
 
 /// Settings that shape what the workload asks of the servers: two results that differ in one
 /// of them measured different things, whatever their strategies.
-pub const WORKLOAD_SETTINGS: [&str; 28] = [
+pub const WORKLOAD_SETTINGS: [&str; 30] = [
     "load",
     "duration",
     "warmup",
@@ -28,6 +28,8 @@ pub const WORKLOAD_SETTINGS: [&str; 28] = [
     "start",
     "warm",
     "redis_timeout",
+    "redis_rtt",
+    "pg_rtt",
     "missing_ratio",
     "missing_ids",
     "faults",
@@ -129,6 +131,7 @@ mod tests {
             f.writes.write_rps = Some(Rate(10.0));
             f.memory.maxmemory = Some(crate::values::Size(8 << 20));
             f.data.value_size_dist = Some("100..10k".parse().unwrap());
+            f.servers.net_rtt = Some("1ms".parse().unwrap());
             f
         })
         .unwrap();

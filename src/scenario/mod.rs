@@ -68,6 +68,13 @@ pub struct Scenario {
     #[serde(serialize_with = "redact::ser_url")]
     pub pg_url: Option<String>,
     pub redis_timeout: Dur,
+    /// The round trip added between the app instances and Redis (`--redis-rtt`, `--net-rtt`):
+    /// through the tool's proxy. None: loopback, no proxy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis_rtt: Option<crate::values::Rtt>,
+    /// The same between the app instances and Postgres (`--pg-rtt`, `--net-rtt`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pg_rtt: Option<crate::values::Rtt>,
     pub interval: Dur,
     pub beta: f64,
     pub stale: Dur,

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::faults::{fault_name, faults_from_flags};
 use super::optional::{cache_policy, protections, survival_settings, writes};
-use super::servers::{own_load, tls_settings};
+use super::servers::{net_settings, own_load, tls_settings};
 use super::{LoadShape, Scenario};
 use crate::fault::{RecoveryCriteria, verdict_possible};
 
@@ -229,6 +229,7 @@ fn assemble(
         duration,
     } = shape;
     let tls = p.take(tls_settings(&m));
+    p.take(net_settings(&m));
     let warm = m.data.resolved().warm();
     let ttl = m.data.resolved().ttl();
     let cache = p.take(cache_policy(&m, &strategy, ttl, unused));
@@ -276,6 +277,8 @@ fn assemble(
         }),
         warm,
         redis_timeout: m.servers.resolved().redis_timeout(),
+        redis_rtt: m.servers.redis_rtt.or(m.servers.net_rtt),
+        pg_rtt: m.servers.pg_rtt.or(m.servers.net_rtt),
         interval: m.report.resolved().interval(),
         beta: m.cache.resolved().beta(),
         // laravel-flexible's `[$fresh, $stale]`: stale as long again as fresh.

@@ -29,6 +29,47 @@ pub(super) fn tls_settings(m: &RunFlags) -> Result<(bool, RedisTls), UsageError>
     Ok((tls, redis_tls))
 }
 
+/// `--net-rtt`, `--redis-rtt`, `--pg-rtt`: what the proxy between the app and its servers
+/// cannot stand between yet.
+pub(super) fn net_settings(m: &RunFlags) -> Result<(), UsageError> {
+    let s = &m.servers;
+    let (redis, pg) = (
+        s.redis_rtt.or(s.net_rtt).is_some(),
+        s.pg_rtt.or(s.net_rtt).is_some(),
+    );
+    if !redis && !pg {
+        return Ok(());
+    }
+    let flag = if s.net_rtt.is_some() {
+        "--net-rtt"
+    } else if redis {
+        "--redis-rtt"
+    } else {
+        "--pg-rtt"
+    };
+    let cluster = s.redis_url.as_deref().is_some_and(crate::cache::is_cluster)
+        || m.cluster.redis_cluster.is_some();
+    if redis && cluster {
+        return Err(UsageError::new(format!(
+            "{flag}: a Redis Cluster's replies and redirects carry its nodes' own addresses, which a proxy in front of one address cannot rewrite: drop it on a cluster (or give --pg-rtt alone)"
+        )));
+    }
+    let redis_tls = s.tls == Some(true)
+        || s.redis_url
+            .as_deref()
+            .is_some_and(|u| u.starts_with("rediss://"));
+    let pg_tls = s.tls == Some(true)
+        || s.pg_url
+            .as_deref()
+            .is_some_and(|u| u.contains("sslmode=require") || u.contains("sslmode=verify"));
+    if (redis && redis_tls) || (pg && pg_tls) {
+        return Err(UsageError::new(format!(
+            "{flag}: the proxy between the app and its servers does not carry TLS yet (the certificate names the server's address, not the proxy's): drop {flag}, or TLS"
+        )));
+    }
+    Ok(())
+}
+
 /// `--db-sql` and its keys, checked against what cannot go with them.
 pub(super) fn own_load(m: &RunFlags) -> Result<Option<OwnLoad>, UsageError> {
     // Its keys' settings without it, and what it decides: [`super::needs`].

@@ -66,6 +66,10 @@ pub fn with_target(
             "a slow-db shock acts on the built-in app's loads, and an app under test has its own: with --target use a spike, a --kill-redis-at (its Redis comes back empty) or a --kill-postgres-at",
         ),
         (
+            sc.redis_rtt.is_some() || sc.pg_rtt.is_some(),
+            "--net-rtt, --redis-rtt and --pg-rtt put a proxy between the built-in app's instances and the servers, and an app under test connects to its servers itself: with --target, put the delay in the app's own network",
+        ),
+        (
             shock(FaultKind::HolderCrash),
             "a holder-crash kills one of the built-in app's instances, and stampede cannot kill the app under test's processes one by one: with --target use --kill-redis-at or --kill-postgres-at",
         ),

@@ -212,6 +212,44 @@ impl DurRange {
     }
 }
 
+/// A network round trip added between the app and a server: "0.5ms", or with jitter
+/// "0.5ms±0.1ms" ("0.5ms+-0.1ms"): each direction carries half, each chunk of bytes delayed by
+/// half the base plus a draw uniform in ±half the jitter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rtt {
+    pub base: Dur,
+    pub jitter: Dur,
+}
+
+impl FromStr for Rtt {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        let (a, b) = match t.split_once('±').or_else(|| t.split_once("+-")) {
+            Some((a, b)) => (a, Some(b)),
+            None => (t, None),
+        };
+        let base: Dur = a.parse()?;
+        let jitter: Dur = b.map_or(Ok(Dur(Duration::ZERO)), str::parse)?;
+        if jitter > base {
+            return Err(format!(
+                "'{s}': the jitter ({jitter}) is larger than the round trip ({base}), which would make some negative"
+            ));
+        }
+        Ok(Rtt { base, jitter })
+    }
+}
+
+impl fmt::Display for Rtt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.jitter.0.is_zero() {
+            return self.base.fmt(f);
+        }
+        write!(f, "{}±{}", self.base, self.jitter)
+    }
+}
+serde_via_str!(Rtt);
+
 /// A fraction written as a percentage ("10%") or as a number in [0, 1] ("0.1").
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Percent(pub f64);

@@ -211,6 +211,20 @@ impl JsonSchema for super::DurRange {
     }
 }
 
+impl JsonSchema for super::Rtt {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "RoundTrip".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "A round trip added between the app and a server, \"0.5ms\", with an optional jitter: \"0.5ms±0.1ms\" (or \"0.5ms+-0.1ms\").",
+            "type": "string",
+            "pattern": format!(r"^(?:{0})(?:(?:±|\+-)(?:{0}))?$", dur_alt()),
+        })
+    }
+}
+
 impl JsonSchema for super::LockTtl {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "LockTtl".into()

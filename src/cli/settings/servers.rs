@@ -2,8 +2,8 @@
 
 use std::path::PathBuf;
 
-use crate::values::Dur;
 use crate::values::valid::*;
+use crate::values::{Dur, Rtt};
 
 settings! {
     #[command(next_help_heading = "Servers and TLS")]
@@ -36,6 +36,24 @@ settings! {
         /// A late or failed command counts as a miss.
         #[arg(long, value_name = "DURATION")]
         pub redis_timeout: Option<Dur> => or, default Dur::millis(100), check positive;
+
+        /// Round trip added between the app and its servers [default: none]
+        ///
+        /// A TCP proxy of the tool's own goes between each app instance and Redis and Postgres,
+        /// on loopback, delaying each direction by half of it, bytes kept in order: 0.5ms, or
+        /// 0.5ms±0.1ms with jitter (a data centre is 0.2-1 ms, across zones 1-2 ms; loopback
+        /// alone ~0.06 ms). The tool's own connections (INFO, pg_stat_statements, the heartbeat,
+        /// probes) bypass it. Not on a Redis Cluster, with TLS or with --target yet.
+        #[arg(long, value_name = "RTT")]
+        pub net_rtt: Option<Rtt> => or;
+
+        /// Round trip added between the app and Redis only [default: --net-rtt]
+        #[arg(hide_short_help = true, long, value_name = "RTT")]
+        pub redis_rtt: Option<Rtt> => or;
+
+        /// Round trip added between the app and Postgres only [default: --net-rtt]
+        #[arg(hide_short_help = true, long, value_name = "RTT")]
+        pub pg_rtt: Option<Rtt> => or;
 
         /// Start the managed servers with TLS [default: off]
         ///

@@ -1,0 +1,385 @@
+//! The network between an app instance and a server, made in user space (this kernel has no
+//! `netem` qdisc): a TCP proxy of the tool's own on loopback, one per instance and server, that
+//! delays each direction's bytes by half the configured round trip (with jitter), in order, on a
+//! timer finer than tokio's ([`timer`]); and that can, switched during the run without
+//! reconnecting, hold every byte (a partition: connections stay open, new ones are accepted and
+//! hang; when it heals the held bytes are delivered, never dropped, since RESP has no request ids
+//! and a multiplexed client would hand later replies to the wrong requests) or reset every
+//! connection (RST, existing and new).
+//!
+//! Toxiproxy's Rust port (noxious) was the reference; its latency is whole milliseconds and its
+//! timeout toxic drops bytes, which is why this is the tool's own. The tool's own connections
+//! (INFO, `pg_stat_statements`, the heartbeat, probes) never go through a proxy.
+
+pub mod timer;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use rand::RngExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::values::Rtt;
+
+/// What the proxy does with the bytes, switchable during the run. Only `Pass` is reached from
+/// the command line yet: the network faults (partition, reset) will switch the others; the
+/// proxy's own test holds what they do.
+#[allow(dead_code)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Forward, after the delay.
+    #[default]
+    Pass,
+    /// Hold every byte (new connections are accepted and hang) until the mode changes.
+    Blackhole,
+    /// Reset every connection, and each new one as it comes.
+    Reset,
+}
+
+/// The proxy's settings, shared with its connections: read for every chunk, so a change takes
+/// effect at once on connections already open.
+pub struct Control {
+    /// Half the round trip's base, µs: each direction's delay.
+    one_way_us: AtomicU64,
+    /// Half the round trip's jitter, µs: each chunk's delay is drawn in ± this.
+    jitter_us: AtomicU64,
+    mode: watch::Sender<Mode>,
+    /// Connections accepted, and resets sent.
+    pub accepted: AtomicU64,
+    pub resets: AtomicU64,
+}
+
+impl Control {
+    fn new(rtt: Rtt) -> Control {
+        let c = Control {
+            one_way_us: AtomicU64::new(0),
+            jitter_us: AtomicU64::new(0),
+            mode: watch::Sender::new(Mode::Pass),
+            accepted: AtomicU64::new(0),
+            resets: AtomicU64::new(0),
+        };
+        c.set_rtt(rtt);
+        c
+    }
+
+    /// The round trip from now on.
+    pub fn set_rtt(&self, rtt: Rtt) {
+        self.one_way_us
+            .store(rtt.base.0.as_micros() as u64 / 2, Relaxed);
+        self.jitter_us
+            .store(rtt.jitter.0.as_micros() as u64 / 2, Relaxed);
+    }
+
+    /// Pass, hold or reset from now on.
+    #[allow(dead_code)]
+    pub fn set_mode(&self, mode: Mode) {
+        self.mode.send_replace(mode);
+    }
+
+    /// The delay of one chunk: half the round trip, ± half its jitter.
+    fn delay(&self) -> Duration {
+        let (base, jitter) = (
+            self.one_way_us.load(Relaxed),
+            self.jitter_us.load(Relaxed) as i64,
+        );
+        if jitter == 0 {
+            return Duration::from_micros(base);
+        }
+        let d = base as i64 + rand::rng().random_range(-jitter..=jitter);
+        Duration::from_micros(d.max(0) as u64)
+    }
+}
+
+/// One proxy: a listener on loopback in front of `upstream`, and its connections; stopped when
+/// dropped (listener closed, every connection closed).
+pub struct Proxy {
+    addr: SocketAddr,
+    #[allow(dead_code)]
+    pub control: Arc<Control>,
+    stop: CancellationToken,
+    task: JoinHandle<()>,
+}
+
+impl Proxy {
+    /// Listen on a free loopback port and forward to `upstream` with `rtt` added.
+    pub async fn start(upstream: SocketAddr, rtt: Rtt) -> Result<Proxy> {
+        let listener = TcpListener::bind(("127.0.0.1", 0))
+            .await
+            .context("opening the network proxy's listener on loopback")?;
+        let addr = listener.local_addr()?;
+        let control = Arc::new(Control::new(rtt));
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(accept(listener, upstream, control.clone(), stop.clone()));
+        Ok(Proxy {
+            addr,
+            control,
+            stop,
+            task,
+        })
+    }
+
+    /// Where the app connects instead of the server.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        self.task.abort();
+    }
+}
+
+async fn accept(
+    listener: TcpListener,
+    upstream: SocketAddr,
+    control: Arc<Control>,
+    stop: CancellationToken,
+) {
+    let mut conns = tokio::task::JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = stop.cancelled() => break,
+            // Reap finished connections as they end, so the set stays small.
+            Some(_) = conns.join_next(), if !conns.is_empty() => continue,
+        };
+        let Ok((client, _)) = accepted else { continue };
+        control.accepted.fetch_add(1, Relaxed);
+        conns.spawn(connection(client, upstream, control.clone()));
+    }
+    conns.abort_all();
+}
+
+/// Reset `s`: close it with an RST instead of a FIN (SO_LINGER 0).
+fn reset(s: &TcpStream, control: &Control) {
+    #[allow(deprecated)] // tokio's set_linger is deprecated only for its blocking close.
+    let _ = s.set_linger(Some(Duration::ZERO));
+    control.resets.fetch_add(1, Relaxed);
+}
+
+async fn connection(mut client: TcpStream, upstream: SocketAddr, control: Arc<Control>) {
+    let mut mode = control.mode.subscribe();
+    if *mode.borrow() == Mode::Reset {
+        reset(&client, &control);
+        return;
+    }
+    let Ok(mut server) = TcpStream::connect(upstream).await else {
+        // The server is gone (a crash): the client's connection ends, as it would directly.
+        reset(&client, &control);
+        return;
+    };
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
+    {
+        let (cr, cw) = client.split();
+        let (sr, sw) = server.split();
+        let (up_tx, up_rx) = mpsc::channel(256);
+        let (down_tx, down_rx) = mpsc::channel(256);
+        let work = async {
+            tokio::join!(
+                read_side(cr, up_tx, &control),
+                write_side(sw, up_rx, &control),
+                read_side(sr, down_tx, &control),
+                write_side(cw, down_rx, &control),
+            )
+        };
+        tokio::select! {
+            _ = work => {}
+            _ = mode.wait_for(|m| *m == Mode::Reset) => {}
+        }
+    }
+    // Reset: both ends are closed with an RST, as a middlebox's reset would.
+    if *control.mode.borrow() == Mode::Reset {
+        reset(&client, &control);
+        #[allow(deprecated)]
+        let _ = server.set_linger(Some(Duration::ZERO));
+    }
+}
+
+/// Read chunks and hand each on with the time it is due, in order.
+async fn read_side(
+    mut r: impl tokio::io::AsyncRead + Unpin,
+    tx: mpsc::Sender<(Instant, Vec<u8>)>,
+    control: &Control,
+) {
+    let mut last_due = Instant::now();
+    loop {
+        let mut buf = vec![0u8; 16 * 1024];
+        let n = match r.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        buf.truncate(n);
+        // Never before the chunk ahead of it: jitter must not reorder a stream.
+        let due = (Instant::now() + control.delay()).max(last_due);
+        last_due = due;
+        if tx.send((due, buf)).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Write each chunk when it is due, unless the proxy holds the bytes.
+async fn write_side(
+    mut w: impl tokio::io::AsyncWrite + Unpin,
+    mut rx: mpsc::Receiver<(Instant, Vec<u8>)>,
+    control: &Control,
+) {
+    let Ok(mut timer) = timer::FineTimer::new() else {
+        return;
+    };
+    let mut mode = control.mode.subscribe();
+    while let Some((due, chunk)) = rx.recv().await {
+        if timer.sleep_until(due).await.is_err() {
+            return;
+        }
+        // A partition holds the bytes until it heals (or the connection is reset).
+        if mode.wait_for(|m| *m == Mode::Pass).await.is_err() {
+            return;
+        }
+        if w.write_all(&chunk).await.is_err() {
+            return;
+        }
+    }
+    let _ = w.shutdown().await;
+}
+
+/// The host and port of a `redis://` or `postgres://` URL (`default_port` when it has none).
+pub fn url_address(url: &str, default_port: u16) -> Option<(String, u16)> {
+    let (_, rest) = url.split_once("://")?;
+    let authority = rest.split(['/', '?']).next()?;
+    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    // [::1]:6379, host:6379, host
+    if let Some(v6) = hostport.strip_prefix('[') {
+        let (host, rest) = v6.split_once(']')?;
+        let port = rest
+            .strip_prefix(':')
+            .map_or(Some(default_port), |p| p.parse().ok())?;
+        return Some((host.to_string(), port));
+    }
+    match hostport.rsplit_once(':') {
+        Some((h, p)) => Some((h.to_string(), p.parse().ok()?)),
+        None => Some((hostport.to_string(), default_port)),
+    }
+}
+
+/// `url` with its host and port replaced by `addr`, the rest (user, password, database,
+/// options) kept.
+pub fn readdress_url(url: &str, addr: SocketAddr) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    let user = authority.rsplit_once('@').map(|(u, _)| u);
+    Some(match user {
+        Some(u) => format!("{scheme}://{u}@{addr}{tail}"),
+        None => format!("{scheme}://{addr}{tail}"),
+    })
+}
+
+/// The first address `host:port` resolves to.
+pub async fn resolve(host: &str, port: u16) -> Result<SocketAddr> {
+    tokio::net::lookup_host((host, port))
+        .await
+        .with_context(|| format!("resolving {host}:{port} for the network proxy"))?
+        .next()
+        .with_context(|| format!("{host}:{port} resolves to no address"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn urls_are_read_and_readdressed_with_the_rest_kept() {
+        assert_eq!(
+            url_address("redis://:pw@10.0.0.2:6380/3", 6379),
+            Some(("10.0.0.2".into(), 6380))
+        );
+        assert_eq!(
+            url_address("redis://localhost", 6379),
+            Some(("localhost".into(), 6379))
+        );
+        assert_eq!(
+            url_address("postgres://u:p@[::1]:5433/db?sslmode=disable", 5432),
+            Some(("::1".into(), 5433))
+        );
+        let a: SocketAddr = "127.0.0.1:4000".parse().unwrap();
+        assert_eq!(
+            readdress_url("redis://:pw@10.0.0.2:6380/3", a).as_deref(),
+            Some("redis://:pw@127.0.0.1:4000/3")
+        );
+        assert_eq!(
+            readdress_url("redis://127.0.0.1:6379", a).as_deref(),
+            Some("redis://127.0.0.1:4000")
+        );
+    }
+
+    use super::*;
+
+    /// An echo server on loopback (the proxy is tested on its own here; the real servers are
+    /// in tests/network.rs).
+    async fn echo() -> (SocketAddr, JoinHandle<()>) {
+        let l = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                tokio::spawn(async move {
+                    let (mut r, mut w) = s.split();
+                    let _ = tokio::io::copy(&mut r, &mut w).await;
+                });
+            }
+        });
+        (addr, task)
+    }
+
+    async fn round_trip(s: &mut TcpStream, msg: &[u8]) -> Duration {
+        let t = Instant::now();
+        s.write_all(msg).await.unwrap();
+        let mut got = vec![0u8; msg.len()];
+        s.read_exact(&mut got).await.unwrap();
+        assert_eq!(got, msg, "bytes in order, none lost");
+        t.elapsed()
+    }
+
+    #[tokio::test]
+    async fn a_round_trip_takes_the_configured_rtt_and_a_partition_holds_then_delivers() {
+        let (upstream, server) = echo().await;
+        let rtt: Rtt = "4ms".parse().unwrap();
+        let p = Proxy::start(upstream, rtt).await.unwrap();
+        let mut s = TcpStream::connect(p.addr()).await.unwrap();
+        let mut took = Vec::new();
+        for i in 0..5u8 {
+            took.push(round_trip(&mut s, &[i; 100]).await);
+        }
+        took.sort();
+        assert!(took[0] >= Duration::from_millis(4), "{took:?}");
+        assert!(took[2] < Duration::from_millis(20), "{took:?}");
+        // Held: nothing comes back while the partition lasts, everything after it heals.
+        p.control.set_mode(Mode::Blackhole);
+        s.write_all(b"held").await.unwrap();
+        let mut got = [0u8; 4];
+        let early = tokio::time::timeout(Duration::from_millis(100), s.read_exact(&mut got)).await;
+        assert!(early.is_err(), "a partition forwards nothing");
+        p.control.set_mode(Mode::Pass);
+        s.read_exact(&mut got).await.unwrap();
+        assert_eq!(&got, b"held");
+        // Reset: the connection is cut with an RST.
+        p.control.set_mode(Mode::Reset);
+        let mut buf = [0u8; 1];
+        let r = tokio::time::timeout(Duration::from_secs(2), s.read(&mut buf)).await;
+        assert!(
+            matches!(r, Ok(Ok(0)) | Ok(Err(_))),
+            "the connection ends: {r:?}"
+        );
+        assert!(p.control.resets.load(Relaxed) >= 1);
+        drop(p);
+        server.abort();
+    }
+}
