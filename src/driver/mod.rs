@@ -4,6 +4,7 @@
 //! Returns raw figures; the session turns them into a result.
 
 mod closed_loop;
+mod net;
 mod open_loop;
 mod raw;
 mod request;
@@ -21,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::http::HttpTarget;
@@ -117,67 +118,9 @@ pub struct Driver {
     shed_live: Arc<AtomicU64>,
     /// The live metrics, with `--metrics-listen`.
     export: Option<Export>,
-    /// The network proxies between the instances and the servers (`--net-rtt`): stopped
-    /// with the driver.
-    proxies: Vec<crate::net::Proxy>,
-}
-
-/// The network between the instances and the servers (`--redis-rtt`, `--pg-rtt`): where
-/// the servers are, and the proxies started so far, one per instance and server.
-struct Net {
-    redis: Option<(std::net::SocketAddr, crate::values::Rtt, String)>,
-    pg: Option<(std::net::SocketAddr, crate::values::Rtt)>,
-    proxies: Vec<crate::net::Proxy>,
-}
-
-impl Net {
-    async fn for_run(sc: &Scenario, redis_url: &str, db: &Db) -> Result<Net> {
-        let redis = match sc.redis_rtt {
-            Some(rtt) => {
-                let (host, port) = crate::net::url_address(redis_url, 6379).with_context(|| {
-                    format!(
-                        "no host:port in the Redis URL {}",
-                        crate::redact::url(redis_url)
-                    )
-                })?;
-                let addr = crate::net::resolve(&host, port).await?;
-                Some((addr, rtt, redis_url.to_string()))
-            }
-            None => None,
-        };
-        let pg = match sc.pg_rtt {
-            Some(rtt) => {
-                let (host, port) = db.address().context(
-                    "the network proxy needs Postgres over TCP (host:port), not a Unix socket",
-                )?;
-                Some((crate::net::resolve(&host, port).await?, rtt))
-            }
-            None => None,
-        };
-        Ok(Net {
-            redis,
-            pg,
-            proxies: Vec::new(),
-        })
-    }
-
-    /// One instance's way to the servers: its Redis URL through its own proxy, and its
-    /// Postgres proxy's address (None each: directly).
-    async fn instance(&mut self) -> Result<(Option<String>, Option<std::net::SocketAddr>)> {
-        let mut url = None;
-        if let Some((up, rtt, given)) = &self.redis {
-            let p = crate::net::Proxy::start(*up, *rtt).await?;
-            url = crate::net::readdress_url(given, p.addr());
-            self.proxies.push(p);
-        }
-        let mut via = None;
-        if let Some((up, rtt)) = self.pg {
-            let p = crate::net::Proxy::start(up, rtt).await?;
-            via = Some(p.addr());
-            self.proxies.push(p);
-        }
-        Ok((url, via))
-    }
+    /// The network proxies between the instances and the servers (`--net-rtt`, network
+    /// faults): stopped with the driver.
+    proxies: Vec<net::Link>,
 }
 
 impl Driver {
@@ -208,9 +151,9 @@ impl Driver {
             None => (0..sc.instances).collect(),
         };
         let mut instances = Vec::with_capacity(ids.len());
-        let mut net = Net::for_run(sc, redis_url, db).await?;
+        let mut net = net::Net::for_run(sc, redis_url, db).await?;
         for i in ids {
-            let (via_url, pg_via) = net.instance().await?;
+            let (via_url, pg_via) = net.instance(i as usize).await?;
             let redis_url = via_url.as_deref().unwrap_or(redis_url);
             let cache = Cache::open_with(
                 redis_url,
@@ -263,6 +206,11 @@ impl Driver {
         let mut d = Driver::with_paths(sc, instances, (policy, run), shard);
         d.proxies = net.proxies;
         Ok(d)
+    }
+
+    /// The proxies the network faults switch, by instance and server.
+    pub fn links(&self) -> Vec<crate::fault::chaos::NetLink> {
+        self.proxies.iter().map(net::Link::for_faults).collect()
     }
 
     /// What the holder-crash fault strikes: the built-in instances and the run's board (None

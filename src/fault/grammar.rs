@@ -7,7 +7,7 @@
 
 use toml::{Table, Value};
 
-use super::{FaultKind, FaultSpec};
+use super::{FaultKind, FaultSpec, KeyUnit};
 use crate::error::UsageError;
 
 /// The grammar, for error messages.
@@ -59,10 +59,21 @@ pub fn parse(text: &str) -> Result<FaultSpec, String> {
             .ok_or_else(|| format!("`{pair}` is not KEY=VALUE: write {SHAPE}"))?;
         let key = key.trim();
         check_key(kind, key)?;
-        if table.contains_key(key) {
-            return Err(format!("`{key}` is given twice: it takes one value"));
+        let repeats = kind
+            .keys()
+            .iter()
+            .any(|k| k.name == key && k.unit == KeyUnit::Instances);
+        match table.get_mut(key) {
+            // A repeatable key gathers its values into the list a table would hold.
+            Some(Value::Array(list)) if repeats => list.push(typed(value.trim())),
+            Some(_) => return Err(format!("`{key}` is given twice: it takes one value")),
+            None if repeats => {
+                table.insert(key.into(), Value::Array(vec![typed(value.trim())]));
+            }
+            None => {
+                table.insert(key.into(), typed(value.trim()));
+            }
         }
-        table.insert(key.into(), typed(value.trim()));
     }
     read(table)
 }
@@ -95,9 +106,16 @@ pub fn spell(f: &FaultSpec) -> String {
             if matches!(key.as_str(), "kind" | "at" | "down_for") {
                 continue;
             }
-            match value {
-                Value::String(s) => out.push_str(&format!(",{key}={s}")),
-                v => out.push_str(&format!(",{key}={v}")),
+            // A list is its key repeated: `instance=0,instance=2`.
+            let values = match value {
+                Value::Array(list) => list.iter().collect(),
+                v => vec![v],
+            };
+            for v in values {
+                match v {
+                    Value::String(s) => out.push_str(&format!(",{key}={s}")),
+                    v => out.push_str(&format!(",{key}={v}")),
+                }
             }
         }
     }
@@ -234,6 +252,7 @@ impl FaultSpec {
         if let Some(k) = f.factor {
             let (lo, hi, what) = match f.kind {
                 FaultKind::SlowDb => (1.0, 1000.0, "how many times its cost a load costs"),
+                FaultKind::Latency => (1.0, 1000.0, "how many times the configured round trip"),
                 _ => (0.01, 100.0, "how many times the rate is offered"),
             };
             if !(lo..=hi).contains(&k) {
@@ -241,6 +260,16 @@ impl FaultSpec {
                     "{name}: factor {k} is out of range: {what}, between {lo} and {hi}"
                 )));
             }
+        }
+        if f.kind == FaultKind::Latency && f.add.is_some() == f.factor.is_some() {
+            return Err(UsageError::new(format!(
+                "{name}: a latency fault takes add=D (the round trip added, e.g. add=5ms) or factor=K (the configured --net-rtt multiplied), one of them"
+            )));
+        }
+        if f.kind == FaultKind::Bandwidth && f.rate.is_none_or(|r| r.0 == 0) {
+            return Err(UsageError::new(format!(
+                "{name}: a bandwidth fault needs rate=, the bytes a second each way, more than 0 (e.g. rate=1mb)"
+            )));
         }
         Ok(())
     }

@@ -200,3 +200,44 @@ fn a_key_is_set_as_the_grammar_reads_it() {
     assert_eq!(with_key(&s, "for", "1s").unwrap().down_for, dur("1s"));
     assert_eq!(with_key(&s, "factor", "3").unwrap().factor, Some(3.0));
 }
+
+#[test]
+fn network_faults_read_as_their_tables_and_instance_repeats() {
+    let f = parse("partition@3s+4s,server=redis,instance=0,instance=2").unwrap();
+    assert_eq!(
+        f,
+        table(
+            "kind = \"partition\"\nat = \"3s\"\ndown_for = \"4s\"\nserver = \"redis\"\ninstance = [0, 2]"
+        )
+    );
+    assert_eq!(f.instance.unwrap().iter().collect::<Vec<_>>(), [0, 2]);
+    // Written back as the key repeated, and read again the same.
+    let spelt = spell(&f);
+    assert_eq!(spelt, "partition@3s+4s,instance=0,instance=2,server=redis");
+    assert_eq!(parse(&spelt).unwrap(), f);
+    assert_eq!(
+        parse("reset@1s+1s,instance=1")
+            .unwrap()
+            .instance
+            .unwrap()
+            .max(),
+        Some(1)
+    );
+    let l = parse("latency@1s+2s,add=5ms,server=postgres").unwrap();
+    assert_eq!(l.add, Some(dur("5ms")));
+    l.check("l").unwrap();
+    let e = parse("latency@1s+2s").unwrap().check("l").unwrap_err();
+    assert!(e.to_string().contains("add=D"), "{e}");
+    let b = parse("bandwidth@1s+2s,rate=1mb").unwrap();
+    assert_eq!(b.rate.map(|r| r.0), Some(1 << 20));
+    let e = parse("bandwidth@1s+2s").unwrap().check("b").unwrap_err();
+    assert!(e.to_string().contains("rate="), "{e}");
+    let e = parse("partition@1s").unwrap_err();
+    assert!(e.contains("needs +FOR"), "{e}");
+    let e = parse("partition@1s+1s,server=memcached").unwrap_err();
+    assert!(e.contains("memcached"), "{e}");
+    let e = parse("partition@1s+1s,server=redis,server=postgres").unwrap_err();
+    assert!(e.contains("given twice"), "{e}");
+    let e = parse("spike@1s+1s,instance=0").unwrap_err();
+    assert!(e.contains("not a key of spike"), "{e}");
+}

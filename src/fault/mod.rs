@@ -8,17 +8,19 @@
 pub mod chaos;
 mod criteria;
 mod grammar;
+mod net;
 pub mod report;
 
 pub use crate::cluster::SlotChoice;
 pub use criteria::{RecoveryCriteria, verdict_possible};
 pub use grammar::{parse, spell, with_key};
+pub use net::{InstanceSet, NetServer};
 
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::values::{Dur, Percent};
+use crate::values::{Dur, Percent, Size};
 
 /// The kinds of fault a run can inject.
 #[derive(
@@ -52,6 +54,16 @@ pub enum FaultKind {
     /// never finish or release, its requests in flight fail, later ones go to the others; with
     /// `down_for` it comes back after it as a fresh instance.
     HolderCrash,
+    /// The network to a server holds every byte (`server=`, `instance=`): connections stay
+    /// open, new ones are accepted and hang, nothing is answered until it heals, when the held
+    /// bytes are delivered.
+    Partition,
+    /// Every connection to a server is reset (RST), and each new one as it comes, for FOR.
+    Reset,
+    /// The round trip to a server grows by `add` (or to `factor` times the configured one).
+    Latency,
+    /// Each direction to a server carries at most `rate` bytes a second.
+    Bandwidth,
 }
 
 /// Which entries a cache drop removes first.
@@ -98,6 +110,9 @@ pub enum Server {
     Traffic,
     /// An app instance (holder-crash).
     Instance,
+    /// The network between the instances and the servers (partition, reset, latency,
+    /// bandwidth).
+    Network,
 }
 
 impl Server {
@@ -109,12 +124,13 @@ impl Server {
             Server::LoadCost => "the load cost",
             Server::Traffic => "the offered rate",
             Server::Instance => "an app instance",
+            Server::Network => "the network",
         }
     }
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 9] = [
+    pub const ALL: [FaultKind; 13] = [
         FaultKind::KillRedis,
         FaultKind::KillPostgres,
         FaultKind::PauseRedis,
@@ -124,7 +140,16 @@ impl FaultKind {
         FaultKind::Failover,
         FaultKind::MigrateSlot,
         FaultKind::HolderCrash,
+        FaultKind::Partition,
+        FaultKind::Reset,
+        FaultKind::Latency,
+        FaultKind::Bandwidth,
     ];
+
+    /// A fault of the network between the instances and a server, made by the proxy.
+    pub fn is_network(self) -> bool {
+        self.server() == Server::Network
+    }
 
     /// Over when it is done: no `down_for`.
     pub fn is_instant(self) -> bool {
@@ -185,6 +210,30 @@ impl FaultKind {
                 unit: KeyUnit::Word,
                 what: "the slot moved: hottest or 0 to 16383 [default: hottest, or --slot]",
             }],
+            FaultKind::Partition | FaultKind::Reset => &NET_KEYS,
+            FaultKind::Latency => &[
+                NET_KEYS[0],
+                NET_KEYS[1],
+                FaultKey {
+                    name: "add",
+                    unit: KeyUnit::Duration,
+                    what: "the round trip added, e.g. 5ms",
+                },
+                FaultKey {
+                    name: "factor",
+                    unit: KeyUnit::Number,
+                    what: "or: the configured round trip (--net-rtt) multiplied, 1 to 1000",
+                },
+            ],
+            FaultKind::Bandwidth => &[
+                NET_KEYS[0],
+                NET_KEYS[1],
+                FaultKey {
+                    name: "rate",
+                    unit: KeyUnit::Word,
+                    what: "bytes a second each way, e.g. 1mb or 100k (required)",
+                },
+            ],
             FaultKind::KillRedis
             | FaultKind::KillPostgres
             | FaultKind::PauseRedis
@@ -205,6 +254,10 @@ impl FaultKind {
             FaultKind::Failover => "failover",
             FaultKind::MigrateSlot => "migrate-slot",
             FaultKind::HolderCrash => "holder-crash",
+            FaultKind::Partition => "partition",
+            FaultKind::Reset => "reset",
+            FaultKind::Latency => "latency",
+            FaultKind::Bandwidth => "bandwidth",
         }
     }
 
@@ -220,6 +273,9 @@ impl FaultKind {
             FaultKind::SlowDb => Server::LoadCost,
             FaultKind::Spike => Server::Traffic,
             FaultKind::HolderCrash => Server::Instance,
+            FaultKind::Partition | FaultKind::Reset | FaultKind::Latency | FaultKind::Bandwidth => {
+                Server::Network
+            }
         }
     }
 
@@ -236,6 +292,10 @@ impl FaultKind {
             FaultKind::MigrateSlot => ("--migrate-slot-at", ""),
             // No shorthand: `--fault holder-crash@AT[+FOR]` only.
             FaultKind::HolderCrash => ("--fault holder-crash@AT", "+FOR"),
+            FaultKind::Partition => ("--fault partition@AT", "+FOR"),
+            FaultKind::Reset => ("--fault reset@AT", "+FOR"),
+            FaultKind::Latency => ("--fault latency@AT", "+FOR"),
+            FaultKind::Bandwidth => ("--fault bandwidth@AT", "+FOR"),
         }
     }
 
@@ -251,6 +311,10 @@ impl FaultKind {
             FaultKind::Failover => "a replica takes over its primary",
             FaultKind::MigrateSlot => "a slot moves to another primary",
             FaultKind::HolderCrash => "the app instance holding the most locks dies",
+            FaultKind::Partition => "the network to the server holds every byte",
+            FaultKind::Reset => "every connection to the server is reset",
+            FaultKind::Latency => "the round trip to the server grows",
+            FaultKind::Bandwidth => "the network to the server slows to a rate",
         }
     }
 
@@ -268,9 +332,27 @@ impl FaultKind {
             FaultKind::HolderCrash => {
                 "how long the crashed instance stays gone before a fresh one takes its place (without +FOR, to the end of the run)"
             }
+            FaultKind::Partition => "how long the partition lasts before it heals",
+            FaultKind::Reset => "how long connections are reset",
+            FaultKind::Latency => "how long the round trip stays longer",
+            FaultKind::Bandwidth => "how long the rate is limited",
         }
     }
 }
+
+/// The keys every network fault takes: which server, which instances.
+const NET_KEYS: [FaultKey; 2] = [
+    FaultKey {
+        name: "server",
+        unit: KeyUnit::Word,
+        what: "whose network: redis, postgres or both [default: both]",
+    },
+    FaultKey {
+        name: "instance",
+        unit: KeyUnit::Instances,
+        what: "an instance cut off, from 0, repeatable (instance=0,instance=2) [default: every instance]",
+    },
+];
 
 /// A key of a fault besides `kind`, `at` and `down_for` (see [`FaultKind::keys`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -294,6 +376,8 @@ pub enum KeyUnit {
     Number,
     /// A word from a list (or a word or a number): not a sweep axis.
     Word,
+    /// Instance numbers, the key repeated for each: not a sweep axis.
+    Instances,
 }
 
 impl std::fmt::Display for FaultKind {
@@ -329,6 +413,18 @@ pub struct FaultSpec {
     /// hottest key's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot: Option<SlotChoice>,
+    /// Network faults: whose network, redis, postgres or both (default both).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<NetServer>,
+    /// Network faults: the instances struck, from 0 (default every instance).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<InstanceSet>,
+    /// latency: the round trip added (or `factor` times the configured one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub add: Option<Dur>,
+    /// bandwidth: bytes a second, each direction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<Size>,
 }
 
 impl FaultSpec {
@@ -342,6 +438,10 @@ impl FaultSpec {
             order: None,
             factor: None,
             slot: None,
+            server: None,
+            instance: None,
+            add: None,
+            rate: None,
         }
     }
 
@@ -473,6 +573,7 @@ pub fn check(
                     FaultKind::PauseRedis => "paused",
                     FaultKind::SlowDb => "slowed",
                     FaultKind::Spike => "multiplied",
+                    k if k.is_network() => "struck by a network fault",
                     _ => "down",
                 },
                 f.at,

@@ -77,6 +77,36 @@ pub struct FaultReport {
     /// holder-crash: the instance that died, the keys its locks blocked and who waited on them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holder: Option<HolderCrash>,
+    /// A network fault (partition, reset, latency, bandwidth): whose network, which instances,
+    /// and what tells it from a crash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net: Option<NetFault>,
+}
+
+/// What a network fault did (`faults[].net`); `down_ms` is how long it lasted and
+/// `recovered_ms` runs from its end until a reply from the server first reached a struck
+/// instance through the proxy.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct NetFault {
+    /// `redis`, `postgres` or `both`.
+    pub server: String,
+    /// The instances struck (from 0); every instance of the run when the fault named none.
+    pub instances: Vec<usize>,
+    /// Redis commands that waited their whole deadline (`--redis-timeout`) from the fault's
+    /// start until it ended: what a partition costs and a crash (refused at once) does not.
+    pub redis_deadlines_waited: u64,
+    /// Loads that ended in a database error or timeout (`--db-timeout`) meanwhile.
+    pub db_errors: u64,
+    /// Connections the proxy reset (RST) meanwhile: a reset's figure.
+    pub resets: u64,
+    /// Connections the struck instances opened through the proxy from the fault's start until
+    /// one second after its end: their clients' reconnects.
+    pub reconnects: u64,
+    /// latency: the round trip added, ms; bandwidth: the bytes a second each way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub added_rtt_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_bytes_per_sec: Option<u64>,
 }
 
 /// What a holder-crash did (`faults[].holder`): `down_ms` is how long the instance was gone

@@ -28,10 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::values::Rtt;
 
-/// What the proxy does with the bytes, switchable during the run. Only `Pass` is reached from
-/// the command line yet: the network faults (partition, reset) will switch the others; the
-/// proxy's own test holds what they do.
-#[allow(dead_code)]
+/// What the proxy does with the bytes, switchable during the run (the network faults).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
     /// Forward, after the delay.
@@ -50,10 +47,16 @@ pub struct Control {
     one_way_us: AtomicU64,
     /// Half the round trip's jitter, µs: each chunk's delay is drawn in ± this.
     jitter_us: AtomicU64,
+    /// A latency fault's added round trip, halved per direction, µs.
+    extra_us: AtomicU64,
+    /// A bandwidth fault's bytes a second, each direction (0: unlimited).
+    rate: AtomicU64,
     mode: watch::Sender<Mode>,
     /// Connections accepted, and resets sent.
     pub accepted: AtomicU64,
     pub resets: AtomicU64,
+    /// Chunks of the server's bytes handed to the client: a reply got through.
+    pub replies: AtomicU64,
 }
 
 impl Control {
@@ -61,9 +64,12 @@ impl Control {
         let c = Control {
             one_way_us: AtomicU64::new(0),
             jitter_us: AtomicU64::new(0),
+            extra_us: AtomicU64::new(0),
+            rate: AtomicU64::new(0),
             mode: watch::Sender::new(Mode::Pass),
             accepted: AtomicU64::new(0),
             resets: AtomicU64::new(0),
+            replies: AtomicU64::new(0),
         };
         c.set_rtt(rtt);
         c
@@ -78,15 +84,29 @@ impl Control {
     }
 
     /// Pass, hold or reset from now on.
-    #[allow(dead_code)]
     pub fn set_mode(&self, mode: Mode) {
         self.mode.send_replace(mode);
+    }
+
+    /// A round trip added to the configured one from now on (zero: none).
+    pub fn set_extra(&self, added: Duration) {
+        self.extra_us.store(added.as_micros() as u64 / 2, Relaxed);
+    }
+
+    /// At most `bytes_per_sec` each direction from now on (0: unlimited).
+    pub fn set_rate(&self, bytes_per_sec: u64) {
+        self.rate.store(bytes_per_sec, Relaxed);
+    }
+
+    /// The configured round trip's base (without a latency fault's addition).
+    pub fn rtt_base(&self) -> Duration {
+        Duration::from_micros(self.one_way_us.load(Relaxed) * 2)
     }
 
     /// The delay of one chunk: half the round trip, ± half its jitter.
     fn delay(&self) -> Duration {
         let (base, jitter) = (
-            self.one_way_us.load(Relaxed),
+            self.one_way_us.load(Relaxed) + self.extra_us.load(Relaxed),
             self.jitter_us.load(Relaxed) as i64,
         );
         if jitter == 0 {
@@ -101,7 +121,6 @@ impl Control {
 /// dropped (listener closed, every connection closed).
 pub struct Proxy {
     addr: SocketAddr,
-    #[allow(dead_code)]
     pub control: Arc<Control>,
     stop: CancellationToken,
     task: JoinHandle<()>,
@@ -187,9 +206,9 @@ async fn connection(mut client: TcpStream, upstream: SocketAddr, control: Arc<Co
         let work = async {
             tokio::join!(
                 read_side(cr, up_tx, &control),
-                write_side(sw, up_rx, &control),
+                write_side(sw, up_rx, &control, None),
                 read_side(sr, down_tx, &control),
-                write_side(cw, down_rx, &control),
+                write_side(cw, down_rx, &control, Some(&control.replies)),
             )
         };
         tokio::select! {
@@ -233,12 +252,24 @@ async fn write_side(
     mut w: impl tokio::io::AsyncWrite + Unpin,
     mut rx: mpsc::Receiver<(Instant, Vec<u8>)>,
     control: &Control,
+    delivered: Option<&AtomicU64>,
 ) {
     let Ok(mut timer) = timer::FineTimer::new() else {
         return;
     };
     let mut mode = control.mode.subscribe();
+    // With a rate: when the link is free again after the bytes already sent.
+    let mut free_at = Instant::now();
     while let Some((due, chunk)) = rx.recv().await {
+        let rate = control.rate.load(Relaxed);
+        let due = if rate == 0 {
+            due
+        } else {
+            // The chunk goes out once the link has carried it, after those ahead of it.
+            let sent = due.max(free_at) + Duration::from_secs_f64(chunk.len() as f64 / rate as f64);
+            free_at = sent;
+            sent
+        };
         if timer.sleep_until(due).await.is_err() {
             return;
         }
@@ -248,6 +279,9 @@ async fn write_side(
         }
         if w.write_all(&chunk).await.is_err() {
             return;
+        }
+        if let Some(d) = delivered {
+            d.fetch_add(1, Relaxed);
         }
     }
     let _ = w.shutdown().await;

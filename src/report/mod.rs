@@ -9,6 +9,7 @@ mod holder;
 pub mod html;
 pub mod markdown;
 mod memory;
+mod network;
 pub mod sink;
 pub mod sweep;
 pub mod tables;

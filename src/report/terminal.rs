@@ -190,6 +190,10 @@ fn faults(o: &mut String, f: &FaultReport, app: bool) {
         super::holder::fault(o, f, h);
         return;
     }
+    if let Some(n) = &f.net {
+        super::network::fault(o, f, n);
+        return;
+    }
     if f.kind.is_shock() && (f.down_ms > 0 || f.removed.is_some()) {
         shock(o, f);
         return;

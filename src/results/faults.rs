@@ -53,6 +53,7 @@ pub fn reports(records: &[Record], timeline: &[Bucket]) -> Vec<FaultReport> {
                 note: r.note.clone(),
                 cluster: r.cluster.clone(),
                 holder: r.holder.clone(),
+                net: r.net.clone(),
             }
         })
         .collect()

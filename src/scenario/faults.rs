@@ -44,6 +44,9 @@ pub(super) fn resolve(m: &mut RunFlags, src: &Src, shape: &Shape, p: &mut Proble
     {
         holder_crash(m, shape, p);
     }
+    if m.faults.fault.iter().any(|f| f.kind.is_network()) {
+        network(m, p);
+    }
     // A migrate-slot fault's `slot` is folded into the run's one slot, which the migration
     // reads: `slot=12` and `--slot 12` make the same scenario.
     for f in &mut m.faults.fault {
@@ -68,14 +71,45 @@ fn holder_crash(m: &RunFlags, shape: &Shape, p: &mut Problems) {
     }
 }
 
-/// The loads' deadline: the user's, else, with a Postgres crash scheduled, one that turns loads
-/// into errors quickly instead of a hang.
+/// Network faults strike instances that exist, and a latency `factor` multiplies a round trip
+/// that is configured.
+fn network(m: &RunFlags, p: &mut Problems) {
+    let instances = m.load.resolved().instances() as usize;
+    let s = &m.servers;
+    for f in m.faults.fault.iter().filter(|f| f.kind.is_network()) {
+        if let Some(i) = f.instance.and_then(|set| set.max())
+            && i >= instances
+        {
+            p.push(format!(
+                "--fault {}: instance={i}, and the run has {instances} instance{} (numbered from 0): name one below {instances}, or run more (--instances)",
+                schedule::spell(f),
+                if instances == 1 { "" } else { "s" }
+            ));
+        }
+        let on = f.server.unwrap_or_default();
+        let rtt_missing = (on.redis() && s.redis_rtt.or(s.net_rtt).is_none())
+            || (on.postgres() && s.pg_rtt.or(s.net_rtt).is_none());
+        if f.kind == FaultKind::Latency && f.factor.is_some() && rtt_missing {
+            p.push(format!(
+                "--fault {}: factor= multiplies the configured round trip, and server={} has none: set --net-rtt (or --redis-rtt/--pg-rtt), or write add=D",
+                schedule::spell(f),
+                on.name()
+            ));
+        }
+    }
+}
+
+/// The loads' deadline: the user's, else, with a Postgres crash or partition scheduled, one
+/// that turns loads into errors quickly instead of a hang.
 pub(super) fn db_timeout(m: &RunFlags) -> Option<Dur> {
     m.db.db_timeout.or(m
         .faults
         .fault
         .iter()
-        .any(|f| f.kind == FaultKind::KillPostgres)
+        .any(|f| {
+            f.kind == FaultKind::KillPostgres
+                || (f.kind == FaultKind::Partition && f.server.unwrap_or_default().postgres())
+        })
         .then_some(PG_FAULT_DB_TIMEOUT))
 }
 

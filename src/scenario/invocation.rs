@@ -172,6 +172,11 @@ fn sharded(sc: &Scenario, count: u32, p: &mut Problems) {
             "holder-crash kills the instance holding the most locks among all the run's instances, and a sharded run spreads them over processes that cannot see each other's: run the fault in one process",
         );
     }
+    if sc.faults.iter().any(|f| f.kind.is_network()) {
+        p.push(
+            "a network fault numbers the instances of the whole run, and a sharded run spreads them over processes: run the fault in one process",
+        );
+    }
     if sc.own_load.is_some() {
         p.push(
             "--db-sql: shards count their loads in the load ledger that stampede installs in its own schema, and with --db-sql it creates nothing in your database: run --db-sql in one process",

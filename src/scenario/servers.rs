@@ -33,19 +33,38 @@ pub(super) fn tls_settings(m: &RunFlags) -> Result<(bool, RedisTls), UsageError>
 /// cannot stand between yet.
 pub(super) fn net_settings(m: &RunFlags) -> Result<(), UsageError> {
     let s = &m.servers;
+    // A network fault needs the proxy as a round trip does.
+    let struck = |on: fn(crate::fault::NetServer) -> bool| {
+        m.faults
+            .fault
+            .iter()
+            .find(|f| f.kind.is_network() && on(f.server.unwrap_or_default()))
+    };
+    let (redis_fault, pg_fault) = (
+        struck(crate::fault::NetServer::redis),
+        struck(crate::fault::NetServer::postgres),
+    );
     let (redis, pg) = (
-        s.redis_rtt.or(s.net_rtt).is_some(),
-        s.pg_rtt.or(s.net_rtt).is_some(),
+        s.redis_rtt.or(s.net_rtt).is_some() || redis_fault.is_some(),
+        s.pg_rtt.or(s.net_rtt).is_some() || pg_fault.is_some(),
     );
     if !redis && !pg {
         return Ok(());
     }
+    let fault_flag;
     let flag = if s.net_rtt.is_some() {
         "--net-rtt"
-    } else if redis {
+    } else if s.redis_rtt.is_some() {
         "--redis-rtt"
-    } else {
+    } else if s.pg_rtt.is_some() {
         "--pg-rtt"
+    } else {
+        let f = redis_fault
+            .or(pg_fault)
+            .map(|f| f.kind.name())
+            .unwrap_or("");
+        fault_flag = format!("a {f} fault");
+        &fault_flag
     };
     let cluster = s.redis_url.as_deref().is_some_and(crate::cache::is_cluster)
         || m.cluster.redis_cluster.is_some();

@@ -70,6 +70,10 @@ pub fn with_target(
             "--net-rtt, --redis-rtt and --pg-rtt put a proxy between the built-in app's instances and the servers, and an app under test connects to its servers itself: with --target, put the delay in the app's own network",
         ),
         (
+            sc.faults.iter().any(|f| f.kind.is_network()),
+            "a network fault is made by the proxy between the built-in app's instances and the servers, and an app under test connects to its servers itself: with --target use --kill-redis-at, --pause-redis-at or --kill-postgres-at",
+        ),
+        (
             shock(FaultKind::HolderCrash),
             "a holder-crash kills one of the built-in app's instances, and stampede cannot kill the app under test's processes one by one: with --target use --kill-redis-at or --kill-postgres-at",
         ),

@@ -77,6 +77,7 @@ pub(crate) fn start_faults(
         postgres,
         drops,
         holders,
+        driver.links(),
         driver.gauges(),
         driver.window_start(),
         sc.duration.0,

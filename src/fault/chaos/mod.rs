@@ -22,10 +22,12 @@ use crate::origin::PgProbe;
 use crate::servers::{ManagedPostgres, ManagedRedis};
 
 mod holder;
+mod network;
 pub mod primaries;
 mod shock;
 
 pub use holder::HolderSide;
+pub use network::NetLink;
 pub use shock::DropSide;
 
 /// How long the recovery stampede is counted after a restart.
@@ -93,6 +95,8 @@ pub struct Record {
     pub cluster: Option<super::report::ClusterFault>,
     /// holder-crash: the instance, the keys blocked, the waiters.
     pub holder: Option<super::report::HolderCrash>,
+    /// partition, reset, latency, bandwidth: whose network and what it did.
+    pub net: Option<super::report::NetFault>,
 }
 
 /// pg_stat_statements across Postgres crashes: a crash empties it, so what it had counted
@@ -139,6 +143,7 @@ impl Chaos {
         postgres: Option<PgSide>,
         drops: Option<DropSide>,
         holders: Option<HolderSide>,
+        links: Vec<NetLink>,
         shared: Gauges,
         window: watch::Receiver<Option<Instant>>,
         duration: Duration,
@@ -186,6 +191,14 @@ impl Chaos {
             duration,
             finish.clone(),
         ));
+        let net_lane = tokio::spawn(network::lane(
+            of(Server::Network),
+            links,
+            shared.clone(),
+            window.clone(),
+            duration,
+            finish.clone(),
+        ));
         let task = async move {
             let pg_window = window.clone();
             let (redis_lane, pg_lane) =
@@ -219,7 +232,7 @@ impl Chaos {
                     }
                 }
             }
-            for lane in shock_lanes.into_iter().chain([holder_lane]) {
+            for lane in shock_lanes.into_iter().chain([holder_lane, net_lane]) {
                 if let Ok(records) = lane.await {
                     done.records.extend(records);
                 }

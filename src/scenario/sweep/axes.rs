@@ -101,7 +101,7 @@ fn fault_key_kind(name: &str) -> Result<Kind, UsageError> {
         KeyUnit::Duration => Ok(Kind::Dur),
         KeyUnit::Share => Ok(Kind::Percent),
         KeyUnit::Number => Ok(Kind::Float),
-        KeyUnit::Word => Err(UsageError::new(format!(
+        KeyUnit::Word | KeyUnit::Instances => Err(UsageError::new(format!(
             "--axis {name}: `{key}` is not numeric (an axis is a number, a share or a duration): compare its values with `stampede compare`, or run them one by one"
         ))),
     }

@@ -1,0 +1,64 @@
+//! A network fault in the terminal summary: what the proxy did to whom, what the requests got
+//! meanwhile, and the figures that tell a partition from a crash (deadlines waited, resets,
+//! reconnects).
+
+use std::fmt::Write;
+
+use crate::fault::FaultKind;
+use crate::fault::report::{FaultReport, NetFault};
+
+/// Two lines (three with a note) for the network fault `f` that did `n`.
+pub(super) fn fault(o: &mut String, f: &FaultReport, n: &NetFault) {
+    let secs = |ms: u64| format!("{:.2} s", ms as f64 / 1000.0);
+    let what = match f.kind {
+        FaultKind::Partition => "every byte held (partition)".to_string(),
+        FaultKind::Reset => "every connection reset".to_string(),
+        FaultKind::Latency => format!("round trip +{:.2} ms", n.added_rtt_ms.unwrap_or_default()),
+        _ => format!(
+            "at most {} bytes/s each way",
+            n.rate_bytes_per_sec.unwrap_or_default()
+        ),
+    };
+    let who = if n.instances.is_empty() {
+        "no instance".to_string()
+    } else {
+        let list: Vec<String> = n.instances.iter().map(|i| i.to_string()).collect();
+        format!("instance {}", list.join(","))
+    };
+    let s = &f.served_during;
+    let _ = writeln!(
+        o,
+        "  fault     {} at {} for {}: {what} between {who} and {}; requests meanwhile {} ({} hits, {} stale, {} errors)",
+        f.kind,
+        secs(f.at_ms),
+        secs(f.down_ms),
+        match n.server.as_str() {
+            "both" => "both servers",
+            "redis" => "Redis",
+            _ => "Postgres",
+        },
+        s.requests,
+        s.hits,
+        s.stale,
+        s.errors,
+    );
+    let _ = writeln!(
+        o,
+        "            Redis commands that waited their whole deadline {}, other Redis errors {}, db errors {}; connections reset {}, reopened {}; first reply through after the heal {}; db calls in the {} ms after it {}",
+        n.redis_deadlines_waited,
+        f.redis_errors_during
+            .saturating_sub(n.redis_deadlines_waited),
+        n.db_errors,
+        n.resets,
+        n.reconnects,
+        f.recovered_ms.map_or_else(
+            || "- (none in the run)".to_string(),
+            |ms| format!("after {ms} ms")
+        ),
+        f.recovery_window_ms,
+        f.recovery_stampede,
+    );
+    if let Some(note) = &f.note {
+        let _ = writeln!(o, "            note: {note}");
+    }
+}
