@@ -48,6 +48,7 @@ pub(super) async fn run(
         )
         .map(|k| k.with_missing(sc.missing_ids))
         .map_err(crate::error::UsageError)?;
+        let by_instance = d.by_instance.clone();
         let (recorder, tally, started, warmup, stop, digests) = (
             d.recorder.clone(),
             d.tally.clone(),
@@ -80,7 +81,8 @@ pub(super) async fn run(
                     None
                 };
                 // A crashed instance's client (holder-crash) is sent to the next one up.
-                let path = up_from(&paths, home);
+                let at = up_from(&paths, home);
+                let (path, pending) = (&paths[at], pending.map(|p| p.on(&by_instance[at])));
                 let (outcome, version) = match &client {
                     None => path.handle(id, measured).await,
                     // The client moves on at its deadline; the work it left goes on.
@@ -130,17 +132,18 @@ pub(super) async fn run(
     })
 }
 
-/// The path at `home`, or when its instance is down the next one up (itself if none is).
+/// The path at `home`, or when its instance is down the next one up (itself if none is): its
+/// position.
 #[inline]
-fn up_from(paths: &[Path], home: usize) -> &Path {
+fn up_from(paths: &[Path], home: usize) -> usize {
     let n = paths.len();
     if !paths[home].down() {
-        return &paths[home];
+        return home;
     }
     (1..n)
-        .map(|k| &paths[(home + k) % n])
-        .find(|p| !p.down())
-        .unwrap_or(&paths[home])
+        .map(|k| (home + k) % n)
+        .find(|&i| !paths[i].down())
+        .unwrap_or(home)
 }
 
 /// Wait for the workers, at most `limit` (5 s once shutdown is signalled), then abort the

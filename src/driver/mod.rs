@@ -31,7 +31,7 @@ use crate::exporter::Export;
 use crate::instance::{self, Instance, RunState, Served};
 use crate::l1::L1;
 use crate::live::Live;
-use crate::metrics::{CauseBook, LoadTracker, Outcome, Recorder};
+use crate::metrics::{CauseBook, InstanceTally, LoadTracker, Outcome, Recorder};
 use crate::origin::Db;
 use crate::protect::Guard;
 use crate::results::{BreakerEvent, DispatchLag};
@@ -121,6 +121,8 @@ pub struct Driver {
     /// The network proxies between the instances and the servers (`--net-rtt`, network
     /// faults): stopped with the driver.
     proxies: Vec<net::Link>,
+    /// Each path's own requests and latencies (`instances[]`), by position in `paths`.
+    by_instance: Arc<[InstanceTally]>,
 }
 
 impl Driver {
@@ -242,8 +244,13 @@ impl Driver {
         (policy, run): (RunPolicy, Arc<RunState>),
         shard: Option<ShardSpec>,
     ) -> Driver {
+        let ids = match shard {
+            Some(s) => s.instances(sc.instances),
+            None => (0..paths.len() as u32).collect(),
+        };
         Driver {
             sc: sc.clone(),
+            by_instance: ids.into_iter().map(InstanceTally::new).collect(),
             paths,
             policy,
             run,
@@ -437,6 +444,7 @@ impl Driver {
             cost: self.run.cost.sums(),
             timeline,
             breaker,
+            instances: self.by_instance.iter().map(InstanceTally::read).collect(),
             interrupted,
             lag: traffic.lag,
             started_at_ms,

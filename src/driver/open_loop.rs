@@ -28,6 +28,9 @@ use crate::workload::{Arrival, KeySampler, Schedule, Warp};
 /// idle pool costs memory and a shared channel costs a lock and an allocation per request).
 struct Lane {
     path: Path,
+    /// Its instance's own figures.
+    by_instance: Arc<[crate::metrics::InstanceTally]>,
+    index: usize,
     /// Requests started and not finished: being handled or waiting for a permit.
     inflight: AtomicU64,
     /// `max_inflight` permits when a backlog may queue behind them; None without a backlog
@@ -74,7 +77,10 @@ impl Lane {
             None => None,
         };
         let began = Instant::now();
-        let pending = measured.then(|| Pending::new(&self.recorder, &self.tally, scheduled, began));
+        let pending = measured.then(|| {
+            Pending::new(&self.recorder, &self.tally, scheduled, began)
+                .on(&self.by_instance[self.index])
+        });
         let (outcome, version) = self.path.handle(id, measured).await;
         if let Some(p) = pending {
             // Latency first: the staleness lookup (a commit-log shard lock, with writes) is
@@ -99,7 +105,10 @@ impl Lane {
         measured: bool,
     ) {
         let began = Instant::now();
-        let pending = measured.then(|| Pending::new(&self.recorder, &self.tally, scheduled, began));
+        let pending = measured.then(|| {
+            Pending::new(&self.recorder, &self.tally, scheduled, began)
+                .on(&self.by_instance[self.index])
+        });
         let seed = id ^ (scheduled.elapsed().as_nanos() as u64).rotate_left(17);
         let attempt = |n: u32| {
             if n > 0 {
@@ -136,9 +145,12 @@ fn lanes(d: &Driver) -> Vec<Arc<Lane>> {
     let sc = &d.sc;
     d.paths
         .iter()
-        .map(|path| {
+        .enumerate()
+        .map(|(index, path)| {
             Arc::new(Lane {
                 path: path.clone(),
+                by_instance: d.by_instance.clone(),
+                index,
                 inflight: AtomicU64::new(0),
                 permits: (sc.backlog > 0)
                     .then(|| tokio::sync::Semaphore::new(sc.max_inflight as usize)),

@@ -28,6 +28,8 @@ pub struct Raw {
     pub timeline: Vec<Bucket>,
     /// Every state change of the instances' breakers, in order.
     pub breaker: Vec<BreakerEvent>,
+    /// Each instance's own requests and latency.
+    pub instances: Vec<crate::metrics::InstanceRead>,
     pub interrupted: bool,
     /// How late the open loop dispatched its requests (None in closed loop: no schedule).
     pub lag: Option<DispatchLag>,

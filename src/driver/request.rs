@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::instance::Served;
-use crate::metrics::{Outcome, Recorder};
+use crate::metrics::{InstanceTally, Outcome, Recorder};
 use crate::results::Bucket;
 
 /// The measured requests' end: each is finished or abandoned, exactly once; and what the
@@ -158,6 +158,8 @@ impl Tally {
 pub(super) struct Pending<'a> {
     recorder: &'a Recorder,
     tally: &'a Tally,
+    /// The instance that serves it (`instances[]`), once known.
+    by: Option<&'a InstanceTally>,
     scheduled: Instant,
     began: Instant,
     done: bool,
@@ -173,10 +175,17 @@ impl<'a> Pending<'a> {
         Pending {
             recorder,
             tally,
+            by: None,
             scheduled,
             began,
             done: false,
         }
+    }
+
+    /// Counted in `instance`'s own figures too.
+    pub(super) fn on(mut self, instance: &'a InstanceTally) -> Self {
+        self.by = Some(instance);
+        self
     }
 
     pub(super) fn finish(mut self, outcome: Outcome) {
@@ -191,6 +200,9 @@ impl<'a> Pending<'a> {
         self.recorder
             .record(outcome, latency_us, (now - self.began).as_micros() as u64);
         self.tally.answered(outcome, self.scheduled, latency_us);
+        if let Some(by) = self.by {
+            by.record(outcome, latency_us);
+        }
     }
 }
 

@@ -9,12 +9,14 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
+mod by_instance;
 mod causes;
 mod consistency;
 mod cost;
 mod counters;
 mod loads;
 
+pub use by_instance::{InstanceRead, InstanceTally};
 pub use causes::{CAUSES, Cause, CauseBook, Why};
 pub use consistency::{Probes, Versions, Writes};
 pub use cost::{CostSums, CostTimes};

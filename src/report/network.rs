@@ -6,6 +6,37 @@ use std::fmt::Write;
 
 use crate::fault::FaultKind;
 use crate::fault::report::{FaultReport, NetFault};
+use crate::results::RunResult;
+
+/// One line per instance when a fault struck some instances and not others (a network fault
+/// with `instance=`, a holder-crash): the struck ones read against the rest.
+pub(super) fn instances(o: &mut String, r: &RunResult) {
+    let some = r.faults.iter().any(|f| {
+        f.holder.is_some()
+            || f.net
+                .as_ref()
+                .is_some_and(|n| n.instances.len() < r.instances.len())
+    });
+    if !some || r.instances.len() < 2 {
+        return;
+    }
+    let ms = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
+    for (n, i) in r.instances.iter().enumerate() {
+        let _ = writeln!(
+            o,
+            "  {:<9} {}: requests {}  hits {}  stale {}  errors {}  timed out {}  p50 {} ms  p99 {} ms",
+            if n == 0 { "instance" } else { "" },
+            i.instance,
+            i.requests,
+            i.hits,
+            i.stale,
+            i.errors,
+            i.timed_out,
+            ms(i.p50_ms),
+            ms(i.p99_ms),
+        );
+    }
+}
 
 /// Two lines (three with a note) for the network fault `f` that did `n`.
 pub(super) fn fault(o: &mut String, f: &FaultReport, n: &NetFault) {

@@ -421,6 +421,7 @@ pub fn summary(r: &RunResult) -> String {
     for f in &r.faults {
         faults(&mut o, f, app);
     }
+    super::network::instances(&mut o, r);
     if let Some(rc) = &r.recovery {
         recovery(&mut o, rc);
         demand(&mut o, r, rc);

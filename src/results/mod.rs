@@ -123,6 +123,10 @@ pub struct RunResult {
     /// without a breaker, or when none changed state).
     #[serde(default)]
     pub breaker: Vec<BreakerEvent>,
+    /// Each app instance's own figures, by instance: a fault on one instance read against the
+    /// others (empty in results before schema 4, and with --target).
+    #[serde(default)]
+    pub instances: Vec<InstanceFigures>,
     pub servers: Servers,
     /// How well the load generator kept its own schedule.
     pub generator: Generator,
@@ -545,6 +549,44 @@ impl Default for Bucket {
 
 fn yes() -> bool {
     true
+}
+
+/// One app instance's requests and latency (`instances[]`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct InstanceFigures {
+    /// Which app instance (0-based, as `breaker[].instance` and a fault's `instance=`).
+    pub instance: u32,
+    /// Measured requests it completed (or abandoned).
+    pub requests: u64,
+    /// Of those, served a fresh cached value (outcome hit, or l1-hit).
+    pub hits: u64,
+    /// Served a stale value (outcome stale).
+    pub stale: u64,
+    /// Failed (outcome error).
+    pub errors: u64,
+    /// Given up on by the client at --request-timeout (outcome timed-out).
+    pub timed_out: u64,
+    /// Latency from the scheduled start, ms, within about ±3% (a per-instance histogram of 16
+    /// buckets per power of two); null without requests.
+    pub p50_ms: Option<f64>,
+    pub p99_ms: Option<f64>,
+}
+
+impl InstanceFigures {
+    pub fn of(r: &crate::metrics::InstanceRead) -> InstanceFigures {
+        use crate::metrics::Outcome as O;
+        let n = |o: O| r.outcomes[o as usize];
+        InstanceFigures {
+            instance: r.instance,
+            requests: r.outcomes.iter().sum(),
+            hits: n(O::Hit) + n(O::L1Hit),
+            stale: n(O::Stale),
+            errors: n(O::Error),
+            timed_out: n(O::TimedOut),
+            p50_ms: r.p50_us.map(|us| us as f64 / 1e3),
+            p99_ms: r.p99_us.map(|us| us as f64 / 1e3),
+        }
+    }
 }
 
 /// A state change of one instance's circuit breaker.

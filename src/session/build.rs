@@ -134,6 +134,11 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
         faults: fault_reports,
         recovery: None,
         breaker: raw.breaker,
+        instances: raw
+            .instances
+            .iter()
+            .map(results::InstanceFigures::of)
+            .collect(),
         servers: servers(env, setup, redis_version, redis_pids, postgres_pids),
         generator,
         thresholds: Vec::new(),

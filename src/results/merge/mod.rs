@@ -172,6 +172,7 @@ impl Merge for RunResult {
             faults,
             recovery,
             breaker,
+            instances: per_instance,
             servers,
             generator,
             thresholds,
@@ -232,6 +233,9 @@ impl Merge for RunResult {
         // Every instance's breaker changes, in time order (a stable sort keeps shard order).
         self.breaker.extend(breaker.iter().cloned());
         self.breaker.sort_by_key(|e| e.at_ms);
+        // The shards drive disjoint instances: their figures side by side, by instance.
+        self.instances.extend(per_instance.iter().cloned());
+        self.instances.sort_by_key(|i| i.instance);
         first(&mut self.servers, servers);
         self.generator.merge(generator)?;
         recomputed(&mut self.thresholds, thresholds);

@@ -162,6 +162,7 @@ const RULES: &[(&str, Rule)] = &[
     ("faults", Same), // the shard's that executed them
     ("recovery", Recomputed),
     ("breaker", Concat),
+    ("instances", Concat),
     ("servers", Same),
     ("generator.max_dispatch_lag_ms", Same),
     ("generator.dispatch_lag_ms", Same),
@@ -320,6 +321,16 @@ fn shard(i: u32, n: u32) -> RunResult {
         from: crate::protect::breaker::State::Closed,
         to: crate::protect::breaker::State::Open,
         reason: "test".into(),
+    }];
+    r.instances = vec![crate::results::InstanceFigures {
+        instance: 1,
+        requests: 10,
+        hits: 8,
+        stale: 1,
+        errors: 1,
+        timed_out: 1,
+        p50_ms: Some(0.2),
+        p99_ms: Some(3.0),
     }];
     // No zero figure, so that a sum and a copy differ wherever a rule is wrong.
     let mut v = serde_json::to_value(&r).unwrap();
