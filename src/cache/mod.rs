@@ -5,7 +5,7 @@
 
 use std::io::Write as _;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::time::Duration;
 
 use anyhow::Result;
@@ -20,12 +20,38 @@ use crate::strategy::lock::{EXTEND_LUA, RELEASE_LUA};
 use crate::tls::RedisTls;
 
 mod admin;
+pub mod client_model;
 pub mod cluster_client;
 mod memory_commands;
 pub mod nodes;
 use admin::info_field;
 pub use admin::{Admin, HEARTBEAT_TTL, RedisStats};
+pub use client_model::{ClientModel, RedisClient, WhileDown};
 pub use cluster_client::{Conn, is_cluster};
+
+/// What a command does under a client that fails while disconnected.
+enum Gate {
+    /// The connection is up: go.
+    Go,
+    /// Down: this one goes as the reconnect attempt.
+    Probe,
+    /// Down: fail at once.
+    Fail,
+}
+
+/// The reconnect attempt in flight, cleared however it ends.
+struct Probe<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for Probe<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Relaxed);
+    }
+}
+
+/// The connection is down (dropped, refused, reset): what a client library may queue or retry.
+fn is_down(e: &redis::RedisError) -> bool {
+    e.is_io_error() || e.is_connection_dropped() || e.is_connection_refusal()
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CacheError {
@@ -73,15 +99,16 @@ impl KeyBuf {
     }
 }
 
-/// Reconnect quickly and forever: Redis going away mid-run is a scenario, not a failure of the
-/// tool. The default back-off (100 ms doubling, 6 tries) came back seconds late or never.
-fn manager_config(timeout: Duration) -> ConnectionManagerConfig {
+/// Reconnect forever, with the library's backoff (the tool's own: 10 ms doubling to 100 ms):
+/// Redis going away mid-run is a scenario, not a failure of the tool. redis-rs's default
+/// back-off (100 ms doubling, 6 tries) came back seconds late or never.
+fn manager_config(model: &ClientModel) -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()
-        .set_min_delay(Duration::from_millis(10))
-        .set_max_delay(Duration::from_millis(100))
-        .set_exponent_base(2.0)
+        .set_min_delay(model.backoff_min)
+        .set_max_delay(model.backoff_max)
+        .set_exponent_base(model.backoff_factor as f32)
         .set_number_of_retries(usize::MAX)
-        .set_connection_timeout(Some(timeout.max(Duration::from_millis(500))))
+        .set_connection_timeout(Some(model.connect_timeout))
         .set_response_timeout(None)
 }
 
@@ -89,6 +116,15 @@ pub struct Cache {
     conns: Box<[Conn]>,
     next: AtomicUsize,
     timeout: Duration,
+    /// What a command does while its connection is down, and the backoff between tries.
+    model: ClientModel,
+    /// A client that fails commands while disconnected: µs since `epoch` before which they
+    /// fail at once (0: the connection is up). One command a backoff goes through, as the
+    /// library's reconnect attempt, and clears it when answered.
+    down_until_us: AtomicU64,
+    /// That command is in flight: the others fail meanwhile.
+    probing: std::sync::atomic::AtomicBool,
+    epoch: std::time::Instant,
     prefix: Arc<str>,
     release: redis::Script,
     extend: redis::Script,
@@ -119,6 +155,19 @@ pub struct SetCheck {
 /// what went wrong (a certificate that does not verify, a server that wants TLS) is only
 /// seen on a single attempt.
 pub async fn connect(url: &str, tls: &RedisTls, timeout: Duration) -> Result<ConnectionManager> {
+    let model = ClientModel {
+        connect_timeout: timeout.max(Duration::from_millis(500)),
+        ..RedisClient::Stampede.model()
+    };
+    connect_as(url, tls, &model).await
+}
+
+/// [`connect`], the connection reconnecting as the client `model` does.
+pub async fn connect_as(
+    url: &str,
+    tls: &RedisTls,
+    model: &ClientModel,
+) -> Result<ConnectionManager> {
     let client = crate::tls::redis_client(url, tls)?;
     crate::tls::warn_insecure(url, tls);
     let first = tokio::time::timeout(
@@ -141,7 +190,7 @@ pub async fn connect(url: &str, tls: &RedisTls, timeout: Duration) -> Result<Con
         };
         return Err(EnvError(msg).into());
     }
-    let fut = ConnectionManager::new_with_config(client, manager_config(timeout));
+    let fut = ConnectionManager::new_with_config(client, manager_config(model));
     match tokio::time::timeout(Duration::from_secs(5), fut).await {
         Ok(Ok(c)) => Ok(c),
         Ok(Err(e)) => Err(EnvError(format!(
@@ -165,42 +214,44 @@ impl Cache {
         prefix: Arc<str>,
         counters: Arc<Counters>,
     ) -> Result<Cache> {
-        Self::open_with(
-            url,
-            &RedisTls::default(),
+        let model = ClientModel {
+            command_timeout: Some(timeout),
+            connect_timeout: timeout.max(Duration::from_millis(500)),
             conns,
-            timeout,
-            prefix,
-            counters,
-            false,
-        )
-        .await
+            ..RedisClient::Stampede.model()
+        };
+        Self::open_with(url, &RedisTls::default(), &model, prefix, counters, false).await
     }
 
-    /// As [`Cache::open`], with TLS settings for a `rediss://` URL. On a cluster
-    /// (`redis+cluster://`) each of the `conns` connections has one socket per node, so
-    /// `--redis-conns` is per node; `replicas`: reads go to replicas (`--read-from-replicas`).
+    /// As [`Cache::open`], with TLS settings for a `rediss://` URL and the client library's
+    /// behaviour (`--redis-client`). On a cluster (`redis+cluster://`) each of the `conns`
+    /// connections has one socket per node, so `--redis-conns` is per node; `replicas`: reads
+    /// go to replicas (`--read-from-replicas`).
     pub async fn open_with(
         url: &str,
         tls: &RedisTls,
-        conns: u32,
-        timeout: Duration,
+        model: &ClientModel,
         prefix: Arc<str>,
         counters: Arc<Counters>,
         replicas: bool,
     ) -> Result<Cache> {
-        let mut v = Vec::with_capacity(conns as usize);
-        for _ in 0..conns {
+        let timeout = model.deadline();
+        let mut v = Vec::with_capacity(model.conns as usize);
+        for _ in 0..model.conns {
             v.push(if is_cluster(url) {
                 Conn::Cluster(cluster_client::connect(url, tls, timeout, replicas).await?)
             } else {
-                Conn::Single(connect(url, tls, timeout).await?)
+                Conn::Single(connect_as(url, tls, model).await?)
             });
         }
         Ok(Cache {
             conns: v.into_boxed_slice(),
             next: AtomicUsize::new(0),
             timeout,
+            model: *model,
+            down_until_us: AtomicU64::new(0),
+            probing: std::sync::atomic::AtomicBool::new(false),
+            epoch: std::time::Instant::now(),
             prefix,
             release: redis::Script::new(RELEASE_LUA),
             extend: redis::Script::new(EXTEND_LUA),
@@ -217,9 +268,78 @@ impl Cache {
         self.conns[i].clone()
     }
 
+    /// One command under its deadline; on a connection that is down it is sent again as the
+    /// client library would (`--redis-client`: at once failed, retried N times, or held until
+    /// the connection is back), every try within the one deadline.
     async fn run<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, CacheError> {
-        let mut c = self.conn();
-        self.deadline(cmd.query_async::<T>(&mut c)).await
+        let _probe = if self.model.while_down == WhileDown::Fail {
+            match self.fail_fast() {
+                Gate::Go => None,
+                Gate::Probe => Some(Probe(&self.probing)),
+                Gate::Fail => {
+                    bump(&self.counters.redis_errors);
+                    return Err(CacheError::Failed);
+                }
+            }
+        } else {
+            None
+        };
+        let tries = async {
+            let mut n = 0u32;
+            loop {
+                let mut c = self.conn();
+                match cmd.query_async::<T>(&mut c).await {
+                    Err(e) if is_down(&e) && self.again(n) => {
+                        n += 1;
+                        tokio::time::sleep(self.model.backoff(n)).await;
+                    }
+                    Err(e) if is_down(&e) => {
+                        self.note_down();
+                        return Err(e);
+                    }
+                    r => {
+                        if self.model.while_down == WhileDown::Fail {
+                            self.down_until_us.store(0, Relaxed);
+                        }
+                        return r;
+                    }
+                }
+            }
+        };
+        self.deadline(tries).await
+    }
+
+    /// While the connection is down, whether this command fails at once: all do but one per
+    /// backoff, which goes through as the reconnect attempt (and the others fail while it is in
+    /// flight).
+    fn fail_fast(&self) -> Gate {
+        let until = self.down_until_us.load(Relaxed);
+        if until == 0 {
+            return Gate::Go;
+        }
+        let now = self.epoch.elapsed().as_micros() as u64;
+        if now < until || self.probing.swap(true, Relaxed) {
+            return Gate::Fail;
+        }
+        Gate::Probe
+    }
+
+    /// The connection was found down: fail commands at once for a backoff.
+    fn note_down(&self) {
+        if self.model.while_down == WhileDown::Fail {
+            let now = self.epoch.elapsed().as_micros() as u64;
+            let next = now + self.model.backoff_min.as_micros() as u64;
+            self.down_until_us.store(next.max(1), Relaxed);
+        }
+    }
+
+    /// Whether a command that found its connection down `n` times is sent again.
+    fn again(&self, n: u32) -> bool {
+        match self.model.while_down {
+            WhileDown::Fail => false,
+            WhileDown::Retry(k) => n < k,
+            WhileDown::Queue => true,
+        }
     }
 
     /// Every Redis command's deadline and its bookkeeping: a success marks Redis healthy, a

@@ -125,6 +125,20 @@ pub struct Driver {
     by_instance: Arc<[InstanceTally]>,
 }
 
+/// The app's Redis client: the library's behaviour (`--redis-client`) with the run's deadline
+/// and connections (an explicit --redis-timeout or --redis-conns wins over the library's).
+fn client_model(sc: &Scenario) -> crate::cache::ClientModel {
+    let library = sc.redis_client.unwrap_or_default();
+    let mut m = library.model();
+    m.command_timeout = Some(sc.redis_timeout.0);
+    m.conns = sc.redis_conns;
+    if library == crate::cache::RedisClient::Stampede {
+        // The tool's own connects within its deadline, never under 500 ms.
+        m.connect_timeout = sc.redis_timeout.0.max(Duration::from_millis(500));
+    }
+    m
+}
+
 impl Driver {
     /// Connect every app instance to Redis and Postgres.
     pub async fn build(
@@ -160,8 +174,7 @@ impl Driver {
             let cache = Cache::open_with(
                 redis_url,
                 redis_tls,
-                sc.redis_conns,
-                sc.redis_timeout.0,
+                &client_model(sc),
                 prefix.clone(),
                 counters.clone(),
                 sc.cluster.read_from_replicas,

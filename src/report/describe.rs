@@ -55,6 +55,23 @@ pub fn describe(sc: &Scenario) -> Vec<String> {
         parts.push(format!("db-pool {}", sc.db_pool));
         parts.push(plural(u64::from(sc.instances), "instance"));
     }
+    if let Some(c) = sc.redis_client {
+        let m = c.model();
+        parts.push(format!(
+            "redis client {} (command timeout {}, {} while disconnected)",
+            c.name(),
+            if sc.redis_timeout.0 >= crate::cache::client_model::NO_TIMEOUT {
+                "none".to_string()
+            } else {
+                sc.redis_timeout.to_string()
+            },
+            match m.while_down {
+                crate::cache::WhileDown::Fail => "fail".to_string(),
+                crate::cache::WhileDown::Queue => "queued".to_string(),
+                crate::cache::WhileDown::Retry(n) => format!("retried {n}×"),
+            }
+        ));
+    }
     // The network the app's requests cross (through the tool's proxy), when not loopback.
     match (sc.redis_rtt, sc.pg_rtt) {
         (Some(r), Some(p)) if r == p => parts.push(format!("rtt {r} to both servers (proxied)")),

@@ -6,7 +6,7 @@ use crate::scenario::Scenario;
 
 /// Settings that shape what the workload asks of the servers: two results that differ in one
 /// of them measured different things, whatever their strategies.
-pub const WORKLOAD_SETTINGS: [&str; 30] = [
+pub const WORKLOAD_SETTINGS: [&str; 31] = [
     "load",
     "duration",
     "warmup",
@@ -28,6 +28,7 @@ pub const WORKLOAD_SETTINGS: [&str; 30] = [
     "start",
     "warm",
     "redis_timeout",
+    "redis_client",
     "redis_rtt",
     "pg_rtt",
     "missing_ratio",
@@ -132,6 +133,7 @@ mod tests {
             f.memory.maxmemory = Some(crate::values::Size(8 << 20));
             f.data.value_size_dist = Some("100..10k".parse().unwrap());
             f.servers.net_rtt = Some("1ms".parse().unwrap());
+            f.servers.redis_client = Some(crate::cache::RedisClient::Ioredis);
             f
         })
         .unwrap();

@@ -68,6 +68,10 @@ pub struct Scenario {
     #[serde(serialize_with = "redact::ser_url")]
     pub pg_url: Option<String>,
     pub redis_timeout: Dur,
+    /// The client library whose behaviour the app's Redis client takes (`--redis-client`);
+    /// None: the tool's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redis_client: Option<crate::cache::RedisClient>,
     /// The round trip added between the app instances and Redis (`--redis-rtt`, `--net-rtt`):
     /// through the tool's proxy. None: loopback, no proxy.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -241,6 +241,11 @@ fn assemble(
     let zipf = m.data.resolved().zipf();
     let writes = p.take(writes(&m, trace.as_ref(), own_load.is_some(), zipf));
     let db_query = m.db.db_query.unwrap_or(DbQuery::Sleep);
+    // The tool's own client is the default: written only when another library is asked for.
+    let redis_client = m
+        .servers
+        .redis_client
+        .filter(|c| *c != crate::cache::RedisClient::Stampede);
     let survival = p.take(survival_settings(&m));
     let thresholds = thresholds(&m, duration, survival.as_ref().map(|s| &s.2), p);
     let ((tls, redis_tls), cluster, cache, (value_size, value_size_dist), memory) =
@@ -265,7 +270,11 @@ fn assemble(
         // fault and no deadline of the user's, loads get one.
         db_timeout: super::faults::db_timeout(&m),
         instances,
-        redis_conns: m.servers.resolved().redis_conns(),
+        redis_conns: m
+            .servers
+            .redis_conns
+            .or(redis_client.map(|c| c.model().conns))
+            .unwrap_or_else(|| m.servers.resolved().redis_conns()),
         max_inflight: m.load.resolved().max_inflight(),
         backlog: m.load.resolved().backlog(),
         // A steady start under --db-sql would run the user's query once per key on their
@@ -276,7 +285,12 @@ fn assemble(
             Start::Steady
         }),
         warm,
-        redis_timeout: m.servers.resolved().redis_timeout(),
+        redis_timeout: m
+            .servers
+            .redis_timeout
+            .or(redis_client.map(|c| Dur(c.model().deadline())))
+            .unwrap_or_else(|| m.servers.resolved().redis_timeout()),
+        redis_client,
         redis_rtt: m.servers.redis_rtt.or(m.servers.net_rtt),
         pg_rtt: m.servers.pg_rtt.or(m.servers.net_rtt),
         interval: m.report.resolved().interval(),

@@ -37,6 +37,16 @@ settings! {
         #[arg(long, value_name = "DURATION")]
         pub redis_timeout: Option<Dur> => or, default Dur::millis(100), check positive;
 
+        /// Client library whose defaults to use [default: stampede]
+        ///
+        /// Its command timeout (or none), connect timeout, what a command does while the
+        /// connection is down (fail, retry N times, or queue until it is back), reconnect backoff
+        /// and connections, as that library's documented defaults (docs/faults.md).
+        /// --redis-timeout and --redis-conns win over the library's values. LIBRARY: stampede,
+        /// node-redis, ioredis, redis-py, go-redis or lettuce.
+        #[arg(long, value_name = "LIBRARY", hide_possible_values = true)]
+        pub redis_client: Option<crate::cache::RedisClient> => or;
+
         /// Round trip added between the app and its servers [default: none]
         ///
         /// A TCP proxy of the tool's own goes between each app instance and Redis and Postgres,
