@@ -29,6 +29,27 @@ pub use admin::{Admin, HEARTBEAT_TTL, RedisStats};
 pub use client_model::{ClientModel, RedisClient, WhileDown};
 pub use cluster_client::{Conn, is_cluster};
 
+/// Whether `bytes`, an entry read for `id`, holds `id`'s payload: the items table seeds it as
+/// md5(id) in hex, repeated, its first 8 characters replaced by the version on a write; so
+/// characters 8 to 32 are the md5's. A negative entry (no payload) or one shorter passes.
+fn is_its_value(id: u64, bytes: &[u8]) -> bool {
+    use md5::Digest;
+    let payload = bytes
+        .get(crate::strategy::envelope::HEADER_LEN..)
+        .unwrap_or_default();
+    let n = payload.len().min(32);
+    if n <= 8 {
+        return true;
+    }
+    let digest = md5::Md5::digest(id.to_string().as_bytes());
+    let mut hex = [0u8; 32];
+    for (i, b) in digest.iter().enumerate() {
+        hex[2 * i] = b"0123456789abcdef"[usize::from(b >> 4)];
+        hex[2 * i + 1] = b"0123456789abcdef"[usize::from(b & 15)];
+    }
+    payload[8..n] == hex[8..n]
+}
+
 /// What a command does under a client that fails while disconnected.
 enum Gate {
     /// The connection is up: go.
@@ -122,6 +143,8 @@ pub struct Cache {
     /// fail at once (0: the connection is up). One command a backoff goes through, as the
     /// library's reconnect attempt, and clears it when answered.
     down_until_us: AtomicU64,
+    /// `--check-values`: every value read is compared with its key's seeded payload.
+    check_values: bool,
     /// That command is in flight: the others fail meanwhile.
     probing: std::sync::atomic::AtomicBool,
     epoch: std::time::Instant,
@@ -250,6 +273,7 @@ impl Cache {
             timeout,
             model: *model,
             down_until_us: AtomicU64::new(0),
+            check_values: false,
             probing: std::sync::atomic::AtomicBool::new(false),
             epoch: std::time::Instant::now(),
             prefix,
@@ -373,7 +397,20 @@ impl Cache {
         // allocation on every read).
         let mut cmd = redis::Cmd::with_capacity(2, 3 + k.as_bytes().len());
         cmd.arg("GET").arg(k.as_bytes());
-        self.run(&cmd).await
+        let v: Option<Vec<u8>> = self.run(&cmd).await?;
+        if self.check_values
+            && let Some(bytes) = &v
+            && !is_its_value(id, bytes)
+        {
+            bump(&self.counters.value_mismatches);
+        }
+        Ok(v)
+    }
+
+    /// Check every value read against its key (`--check-values`).
+    pub fn checking_values(mut self, on: bool) -> Cache {
+        self.check_values = on;
+        self
     }
 
     /// Tell every instance's in-process tier that `id` changed (`--l1-invalidate pubsub`): a
@@ -585,5 +622,30 @@ mod tests {
         assert_eq!(info_field(info, "keyspace_hits"), Some("12"));
         assert_eq!(info_field(info, "keyspace_misses"), Some("3"));
         assert_eq!(info_field(info, "nope"), None);
+    }
+}
+
+#[cfg(test)]
+mod value_tests {
+    use super::is_its_value;
+    use crate::strategy::envelope::HEADER_LEN;
+
+    fn entry(payload: &str) -> Vec<u8> {
+        let mut v = vec![0u8; HEADER_LEN];
+        v.extend_from_slice(payload.as_bytes());
+        v
+    }
+
+    #[test]
+    fn a_value_is_its_keys_by_the_seeded_md5_whatever_its_version() {
+        // md5("1") = c4ca4238a0b923820dcc509a6f75849b; a write replaces the first 8 characters.
+        assert!(is_its_value(
+            1,
+            &entry("c4ca4238a0b923820dcc509a6f75849bc4ca")
+        ));
+        assert!(is_its_value(1, &entry("00000002a0b923820dcc509a6f75849b")));
+        // md5("2") = c81e728d9d4c2f636f067f89cc14862c: another key's value.
+        assert!(!is_its_value(1, &entry("c81e728d9d4c2f636f067f89cc14862c")));
+        assert!(is_its_value(1, &entry("")));
     }
 }

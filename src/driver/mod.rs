@@ -179,7 +179,8 @@ impl Driver {
                 counters.clone(),
                 sc.cluster.read_from_replicas,
             )
-            .await?;
+            .await?
+            .checking_values(sc.check_values);
             // Shards load through the ledger: their herds are counted on the server's clock.
             let origin = db
                 .origin_with(

@@ -68,6 +68,9 @@ counters! {
     /// Redis commands refused with OOM (a write at `maxmemory` under noeviction): also in
     /// `redis_errors`.
     redis_oom,
+    /// Values served from Redis that were not their key's (`--check-values`): a reply handed
+    /// to the wrong request.
+    value_mismatches,
     background_refreshes,
     refreshes_skipped,
     early_recomputes,

@@ -73,8 +73,9 @@ pub const STRATEGY_SETTINGS: [&str; 23] = [
 /// Settings that change neither the workload nor the strategy: where the servers are, how the
 /// timeline is cut, what the run is judged by.
 #[cfg(test)]
-const OTHER_SETTINGS: [&str; 15] = [
+const OTHER_SETTINGS: [&str; 16] = [
     "scenario_file",
+    "check_values",
     "redis_url",
     "pg_url",
     "redis_restart_cmd",

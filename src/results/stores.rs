@@ -203,6 +203,10 @@ pub struct RedisFigures {
     /// also in `errors`. A refused write-back still serves the request from the database.
     #[serde(default)]
     pub oom_errors: u64,
+    /// With --check-values: values read from Redis that were not their key's (a reply handed
+    /// to the wrong request); null without the check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_mismatches: Option<u64>,
     /// Keys Redis evicted to stay under `maxmemory` (INFO `evicted_keys`, change from the
     /// start state written to the end: the warm-up's traffic included, as INFO has no
     /// windows; every client's on an external Redis). Null when INFO could not be read at both ends or Redis restarted.

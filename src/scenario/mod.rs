@@ -68,6 +68,9 @@ pub struct Scenario {
     #[serde(serialize_with = "redact::ser_url")]
     pub pg_url: Option<String>,
     pub redis_timeout: Dur,
+    /// Every value read from Redis checked against its key (`--check-values`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub check_values: bool,
     /// The client library whose behaviour the app's Redis client takes (`--redis-client`);
     /// None: the tool's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -241,6 +241,11 @@ fn assemble(
     let zipf = m.data.resolved().zipf();
     let writes = p.take(writes(&m, trace.as_ref(), own_load.is_some(), zipf));
     let db_query = m.db.db_query.unwrap_or(DbQuery::Sleep);
+    if m.servers.check_values == Some(true) && own_load.is_some() {
+        p.push(
+            "--check-values compares each value with the payload stampede seeds, and --db-sql serves your own rows: drop one",
+        );
+    }
     // The tool's own client is the default: written only when another library is asked for.
     let redis_client = m
         .servers
@@ -291,6 +296,7 @@ fn assemble(
             .or(redis_client.map(|c| Dur(c.model().deadline())))
             .unwrap_or_else(|| m.servers.resolved().redis_timeout()),
         redis_client,
+        check_values: m.servers.check_values.unwrap_or(false),
         redis_rtt: m.servers.redis_rtt.or(m.servers.net_rtt),
         pg_rtt: m.servers.pg_rtt.or(m.servers.net_rtt),
         interval: m.report.resolved().interval(),

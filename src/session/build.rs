@@ -360,6 +360,7 @@ fn redis_figures(
         negative_hits: c.negative_hits,
         expiries: c.expiring_writes + expiring_in_window,
         oom_errors: c.redis_oom,
+        value_mismatches: sc.check_values.then_some(c.value_mismatches),
         evicted_keys: redis
             .filter(|_| !redis_restarted)
             .map(|(b, a)| a.evicted_keys.saturating_sub(b.evicted_keys)),

@@ -47,6 +47,23 @@ settings! {
         #[arg(long, value_name = "LIBRARY", hide_possible_values = true)]
         pub redis_client: Option<crate::cache::RedisClient> => or;
 
+        /// Check every cached value is its key's [default: off]
+        ///
+        /// Every value read from Redis is compared with its key's seeded payload (the md5 of
+        /// its id, as the items table holds it): a reply handed to another request (a network
+        /// fault that broke a stream's order) is counted in redis.value_mismatches. Costs an md5
+        /// per read. --check-values alone is --check-values=true.
+        #[arg(
+            hide_short_help = true,
+            long,
+            value_name = "BOOL",
+            num_args = 0..=1,
+            require_equals = true,
+            default_missing_value = "true",
+            hide_possible_values = true,
+        )]
+        pub check_values: Option<bool> => or;
+
         /// Round trip added between the app and its servers [default: none]
         ///
         /// A TCP proxy of the tool's own goes between each app instance and Redis and Postgres,

@@ -239,6 +239,7 @@ impl Merge for RedisFigures {
             negative_hits,
             expiries,
             oom_errors,
+            value_mismatches,
             evicted_keys,
             memory,
             nodes,
@@ -257,6 +258,7 @@ impl Merge for RedisFigures {
         sum(&mut self.negative_hits, negative_hits);
         sum(&mut self.expiries, expiries);
         sum(&mut self.oom_errors, oom_errors);
+        sum_some(&mut self.value_mismatches, value_mismatches);
         // The server's own figures, the same server for every shard: shard 0's reading.
         first(&mut self.evicted_keys, evicted_keys);
         first(&mut self.memory, memory);

@@ -128,6 +128,7 @@ const RULES: &[(&str, Rule)] = &[
     ("redis.negative_hits", Sum),
     ("redis.expiries", Sum),
     ("redis.oom_errors", Sum),
+    ("redis.value_mismatches", Sum),
     ("redis.evicted_keys", Same),
     ("redis.memory", Same),
     ("redis.nodes", Same),
