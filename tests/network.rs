@@ -68,3 +68,130 @@ fn what_the_proxy_cannot_stand_between_is_refused() {
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
     }
 }
+
+/// The `instances[]` entry of instance `i`.
+fn instance(r: &common::Run, i: u64) -> &serde_json::Value {
+    r.json["instances"]
+        .as_array()
+        .and_then(|v| v.iter().find(|e| e["instance"] == i))
+        .unwrap_or_else(|| panic!("no instances[] entry {i}: {}", r.json))
+}
+
+#[test]
+fn a_partition_of_one_instance_holds_its_requests_to_the_deadline_and_leaves_the_other_alone() {
+    let r = run_ok(&[
+        "--keys",
+        "200",
+        "--rps",
+        "300",
+        "--duration",
+        "4s",
+        "--ttl",
+        "30s",
+        "--warm",
+        "200",
+        "--check-values",
+        "--fault",
+        "partition@1s+1500ms,server=redis,instance=0",
+    ]);
+    r.assert_counts_add_up();
+    let f = &r.json["faults"][0];
+    let net = &f["net"];
+    assert_eq!(f["kind"], "partition", "{f}");
+    assert_eq!(net["instances"], serde_json::json!([0]), "{f}");
+    // Held, not refused: no connection was reset or reopened, the commands waited their
+    // whole 100 ms deadline (fail open: the requests loaded instead, none failed).
+    assert_eq!(net["resets"], 0, "{f}");
+    assert_eq!(net["reconnects"], 0, "{f}");
+    assert!(net["redis_deadlines_waited"].as_u64().unwrap() > 50, "{f}");
+    assert_eq!(r.u("/requests/errors"), 0, "{}", r.stderr());
+    // Healed: the held replies were delivered, each to its own request (values checked).
+    assert!(f["recovered_ms"].as_u64().is_some_and(|ms| ms < 500), "{f}");
+    assert_eq!(r.u("/redis/value_mismatches"), 0);
+    // The struck instance's requests took up to two deadlines (GET, then the write-back's
+    // SET) plus a load; the other's stayed at loopback's.
+    let (cut, other) = (instance(&r, 0), instance(&r, 1));
+    let p99 = |i: &serde_json::Value| i["p99_ms"].as_f64().unwrap();
+    assert!(
+        p99(cut) >= 100.0 && p99(cut) <= 200.0 + 10.0 + 150.0,
+        "{cut}"
+    );
+    assert!(p99(other) < 50.0, "{other}");
+    assert_eq!(other["hits"], other["requests"], "{other}");
+    assert!(cut["hits"].as_u64() < cut["requests"].as_u64(), "{cut}");
+    // The servers still referee: every DB call the tool counted, Postgres counted.
+    assert_eq!(r.u("/db/calls"), r.u("/db/calls_server"));
+}
+
+#[test]
+fn under_a_partition_a_5s_timeout_costs_two_timeouts_and_node_redis_holds_until_it_heals() {
+    // The lab's trap: GET waits its 5 s, then the write-back's SET its 5 s.
+    let lab = run_ok(&[
+        "--keys",
+        "20",
+        "--rps",
+        "10",
+        "--duration",
+        "13s",
+        "--ttl",
+        "30s",
+        "--warm",
+        "20",
+        "--instances",
+        "1",
+        "--redis-timeout",
+        "5s",
+        "--fault",
+        "partition@1s+11s,server=redis",
+    ]);
+    let max = lab.f("/latency_ms/max");
+    assert!((9_500.0..11_500.0).contains(&max), "max {max} ms");
+    assert_eq!(lab.json["scenario"]["redis_timeout"], "5s");
+    // node-redis: no command timeout, so a request is held for as long as the partition lasts,
+    // and none fails or waits for a deadline.
+    let node = run_ok(&[
+        "--keys",
+        "20",
+        "--rps",
+        "10",
+        "--duration",
+        "5s",
+        "--ttl",
+        "30s",
+        "--warm",
+        "20",
+        "--instances",
+        "1",
+        "--redis-client",
+        "node-redis",
+        "--fault",
+        "partition@1s+3s,server=redis",
+    ]);
+    let max = node.f("/latency_ms/max");
+    assert!((2_500.0..4_500.0).contains(&max), "max {max} ms");
+    assert_eq!(node.u("/requests/errors"), 0);
+    assert_eq!(node.json["faults"][0]["net"]["redis_deadlines_waited"], 0);
+    assert_eq!(node.json["scenario"]["redis_client"], "node-redis");
+}
+
+#[test]
+fn network_faults_refuse_what_they_cannot_strike() {
+    for (args, needle) in [
+        (&["--fault", "partition@1s+1s,instance=5"][..], "instance=5"),
+        (&["--fault", "latency@1s+1s,factor=3"][..], "factor="),
+        (
+            &["--fault", "partition@1s+1s", "--redis-cluster"][..],
+            "Redis Cluster",
+        ),
+        (&["--fault", "bandwidth@1s+1s"][..], "rate="),
+    ] {
+        let out = common::stampede()
+            .arg("run")
+            .args(args)
+            .output()
+            .expect("run stampede");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{args:?}: {stderr}");
+    }
+}

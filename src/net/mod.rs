@@ -413,6 +413,34 @@ mod tests {
             "the connection ends: {r:?}"
         );
         assert!(p.control.resets.load(Relaxed) >= 1);
+        // New connections are reset too, while the mode lasts.
+        let mut s2 = TcpStream::connect(p.addr()).await.unwrap();
+        let r = tokio::time::timeout(Duration::from_secs(2), s2.read(&mut buf)).await;
+        assert!(matches!(r, Ok(Ok(0)) | Ok(Err(_))), "reset at once: {r:?}");
+        // Stopped with its owner: the listener is gone, nothing listens on its port.
+        let addr = p.addr();
+        drop(p);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(TcpStream::connect(addr).await.is_err(), "no listener left");
+        server.abort();
+    }
+
+    #[tokio::test]
+    async fn a_latency_fault_adds_its_round_trip_and_a_rate_paces_the_bytes() {
+        let (upstream, server) = echo().await;
+        let p = Proxy::start(upstream, "0ms".parse().unwrap())
+            .await
+            .unwrap();
+        let mut s = TcpStream::connect(p.addr()).await.unwrap();
+        p.control.set_extra(Duration::from_millis(20));
+        let t = round_trip(&mut s, b"ping").await;
+        assert!(t >= Duration::from_millis(20), "{t:?}");
+        p.control.set_extra(Duration::ZERO);
+        // 40 kB at 100 kB/s each way: about 0.4 s out (and the echo back overlaps it).
+        p.control.set_rate(100_000);
+        let t = round_trip(&mut s, &[7u8; 40_000]).await;
+        assert!(t >= Duration::from_millis(350), "{t:?}");
+        assert!(t < Duration::from_secs(3), "{t:?}");
         drop(p);
         server.abort();
     }
