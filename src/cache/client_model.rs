@@ -43,6 +43,9 @@ pub enum RedisClient {
 /// What a command does while its connection is down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WhileDown {
+    /// Waits for the reconnect attempt in flight and fails if it fails (redis-rs's
+    /// connection manager: the tool's own). Commands that fail together load together.
+    Reconnect,
     /// Fails at once (the tool serves it as a miss).
     Fail,
     /// Sent again up to this many times, after the backoff, within its deadline.
@@ -91,7 +94,7 @@ impl RedisClient {
         let base = ClientModel {
             command_timeout: Some(ms(100)),
             connect_timeout: ms(500),
-            while_down: WhileDown::Fail,
+            while_down: WhileDown::Reconnect,
             backoff_min: ms(10),
             backoff_max: ms(100),
             backoff_factor: 2.0,
@@ -184,5 +187,11 @@ mod tests {
         assert_eq!(io.backoff(3), ms(200));
         assert_eq!(io.backoff(30), ms(2_000));
         assert_eq!(RedisClient::GoRedis.model().while_down, WhileDown::Retry(3));
+        // The tool's own keeps redis-rs's behaviour: no gate that fails commands at once.
+        assert_eq!(
+            RedisClient::default().model().while_down,
+            WhileDown::Reconnect
+        );
+        assert_eq!(RedisClient::RedisPy.model().while_down, WhileDown::Fail);
     }
 }

@@ -360,7 +360,7 @@ impl Cache {
     /// Whether a command that found its connection down `n` times is sent again.
     fn again(&self, n: u32) -> bool {
         match self.model.while_down {
-            WhileDown::Fail => false,
+            WhileDown::Fail | WhileDown::Reconnect => false,
             WhileDown::Retry(k) => n < k,
             WhileDown::Queue => true,
         }

@@ -67,6 +67,7 @@ pub fn describe(sc: &Scenario) -> Vec<String> {
             },
             match m.while_down {
                 crate::cache::WhileDown::Fail => "fail".to_string(),
+                crate::cache::WhileDown::Reconnect => "wait for the reconnect".to_string(),
                 crate::cache::WhileDown::Queue => "queued".to_string(),
                 crate::cache::WhileDown::Retry(n) => format!("retried {n}×"),
             }

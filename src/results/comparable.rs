@@ -135,6 +135,7 @@ mod tests {
             f.data.value_size_dist = Some("100..10k".parse().unwrap());
             f.servers.net_rtt = Some("1ms".parse().unwrap());
             f.servers.redis_client = Some(crate::cache::RedisClient::Ioredis);
+            f.servers.check_values = Some(true);
             f
         })
         .unwrap();
