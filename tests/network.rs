@@ -175,6 +175,45 @@ fn under_a_partition_a_5s_timeout_costs_two_timeouts_and_node_redis_holds_until_
 }
 
 #[test]
+fn a_held_close_keeps_the_app_waiting_on_a_dead_redis_until_the_close_arrives() {
+    // Redis dies at 2 s while closes are held 1.5 s: the app's connection stays half-open, so
+    // its commands wait (the 5 s deadline never passes) until the close arrives, then fail.
+    let r = run_ok(&[
+        "--keys",
+        "20",
+        "--rps",
+        "50",
+        "--duration",
+        "5s",
+        "--ttl",
+        "30s",
+        "--warm",
+        "20",
+        "--instances",
+        "1",
+        "--redis-timeout",
+        "5s",
+        "--fault",
+        "slow-close@1s+3500ms,server=redis,delay=1500ms",
+        "--fault",
+        "kill-redis@2s+500ms",
+    ]);
+    let max = r.f("/latency_ms/max");
+    assert!((1_300.0..4_000.0).contains(&max), "max {max} ms");
+    let close = r.json["faults"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["kind"] == "slow-close")
+        .expect("the slow-close entry");
+    assert_eq!(close["net"]["close_delay_ms"], 1500, "{close}");
+    // Nothing waited out the 5 s deadline: the close, not the timeout, ended the waits.
+    assert_eq!(close["net"]["redis_deadlines_waited"], 0, "{close}");
+    assert!(r.u("/redis/errors") > 0, "{}", r.json["redis"]);
+    assert_eq!(r.u("/db/calls"), r.u("/db/calls_server"));
+}
+
+#[test]
 fn network_faults_refuse_what_they_cannot_strike() {
     for (args, needle) in [
         (&["--fault", "partition@1s+1s,instance=5"][..], "instance=5"),

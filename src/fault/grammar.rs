@@ -266,6 +266,11 @@ impl FaultSpec {
                 "{name}: a latency fault takes add=D (the round trip added, e.g. add=5ms) or factor=K (the configured --net-rtt multiplied), one of them"
             )));
         }
+        if f.kind == FaultKind::SlowClose && f.delay.is_none_or(|d| d.0.is_zero()) {
+            return Err(UsageError::new(format!(
+                "{name}: a slow-close fault needs delay=, how long a close is held, more than 0 (e.g. delay=2s)"
+            )));
+        }
         if f.kind == FaultKind::Bandwidth && f.rate.is_none_or(|r| r.0 == 0) {
             return Err(UsageError::new(format!(
                 "{name}: a bandwidth fault needs rate=, the bytes a second each way, more than 0 (e.g. rate=1mb)"

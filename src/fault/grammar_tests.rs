@@ -230,6 +230,11 @@ fn network_faults_read_as_their_tables_and_instance_repeats() {
     assert!(e.to_string().contains("add=D"), "{e}");
     let b = parse("bandwidth@1s+2s,rate=1mb").unwrap();
     assert_eq!(b.rate.map(|r| r.0), Some(1 << 20));
+    let c = parse("slow-close@1s+2s,delay=3s,instance=1").unwrap();
+    assert_eq!(c.delay, Some(dur("3s")));
+    c.check("c").unwrap();
+    let e = parse("slow-close@1s+2s").unwrap().check("c").unwrap_err();
+    assert!(e.to_string().contains("delay="), "{e}");
     let e = parse("bandwidth@1s+2s").unwrap().check("b").unwrap_err();
     assert!(e.to_string().contains("rate="), "{e}");
     let e = parse("partition@1s").unwrap_err();

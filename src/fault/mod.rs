@@ -64,6 +64,9 @@ pub enum FaultKind {
     Latency,
     /// Each direction to a server carries at most `rate` bytes a second.
     Bandwidth,
+    /// A connection closed by either end stays half-open for `delay` before the other end
+    /// learns of it (a middlebox holding the FIN).
+    SlowClose,
 }
 
 /// Which entries a cache drop removes first.
@@ -130,7 +133,7 @@ impl Server {
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 13] = [
+    pub const ALL: [FaultKind; 14] = [
         FaultKind::KillRedis,
         FaultKind::KillPostgres,
         FaultKind::PauseRedis,
@@ -144,6 +147,7 @@ impl FaultKind {
         FaultKind::Reset,
         FaultKind::Latency,
         FaultKind::Bandwidth,
+        FaultKind::SlowClose,
     ];
 
     /// A fault of the network between the instances and a server, made by the proxy.
@@ -234,6 +238,15 @@ impl FaultKind {
                     what: "bytes a second each way, e.g. 1mb or 100k (required)",
                 },
             ],
+            FaultKind::SlowClose => &[
+                NET_KEYS[0],
+                NET_KEYS[1],
+                FaultKey {
+                    name: "delay",
+                    unit: KeyUnit::Duration,
+                    what: "how long a close is held before the other end sees it, e.g. 2s (required)",
+                },
+            ],
             FaultKind::KillRedis
             | FaultKind::KillPostgres
             | FaultKind::PauseRedis
@@ -258,6 +271,7 @@ impl FaultKind {
             FaultKind::Reset => "reset",
             FaultKind::Latency => "latency",
             FaultKind::Bandwidth => "bandwidth",
+            FaultKind::SlowClose => "slow-close",
         }
     }
 
@@ -273,9 +287,11 @@ impl FaultKind {
             FaultKind::SlowDb => Server::LoadCost,
             FaultKind::Spike => Server::Traffic,
             FaultKind::HolderCrash => Server::Instance,
-            FaultKind::Partition | FaultKind::Reset | FaultKind::Latency | FaultKind::Bandwidth => {
-                Server::Network
-            }
+            FaultKind::Partition
+            | FaultKind::Reset
+            | FaultKind::Latency
+            | FaultKind::Bandwidth
+            | FaultKind::SlowClose => Server::Network,
         }
     }
 
@@ -296,6 +312,7 @@ impl FaultKind {
             FaultKind::Reset => ("--fault reset@AT", "+FOR"),
             FaultKind::Latency => ("--fault latency@AT", "+FOR"),
             FaultKind::Bandwidth => ("--fault bandwidth@AT", "+FOR"),
+            FaultKind::SlowClose => ("--fault slow-close@AT", "+FOR"),
         }
     }
 
@@ -315,6 +332,7 @@ impl FaultKind {
             FaultKind::Reset => "every connection to the server is reset",
             FaultKind::Latency => "the round trip to the server grows",
             FaultKind::Bandwidth => "the network to the server slows to a rate",
+            FaultKind::SlowClose => "closing connections to the server stay half-open",
         }
     }
 
@@ -336,6 +354,7 @@ impl FaultKind {
             FaultKind::Reset => "how long connections are reset",
             FaultKind::Latency => "how long the round trip stays longer",
             FaultKind::Bandwidth => "how long the rate is limited",
+            FaultKind::SlowClose => "how long closes are held",
         }
     }
 }
@@ -425,6 +444,9 @@ pub struct FaultSpec {
     /// bandwidth: bytes a second, each direction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate: Option<Size>,
+    /// slow-close: how long a close is held before the other end sees it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay: Option<Dur>,
 }
 
 impl FaultSpec {
@@ -442,6 +464,7 @@ impl FaultSpec {
             instance: None,
             add: None,
             rate: None,
+            delay: None,
         }
     }
 

@@ -1,4 +1,4 @@
-//! The keys of the network faults (partition, reset, latency, bandwidth): whose network
+//! The keys of the network faults (partition, reset, latency, bandwidth, slow-close): whose network
 //! (`server=`) and which app instances (`instance=`, repeatable). What the proxy does with them
 //! is [`crate::net`]'s; the lane that switches it is [`super::chaos`]'s.
 

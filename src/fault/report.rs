@@ -77,7 +77,7 @@ pub struct FaultReport {
     /// holder-crash: the instance that died, the keys its locks blocked and who waited on them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub holder: Option<HolderCrash>,
-    /// A network fault (partition, reset, latency, bandwidth): whose network, which instances,
+    /// A network fault (partition, reset, latency, bandwidth, slow-close): whose network, which instances,
     /// and what tells it from a crash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub net: Option<NetFault>,
@@ -107,6 +107,9 @@ pub struct NetFault {
     pub added_rtt_ms: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_bytes_per_sec: Option<u64>,
+    /// slow-close: how long a close was held, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub close_delay_ms: Option<u64>,
 }
 
 /// What a holder-crash did (`faults[].holder`): `down_ms` is how long the instance was gone

@@ -4,8 +4,9 @@
 //! timer finer than tokio's ([`timer`]); and that can, switched during the run without
 //! reconnecting, hold every byte (a partition: connections stay open, new ones are accepted and
 //! hang; when it heals the held bytes are delivered, never dropped, since RESP has no request ids
-//! and a multiplexed client would hand later replies to the wrong requests) or reset every
-//! connection (RST, existing and new).
+//! and a multiplexed client would hand later replies to the wrong requests), reset every
+//! connection (RST, existing and new), add latency, limit the bytes a second, or hold a close
+//! (slow close) — the network faults ([`crate::fault::chaos`]).
 //!
 //! Toxiproxy's Rust port (noxious) was the reference; its latency is whole milliseconds and its
 //! timeout toxic drops bytes, which is why this is the tool's own. The tool's own connections
@@ -51,6 +52,8 @@ pub struct Control {
     extra_us: AtomicU64,
     /// A bandwidth fault's bytes a second, each direction (0: unlimited).
     rate: AtomicU64,
+    /// A slow-close fault's hold on a close, µs (0: passed on at once).
+    close_delay_us: AtomicU64,
     mode: watch::Sender<Mode>,
     /// Connections accepted, and resets sent.
     pub accepted: AtomicU64,
@@ -66,6 +69,7 @@ impl Control {
             jitter_us: AtomicU64::new(0),
             extra_us: AtomicU64::new(0),
             rate: AtomicU64::new(0),
+            close_delay_us: AtomicU64::new(0),
             mode: watch::Sender::new(Mode::Pass),
             accepted: AtomicU64::new(0),
             resets: AtomicU64::new(0),
@@ -96,6 +100,11 @@ impl Control {
     /// At most `bytes_per_sec` each direction from now on (0: unlimited).
     pub fn set_rate(&self, bytes_per_sec: u64) {
         self.rate.store(bytes_per_sec, Relaxed);
+    }
+
+    /// How long a close is held before the other end learns of it, from now on.
+    pub fn set_close_delay(&self, delay: Duration) {
+        self.close_delay_us.store(delay.as_micros() as u64, Relaxed);
     }
 
     /// The configured round trip's base (without a latency fault's addition).
@@ -284,6 +293,11 @@ async fn write_side(
             d.fetch_add(1, Relaxed);
         }
     }
+    // The other end closed: a slow close holds the news (the connection stays half-open).
+    let hold = Duration::from_micros(control.close_delay_us.load(Relaxed));
+    if !hold.is_zero() && timer.sleep_until(Instant::now() + hold).await.is_err() {
+        return;
+    }
     let _ = w.shutdown().await;
 }
 
@@ -441,6 +455,21 @@ mod tests {
         let t = round_trip(&mut s, &[7u8; 40_000]).await;
         assert!(t >= Duration::from_millis(350), "{t:?}");
         assert!(t < Duration::from_secs(3), "{t:?}");
+        p.control.set_rate(0);
+        // A slow close: the client's FIN reaches the echo 200 ms late, and the echo's own close
+        // comes back 200 ms late again; the bytes before it arrive at once.
+        p.control.set_close_delay(Duration::from_millis(200));
+        round_trip(&mut s, b"last").await;
+        let t = Instant::now();
+        s.shutdown().await.unwrap();
+        let mut rest = Vec::new();
+        s.read_to_end(&mut rest).await.unwrap();
+        assert!(rest.is_empty());
+        assert!(
+            t.elapsed() >= Duration::from_millis(400),
+            "{:?}",
+            t.elapsed()
+        );
         drop(p);
         server.abort();
     }

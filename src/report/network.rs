@@ -45,6 +45,7 @@ pub(super) fn fault(o: &mut String, f: &FaultReport, n: &NetFault) {
         FaultKind::Partition => "every byte held (partition)".to_string(),
         FaultKind::Reset => "every connection reset".to_string(),
         FaultKind::Latency => format!("round trip +{:.2} ms", n.added_rtt_ms.unwrap_or_default()),
+        FaultKind::SlowClose => format!("closes held {} ms", n.close_delay_ms.unwrap_or_default()),
         _ => format!(
             "at most {} bytes/s each way",
             n.rate_bytes_per_sec.unwrap_or_default()

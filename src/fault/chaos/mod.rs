@@ -95,7 +95,7 @@ pub struct Record {
     pub cluster: Option<super::report::ClusterFault>,
     /// holder-crash: the instance, the keys blocked, the waiters.
     pub holder: Option<super::report::HolderCrash>,
-    /// partition, reset, latency, bandwidth: whose network and what it did.
+    /// partition, reset, latency, bandwidth, slow-close: whose network and what it did.
     pub net: Option<super::report::NetFault>,
 }
 

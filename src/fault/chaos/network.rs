@@ -1,4 +1,4 @@
-//! The network faults' lane (partition, reset, latency, bandwidth): at AT the proxies of the
+//! The network faults' lane (partition, reset, latency, bandwidth, slow-close): at AT the proxies of the
 //! struck instances and servers switch (hold every byte, reset every connection, add a round
 //! trip, limit the rate), at AT+FOR they switch back. The figures that tell a partition from a
 //! crash come from the client (commands that waited their whole deadline) and from the proxy
@@ -141,6 +141,9 @@ pub(super) async fn lane(
             rate_bytes_per_sec: (spec.kind == FaultKind::Bandwidth)
                 .then(|| spec.rate.map(|r| r.0))
                 .flatten(),
+            close_delay_ms: (spec.kind == FaultKind::SlowClose)
+                .then(|| spec.delay.map(|d| d.0.as_millis() as u64))
+                .flatten(),
         });
         records.push(r);
     }
@@ -165,6 +168,10 @@ fn switch(spec: &FaultSpec, struck: &[&NetLink], on: bool) -> Option<Duration> {
                 added = Some(add);
             }
             FaultKind::Bandwidth => c.set_rate(if on { spec.rate.map_or(0, |r| r.0) } else { 0 }),
+            FaultKind::SlowClose => c.set_close_delay(match (on, spec.delay) {
+                (true, Some(d)) => d.0,
+                _ => Duration::ZERO,
+            }),
             _ => {}
         }
     }
