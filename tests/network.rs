@@ -234,3 +234,108 @@ fn network_faults_refuse_what_they_cannot_strike() {
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
     }
 }
+
+/// The TCP ports a process listens on (IPv4 and IPv6), read from /proc.
+fn listening_ports(pid: u32) -> Vec<u16> {
+    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| {
+            d.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                .filter_map(|l| {
+                    let l = l.to_string_lossy().into_owned();
+                    Some(l.strip_prefix("socket:[")?.strip_suffix(']')?.to_string())
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut ports = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        for line in std::fs::read_to_string(table)
+            .unwrap_or_default()
+            .lines()
+            .skip(1)
+        {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // local address, state (0A: LISTEN), inode
+            if f.len() > 9 && f[3] == "0A" && inodes.iter().any(|i| i == f[9]) {
+                let port = f[1].rsplit(':').next().unwrap();
+                ports.push(u16::from_str_radix(port, 16).unwrap());
+            }
+        }
+    }
+    ports
+}
+
+#[test]
+fn ctrl_c_during_a_partition_ends_the_run_and_leaves_no_proxy_listening() {
+    // A partition holds the app's connections open with bytes held: the run must still end at
+    // Ctrl-C, its proxies' listeners closed and its servers stopped.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("r.json");
+    let _turn = common::cpu_turn();
+    // Killed on drop, so a failed assertion below leaves no run behind.
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Kill(
+        common::stampede()
+            .args([
+                "run",
+                "--keys",
+                "50",
+                "--rps",
+                "50",
+                "--duration",
+                "30s",
+                "--warm",
+                "50",
+                "--redis-client",
+                "node-redis",
+                "--fault",
+                "partition@1s+25s,server=both",
+                "--out",
+            ])
+            .arg(&out)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = child.0.id();
+    // The proxies listen (one per instance and server) once the run is set up.
+    let ports = common::wait_for(
+        "the proxies' listeners",
+        std::time::Duration::from_secs(60),
+        || {
+            let p = listening_ports(pid);
+            (p.len() >= 4).then_some(p)
+        },
+    );
+    // Into the partition: requests are held in the proxies.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // SAFETY: signalling the child this test started.
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "the run did not end within 20 s of Ctrl-C"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert_eq!(status.code(), Some(130));
+    for port in ports {
+        assert!(
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_err(),
+            "port {port} still accepts after the run"
+        );
+    }
+    let j = common::read_json(&out).expect("results written");
+    common::assert_servers_gone(&j);
+}
