@@ -259,7 +259,7 @@ fn a_failover_and_a_slot_migration_lose_no_request() {
     assert!(m["cluster"]["keys_moved"].as_u64().unwrap() >= 1, "{m}");
     assert_eq!(
         m["cluster"]["slot"].as_u64(),
-        Some(u64::from(stampede::cache::cluster_client::entry_slot(1)))
+        Some(u64::from(stampede::cluster::client::entry_slot(1)))
     );
     // Requests for the moved keys met ASK while the slot was half moved, and got answers.
     assert!(r.u("/redis/ask") > 0, "{}", r.json["redis"]);

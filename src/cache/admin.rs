@@ -47,7 +47,7 @@ impl Admin {
     pub async fn open(url: &str, tls: &RedisTls, prefix: Arc<str>) -> Result<Admin> {
         if is_cluster(url) {
             let conn =
-                super::cluster_client::connect(url, tls, Duration::from_secs(2), false).await?;
+                crate::cluster::client::connect(url, tls, Duration::from_secs(2), false).await?;
             let nodes = nodes::discover(url, tls, &conn).await?;
             return Ok(Admin {
                 conn: Conn::Cluster(conn),

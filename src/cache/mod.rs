@@ -21,13 +21,13 @@ use crate::tls::RedisTls;
 
 mod admin;
 pub mod client_model;
-pub mod cluster_client;
+
 mod memory_commands;
 pub mod nodes;
+pub use crate::cluster::client::{Conn, is_cluster};
 use admin::info_field;
 pub use admin::{Admin, HEARTBEAT_TTL, RedisStats};
 pub use client_model::{ClientModel, RedisClient, WhileDown};
-pub use cluster_client::{Conn, is_cluster};
 
 /// Whether `bytes`, an entry read for `id`, holds `id`'s payload: the items table seeds it as
 /// md5(id) in hex, repeated, its first 8 characters replaced by the version on a write; so
@@ -262,7 +262,7 @@ impl Cache {
         let mut v = Vec::with_capacity(model.conns as usize);
         for _ in 0..model.conns {
             v.push(if is_cluster(url) {
-                Conn::Cluster(cluster_client::connect(url, tls, timeout, replicas).await?)
+                Conn::Cluster(crate::cluster::client::connect(url, tls, timeout, replicas).await?)
             } else {
                 Conn::Single(connect_as(url, tls, model).await?)
             });

@@ -9,8 +9,8 @@ use anyhow::{Context, Result};
 use futures_util::StreamExt;
 use redis::aio::ConnectionManager;
 
-use super::cluster_client as cluster;
 use super::{Admin, Conn, KeyBuf, connect, info_field};
+use crate::cluster::client as cluster;
 use crate::cluster::figures::NodeReading;
 use crate::cluster::{ClusterNode, Role, key_slot, parse_cluster_nodes, parse_node_stats};
 use crate::error::EnvError;

@@ -20,6 +20,7 @@ pub enum Library {
 }
 
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Advise")]
 pub struct AdviseCmd {
     /// The figure to make as low as possible, e.g. db_calls, p99, stale_ratio
     ///
@@ -27,7 +28,7 @@ pub struct AdviseCmd {
     /// p50, peak_concurrent, stale_ratio, error_rate, redundant_loads, recovery_back … The budgets the
     /// answer must meet are the thresholds (--threshold NAME=VALUE, or the scenario's
     /// [thresholds]), the names `run` and `check` use.
-    #[arg(long, value_name = "NAME", help_heading = "Advise")]
+    #[arg(long, value_name = "NAME")]
     pub minimize: String,
 
     /// Strategies to search [default: presets, no-cache, three compositions]
@@ -36,25 +37,20 @@ pub struct AdviseCmd {
     /// xfetch+swr+mutex. As compare's
     /// --strategies; each is also tried at its own settings' declared search
     /// values (β, stale window, jitter, lock wait, lease, eager refresh).
-    #[arg(long, value_name = "LIST", help_heading = "Advise")]
+    #[arg(long, value_name = "LIST")]
     pub strategies: Option<String>,
 
     /// Search a setting over VALUES, e.g. lock-wait=100ms,1s (repeatable)
     ///
     /// VALUES in sweep --axis's syntax (a list, or a range such as 1s..8s:x2). Replaces the setting's declared search values; a setting of the workload (ttl, rps …)
     /// is searched only when named here. Strategies that do not use it are not varied.
-    #[arg(long, value_name = "NAME=VALUES", help_heading = "Advise")]
+    #[arg(long, value_name = "NAME=VALUES")]
     pub vary: Vec<String>,
 
     /// Longest the whole search may take, server start included
     ///
     /// The final trials' time is reserved first; the rounds before share the rest.
-    #[arg(
-        long,
-        value_name = "DURATION",
-        default_value = "10m",
-        help_heading = "Advise"
-    )]
+    #[arg(long, value_name = "DURATION", default_value = "10m")]
     pub time: Dur,
 
     /// Scenario file (TOML): the workload, its [thresholds] the budgets

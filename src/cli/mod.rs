@@ -299,13 +299,14 @@ pub struct SweepCmd {
 }
 
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Servers and TLS")]
 pub struct CleanupCmd {
     /// The Redis to clean (redis://[:password@]host:port[/db])
-    #[arg(long, value_name = "URL", help_heading = "Servers and TLS")]
+    #[arg(long, value_name = "URL")]
     pub redis_url: Option<String>,
 
     /// The Postgres to clean (postgres://user[:password]@host:port/db)
-    #[arg(long, value_name = "URL", help_heading = "Servers and TLS")]
+    #[arg(long, value_name = "URL")]
     pub pg_url: Option<String>,
 
     /// Heartbeat age past which a schema's run is dead.
@@ -320,39 +321,8 @@ pub struct CleanupCmd {
     )]
     pub older_than: crate::values::Dur,
 
-    /// rediss:// only: CA file (PEM) to verify Redis's certificate with.
-    ///
-    /// Instead of the system's store, as `run --redis-ca`; Postgres's TLS is the URL's sslmode
-    /// and sslrootcert.
-    #[arg(long, value_name = "FILE", help_heading = "Servers and TLS")]
-    pub redis_ca: Option<PathBuf>,
-
-    /// rediss:// only: client certificate (PEM); with --redis-key.
-    ///
-    /// For a Redis that requires one (tls-auth-clients yes).
-    #[arg(
-        long,
-        value_name = "FILE",
-        requires = "redis_key",
-        help_heading = "Servers and TLS"
-    )]
-    pub redis_cert: Option<PathBuf>,
-
-    /// rediss:// only: the private key (PEM) of --redis-cert.
-    #[arg(
-        long,
-        value_name = "FILE",
-        requires = "redis_cert",
-        help_heading = "Servers and TLS"
-    )]
-    pub redis_key: Option<PathBuf>,
-
-    /// rediss:// only: do not verify Redis's certificate at all.
-    ///
-    /// Prints a warning: anyone on the path can read and change the traffic. --redis-insecure
-    /// alone is --redis-insecure=true; --redis-insecure=false verifies.
-    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true, default_missing_value = "true", hide_possible_values = true, help_heading = "Servers and TLS")]
-    pub redis_insecure: Option<bool>,
+    #[command(flatten)]
+    pub redis_tls: RedisTlsFlags,
 }
 
 /// How `check` prints its verdicts.

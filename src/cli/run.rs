@@ -86,6 +86,8 @@ pub struct OutputFlags {
 /// and headers belong to the machine that runs it, not to the workload).
 #[derive(Debug, Args, Clone, Default)]
 #[command(next_help_heading = "App under test")]
+// Every flag of the app under test needs the app: `--target` (which is one of them).
+#[group(requires = "target")]
 pub struct TargetFlags {
     /// Drive this HTTP endpoint instead of the built-in app.
     ///
@@ -100,7 +102,7 @@ pub struct TargetFlags {
     /// Deadline of one request to the target [default: 5s]
     ///
     /// Connecting included; a request past it is counted in http.timeouts.
-    #[arg(requires = "target", long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION")]
     pub http_timeout: Option<crate::values::Dur>,
 
     /// Connections to the target at most [default: 64]
@@ -112,20 +114,20 @@ pub struct TargetFlags {
     /// flooded with new connections just when it can least take them (measured on
     /// examples/app at 40k req/s: 64 connections held p99 1.9 ms; 256 served 25k req/s at p99
     /// 22 ms; 2048 fell 634 ms behind).
-    #[arg(requires = "target", hide_short_help = true, long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(hide_short_help = true, long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub http_conns: Option<u32>,
 
     /// A header sent with every request, 'Name: value' (repeatable).
     ///
     /// Repeat it for several (e.g. for auth). Values are not written to the results.
-    #[arg(requires = "target", long, value_name = "'NAME: VALUE'")]
+    #[arg(long, value_name = "'NAME: VALUE'")]
     pub header: Vec<String>,
 
     /// The statuses that count as success [default: any 2xx]
     ///
     /// Comma-separated or repeated. Other statuses are errors, counted by class in
     /// http.status.
-    #[arg(requires = "target", hide_short_help = true, long, value_name = "CODE", value_delimiter = ',',
+    #[arg(hide_short_help = true, long, value_name = "CODE", value_delimiter = ',',
         value_parser = clap::value_parser!(u16).range(100..=599))]
     pub expect_status: Vec<u16>,
 
@@ -133,12 +135,7 @@ pub struct TargetFlags {
     ///
     /// A regular expression the response body must match for the request to count as success
     /// (so a 200 with the wrong body is an error).
-    #[arg(
-        requires = "target",
-        hide_short_help = true,
-        long,
-        value_name = "REGEX"
-    )]
+    #[arg(hide_short_help = true, long, value_name = "REGEX")]
     pub expect_body: Option<String>,
 
     /// Start the app under test with this shell command.
@@ -148,32 +145,27 @@ pub struct TargetFlags {
     /// DB_SCHEMA (the seeded items table and the stampede_load(id) function), CACHE_PREFIX,
     /// CACHE_TTL_MS (--ttl) and PORT (a free port, also put for {port} in --target and
     /// --app-ready).
-    #[arg(requires = "target", long, value_name = "CMD")]
+    #[arg(long, value_name = "CMD")]
     pub app_cmd: Option<String>,
 
     /// With --app-cmd: URL that is 2xx when up [default: port open]
     ///
     /// The URL that answers 2xx once the app is ready; by default, readiness is the target's
     /// port accepting connections.
-    #[arg(requires = "target", hide_short_help = true, long, value_name = "URL")]
+    #[arg(hide_short_help = true, long, value_name = "URL")]
     pub app_ready: Option<String>,
 
     /// With --app-cmd: time allowed to get ready [default: 30s]
     ///
     /// How long the app may take to be ready before the run fails.
-    #[arg(
-        requires = "target",
-        hide_short_help = true,
-        long,
-        value_name = "DURATION"
-    )]
+    #[arg(hide_short_help = true, long, value_name = "DURATION")]
     pub app_ready_timeout: Option<crate::values::Dur>,
 
     /// With --app-cmd: the app's output file [default: a temp file]
     ///
     /// The file the app's output goes to; by default a file in the temp dir, named in the
     /// results.
-    #[arg(requires = "target", hide_short_help = true, long, value_name = "FILE")]
+    #[arg(hide_short_help = true, long, value_name = "FILE")]
     pub app_log: Option<PathBuf>,
 
     /// For an app that is already running: the schema it reads.
@@ -181,7 +173,7 @@ pub struct TargetFlags {
     /// With no --app-cmd, servers given with --redis-url and --pg-url: stampede creates the
     /// schema, seeds the items table and the stampede_load(id) function in it, and drops it at
     /// the end.
-    #[arg(requires = "target", hide_short_help = true, long, value_name = "NAME")]
+    #[arg(hide_short_help = true, long, value_name = "NAME")]
     pub schema: Option<String>,
 
     /// Regex of the app's DB calls [default: by role, else by schema]
@@ -189,12 +181,7 @@ pub struct TargetFlags {
     /// Which statements of pg_stat_statements are the app's DB calls (a Postgres regular
     /// expression on the statement text). Default: every statement of the app's own role on a
     /// managed Postgres, else every statement naming the run's schema.
-    #[arg(
-        requires = "target",
-        hide_short_help = true,
-        long,
-        value_name = "REGEX"
-    )]
+    #[arg(hide_short_help = true, long, value_name = "REGEX")]
     pub db_match: Option<String>,
 }
 

@@ -54,61 +54,8 @@ pub struct MrcCmd {
     #[command(flatten)]
     pub trace_flags: TraceFlags,
 
-    /// Distinct item ids, as for run [default: 10000]
-    #[arg(
-        long,
-        value_name = "N",
-        conflicts_with = "trace",
-        help_heading = "Workload"
-    )]
-    pub keys: Option<u64>,
-
-    /// Zipf exponent of key popularity, as for run [default: 1.0]
-    #[arg(
-        long,
-        value_name = "S",
-        conflicts_with = "trace",
-        help_heading = "Workload"
-    )]
-    pub zipf: Option<f64>,
-
-    /// Requests per second, as for run [default: 10000]
-    #[arg(
-        long,
-        value_name = "RATE",
-        conflicts_with = "trace",
-        help_heading = "Workload"
-    )]
-    pub rps: Option<Rate>,
-
-    /// How long the run lasts, as for run [default: 10s]
-    ///
-    /// The curve is over rps × duration requests.
-    #[arg(
-        long,
-        value_name = "DURATION",
-        conflicts_with = "trace",
-        help_heading = "Workload"
-    )]
-    pub duration: Option<Dur>,
-
-    /// Seed of the key sequence, as for run [default: 42]
-    #[arg(
-        long,
-        value_name = "N",
-        conflicts_with = "trace",
-        help_heading = "Workload"
-    )]
-    pub seed: Option<u64>,
-
-    /// Bytes of payload per item, as for run [default: 1024]
-    #[arg(
-        long,
-        value_name = "BYTES",
-        conflicts_with = "trace",
-        help_heading = "Workload"
-    )]
-    pub value_size: Option<u32>,
+    #[command(flatten)]
+    pub workload: MrcWorkload,
 
     /// Cache sizes in objects, e.g. 10,100,1k [default: log-spaced]
     ///
@@ -127,4 +74,37 @@ pub struct MrcCmd {
     /// Print the curve as JSON on stdout
     #[arg(long, help_heading = "Output")]
     pub json: bool,
+}
+
+/// `mrc`'s synthetic workload: `run`'s flags of the same names, with `run`'s defaults; none of
+/// them goes with a trace, which is its own workload.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Workload")]
+#[group(conflicts_with = "trace")]
+pub struct MrcWorkload {
+    /// Distinct item ids, as for run [default: 10000]
+    #[arg(long, value_name = "N")]
+    pub keys: Option<u64>,
+
+    /// Zipf exponent of key popularity, as for run [default: 1.0]
+    #[arg(long, value_name = "S")]
+    pub zipf: Option<f64>,
+
+    /// Requests per second, as for run [default: 10000]
+    #[arg(long, value_name = "RATE")]
+    pub rps: Option<Rate>,
+
+    /// How long the run lasts, as for run [default: 10s]
+    ///
+    /// The curve is over rps × duration requests.
+    #[arg(long, value_name = "DURATION")]
+    pub duration: Option<Dur>,
+
+    /// Seed of the key sequence, as for run [default: 42]
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+
+    /// Bytes of payload per item, as for run [default: 1024]
+    #[arg(long, value_name = "BYTES")]
+    pub value_size: Option<u32>,
 }

@@ -1,10 +1,14 @@
 //! Redis Cluster, in one room: a run's cluster settings (which cluster, where reads go, which
 //! node a fault strikes and which slot a migration moves), the managed cluster the tool forms
 //! and tears down, the commands that read and change any cluster (its topology, failover,
-//! slot migration), and the per-node figures of a run. Resolving the flags is
-//! `scenario/cluster.rs`, the client the instances talk through `cache/cluster_client.rs`, the
-//! faults that strike a node `fault/chaos/primaries.rs`, and the rendering `report/cluster.rs`.
+//! slot migration), the client the instances talk through (one connection type for a single
+//! server and a cluster: client.rs), and the per-node figures of a run. Resolving the flags is
+//! `scenario/cluster.rs` (all resolution lives in `scenario/`), the admin connection's reach
+//! to every node `cache/nodes.rs` (it extends the cache's admin connection, which the cache
+//! owns), the faults that strike a node `fault/chaos/primaries.rs` (the fault lanes live in
+//! the fault room), and the rendering `report/cluster.rs`.
 
+pub mod client;
 pub mod figures;
 mod managed;
 pub mod ops;

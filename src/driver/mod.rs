@@ -202,7 +202,7 @@ impl Driver {
                 // A cluster carries a PUBLISH to every node over its bus: subscribing on one
                 // seed hears every instance's invalidations.
                 let listen_url = if crate::cache::is_cluster(redis_url) {
-                    crate::cache::cluster_client::seed_urls(redis_url)?.swap_remove(0)
+                    crate::cluster::client::seed_urls(redis_url)?.swap_remove(0)
                 } else {
                     redis_url.to_string()
                 };

@@ -44,6 +44,16 @@ pub enum DbQuery {
     Heavy,
 }
 
+impl std::fmt::Display for DbQuery {
+    /// Its flag value, as `--help` and the settings table name it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.to_possible_value() {
+            Some(v) => f.write_str(v.get_name()),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Rows seeded into `reviews` under `--db-query heavy`. Sized so that one aggregate over them
 /// costs several ms of one core on the reference machine (see docs/faults.md): enough
 /// for a herd to saturate a 2-core server, little enough that seeding takes well under a second.

@@ -55,36 +55,7 @@ pub fn describe(sc: &Scenario) -> Vec<String> {
         parts.push(format!("db-pool {}", sc.db_pool));
         parts.push(plural(u64::from(sc.instances), "instance"));
     }
-    if let Some(c) = sc.redis_client {
-        let m = c.model();
-        parts.push(format!(
-            "redis client {} (command timeout {}, {} while disconnected)",
-            c.name(),
-            if sc.redis_timeout.0 >= crate::cache::client_model::NO_TIMEOUT {
-                "none".to_string()
-            } else {
-                sc.redis_timeout.to_string()
-            },
-            match m.while_down {
-                crate::cache::WhileDown::Fail => "fail".to_string(),
-                crate::cache::WhileDown::Reconnect => "wait for the reconnect".to_string(),
-                crate::cache::WhileDown::Queue => "queued".to_string(),
-                crate::cache::WhileDown::Retry(n) => format!("retried {n}×"),
-            }
-        ));
-    }
-    // The network the app's requests cross (through the tool's proxy), when not loopback.
-    match (sc.redis_rtt, sc.pg_rtt) {
-        (Some(r), Some(p)) if r == p => parts.push(format!("rtt {r} to both servers (proxied)")),
-        (r, p) => {
-            if let Some(r) = r {
-                parts.push(format!("redis rtt {r} (proxied)"));
-            }
-            if let Some(p) = p {
-                parts.push(format!("pg rtt {p} (proxied)"));
-            }
-        }
-    }
+    network(sc, &mut parts);
     if let Some(d) = &sc.value_size_dist {
         parts.push(format!("value sizes {d}"));
     }
@@ -137,6 +108,40 @@ pub fn describe(sc: &Scenario) -> Vec<String> {
         });
     }
     parts
+}
+
+/// The app's Redis client when another library's, and the network its requests cross
+/// (through the tool's proxy) when not loopback.
+fn network(sc: &Scenario, parts: &mut Vec<String>) {
+    if let Some(c) = sc.redis_client {
+        let m = c.model();
+        parts.push(format!(
+            "redis client {} (command timeout {}, {} while disconnected)",
+            c.name(),
+            if sc.redis_timeout.0 >= crate::cache::client_model::NO_TIMEOUT {
+                "none".to_string()
+            } else {
+                sc.redis_timeout.to_string()
+            },
+            match m.while_down {
+                crate::cache::WhileDown::Fail => "fail".to_string(),
+                crate::cache::WhileDown::Reconnect => "wait for the reconnect".to_string(),
+                crate::cache::WhileDown::Queue => "queued".to_string(),
+                crate::cache::WhileDown::Retry(n) => format!("retried {n}×"),
+            }
+        ));
+    }
+    match (sc.redis_rtt, sc.pg_rtt) {
+        (Some(r), Some(p)) if r == p => parts.push(format!("rtt {r} to both servers (proxied)")),
+        (r, p) => {
+            if let Some(r) = r {
+                parts.push(format!("redis rtt {r} (proxied)"));
+            }
+            if let Some(p) = p {
+                parts.push(format!("pg rtt {p} (proxied)"));
+            }
+        }
+    }
 }
 
 #[cfg(test)]

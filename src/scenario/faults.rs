@@ -21,8 +21,8 @@ pub const PG_FAULT_DB_TIMEOUT: Dur = Dur(Duration::from_secs(1));
 /// the schedule inside the window, the faults on servers the tool did not start, and no spike
 /// on a trace's own times.
 pub(super) fn resolve(m: &mut RunFlags, src: &Src, shape: &Shape, p: &mut Problems) {
-    let sleep_cost = shape.own_load.is_none()
-        && m.db.db_query.unwrap_or(crate::origin::DbQuery::Sleep) == crate::origin::DbQuery::Sleep;
+    let sleep_cost =
+        shape.own_load.is_none() && m.db.resolved().db_query() == crate::origin::DbQuery::Sleep;
     let closed_loop = matches!(shape.load, LoadShape::Closed { .. });
     p.take(apply_shock_flags(m, closed_loop, sleep_cost));
     p.take(

@@ -200,12 +200,7 @@ pub fn for_cleanup(cmd: &CleanupCmd) -> Result<Cleanup, UsageError> {
             "cleanup needs --redis-url and/or --pg-url: the servers whose leftovers to remove (a managed server's are removed by the next run)",
         ));
     }
-    let tls = RedisTls {
-        ca: cmd.redis_ca.clone(),
-        cert: cmd.redis_cert.clone(),
-        key: cmd.redis_key.clone(),
-        insecure: cmd.redis_insecure.unwrap_or(false),
-    };
+    let tls = cmd.redis_tls.tls();
     if !tls.is_empty() && cmd.redis_url.is_none() {
         return Err(UsageError::new(
             "--redis-ca, --redis-cert, --redis-key and --redis-insecure are for the Redis to clean: give it with --redis-url rediss://…",

@@ -4,7 +4,7 @@
 
 use crate::cli::RunFlags;
 use crate::error::UsageError;
-use crate::memory::{DEFAULT_SAMPLES, EvictionPolicy, MemoryLimit};
+use crate::memory::{EvictionPolicy, MemoryLimit};
 use crate::sizes::SizeDist;
 
 /// The payload size of every item (the distribution's mean, rounded, under
@@ -37,7 +37,7 @@ pub(super) fn limit(m: &RunFlags) -> Result<Option<MemoryLimit>, UsageError> {
             .memory
             .maxmemory_policy
             .unwrap_or(EvictionPolicy::Noeviction),
-        samples: m.memory.maxmemory_samples.unwrap_or(DEFAULT_SAMPLES),
+        samples: m.memory.resolved().maxmemory_samples(),
     }))
 }
 

@@ -54,7 +54,12 @@ const PARTS: &[Part] = &[
             m.writes.write_rps.is_some_and(|r| r.0 > 0.0)
                 || m.traces.trace_ops == Some(crate::trace::replay::TraceOps::All)
         },
-        keys: "write_zipf invalidate",
+        keys: "write_zipf invalidate writers_per_key write_gap",
+    },
+    Part {
+        says: "is a setting of the client's retries, and there are none: add --retries N (scenario file: retries)",
+        on: |m| m.client.resolved().retries() > 0,
+        keys: "retry_backoff retry_jitter",
     },
     Part {
         says: "is a setting of an external Redis (--redis-url): the managed Redis is restarted by stampede itself",
@@ -148,6 +153,10 @@ const NOT_WITH: &[NotWith] = &[
             ("db_query", OWN_LOAD),
             ("db_cost", OWN_LOAD),
             ("value_size", OWN_LOAD),
+            (
+                "check_values",
+                "it compares each value with the payload stampede seeds, and with --db-sql the rows are your own",
+            ),
         ],
     ),
 ];

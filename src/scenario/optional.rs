@@ -19,34 +19,32 @@ use crate::values::{Dur, Percent, Rate};
 use crate::workload::Client;
 
 /// The breaker's settings when `--breaker` is on (its settings without it: [`super::needs`]).
-pub(super) fn breaker(m: &RunFlags) -> Result<Option<BreakerSpec>, UsageError> {
+pub(super) fn breaker(m: &RunFlags) -> Option<BreakerSpec> {
     let d = BreakerSpec::DEFAULT;
     if m.protect.breaker != Some(true) {
-        return Ok(None);
+        return None;
     }
-    Ok(Some(BreakerSpec {
+    Some(BreakerSpec {
         error_rate: m.protect.breaker_error_rate.unwrap_or(d.error_rate),
         latency: m.protect.breaker_latency.unwrap_or(d.latency),
         window: m.protect.breaker_window.unwrap_or(d.window),
         cooldown: m.protect.breaker_cooldown.unwrap_or(d.cooldown),
         probes: m.protect.breaker_probes.unwrap_or(d.probes),
         min_loads: m.protect.breaker_min_loads.unwrap_or(d.min_loads),
-    }))
+    })
 }
 
 /// The rate limit when `--db-rate` is given.
-pub(super) fn db_rate(m: &RunFlags) -> Result<Option<RateSpec>, UsageError> {
-    let Some(Rate(rate)) = m.protect.db_rate else {
-        return Ok(None);
-    };
-    Ok(Some(RateSpec {
+pub(super) fn db_rate(m: &RunFlags) -> Option<RateSpec> {
+    let Rate(rate) = m.protect.db_rate?;
+    Some(RateSpec {
         rate,
         burst: m
             .protect
             .db_burst
             .unwrap_or_else(|| RateSpec::default_burst(rate)),
         scope: m.protect.db_rate_scope.unwrap_or_default(),
-    }))
+    })
 }
 
 /// The in-process tier when `--l1` is given (a tier in front of no cache is refused).
@@ -71,7 +69,7 @@ pub(super) fn rewarm(m: &RunFlags, keys: u64) -> Result<Option<Rewarm>, UsageErr
     let Some(every) = m.cache.rewarm_every else {
         return Ok(None);
     };
-    let top = m.cache.rewarm_top.unwrap_or(100);
+    let top = m.cache.resolved().rewarm_top();
     if keys > 0 && top > keys {
         return Err(UsageError::new(format!(
             "--rewarm-top {top} is more than --keys {keys}: re-warm at most every key"
@@ -120,6 +118,7 @@ pub(super) struct CachePolicy {
     pub eager_refresh: Option<Percent>,
     pub lock_timeout_policy: LockTimeoutPolicy,
     pub lease_ttl: Option<Dur>,
+    pub stale: Dur,
 }
 
 pub(super) fn cache_policy(
@@ -140,10 +139,7 @@ pub(super) fn cache_policy(
             "--fail-safe and --eager-refresh keep or refresh cached entries, and --strategy no-cache caches nothing: drop them, or choose a strategy that caches",
         ));
     }
-    let lock_timeout_policy = m
-        .cache
-        .lock_timeout_policy
-        .unwrap_or(LockTimeoutPolicy::Load);
+    let lock_timeout_policy = m.cache.resolved().lock_timeout_policy();
     if lock_timeout_policy == LockTimeoutPolicy::Stale
         && !strategy.serves_stale()
         && fail_safe.is_none()
@@ -161,32 +157,18 @@ pub(super) fn cache_policy(
             "--lease-ttl is a setting of the lease coordination, and --strategy {strategy} has none: add lease to the strategy (--strategy lease, swr+lease, xfetch+lease), or drop --lease-ttl (lease_ttl in a scenario file)"
         )));
     }
+    // laravel-flexible's `[$fresh, $stale]`: stale as long again as fresh.
+    let stale_is_ttl = strategy.library_defaults().is_some_and(|l| l.stale_is_ttl);
+    let stale = m
+        .cache
+        .stale
+        .unwrap_or(if stale_is_ttl { ttl } else { Dur::secs(10) });
     Ok(CachePolicy {
+        stale,
         fail_safe,
         eager_refresh,
         lock_timeout_policy,
         lease_ttl,
-    })
-}
-
-/// The protections in front of the database, each on only when asked.
-pub(super) struct Protections {
-    pub breaker: Option<BreakerSpec>,
-    pub db_rate: Option<RateSpec>,
-    pub rewarm: Option<Rewarm>,
-    pub l1: Option<L1Spec>,
-}
-
-pub(super) fn protections(
-    m: &RunFlags,
-    strategy: &StrategySpec,
-    keys: u64,
-) -> Result<Protections, UsageError> {
-    Ok(Protections {
-        breaker: breaker(m)?,
-        db_rate: db_rate(m)?,
-        rewarm: rewarm(m, keys)?,
-        l1: l1(m, strategy)?,
     })
 }
 
@@ -217,11 +199,6 @@ pub(super) fn writes(
             gap: m.writes.write_gap,
         }),
     };
-    if writes.is_none() && (m.writes.writers_per_key.is_some() || m.writes.write_gap.is_some()) {
-        return Err(UsageError::new(
-            "--writers-per-key and --write-gap shape the writes, and there are none: add --write-rps R",
-        ));
-    }
     if writes.is_some() && own_load {
         // Writes UPDATE the seeded items; under --db-sql the table is the user's and the tool
         // changes nothing in their database.
@@ -243,11 +220,6 @@ pub(super) fn survival_settings(
 ) -> Result<(Option<Client>, Dur, RecoveryCriteria), UsageError> {
     let c = m.client.resolved();
     let retries = c.retries();
-    if retries == 0 && (m.client.retry_backoff.is_some() || m.client.retry_jitter.is_some()) {
-        return Err(UsageError::new(
-            "--retry-backoff and --retry-jitter shape the retries, and there are none: add --retries N",
-        ));
-    }
     let client = (m.client.request_timeout.is_some() || retries > 0).then(|| Client {
         timeout: m.client.request_timeout,
         retries,

@@ -5,8 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use super::faults::{fault_name, faults_from_flags};
-use super::optional::{cache_policy, protections, survival_settings, writes};
-use super::servers::{net_settings, own_load, tls_settings};
+use super::optional::{breaker, cache_policy, db_rate, l1, rewarm, survival_settings, writes};
+use super::servers::{net_settings, own_load, redis_client, tls_settings};
 use super::{LoadShape, Scenario};
 use crate::fault::{RecoveryCriteria, verdict_possible};
 
@@ -230,33 +230,21 @@ fn assemble(
     } = shape;
     let tls = p.take(tls_settings(&m));
     p.take(net_settings(&m));
-    let warm = m.data.resolved().warm();
     let ttl = m.data.resolved().ttl();
     let cache = p.take(cache_policy(&m, &strategy, ttl, unused));
     let sizes = p.take(super::memory::value_sizes(&m));
     let memory = p.take(super::memory::limit(&m));
-    let (instances, db_pool) = (m.load.resolved().instances(), m.db.resolved().db_pool());
     limits(&m, keys, own_load.is_some(), sizes.as_ref().map(|s| s.0), p);
-    let protect = p.take(protections(&m, &strategy, keys));
+    let (rewarm, l1) = (p.take(rewarm(&m, keys)), p.take(l1(&m, &strategy)));
     let zipf = m.data.resolved().zipf();
     let writes = p.take(writes(&m, trace.as_ref(), own_load.is_some(), zipf));
-    let db_query = m.db.db_query.unwrap_or(DbQuery::Sleep);
-    if m.servers.check_values == Some(true) && own_load.is_some() {
-        p.push(
-            "--check-values compares each value with the payload stampede seeds, and --db-sql serves your own rows: drop one",
-        );
-    }
-    // The tool's own client is the default: written only when another library is asked for.
-    let redis_client = m
-        .servers
-        .redis_client
-        .filter(|c| *c != crate::cache::RedisClient::Stampede);
+    let (redis_client, redis_conns, redis_timeout) = redis_client(&m);
     let survival = p.take(survival_settings(&m));
     let thresholds = thresholds(&m, duration, survival.as_ref().map(|s| &s.2), p);
     let ((tls, redis_tls), cluster, cache, (value_size, value_size_dist), memory) =
         (tls?, cluster?, cache?, sizes?, memory?);
-    let (protect, (writes, invalidate), (client, goodput_within, recovery)) =
-        (protect?, writes?, survival?);
+    let (rewarm, l1, (writes, invalidate), (client, goodput_within, recovery)) =
+        (rewarm?, l1?, writes?, survival?);
     Some(Scenario {
         scenario_file: file.map(|p| p.display().to_string()),
         load,
@@ -270,16 +258,12 @@ fn assemble(
         memory,
         ttl,
         db_cost: m.db.resolved().db_cost(),
-        db_pool,
+        db_pool: m.db.resolved().db_pool(),
         // A crash must turn loads into errors quickly, never into a hang: with a Postgres
         // fault and no deadline of the user's, loads get one.
         db_timeout: super::faults::db_timeout(&m),
-        instances,
-        redis_conns: m
-            .servers
-            .redis_conns
-            .or(redis_client.map(|c| c.model().conns))
-            .unwrap_or_else(|| m.servers.resolved().redis_conns()),
+        instances: m.load.resolved().instances(),
+        redis_conns,
         max_inflight: m.load.resolved().max_inflight(),
         backlog: m.load.resolved().backlog(),
         // A steady start under --db-sql would run the user's query once per key on their
@@ -289,26 +273,15 @@ fn assemble(
         } else {
             Start::Steady
         }),
-        warm,
-        redis_timeout: m
-            .servers
-            .redis_timeout
-            .or(redis_client.map(|c| Dur(c.model().deadline())))
-            .unwrap_or_else(|| m.servers.resolved().redis_timeout()),
+        warm: m.data.resolved().warm(),
+        redis_timeout,
         redis_client,
         check_values: m.servers.check_values.unwrap_or(false),
         redis_rtt: m.servers.redis_rtt.or(m.servers.net_rtt),
         pg_rtt: m.servers.pg_rtt.or(m.servers.net_rtt),
         interval: m.report.resolved().interval(),
         beta: m.cache.resolved().beta(),
-        // laravel-flexible's `[$fresh, $stale]`: stale as long again as fresh.
-        stale: m.cache.stale.unwrap_or(
-            if strategy.library_defaults().is_some_and(|l| l.stale_is_ttl) {
-                ttl
-            } else {
-                Dur::secs(10)
-            },
-        ),
+        stale: cache.stale,
         lock_ttl: m.cache.resolved().lock_ttl(),
         lock_ttl_factor: m.cache.resolved().lock_ttl_factor(),
         lock_extend: m.cache.lock_extend.unwrap_or(false),
@@ -323,12 +296,12 @@ fn assemble(
         missing_ratio: m.data.resolved().missing_ratio(),
         missing_ids: m.data.missing_ids.unwrap_or_default(),
         negative_ttl: m.data.negative_ttl,
-        db_query,
+        db_query: m.db.resolved().db_query(),
         db_limit: m.protect.db_limit,
-        breaker: protect.breaker,
-        db_rate: protect.db_rate,
-        rewarm: protect.rewarm,
-        l1: protect.l1,
+        breaker: breaker(&m),
+        db_rate: db_rate(&m),
+        rewarm,
+        l1,
         fail_safe: cache.fail_safe,
         eager_refresh: cache.eager_refresh,
         lease_ttl: cache.lease_ttl,

@@ -1,10 +1,12 @@
 //! How a run reaches the servers and what it loads there: the TLS settings for an external
 //! Redis, and the user's own query and keys (`--db-sql`), resolved from the flags.
 
+use crate::cache::RedisClient;
 use crate::cli::RunFlags;
 use crate::error::UsageError;
 use crate::origin::OwnLoad;
 use crate::tls::RedisTls;
+use crate::values::Dur;
 
 /// `--tls` and the Redis TLS flags, checked against where the servers are.
 pub(super) fn tls_settings(m: &RunFlags) -> Result<(bool, RedisTls), UsageError> {
@@ -14,12 +16,7 @@ pub(super) fn tls_settings(m: &RunFlags) -> Result<(bool, RedisTls), UsageError>
             "--tls starts the managed servers with TLS, and both servers are given by URL: drop --tls (use rediss:// and sslmode= in the URLs)",
         ));
     }
-    let redis_tls = RedisTls {
-        ca: m.servers.redis_ca.clone(),
-        cert: m.servers.redis_cert.clone(),
-        key: m.servers.redis_key.clone(),
-        insecure: m.servers.redis_insecure.unwrap_or(false),
-    };
+    let redis_tls = m.redis_tls.tls();
     if !redis_tls.is_empty() && m.servers.redis_url.is_none() {
         return Err(UsageError::new(
             "--redis-ca, --redis-cert, --redis-key and --redis-insecure are for a Redis given with --redis-url (rediss://…); the managed one uses its own certificates under --tls",
@@ -87,6 +84,24 @@ pub(super) fn net_settings(m: &RunFlags) -> Result<(), UsageError> {
         )));
     }
     Ok(())
+}
+
+/// The app's Redis client: the library asked for (None for the tool's own, the default, so
+/// that it is written only when another is asked for), its connections and its deadline, an
+/// explicit --redis-conns or --redis-timeout winning over the library's.
+pub(super) fn redis_client(m: &RunFlags) -> (Option<RedisClient>, u32, Dur) {
+    let client = m
+        .servers
+        .redis_client
+        .filter(|c| *c != RedisClient::Stampede);
+    let (s, model) = (&m.servers, client.map(RedisClient::model));
+    let conns = s.redis_conns.or(model.map(|c| c.conns));
+    let timeout = s.redis_timeout.or(model.map(|c| Dur(c.deadline())));
+    (
+        client,
+        conns.unwrap_or_else(|| s.resolved().redis_conns()),
+        timeout.unwrap_or_else(|| s.resolved().redis_timeout()),
+    )
 }
 
 /// `--db-sql` and its keys, checked against what cannot go with them.

@@ -32,7 +32,7 @@ pub(super) fn settings(m: &RunFlags) -> Result<Option<TraceSpec>, UsageError> {
             "--speed scales the trace's own timestamps and --rps replaces them with a constant rate: choose one",
         ));
     }
-    let speed = m.traces.speed.unwrap_or(1.0);
+    let speed = m.traces.resolved().speed();
     let opts = replay::Options {
         path: path.clone(),
         format: m.traces.trace_format,
@@ -50,7 +50,7 @@ pub(super) fn settings(m: &RunFlags) -> Result<Option<TraceSpec>, UsageError> {
     if warmup >= spec.found.run_s {
         return Err(UsageError::new(format!(
             "--warmup {} is the whole replay ({:.3} s of run time) or more: nothing would be measured",
-            m.load.warmup.unwrap_or(Dur(Duration::ZERO)),
+            m.load.resolved().warmup(),
             spec.found.run_s
         )));
     }
@@ -126,11 +126,11 @@ pub fn for_mrc(cmd: &MrcCmd) -> Result<Mrc, UsageError> {
         Some(path) => Source::Trace(trace_file(path, &cmd.trace_flags)),
         None => {
             let mut f = RunFlags::default();
-            f.data.keys = cmd.keys;
-            f.data.zipf = cmd.zipf;
-            f.data.seed = cmd.seed;
-            f.data.value_size = cmd.value_size.map(|v| v as usize);
-            f.load.duration = cmd.duration;
+            f.data.keys = cmd.workload.keys;
+            f.data.zipf = cmd.workload.zipf;
+            f.data.seed = cmd.workload.seed;
+            f.data.value_size = cmd.workload.value_size.map(|v| v as usize);
+            f.load.duration = cmd.workload.duration;
             let (data, load) = (f.data.resolved(), f.load.resolved());
             let (keys, zipf) = (data.keys(), data.zipf());
             if keys == 0 || zipf.is_nan() || zipf <= 0.0 {
@@ -138,7 +138,10 @@ pub fn for_mrc(cmd: &MrcCmd) -> Result<Mrc, UsageError> {
                     "--keys must be at least 1 and --zipf above 0",
                 ));
             }
-            let rps = cmd.rps.map_or(super::resolve::DEFAULT_RPS, |r| r.0);
+            let rps = cmd
+                .workload
+                .rps
+                .map_or(super::resolve::DEFAULT_RPS, |r| r.0);
             Source::Workload(Workload {
                 keys,
                 zipf,

@@ -45,7 +45,7 @@ pub(crate) fn start_faults(
                 sc.cluster.node.clone(),
                 sc.cluster.slot,
                 // Id 1 is the most popular item (popularity rank = id).
-                crate::cache::cluster_client::entry_slot(1),
+                crate::cluster::client::entry_slot(1),
                 sc.seed,
             )
         }),

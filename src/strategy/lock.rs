@@ -25,6 +25,16 @@ pub enum LockTimeoutPolicy {
     RetryAfter,
 }
 
+impl std::fmt::Display for LockTimeoutPolicy {
+    /// Its flag value, as `--help` and the settings table name it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.to_possible_value() {
+            Some(v) => f.write_str(v.get_name()),
+            None => Ok(()),
+        }
+    }
+}
+
 /// What a mutex waiter does after a poll that found no value.
 #[derive(
     Debug,

@@ -75,7 +75,7 @@ settings! {
         ///
         /// synchronized: every key present, all written at the same instant (the mass expiry TTL
         /// jitter is for).
-        #[arg(long, value_enum, hide_possible_values = true)]
+        #[arg(long)]
         pub start: Option<Start> => or;
 
         /// The K hottest keys start cached with their full TTL [default: 0]
@@ -99,13 +99,7 @@ settings! {
         /// unique: each missing request asks for a different id (drawn from 2^40), so negative
         /// caching saves nothing and only a limit in front of the database (--db-rate,
         /// --db-limit) protects it.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_enum,
-            value_name = "SHAPE",
-            hide_possible_values = true,
-        )]
+        #[arg(hide_short_help = true, long, value_name = "SHAPE")]
         pub missing_ids: Option<MissingIds> => or;
 
         /// How long a not-found sentinel is cached [default: off]
@@ -135,7 +129,7 @@ settings! {
         /// Redis's maxmemory-policy: noeviction (writes are refused with OOM; the request is still
         /// answered from the database), allkeys-lru, allkeys-lfu, allkeys-random, volatile-lru,
         /// volatile-lfu, volatile-random or volatile-ttl. Acts once --maxmemory sets a limit.
-        #[arg(long, value_enum, value_name = "POLICY", hide_possible_values = true)]
+        #[arg(long, value_name = "POLICY")]
         pub maxmemory_policy: Option<crate::memory::EvictionPolicy> => or;
 
         /// Keys the approximate LRU/LFU/TTL samples [default: 5]
@@ -148,7 +142,7 @@ settings! {
             value_name = "N",
             value_parser = clap::value_parser!(u32).range(1..=64),
         )]
-        pub maxmemory_samples: Option<u32> => or, check at_least(1), check at_most(64, "Redis takes 1 to 64");
+        pub maxmemory_samples: Option<u32> => or, default crate::memory::DEFAULT_SAMPLES, check at_least(1), check at_most(64, "Redis takes 1 to 64");
     }
 }
 
@@ -188,8 +182,8 @@ settings! {
         ///
         /// heavy: a CPU-bound aggregate over a seeded `reviews` table: the server's CPU saturates
         /// for real.
-        #[arg(long, value_enum, hide_possible_values = true)]
-        pub db_query: Option<DbQuery> => or;
+        #[arg(long)]
+        pub db_query: Option<DbQuery> => or, default DbQuery::Sleep;
 
         /// Your own load: the query a miss runs on --pg-url, $1 the key.
         ///

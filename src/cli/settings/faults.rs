@@ -111,7 +111,7 @@ settings! {
         ///
         /// hottest: the most popular keys first (the cheapest way to hurt). random: a seeded random
         /// share of the keys.
-        #[arg(hide = true, long, value_enum, value_name = "ORDER", hide_possible_values = true)]
+        #[arg(hide = true, long, value_name = "ORDER")]
         #[serde(skip)]
         pub drop_order: Option<crate::fault::DropOrder> => flags;
 

@@ -44,7 +44,7 @@ settings! {
         /// and connections, as that library's documented defaults (docs/faults.md).
         /// --redis-timeout and --redis-conns win over the library's values. LIBRARY: stampede,
         /// node-redis, ioredis, redis-py, go-redis or lettuce.
-        #[arg(long, value_name = "LIBRARY", hide_possible_values = true)]
+        #[arg(long, value_name = "LIBRARY")]
         pub redis_client: Option<crate::cache::RedisClient> => or;
 
         /// Check every cached value is its key's [default: off]
@@ -53,15 +53,7 @@ settings! {
         /// its id, as the items table holds it): a reply handed to another request (a network
         /// fault that broke a stream's order) is counted in redis.value_mismatches. Costs an md5
         /// per read. --check-values alone is --check-values=true.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "BOOL",
-            num_args = 0..=1,
-            require_equals = true,
-            default_missing_value = "true",
-            hide_possible_values = true,
-        )]
+        #[arg(hide_short_help = true, long, value_name = "BOOL")]
         pub check_values: Option<bool> => or;
 
         /// Round trip added between the app and its servers [default: none]
@@ -89,16 +81,16 @@ settings! {
         /// (sslmode=verify-full against the run's CA). The result says servers.tls: true.
         ///
         /// --tls alone is --tls=true; --tls=false turns it off.
-        #[arg(
-            long,
-            value_name = "BOOL",
-            num_args = 0..=1,
-            require_equals = true,
-            default_missing_value = "true",
-            hide_possible_values = true,
-        )]
+        #[arg(long, value_name = "BOOL")]
         pub tls: Option<bool> => or;
+    }
+}
 
+settings! {
+    /// The client's TLS for a Redis given as rediss://, a group of its own so that `cleanup`
+    /// takes the same flags.
+    #[command(next_help_heading = "Servers and TLS")]
+    pub struct RedisTlsFlags / RedisTlsResolved {
         /// rediss:// only: CA file (PEM) to verify Redis's certificate with.
         ///
         /// Verify Redis's certificate against this CA file (PEM) instead of the system's store.
@@ -119,16 +111,20 @@ settings! {
         ///
         /// Prints a warning: anyone on the path can read and change the traffic. --redis-insecure
         /// alone is --redis-insecure=true; --redis-insecure=false verifies.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "BOOL",
-            num_args = 0..=1,
-            require_equals = true,
-            default_missing_value = "true",
-            hide_possible_values = true,
-        )]
+        #[arg(hide_short_help = true, long, value_name = "BOOL")]
         pub redis_insecure: Option<bool> => or;
+    }
+}
+
+impl RedisTlsFlags {
+    /// The TLS settings these flags give.
+    pub fn tls(&self) -> crate::tls::RedisTls {
+        crate::tls::RedisTls {
+            ca: self.redis_ca.clone(),
+            cert: self.redis_cert.clone(),
+            key: self.redis_key.clone(),
+            insecure: self.redis_insecure.unwrap_or(false),
+        }
     }
 }
 
@@ -156,15 +152,7 @@ settings! {
         /// Reads (GET) go to a replica of the key's primary; writes, locks and scripts stay on
         /// the primary. With writes the consistency figures then count replication lag too.
         /// --read-from-replicas alone is --read-from-replicas=true.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "BOOL",
-            num_args = 0..=1,
-            require_equals = true,
-            default_missing_value = "true",
-            hide_possible_values = true,
-        )]
+        #[arg(hide_short_help = true, long, value_name = "BOOL")]
         pub read_from_replicas: Option<bool> => or;
 
         /// Primary a kill or failover strikes [default: hottest]

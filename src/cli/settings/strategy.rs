@@ -50,14 +50,7 @@ settings! {
         /// retrying within the lease when Redis is slow (lock.extended). A holder that dies is
         /// not extended: its key is blocked for at most one lease. --lock-extend alone is
         /// --lock-extend=true.
-        #[arg(
-            long,
-            value_name = "BOOL",
-            num_args = 0..=1,
-            require_equals = true,
-            default_missing_value = "true",
-            hide_possible_values = true,
-        )]
+        #[arg(long, value_name = "BOOL")]
         pub lock_extend: Option<bool> => or, search "true";
 
         /// Mutex: how often a waiter polls the cache [default: 50ms]
@@ -85,14 +78,8 @@ settings! {
         /// retry-after: answer "retry after D" (outcome `retry-after`, as a 503 with
         /// Retry-After): D is --retry-after, else the lock's remaining lease; with --retries the
         /// client waits D before its next attempt instead of its own backoff.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_enum,
-            value_name = "POLICY",
-            hide_possible_values = true,
-        )]
-        pub lock_timeout_policy: Option<LockTimeoutPolicy> => or;
+        #[arg(hide_short_help = true, long, value_name = "POLICY")]
+        pub lock_timeout_policy: Option<LockTimeoutPolicy> => or, default LockTimeoutPolicy::Load;
 
         /// Mutex: waiters take a freed lock over, or reread [default: takeover]
         ///
@@ -101,13 +88,7 @@ settings! {
         ///
         /// reread: waiters only read the cache again, as the stampede references' waiters do;
         /// a key whose holder is gone waits for --lock-wait, then --lock-timeout-policy.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_enum,
-            value_name = "MODE",
-            hide_possible_values = true,
-        )]
+        #[arg(hide_short_help = true, long, value_name = "MODE")]
         pub lock_waiters: Option<LockWaiters> => or, search "reread";
 
         /// Mutex: the D of a retry-after answer [default: the lock's remaining lease]
@@ -122,13 +103,7 @@ settings! {
         /// on: a waiter whose wait ran out and loaded (--lock-timeout-policy load) writes the
         /// value back, as the holder would. off: it answers with it without caching it, as the
         /// references do, so only a lock holder writes the key.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_enum,
-            value_name = "on|off",
-            hide_possible_values = true,
-        )]
+        #[arg(hide_short_help = true, long, value_name = "on|off")]
         pub fallback_writeback: Option<Writeback> => or, search "off";
 
         /// Fail-safe: serve D past expiry on a failure [default: off]
@@ -216,13 +191,7 @@ settings! {
         /// tracking: Redis client-side caching (CLIENT TRACKING, broadcast mode on the run's
         /// namespace, RESP3 pushes); when that connection drops the tier is flushed and bypassed
         /// until tracking is on again.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_enum,
-            value_name = "MODE",
-            hide_possible_values = true,
-        )]
+        #[arg(hide_short_help = true, long, value_name = "MODE")]
         pub l1_invalidate: Option<crate::l1::L1Invalidate> => or;
 
         /// Spread TTLs within ±P [default: 0%; 10% under jitter]
@@ -286,13 +255,7 @@ settings! {
         /// global: one bucket of R for the whole run, kept in Redis (GCRA in one Lua call, on
         /// Redis's clock, within --redis-timeout); while Redis cannot answer, each instance limits
         /// itself to R / instances, and the time it did is reported.
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_enum,
-            value_name = "SCOPE",
-            hide_possible_values = true,
-        )]
+        #[arg(hide_short_help = true, long, value_name = "SCOPE")]
         pub db_rate_scope: Option<RateScope> => or;
 
         /// A circuit breaker on each instance's loads [default: off]
@@ -304,14 +267,7 @@ settings! {
         /// time, else opens again.
         ///
         /// --breaker alone is --breaker=true; --breaker=false turns it off.
-        #[arg(
-            long,
-            value_name = "BOOL",
-            num_args = 0..=1,
-            require_equals = true,
-            default_missing_value = "true",
-            hide_possible_values = true,
-        )]
+        #[arg(long, value_name = "BOOL")]
         pub breaker: Option<bool> => or;
 
         /// Breaker: share of failed loads that opens it [default: 50%]

@@ -31,7 +31,7 @@ settings! {
         /// constant: evenly spaced, one request every 1/rps seconds.
         ///
         /// poisson: exponential gaps with mean 1/rps (a Poisson process), seeded.
-        #[arg(long, value_enum, hide_possible_values = true)]
+        #[arg(long)]
         pub arrival: Option<Arrival> => or;
 
         /// How long the measured part of the run lasts [default: 10s]
@@ -98,13 +98,7 @@ settings! {
         ///
         /// twitter (cache-trace CSV), meta (CacheLib KV replay CSV, v1 or v2), csv or jsonl
         /// (timestamp and key, optional value_size, op, ttl), monitor (redis-cli MONITOR output).
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "FORMAT",
-            value_enum,
-            hide_possible_values = true,
-        )]
+        #[arg(hide_short_help = true, long, value_name = "FORMAT")]
         pub trace_format: Option<crate::trace::Format> => or;
 
         /// Map csv/jsonl columns: timestamp=ts,key=k,...
@@ -115,30 +109,18 @@ settings! {
         ///
         /// reads: a look-aside trace's SETs and DELETEs are mostly the app's own write-backs; they
         /// are counted and skipped. all: they are replayed as writes (--invalidate applies).
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "OPS",
-            value_enum,
-            hide_possible_values = true,
-        )]
+        #[arg(hide_short_help = true, long, value_name = "OPS")]
         pub trace_ops: Option<crate::trace::replay::TraceOps> => or;
 
         /// Replay the trace X times faster than recorded [default: 1]
         #[arg(hide_short_help = true, long, value_name = "X")]
-        pub speed: Option<f64> => or, check above_zero;
+        pub speed: Option<f64> => or, default 1.0, check above_zero;
 
         /// Place each whole second's requests: even or random [default: even]
         ///
         /// For traces stamped in whole seconds: evenly over the second in trace order, or at
         /// seeded random instants within it (the count per second kept exactly).
-        #[arg(
-            hide_short_help = true,
-            long,
-            value_name = "HOW",
-            value_enum,
-            hide_possible_values = true,
-        )]
+        #[arg(hide_short_help = true, long, value_name = "HOW")]
         pub trace_spread: Option<crate::trace::replay::Spread> => or;
 
         /// Skip the trace's first D of trace time [default: 0s]

@@ -71,14 +71,14 @@ impl ClusterSide {
     }
 
     fn node_url(&self, addr: &str) -> Result<String> {
-        crate::cache::cluster_client::node_url(&self.url, addr)
+        crate::cluster::client::node_url(&self.url, addr)
     }
 
     /// The cluster as one of its live nodes sees it (the seeds first, then every node a
     /// seed listed).
     async fn topology(&self) -> Result<Vec<ClusterNode>> {
         let mut last = anyhow!("the cluster URL has no seed");
-        for seed in crate::cache::cluster_client::seed_urls(&self.url)? {
+        for seed in crate::cluster::client::seed_urls(&self.url)? {
             match ops::cluster_nodes(&seed, &self.tls).await {
                 Ok(v) => return Ok(v),
                 Err(e) => last = e,
