@@ -239,13 +239,21 @@ fn the_search_stays_within_its_time_and_resumes_without_rerunning() {
     again.push("--resume");
     let (code, w, out, took) = advise(&again, dir.path());
     assert_eq!(code, 0, "{out}");
-    assert_eq!(w["evidence"]["read_back"], w["evidence"]["runs"], "{w}");
-    assert_eq!(w["evidence"]["runs"].as_u64().unwrap(), runs);
-    assert_eq!(w["recommended"], v["recommended"], "the same answer");
-    assert!(
-        took < Duration::from_secs(10),
-        "nothing ran again: {took:?}"
-    );
+    // Every run the first search finished is read back, none run again.
+    assert_eq!(w["evidence"]["read_back"].as_u64(), Some(runs), "{w}");
+    if v["interrupted"] == false {
+        assert_eq!(w["evidence"]["runs"].as_u64().unwrap(), runs);
+        assert_eq!(w["recommended"], v["recommended"], "the same answer");
+        assert!(
+            took < Duration::from_secs(10),
+            "nothing ran again: {took:?}"
+        );
+    } else {
+        // On a loaded machine --time can cut the first search's final trials short: the
+        // resumed search runs only what is missing, and finishes.
+        assert!(w["evidence"]["runs"].as_u64().unwrap() > runs, "{w}");
+        assert_eq!(w["interrupted"], false, "{w}");
+    }
     // The CI scenario is a scenario `run` takes, with thresholds around the recommendation.
     let text = std::fs::read_to_string(&ci).unwrap();
     assert!(
