@@ -148,18 +148,28 @@ impl RedisTls {
 
 /// A Redis client for `url` with `tls` applied.
 pub fn redis_client(url: &str, tls: &RedisTls) -> Result<redis::Client> {
+    use redis::IntoConnectionInfo;
     let bad = |e: redis::RedisError| EnvError(format!("bad Redis URL {}: {e}", redact::url(url)));
-    if !url.starts_with("rediss://") {
-        return Ok(redis::Client::open(url).map_err(bad)?);
-    }
-    let url = if tls.insecure && !url.contains('#') {
+    let url = if url.starts_with("rediss://") && tls.insecure && !url.contains('#') {
         format!("{url}#insecure")
     } else {
         url.to_string()
     };
+    // TCP_NODELAY, as node-redis, ioredis, redis-py, go-redis and lettuce all set it: with
+    // Nagle on (redis-rs's default) a pipelined command waits for the ACK of the one before,
+    // which costs nothing against a server that answers in microseconds and a whole extra
+    // round trip behind a real network (--net-rtt 0.5ms at 10k req/s: hit p50 1.01 ms).
+    let info = url
+        .as_str()
+        .into_connection_info()
+        .map_err(bad)?
+        .set_tcp_settings(redis::io::tcp::TcpSettings::default().set_nodelay(true));
+    if !url.starts_with("rediss://") {
+        return Ok(redis::Client::open(info).map_err(bad)?);
+    }
     match redis_certificates(tls)? {
-        None => Ok(redis::Client::open(url.as_str()).map_err(bad)?),
-        Some(certs) => Ok(redis::Client::build_with_tls(url.as_str(), certs).map_err(bad)?),
+        None => Ok(redis::Client::open(info).map_err(bad)?),
+        Some(certs) => Ok(redis::Client::build_with_tls(info, certs).map_err(bad)?),
     }
 }
 
