@@ -169,6 +169,31 @@ fn kind_named(name: &str) -> Result<FaultKind, String> {
         })
 }
 
+/// The fault and the unit of a sweep axis on one fault's key, `KIND.KEY`
+/// (`drop-cache.fraction`): `at`, and `for` on a kind that lasts, are durations.
+pub fn axis_key(name: &str) -> Result<(FaultKind, KeyUnit), String> {
+    let (kind, key) = name.split_once('.').unwrap_or((name, ""));
+    let kind = kind_named(kind)?;
+    match key {
+        "at" => Ok((kind, KeyUnit::Duration)),
+        "for" if !kind.is_instant() => Ok((kind, KeyUnit::Duration)),
+        _ => kind
+            .keys()
+            .iter()
+            .find(|k| k.name == key)
+            .map(|k| (kind, k.unit))
+            .ok_or_else(|| {
+                let lasts = if kind.is_instant() { "" } else { ", for" };
+                let own: String = kind
+                    .keys()
+                    .iter()
+                    .map(|k| format!(", {}", k.name))
+                    .collect();
+                format!("`{key}` is not a key of {kind}: at{lasts}{own}")
+            }),
+    }
+}
+
 fn check_key(kind: FaultKind, key: &str) -> Result<(), String> {
     if matches!(key, "kind" | "at" | "for" | "down_for") {
         return Err(format!(

@@ -13,7 +13,7 @@ pub mod report;
 
 pub use crate::cluster::SlotChoice;
 pub use criteria::{RecoveryCriteria, verdict_possible};
-pub use grammar::{parse, spell, with_key};
+pub use grammar::{axis_key, parse, spell, with_key};
 pub use net::{InstanceSet, NetServer};
 
 use std::time::Duration;

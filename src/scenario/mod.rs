@@ -17,15 +17,7 @@ use crate::strategy::lock::LockTimeoutPolicy;
 use crate::thresholds::Thresholds;
 use crate::tls::RedisTls;
 use crate::values::{Dur, Percent};
-use crate::workload::{Arrival, Client, Start};
-
-/// Open loop (a fixed arrival rate) or closed loop (a fixed number of clients).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(tag = "mode", rename_all = "kebab-case")]
-pub enum LoadShape {
-    Open { rps: f64, arrival: Arrival },
-    Closed { clients: u32 },
-}
+use crate::workload::{Client, Start};
 
 /// Every effective setting of a run, after defaults. Serialized whole into the results file so a
 /// result says exactly what produced it.
@@ -203,46 +195,6 @@ pub struct Scenario {
     pub trace: Option<crate::trace::replay::TraceSpec>,
 }
 
-/// Refresh-ahead on a schedule: the most popular keys re-loaded every `every`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Rewarm {
-    /// How often the job runs, from the start of the traffic.
-    pub every: Dur,
-    /// How many keys it re-loads: popularity ranks 1..=top.
-    pub top: u64,
-}
-
-/// Values kept past their expiry and served when their load fails or is slow.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct FailSafe {
-    /// How long an entry stays in Redis past its hard expiry, to be served when its load fails.
-    pub max: Dur,
-    /// How long an instance serves a key's kept value without a load after its load failed.
-    pub throttle: Dur,
-    /// When a load of a key whose kept value is held takes longer, the request is answered
-    /// with that value and the load goes on behind it; null: never.
-    pub soft_timeout: Option<Dur>,
-}
-
-/// The writes of a run: an open loop of UPDATEs beside the reads.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct WriteLoad {
-    /// Writes per second, spread evenly over the measured window.
-    pub rps: f64,
-    /// Zipf exponent of the keys written (the reads' unless `--write-zipf`).
-    pub zipf: f64,
-    /// Writers of the same key per write event (`--writers-per-key`).
-    #[serde(default = "one")]
-    pub writers: u32,
-    /// The wait between a writer's commit and its cache step (`--write-gap`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gap: Option<crate::values::DurRange>,
-}
-
-fn one() -> u32 {
-    1
-}
-
 impl Scenario {
     /// What one load costs the database under this scenario.
     pub fn load_cost(&self) -> LoadCost {
@@ -318,6 +270,8 @@ pub mod target;
 pub mod trace;
 
 pub use crate::cluster::ClusterSettings;
+pub use crate::strategy::{Rewarm, failsafe::FailSafe};
+pub use crate::workload::{LoadShape, WriteLoad};
 pub use resolve::{resolve, resolve_one};
 
 /// `--lock-ttl-factor`'s default (results written before the setting existed).

@@ -79,6 +79,20 @@ impl Throttle {
     }
 }
 
+/// Values kept past their expiry and served when their load fails or is slow.
+#[derive(
+    Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
+pub struct FailSafe {
+    /// How long an entry stays in Redis past its hard expiry, to be served when its load fails.
+    pub max: crate::values::Dur,
+    /// How long an instance serves a key's kept value without a load after its load failed.
+    pub throttle: crate::values::Dur,
+    /// When a load of a key whose kept value is held takes longer, the request is answered
+    /// with that value and the load goes on behind it; null: never.
+    pub soft_timeout: Option<crate::values::Dur>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -444,6 +444,15 @@ impl<'de> Deserialize<'de> for StrategySpec {
     }
 }
 
+/// Refresh-ahead on a schedule: the most popular keys re-loaded every `every`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct Rewarm {
+    /// How often the job runs, from the start of the traffic.
+    pub every: crate::values::Dur,
+    /// How many keys it re-loads: popularity ranks 1..=top.
+    pub top: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

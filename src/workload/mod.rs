@@ -275,6 +275,33 @@ pub fn constant_count(rps: f64, duration_ns: u64) -> u64 {
     (duration_ns as f64 / interval).ceil() as u64
 }
 
+/// Open loop (a fixed arrival rate) or closed loop (a fixed number of clients).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(tag = "mode", rename_all = "kebab-case")]
+pub enum LoadShape {
+    Open { rps: f64, arrival: Arrival },
+    Closed { clients: u32 },
+}
+
+/// The writes of a run: an open loop of UPDATEs beside the reads.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct WriteLoad {
+    /// Writes per second, spread evenly over the measured window.
+    pub rps: f64,
+    /// Zipf exponent of the keys written (the reads' unless `--write-zipf`).
+    pub zipf: f64,
+    /// Writers of the same key per write event (`--writers-per-key`).
+    #[serde(default = "one")]
+    pub writers: u32,
+    /// The wait between a writer's commit and its cache step (`--write-gap`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gap: Option<crate::values::DurRange>,
+}
+
+fn one() -> u32 {
+    1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

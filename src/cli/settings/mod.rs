@@ -226,68 +226,43 @@ pub mod merge {
     }
 }
 
-/// Every setting of a run. All optional here: unset means "take the scenario file's value,
-/// else the default". Field names within the groups are the scenario file's keys, in one flat
-/// table: a file's unknown key is refused by [`RunFlags::file_keys`] before the groups read it
-/// (serde cannot deny unknown fields across flattened structs).
-#[derive(Debug, clap::Args, Clone, Default, Deserialize, schemars::JsonSchema)]
-#[schemars(deny_unknown_fields)]
-pub struct RunFlags {
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub cache: StrategyFlags,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub load: LoadFlags,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub traces: TraceFlags,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub data: KeyFlags,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub memory: MemoryFlags,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub db: DbFlags,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub servers: ServerFlags,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub redis_tls: RedisTlsFlags,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub protect: ProtectionFlags,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub faults: FaultFlags,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub client: ClientFlags,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub recovery: RecoveryFlags,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub writes: WriteFlags,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub cluster: ClusterFlags,
-    #[command(flatten)]
-    #[serde(flatten)]
-    pub report: ReportFlags,
+/// Declares [`RunFlags`] from its groups, each named once, and `each_group!`, which calls
+/// `$m!(group, …)` over the same list for the methods below.
+macro_rules! run_flags {
+    ($($(#[$meta:meta])* $g:ident: $t:ty,)*) => {
+        /// Every setting of a run. All optional here: unset means "take the scenario file's
+        /// value, else the default". Field names within the groups are the scenario file's
+        /// keys, in one flat table: a file's unknown key is refused by [`RunFlags::file_keys`]
+        /// before the groups read it (serde cannot deny unknown fields across flattened
+        /// structs).
+        #[derive(Debug, clap::Args, Clone, Default, Deserialize, schemars::JsonSchema)]
+        #[schemars(deny_unknown_fields)]
+        pub struct RunFlags {
+            $( $(#[$meta])* #[command(flatten)] #[serde(flatten)] pub $g: $t, )*
+        }
+
+        macro_rules! each_group {
+            ($m:ident) => { $m!($($g),*) };
+        }
+    };
 }
 
-/// Calls `$m!(group)` for every group of [`RunFlags`], so the list is written once.
-macro_rules! each_group {
-    ($m:ident) => {
-        $m!(
-            cache, load, traces, data, memory, db, servers, redis_tls, protect, faults, client,
-            recovery, writes, cluster, report
-        )
-    };
+run_flags! {
+    cache: StrategyFlags,
+    load: LoadFlags,
+    traces: TraceFlags,
+    data: KeyFlags,
+    memory: MemoryFlags,
+    db: DbFlags,
+    servers: ServerFlags,
+    redis_tls: RedisTlsFlags,
+    protect: ProtectionFlags,
+    faults: FaultFlags,
+    client: ClientFlags,
+    recovery: RecoveryFlags,
+    writes: WriteFlags,
+    cluster: ClusterFlags,
+    report: ReportFlags,
 }
 
 impl RunFlags {

@@ -10,7 +10,7 @@ use clap::{ArgAction, Args, Command, FromArgMatches};
 
 use crate::cli::RunFlags;
 use crate::error::UsageError;
-use crate::fault::{FaultKind, KeySet, KeyUnit};
+use crate::fault::{KeySet, KeyUnit};
 pub use crate::values::points::trim;
 use crate::values::points::{self, Kind, Point};
 use crate::values::{Dur, Percent, Rate, Size};
@@ -70,40 +70,16 @@ fn kind_of(arg: &clap::Arg) -> Option<Kind> {
     }
 }
 
-/// The kind of values of a fault key axis `KIND.KEY`.
+/// The kind of values an axis on a fault's key (`drop-cache.fraction`) takes.
 fn fault_key_kind(name: &str) -> Result<Kind, UsageError> {
-    let (kind, key) = name.split_once('.').unwrap_or((name, ""));
-    let Some(kind) = FaultKind::ALL.into_iter().find(|k| k.name() == kind) else {
-        let all: Vec<&str> = FaultKind::ALL.iter().map(|k| k.name()).collect();
-        return Err(UsageError::new(format!(
-            "--axis {name}: `{kind}` is not a fault kind; an axis on a fault's key is KIND.KEY, KIND one of {}",
-            all.join(", ")
-        )));
-    };
-    let unit = match key {
-        "at" => KeyUnit::Duration,
-        "for" if !kind.is_instant() => KeyUnit::Duration,
-        _ => match kind.keys().iter().find(|k| k.name == key) {
-            Some(k) => k.unit,
-            None => {
-                return Err(UsageError::new(format!(
-                    "--axis {name}: `{key}` is not a key of {kind}: at{}{}",
-                    if kind.is_instant() { "" } else { ", for" },
-                    kind.keys()
-                        .iter()
-                        .map(|k| format!(", {}", k.name))
-                        .collect::<String>()
-                )));
-            }
-        },
-    };
-    match unit {
+    let said = |e: String| UsageError::new(format!("--axis {name}: {e}"));
+    match crate::fault::axis_key(name).map_err(said)?.1 {
         KeyUnit::Duration => Ok(Kind::Dur),
         KeyUnit::Share => Ok(Kind::Percent),
         KeyUnit::Number => Ok(Kind::Float),
-        KeyUnit::Word | KeyUnit::Instances => Err(UsageError::new(format!(
-            "--axis {name}: `{key}` is not numeric (an axis is a number, a share or a duration): compare its values with `stampede compare`, or run them one by one"
-        ))),
+        KeyUnit::Word | KeyUnit::Instances => Err(said(
+            "not numeric (an axis is a number, a share or a duration): compare its values with `stampede compare`, or run them one by one".into(),
+        )),
     }
 }
 
@@ -158,11 +134,9 @@ pub fn flags_at(base: &RunFlags, set: &[(&str, &str)]) -> Result<RunFlags, Usage
     let mut keys: Vec<KeySet> = Vec::new();
     for (flag, v) in set {
         // A fault's key (`drop-cache.fraction`): set on the merged fault list at resolution.
-        if let Some((kind, key)) = flag.split_once('.') {
-            let kind = FaultKind::ALL
-                .into_iter()
-                .find(|k| k.name() == kind)
-                .ok_or_else(|| UsageError::new(format!("--axis {flag}: not a fault kind")))?;
+        if let Some((_, key)) = flag.split_once('.') {
+            let (kind, _) = crate::fault::axis_key(flag)
+                .map_err(|e| UsageError::new(format!("--axis {flag}: {e}")))?;
             keys.push(KeySet {
                 kind,
                 key: key.to_string(),
@@ -195,6 +169,7 @@ pub fn flags_at(base: &RunFlags, set: &[(&str, &str)]) -> Result<RunFlags, Usage
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fault::FaultKind;
 
     fn numbers(spec: &str) -> Vec<f64> {
         parse(spec)
