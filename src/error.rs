@@ -40,6 +40,15 @@ impl Problems {
         self.0.is_empty()
     }
 
+    /// Each problem whose condition holds: a table of refusals read as one.
+    pub fn refuse<'a>(&mut self, refusals: impl IntoIterator<Item = (bool, &'a str)>) {
+        for (on, said) in refusals {
+            if on {
+                self.push(said);
+            }
+        }
+    }
+
     /// Ok when nothing was found; else one error: the problem, or each of them on its line.
     pub fn into_result(self) -> Result<(), UsageError> {
         match &self.0[..] {

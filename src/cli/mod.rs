@@ -139,6 +139,7 @@ pub struct MergeCmd {
 }
 
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Strategy")]
 #[command(after_long_help = DEFAULTS_WHY)]
 pub struct CompareCmd {
     /// Strategies to run, comma-separated, or all (the six presets).
@@ -147,12 +148,7 @@ pub struct CompareCmd {
     /// and the library presets such as laravel-flexible or fusion are named explicitly).
     /// With no-cache, every other strategy's break-even takes its load time (L) from the
     /// no-cache run.
-    #[arg(
-        long,
-        value_name = "LIST",
-        required_unless_present = "variant",
-        help_heading = "Strategy"
-    )]
+    #[arg(long, value_name = "LIST", required_unless_present = "variant")]
     pub strategies: Option<String>,
 
     /// Scenario file (TOML), as for `run`.
@@ -203,6 +199,7 @@ pub struct CompareCmd {
 
 /// `stampede sweep`: the run flags along one or two axes (docs/survival.md).
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Boundary")]
 pub struct SweepCmd {
     /// Strategies to run at every point, comma-separated, or all.
     ///
@@ -226,31 +223,21 @@ pub struct SweepCmd {
     /// --boundary-min and --boundary-max that holds (recovered from the run's shock, or with no
     /// shock below the knee), to within 5%, in at most --max-runs runs. Without the two bounds:
     /// an eighth to four times the scenario's own rate.
-    #[arg(long, value_name = "FLAG", value_parser = ["rps"], hide_possible_values = true, help_heading = "Boundary")]
+    #[arg(long, value_name = "FLAG", value_parser = ["rps"], hide_possible_values = true)]
     pub boundary: Option<String>,
 
     /// The lowest rate the boundary bisection tries [default: rate / 8]
-    #[arg(
-        long,
-        value_name = "RATE",
-        requires = "boundary",
-        help_heading = "Boundary"
-    )]
+    #[arg(long, value_name = "RATE", requires = "boundary")]
     pub boundary_min: Option<Rate>,
 
     /// The highest rate the boundary bisection tries [default: rate × 4]
-    #[arg(
-        long,
-        value_name = "RATE",
-        requires = "boundary",
-        help_heading = "Boundary"
-    )]
+    #[arg(long, value_name = "RATE", requires = "boundary")]
     pub boundary_max: Option<Rate>,
 
     /// Most runs per strategy for one boundary
     ///
     /// Both ends count: 8 runs bisect 40..200 req/s to within 5%.
-    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(2..=50), help_heading = "Boundary")]
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(2..=50))]
     pub max_runs: u32,
 
     /// The knee's p99: a point above it is past the knee
@@ -299,26 +286,21 @@ pub struct SweepCmd {
 }
 
 #[derive(Debug, Args)]
-#[command(next_help_heading = "Servers and TLS")]
+#[command(next_help_heading = "Dead runs")]
 pub struct CleanupCmd {
     /// The Redis to clean (redis://[:password@]host:port[/db])
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", help_heading = "Servers and TLS")]
     pub redis_url: Option<String>,
 
     /// The Postgres to clean (postgres://user[:password]@host:port/db)
-    #[arg(long, value_name = "URL")]
+    #[arg(long, value_name = "URL", help_heading = "Servers and TLS")]
     pub pg_url: Option<String>,
 
     /// Heartbeat age past which a schema's run is dead.
     ///
     /// A schema whose heartbeat is older than this belongs to a dead run (a live run renews it
     /// every second, but seeding a large run takes a while before its first renewal).
-    #[arg(
-        long,
-        value_name = "DURATION",
-        default_value = "60s",
-        help_heading = "Dead runs"
-    )]
+    #[arg(long, value_name = "DURATION", default_value = "60s")]
     pub older_than: crate::values::Dur,
 
     #[command(flatten)]
@@ -335,6 +317,7 @@ pub enum CheckFormat {
 }
 
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Comparison")]
 pub struct CheckCmd {
     /// The results to judge: a `run --out` file or a `compare --out` directory.
     ///
@@ -345,25 +328,20 @@ pub struct CheckCmd {
     /// The results CURRENT is judged against.
     ///
     /// A results file, or a `compare --out` directory when CURRENT is one.
-    #[arg(long, value_name = "BASE", help_heading = "Comparison")]
+    #[arg(long, value_name = "BASE")]
     pub baseline: PathBuf,
 
     /// Allowed worsening per metric, e.g. db_calls=10%,p99=25%.
     ///
     /// Repeatable. N% is relative to the baseline, a bare number is absolute (calls, ms); rates
     /// (hit_rate, error_rate, stale_ratio) take percentage points.
-    #[arg(
-        long,
-        value_name = "METRIC=TOL",
-        value_delimiter = ',',
-        help_heading = "Comparison"
-    )]
+    #[arg(long, value_name = "METRIC=TOL", value_delimiter = ',')]
     pub tolerance: Vec<String>,
 
     /// Compare even when the two scenarios differ in what matters.
     ///
     /// What matters: strategy, load, keys, zipf, ttl, db cost, duration, …
-    #[arg(long, help_heading = "Comparison")]
+    #[arg(long)]
     pub force: bool,
 
     /// Output format
@@ -375,22 +353,19 @@ pub struct CheckCmd {
     /// A figure a run could not measure (null in its JSON, with the reason beside it) is never
     /// judged as 0: its row says `not comparable`. Without --strict that is reported and the
     /// exit code is decided by the regressions alone; with it, any such row exits 2.
-    #[arg(long, help_heading = "Comparison")]
+    #[arg(long)]
     pub strict: bool,
 }
 
 #[derive(Debug, Args)]
+#[command(next_help_heading = "Arguments")]
 pub struct ReportCmd {
     /// Results files, or directories of them (one results file per strategy).
     ///
     /// In a directory, summary.json is skipped; several results are overlaid and compared.
     /// Sweep directories (`sweep --out`) give their maps, and along maxmemory the measured hit
     /// rates over the exact LRU curve; `mrc --json`'s document gives its curve (with --html).
-    #[arg(
-        required = true,
-        value_name = "RESULT.json|DIR",
-        help_heading = "Arguments"
-    )]
+    #[arg(required = true, value_name = "RESULT.json|DIR")]
     pub inputs: Vec<PathBuf>,
 
     /// Write a self-contained HTML report to FILE (else print the summaries).

@@ -150,6 +150,11 @@ impl FaultKind {
         FaultKind::SlowClose,
     ];
 
+    /// Whether a fault of this kind is among `faults`.
+    pub fn among(self, faults: &[FaultSpec]) -> bool {
+        faults.iter().any(|f| f.kind == self)
+    }
+
     /// A fault of the network between the instances and a server, made by the proxy.
     pub fn is_network(self) -> bool {
         self.server() == Server::Network

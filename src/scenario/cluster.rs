@@ -51,18 +51,13 @@ pub(super) fn cluster_settings(m: &RunFlags) -> Result<ClusterSettings, UsageErr
             f.kind
         )));
     }
-    if external
-        && m.faults
-            .fault
-            .iter()
-            .any(|f| f.kind == FaultKind::KillRedis)
-    {
+    if external && FaultKind::KillRedis.among(&m.faults.fault) {
         return Err(UsageError::new(
             "kill-redis on an external Redis Cluster is not supported: stampede kills a primary only of a cluster it starts (--redis-cluster); on yours use --failover-at (a planned CLUSTER FAILOVER) or --migrate-slot-at",
         ));
     }
     if managed.is_some()
-        && m.faults.fault.iter().any(|f| f.kind == FaultKind::Failover)
+        && FaultKind::Failover.among(&m.faults.fault)
         && managed.is_some_and(|s| s.replicas == 0)
     {
         return Err(UsageError::new(

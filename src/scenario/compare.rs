@@ -2,7 +2,9 @@
 //! a,b`), or one per `--variant` of an app under test, each validated before any server
 //! starts.
 
-use crate::cli::CompareCmd;
+use std::path::PathBuf;
+
+use crate::cli::{CompareCmd, RunFlags};
 use crate::error::UsageError;
 use crate::scenario::{self, Scenario};
 use crate::strategy::{StrategySpec, invalidate};
@@ -41,24 +43,35 @@ pub fn any_scenarios(cmd: &CompareCmd) -> Result<Vec<Scenario>, UsageError> {
             "--strategies are the built-in app's: compare an app under test's own implementations with --variant NAME=ENV=VALUE (repeated)",
         ));
     }
-    let invalidations = parse_invalidations(cmd.flags.writes.invalidate.as_deref())?;
+    let list = cmd.strategies.as_deref().unwrap_or_default();
+    of_strategies(list, cmd.scenario.as_ref(), &cmd.flags)
+}
+
+/// One scenario per strategy of `list` (and per invalidation of `--invalidate`'s list), each
+/// resolved from the file and the flags with that strategy.
+pub fn of_strategies(
+    list: &str,
+    file: Option<&PathBuf>,
+    base: &RunFlags,
+) -> Result<Vec<Scenario>, UsageError> {
+    let invalidations = parse_invalidations(base.writes.invalidate.as_deref())?;
     let mut out = Vec::new();
     // A setting one strategy does not use is fine while another of the list uses it
     // (`--lease-ttl` with mutex,lease); refused when none does.
     let (mut unused, mut used) = (false, false);
-    let names = parse_list(cmd.strategies.as_deref().unwrap_or_default())?;
+    let names = parse_list(list)?;
     for name in &names {
         let axis: Vec<Option<String>> = match &invalidations {
             Some(v) => v.iter().cloned().map(Some).collect(),
             None => vec![None],
         };
         for inv in axis {
-            let mut flags = cmd.flags.clone();
+            let mut flags = base.clone();
             flags.cache.strategy = Some(name.clone());
             if inv.is_some() {
                 flags.writes.invalidate = inv;
             }
-            let (sc, not_used) = scenario::resolve_one(cmd.scenario.as_ref(), flags)?;
+            let (sc, not_used) = scenario::resolve_one(file, flags)?;
             unused |= not_used.is_some();
             used |= not_used.is_none();
             out.push(sc);

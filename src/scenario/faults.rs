@@ -32,16 +32,12 @@ pub(super) fn resolve(m: &mut RunFlags, src: &Src, shape: &Shape, p: &mut Proble
         .map_err(UsageError),
     );
     p.take(check_external_faults(m));
-    if shape.trace.is_some() && m.faults.fault.iter().any(|f| f.kind == FaultKind::Spike) {
+    if shape.trace.is_some() && FaultKind::Spike.among(&m.faults.fault) {
         p.push(
             "a spike multiplies the synthetic schedule's rate, and a trace's times are its own: replay a busier stretch (--trace-skip), or all of it faster (--speed)",
         );
     }
-    if m.faults
-        .fault
-        .iter()
-        .any(|f| f.kind == FaultKind::HolderCrash)
-    {
+    if FaultKind::HolderCrash.among(&m.faults.fault) {
         holder_crash(m, shape, p);
     }
     if m.faults.fault.iter().any(|f| f.kind.is_network()) {
@@ -182,7 +178,6 @@ pub(super) fn apply_shock_flags(
     closed_loop: bool,
     sleep_cost: bool,
 ) -> Result<(), UsageError> {
-    let has = |m: &RunFlags, kind: FaultKind| m.faults.fault.iter().any(|f| f.kind == kind);
     let f = &m.faults;
     for (set, flag, kind) in [
         (
@@ -198,7 +193,7 @@ pub(super) fn apply_shock_flags(
         ),
         (f.spike_factor.is_some(), "--spike-factor", FaultKind::Spike),
     ] {
-        if set && !has(m, kind) {
+        if set && !kind.among(&m.faults.fault) {
             return Err(UsageError::new(format!(
                 "{flag} sets every {kind} shock, and the run has none: add one (--fault {kind}@AT{}, or a [[fault]] with kind = \"{kind}\")",
                 if kind.is_instant() { "" } else { "+FOR" }
@@ -220,12 +215,12 @@ pub(super) fn apply_shock_flags(
         }
         f.check(&format!("{} at {}", f.kind, f.at))?;
     }
-    if closed_loop && has(m, FaultKind::Spike) {
+    if closed_loop && FaultKind::Spike.among(&m.faults.fault) {
         return Err(UsageError::new(
             "a spike multiplies the open loop's rate, and --clients runs a closed loop (no rate to multiply): use --rps, or drop the spike",
         ));
     }
-    if !sleep_cost && has(m, FaultKind::SlowDb) {
+    if !sleep_cost && FaultKind::SlowDb.among(&m.faults.fault) {
         return Err(UsageError::new(
             "a slow-db shock multiplies pg_sleep's argument, and this run's loads have none (--db-query heavy, --db-sql or a sharded run): use the default --db-query sleep",
         ));
@@ -236,7 +231,7 @@ pub(super) fn apply_shock_flags(
 /// Faults on servers the tool did not start need what only the user can give: a way to crash
 /// and restart them, or their consent to a pause that stalls every client.
 pub(super) fn check_external_faults(m: &RunFlags) -> Result<(), UsageError> {
-    let has = |kind: FaultKind| m.faults.fault.iter().any(|f| f.kind == kind);
+    let has = |kind: FaultKind| kind.among(&m.faults.fault);
     if m.servers.redis_url.is_some() && has(FaultKind::KillRedis) {
         // SHUTDOWN NOSAVE is the one way to crash a server the tool cannot SIGKILL, and it takes
         // every tenant's unsaved data with it: consent first, then a way to bring it back.

@@ -7,10 +7,12 @@ use std::time::Duration;
 
 use crate::cli::{CleanupCmd, PrepareCmd, RunCmd, ShardFlags};
 use crate::error::{Problems, UsageError};
+use crate::fault::FaultKind;
 use crate::metric::Metric;
 use crate::scenario::{self, Scenario};
 use crate::shard::{INDEX_ENV, Plan, ShardSpec, derived_run_id, sanitize_run_id};
 use crate::tls::RedisTls;
+use crate::values::Dur;
 
 /// The scenario of `run` and, for a shard of a sharded run, its plan; or one error listing
 /// every problem found.
@@ -63,14 +65,20 @@ fn shard_plan(sc: &Scenario, f: &ShardFlags) -> Result<Option<Plan>, UsageError>
             .map_err(UsageError)?,
         (None, None) => return Ok(None),
     };
-    Ok(Some(Plan {
+    plan(sc, f, spec).map(Some)
+}
+
+/// Shard `spec`'s plan: the flags' waits, else their defaults.
+fn plan(sc: &Scenario, f: &ShardFlags, spec: ShardSpec) -> Result<Plan, UsageError> {
+    let or = |d: Option<Dur>, secs| d.map_or(Duration::from_secs(secs), |d| d.0);
+    Ok(Plan {
         spec,
         run_id: run_id(sc, f, spec.count)?,
         start_at: f.start_at,
-        start_delay: f.start_delay.map_or(Duration::from_secs(5), |d| d.0),
-        start_timeout: f.start_timeout.map_or(Duration::from_secs(60), |d| d.0),
-        end_timeout: f.end_timeout.map_or(Duration::from_secs(60), |d| d.0),
-    }))
+        start_delay: or(f.start_delay, 5),
+        start_timeout: or(f.start_timeout, 60),
+        end_timeout: or(f.end_timeout, 60),
+    })
 }
 
 /// `--run-id`, or one derived from the scenario and the shard count, so that shards started
@@ -95,16 +103,15 @@ pub fn for_prepare(cmd: &PrepareCmd) -> Result<(Scenario, Plan), UsageError> {
     let mut p = Problems::default();
     sharded(&sc, count, &mut p);
     p.into_result()?;
+    // Prepare sets the run up and waits for no shard.
     let plan = Plan {
-        spec: ShardSpec::new(0, count).map_err(UsageError)?,
-        run_id: run_id(&sc, &cmd.shard, count)?,
-        start_at: cmd.shard.start_at,
-        start_delay: cmd
-            .shard
-            .start_delay
-            .map_or(Duration::from_secs(5), |d| d.0),
         start_timeout: Duration::ZERO,
         end_timeout: Duration::ZERO,
+        ..plan(
+            &sc,
+            &cmd.shard,
+            ShardSpec::new(0, count).map_err(UsageError)?,
+        )?
     };
     Ok((sc, plan))
 }
@@ -153,35 +160,28 @@ fn sharded(sc: &Scenario, count: u32, p: &mut Problems) {
             ));
         }
     }
-    if sc.writes.is_some() {
-        p.push(
+    p.refuse([
+        (
+            sc.writes.is_some(),
             "--write-rps: the consistency figures are exact only when one process sees every commit; a sharded run cannot have writes yet (run the writes in one process)",
-        );
-    }
-    if sc.target.is_some() {
-        p.push(
+        ),
+        (
+            sc.target.is_some(),
             "--target: a sharded run drives the built-in app's instances; an app under test is driven from one process (its DB figures come from the servers either way)",
-        );
-    }
-    if sc
-        .faults
-        .iter()
-        .any(|f| f.kind == crate::fault::FaultKind::HolderCrash)
-    {
-        p.push(
+        ),
+        (
+            FaultKind::HolderCrash.among(&sc.faults),
             "holder-crash kills the instance holding the most locks among all the run's instances, and a sharded run spreads them over processes that cannot see each other's: run the fault in one process",
-        );
-    }
-    if sc.faults.iter().any(|f| f.kind.is_network()) {
-        p.push(
+        ),
+        (
+            sc.faults.iter().any(|f| f.kind.is_network()),
             "a network fault numbers the instances of the whole run, and a sharded run spreads them over processes: run the fault in one process",
-        );
-    }
-    if sc.own_load.is_some() {
-        p.push(
+        ),
+        (
+            sc.own_load.is_some(),
             "--db-sql: shards count their loads in the load ledger that stampede installs in its own schema, and with --db-sql it creates nothing in your database: run --db-sql in one process",
-        );
-    }
+        ),
+    ]);
 }
 
 /// The servers `cleanup` clears of dead runs' leftovers.

@@ -67,10 +67,7 @@ pub fn of(sc: &Scenario, bench: Bench) -> RunPolicy {
         marker_px_ms: 2 * (ms(sc.ttl.0) + ms(sc.stale.0) + lock_hold_ms + fail_safe_ms)
             + MARKER_MARGIN_MS,
         track_staleness: !bench.no_staleness,
-        crashable: sc
-            .faults
-            .iter()
-            .any(|f| f.kind == crate::fault::FaultKind::HolderCrash),
+        crashable: crate::fault::FaultKind::HolderCrash.among(&sc.faults),
     }
 }
 

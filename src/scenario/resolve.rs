@@ -216,41 +216,33 @@ fn assemble(
     unused: &mut Option<UsageError>,
 ) -> Option<Scenario> {
     super::needs::check(&m, p);
-    let shape = shape(&m, p)?;
+    let s = shape(&m, p)?;
     // Before the faults are resolved: a migrate-slot's `slot` is read here, then folded.
     let cluster = p.take(super::cluster::cluster_settings(&m));
-    super::faults::resolve(&mut m, faults_src, &shape, p);
-    let Shape {
-        strategy,
-        trace,
-        load,
-        own_load,
-        keys,
-        duration,
-    } = shape;
+    super::faults::resolve(&mut m, faults_src, &s, p);
     let tls = p.take(tls_settings(&m));
     p.take(net_settings(&m));
     let ttl = m.data.resolved().ttl();
-    let cache = p.take(cache_policy(&m, &strategy, ttl, unused));
+    let cache = p.take(cache_policy(&m, &s.strategy, ttl, unused));
     let sizes = p.take(super::memory::value_sizes(&m));
     let memory = p.take(super::memory::limit(&m));
-    limits(&m, keys, own_load.is_some(), sizes.as_ref().map(|s| s.0), p);
-    let (rewarm, l1) = (p.take(rewarm(&m, keys)), p.take(l1(&m, &strategy)));
+    limits(&m, &s, sizes.as_ref().map(|v| v.0), p);
+    let (rewarm, l1) = (p.take(rewarm(&m, s.keys)), p.take(l1(&m, &s.strategy)));
     let zipf = m.data.resolved().zipf();
-    let writes = p.take(writes(&m, trace.as_ref(), own_load.is_some(), zipf));
+    let writes = p.take(writes(&m, s.trace.as_ref(), s.own_load.is_some(), zipf));
     let (redis_client, redis_conns, redis_timeout) = redis_client(&m);
     let survival = p.take(survival_settings(&m));
-    let thresholds = thresholds(&m, duration, survival.as_ref().map(|s| &s.2), p);
+    let thresholds = thresholds(&m, s.duration, survival.as_ref().map(|s| &s.2), p);
     let ((tls, redis_tls), cluster, cache, (value_size, value_size_dist), memory) =
         (tls?, cluster?, cache?, sizes?, memory?);
     let (rewarm, l1, (writes, invalidate), (client, goodput_within, recovery)) =
         (rewarm?, l1?, writes?, survival?);
     Some(Scenario {
         scenario_file: file.map(|p| p.display().to_string()),
-        load,
-        duration,
+        load: s.load,
+        duration: s.duration,
         warmup: m.load.resolved().warmup(),
-        keys,
+        keys: s.keys,
         zipf,
         seed: m.data.resolved().seed(),
         value_size,
@@ -268,7 +260,7 @@ fn assemble(
         backlog: m.load.resolved().backlog(),
         // A steady start under --db-sql would run the user's query once per key on their
         // server before the run: only when asked.
-        start: m.data.start.unwrap_or(if own_load.is_some() {
+        start: m.data.start.unwrap_or(if s.own_load.is_some() {
             Start::Cold
         } else {
             Start::Steady
@@ -292,7 +284,10 @@ fn assemble(
         retry_after: m.cache.retry_after,
         fallback_writeback: m.cache.fallback_writeback
             != Some(crate::strategy::lock::Writeback::Off),
-        jitter: m.cache.jitter.unwrap_or(Percent(strategy.default_jitter())),
+        jitter: m
+            .cache
+            .jitter
+            .unwrap_or(Percent(s.strategy.default_jitter())),
         missing_ratio: m.data.resolved().missing_ratio(),
         missing_ids: m.data.missing_ids.unwrap_or_default(),
         negative_ttl: m.data.negative_ttl,
@@ -305,7 +300,7 @@ fn assemble(
         fail_safe: cache.fail_safe,
         eager_refresh: cache.eager_refresh,
         lease_ttl: cache.lease_ttl,
-        strategy,
+        strategy: s.strategy,
         redis_url: m.servers.redis_url,
         pg_url: m.servers.pg_url,
         faults: m.faults.fault,
@@ -320,18 +315,19 @@ fn assemble(
         tls,
         redis_tls,
         cluster,
-        own_load,
+        own_load: s.own_load,
         target: None,
         client,
         goodput_within,
         recovery,
-        trace,
+        trace: s.trace,
     })
 }
 
 /// What the machine and the servers can hold: the keys warmed, the payload seeded, the
 /// database connections opened, and a cost that only the sleep query has.
-fn limits(m: &RunFlags, keys: u64, own_load: bool, value_size: Option<usize>, p: &mut Problems) {
+fn limits(m: &RunFlags, s: &Shape, value_size: Option<usize>, p: &mut Problems) {
+    let (keys, own_load) = (s.keys, s.own_load.is_some());
     let warm = m.data.resolved().warm();
     if warm > keys && !own_load {
         p.push(format!(

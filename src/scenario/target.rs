@@ -51,18 +51,17 @@ pub fn with_target(
     // under test has its own code for each, which these settings cannot reach (ignored, a run
     // would look protected when nothing had been switched on). Every one is said at once.
     let mut p = Problems::default();
-    let shock = |k: FaultKind| sc.faults.iter().any(|f| f.kind == k);
-    for (on, said) in [
+    p.refuse([
         (
             sc.warm > 0,
             "--warm writes stampede's own cache entries, which an app under test does not read: use --warmup to let the app fill its cache",
         ),
         (
-            shock(FaultKind::DropCache),
+            FaultKind::DropCache.among(&sc.faults),
             "a drop-cache shock acts on the built-in app's cache entries, and an app under test has its own: with --target use a spike, a --kill-redis-at (its Redis comes back empty) or a --kill-postgres-at",
         ),
         (
-            shock(FaultKind::SlowDb),
+            FaultKind::SlowDb.among(&sc.faults),
             "a slow-db shock acts on the built-in app's loads, and an app under test has its own: with --target use a spike, a --kill-redis-at (its Redis comes back empty) or a --kill-postgres-at",
         ),
         (
@@ -74,7 +73,7 @@ pub fn with_target(
             "a network fault is made by the proxy between the built-in app's instances and the servers, and an app under test connects to its servers itself: with --target use --kill-redis-at, --pause-redis-at or --kill-postgres-at",
         ),
         (
-            shock(FaultKind::HolderCrash),
+            FaultKind::HolderCrash.among(&sc.faults),
             "a holder-crash kills one of the built-in app's instances, and stampede cannot kill the app under test's processes one by one: with --target use --kill-redis-at or --kill-postgres-at",
         ),
         (
@@ -86,11 +85,7 @@ pub fn with_target(
             sc.writes.is_some(),
             "--write-rps sends the built-in app's writes, and an app under test writes through its own code, which stampede cannot see commit: drop --write-rps with --target (writes and their consistency figures are measured on the built-in strategies)",
         ),
-    ] {
-        if on {
-            p.push(said);
-        }
-    }
+    ]);
     for (flag, on) in [
         ("--l1", sc.l1.is_some()),
         ("--fail-safe", sc.fail_safe.is_some()),

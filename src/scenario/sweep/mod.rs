@@ -7,7 +7,7 @@ pub mod axes;
 
 use std::path::PathBuf;
 
-use crate::cli::{CompareCmd, RunFlags, SweepCmd, TargetFlags};
+use crate::cli::{RunFlags, SweepCmd};
 use crate::error::UsageError;
 use crate::scenario::{LoadShape, Scenario};
 use crate::values::{Dur, Rate};
@@ -50,24 +50,15 @@ impl Points {
     pub fn at(&self, set: &[(&str, &str)]) -> Result<Vec<Scenario>, UsageError> {
         let cmd = &self.0;
         let flags: RunFlags = axes::flags_at(&cmd.flags, set)?;
-        let compare = CompareCmd {
-            strategies: Some(cmd.strategies.clone()),
-            scenario: cmd.scenario.clone(),
-            flags,
-            target: TargetFlags::default(),
-            variant: Vec::new(),
-            out: None,
-            html: None,
-            quiet: cmd.quiet,
-            trials: cmd.trials,
-        };
-        let mut out = crate::scenario::compare::any_scenarios(&compare).map_err(|e| {
-            if set.is_empty() {
-                return e;
-            }
-            let at: Vec<String> = set.iter().map(|(f, v)| format!("{f}={v}")).collect();
-            UsageError::new(format!("at the sweep's point {}: {e}", at.join(", ")))
-        })?;
+        let mut out =
+            crate::scenario::compare::of_strategies(&cmd.strategies, cmd.scenario.as_ref(), &flags)
+                .map_err(|e| {
+                    if set.is_empty() {
+                        return e;
+                    }
+                    let at: Vec<String> = set.iter().map(|(f, v)| format!("{f}={v}")).collect();
+                    UsageError::new(format!("at the sweep's point {}: {e}", at.join(", ")))
+                })?;
         for sc in &mut out {
             sc.thresholds = sc.thresholds.clone().without_boundary();
             // A sweep with a shock maps verdicts: each point must be able to have one.
