@@ -10,7 +10,6 @@ use super::TargetFlags;
 use crate::values::Dur;
 
 #[derive(Debug, Args)]
-#[command(next_help_heading = "Checks")]
 pub struct AuditCmd {
     #[command(flatten)]
     pub target: TargetFlags,
@@ -67,18 +66,33 @@ pub struct AuditCmd {
     /// Run only these checks, comma-separated.
     ///
     /// Of ttl, users, read-your-write, outage, herd, break-even and commands.
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        help_heading = "Checks"
+    )]
     pub only: Vec<String>,
 
     /// Leave these checks out, comma-separated.
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        help_heading = "Checks"
+    )]
     pub skip: Vec<String>,
 
     /// A SKIP of these checks is a failure, comma-separated.
     ///
     /// By default a check that cannot run here (no --update, no --no-cache-variant, an
     /// external Redis for the outage) is SKIP and does not fail the audit.
-    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        help_heading = "Checks"
+    )]
     pub require: Vec<String>,
 
     /// How many keys the load phase asks for [default: 200]
