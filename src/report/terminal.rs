@@ -565,7 +565,8 @@ fn request_lines(o: &mut String, r: &RunResult) {
             } else {
                 String::new()
             },
-            if oc.retry_after > 0 || r.scenario.lock_timeout_policy == LockTimeoutPolicy::RetryAfter
+            if oc.retry_after > 0
+                || r.scenario.lock.lock_timeout_policy == LockTimeoutPolicy::RetryAfter
             {
                 format!("  retry-after {}", oc.retry_after)
             } else {

@@ -13,7 +13,6 @@ use crate::sizes::{SizeDist, Sizes};
 use crate::stats::{Purpose, derive_seed};
 use crate::strategy::StrategySpec;
 use crate::strategy::invalidate::Invalidate;
-use crate::strategy::lock::LockTimeoutPolicy;
 use crate::thresholds::Thresholds;
 use crate::tls::RedisTls;
 use crate::values::{Dur, Percent};
@@ -77,26 +76,9 @@ pub struct Scenario {
     pub interval: Dur,
     pub beta: f64,
     pub stale: Dur,
-    /// The lock's lease, or auto (from the loads measured).
-    pub lock_ttl: crate::values::LockTtl,
-    /// `--lock-ttl auto`'s multiple of the load p99.
-    #[serde(default = "three")]
-    pub lock_ttl_factor: f64,
-    /// The holder extends its lease while it loads.
-    #[serde(default)]
-    pub lock_extend: bool,
-    pub lock_poll: Dur,
-    pub lock_wait: Dur,
-    pub lock_timeout_policy: LockTimeoutPolicy,
-    /// After a poll that found nothing: take the lock over, or only re-read.
-    #[serde(default)]
-    pub lock_waiters: crate::strategy::lock::LockWaiters,
-    /// The hint of a retry-after answer (None: the lock's remaining lease).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retry_after: Option<Dur>,
-    /// A load made past `--lock-wait` is written back.
-    #[serde(default = "yes")]
-    pub fallback_writeback: bool,
+    /// The lock's settings (`--lock-ttl`, `--lock-wait`, …), under their own names.
+    #[serde(flatten)]
+    pub lock: crate::strategy::lock::LockSpec,
     pub jitter: Percent,
     pub missing_ratio: Percent,
     /// How the missing ids are drawn: Zipf-shaped (a few, often) or each one new.
@@ -273,16 +255,6 @@ pub use crate::cluster::ClusterSettings;
 pub use crate::strategy::{Rewarm, failsafe::FailSafe};
 pub use crate::workload::{LoadShape, WriteLoad};
 pub use resolve::{resolve, resolve_one};
-
-/// `--lock-ttl-factor`'s default (results written before the setting existed).
-fn three() -> f64 {
-    3.0
-}
-
-/// On unless said otherwise (results written before the setting existed).
-fn yes() -> bool {
-    true
-}
 
 #[cfg(test)]
 mod tests {

@@ -8,7 +8,7 @@ use super::Scenario;
 use crate::strategy::failsafe;
 use crate::strategy::freshness;
 use crate::strategy::invalidate::Invalidate;
-use crate::strategy::lock::{self, LockTimeoutPolicy};
+use crate::strategy::lock::LockTimeoutPolicy;
 use crate::strategy::policy::{Bench, RunPolicy};
 
 /// How long a lease token lives unless its SET consumes it, when `--lease-ttl` is not given.
@@ -25,7 +25,7 @@ fn ms(d: Duration) -> u64 {
 /// (read from the environment by the caller, so this stays a function of its arguments).
 pub fn of(sc: &Scenario, bench: Bench) -> RunPolicy {
     // How long a lock can keep a waiter from its value: the lock's lease, or its wait.
-    let lock_hold_ms = ms(sc.lock_ttl.initial().0).max(ms(sc.lock_wait.0));
+    let lock_hold_ms = sc.lock.hold_ms();
     let fail_safe_ms = sc.fail_safe.map_or(0, |f| ms(f.max.0));
     RunPolicy {
         freshness: freshness::Policy {
@@ -36,7 +36,7 @@ pub fn of(sc: &Scenario, bench: Bench) -> RunPolicy {
             beta: sc.beta,
             jitter: sc.jitter.0,
             negative_ttl_ms: sc.negative_ttl.map(|d| ms(d.0).max(1)),
-            grace_ms: grace_ms(sc.lock_timeout_policy, lock_hold_ms, fail_safe_ms),
+            grace_ms: grace_ms(sc.lock.lock_timeout_policy, lock_hold_ms, fail_safe_ms),
             eager: sc.eager_refresh.map(|p| p.0),
         },
         coordination: sc.strategy.coordination,
@@ -48,17 +48,7 @@ pub fn of(sc: &Scenario, bench: Bench) -> RunPolicy {
                 throttle_ms: ms(f.throttle.0),
                 soft_timeout: f.soft_timeout.map(|d| d.0),
             }),
-        lock: lock::Settings {
-            ttl_ms: ms(sc.lock_ttl.initial().0).max(1),
-            auto_factor: sc.lock_ttl.is_auto().then_some(sc.lock_ttl_factor),
-            extend: sc.lock_extend,
-            poll: sc.lock_poll.0,
-            wait: sc.lock_wait.0,
-            on_timeout: sc.lock_timeout_policy,
-            waiters: sc.lock_waiters,
-            retry_after: sc.retry_after.map(|d| d.0),
-            fallback_writeback: sc.fallback_writeback,
-        },
+        lock: sc.lock.settings(),
         lease_ttl_ms: ms(sc.lease_ttl.map_or(LEASE_TTL_DEFAULT, |d| d.0)).max(1),
         writes: sc.writes.is_some(),
         invalidate: sc.invalidate.unwrap_or(Invalidate::Delete),
@@ -95,9 +85,9 @@ mod tests {
         let mut sc = resolve(None, RunFlags::default()).expect("the defaults resolve");
         sc.ttl = Dur(Duration::from_secs(30));
         sc.stale = Dur(Duration::from_secs(10));
-        sc.lock_ttl = LockTtl::Fixed(Dur(Duration::from_secs(2)));
-        sc.lock_wait = Dur(Duration::from_secs(3));
-        sc.lock_timeout_policy = LockTimeoutPolicy::Load;
+        sc.lock.lock_ttl = LockTtl::Fixed(Dur(Duration::from_secs(2)));
+        sc.lock.lock_wait = Dur(Duration::from_secs(3));
+        sc.lock.lock_timeout_policy = LockTimeoutPolicy::Load;
         sc.fail_safe = None;
         sc.lease_ttl = None;
         sc.writes = None;
@@ -110,7 +100,7 @@ mod tests {
     fn the_grace_is_the_longer_of_the_lock_s_hold_and_the_fail_safe() {
         let mut sc = scenario();
         assert_eq!(of(&sc, Bench::default()).freshness.grace_ms, 0);
-        sc.lock_timeout_policy = LockTimeoutPolicy::Stale;
+        sc.lock.lock_timeout_policy = LockTimeoutPolicy::Stale;
         assert_eq!(
             of(&sc, Bench::default()).freshness.grace_ms,
             3000,
@@ -127,7 +117,7 @@ mod tests {
             (p.fail_safe.max_ms, p.fail_safe.throttle_ms),
             (60_000, 5000)
         );
-        sc.lock_timeout_policy = LockTimeoutPolicy::Error;
+        sc.lock.lock_timeout_policy = LockTimeoutPolicy::Error;
         assert_eq!(of(&sc, Bench::default()).freshness.grace_ms, 60_000);
     }
 
@@ -142,7 +132,7 @@ mod tests {
         assert_eq!(p.invalidate, Invalidate::Delete);
         sc.lease_ttl = Some(Dur(Duration::from_micros(10)));
         sc.negative_ttl = Some(Dur(Duration::from_micros(10)));
-        sc.lock_ttl = LockTtl::Fixed(Dur(Duration::ZERO));
+        sc.lock.lock_ttl = LockTtl::Fixed(Dur(Duration::ZERO));
         let p = of(&sc, Bench { no_staleness: true });
         assert_eq!(
             (p.lease_ttl_ms, p.freshness.negative_ttl_ms, p.lock.ttl_ms),

@@ -16,6 +16,7 @@ use crate::cli::{MAX_DB_CONNECTIONS, RunFlags};
 use crate::error::{Problems, UsageError};
 use crate::origin::DbQuery;
 use crate::strategy::StrategySpec;
+use crate::strategy::lock::{LockSpec, Writeback};
 use crate::values::{Dur, Percent, Rate};
 use crate::workload::{Arrival, Start};
 
@@ -274,16 +275,17 @@ fn assemble(
         interval: m.report.resolved().interval(),
         beta: m.cache.resolved().beta(),
         stale: cache.stale,
-        lock_ttl: m.cache.resolved().lock_ttl(),
-        lock_ttl_factor: m.cache.resolved().lock_ttl_factor(),
-        lock_extend: m.cache.lock_extend.unwrap_or(false),
-        lock_poll: m.cache.resolved().lock_poll(),
-        lock_wait: m.cache.resolved().lock_wait(),
-        lock_timeout_policy: cache.lock_timeout_policy,
-        lock_waiters: m.cache.lock_waiters.unwrap_or_default(),
-        retry_after: m.cache.retry_after,
-        fallback_writeback: m.cache.fallback_writeback
-            != Some(crate::strategy::lock::Writeback::Off),
+        lock: LockSpec {
+            lock_ttl: m.cache.resolved().lock_ttl(),
+            lock_ttl_factor: m.cache.resolved().lock_ttl_factor(),
+            lock_extend: m.cache.lock_extend.unwrap_or(false),
+            lock_poll: m.cache.resolved().lock_poll(),
+            lock_wait: m.cache.resolved().lock_wait(),
+            lock_timeout_policy: cache.lock_timeout_policy,
+            lock_waiters: m.cache.lock_waiters.unwrap_or_default(),
+            retry_after: m.cache.retry_after,
+            fallback_writeback: m.cache.fallback_writeback != Some(Writeback::Off),
+        },
         jitter: m
             .cache
             .jitter

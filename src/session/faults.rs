@@ -69,7 +69,7 @@ pub(crate) fn start_faults(
         instances,
         board,
         admin: setup.admin.clone(),
-        lock_wait: sc.lock_wait.0,
+        lock_wait: sc.lock.lock_wait.0,
     });
     Some(Chaos::spawn(
         sc.faults.clone(),

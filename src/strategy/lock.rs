@@ -92,6 +92,65 @@ end
 /// The shortest lease `--lock-ttl auto` gives.
 pub const AUTO_FLOOR_MS: u64 = 100;
 
+/// The lock's settings as a scenario holds them, flattened into it under their flags' names
+/// (`lock_ttl`, `lock_wait`, …), so a results file reads as it did before they were grouped.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+pub struct LockSpec {
+    /// The lock's lease, or auto (from the loads measured).
+    pub lock_ttl: crate::values::LockTtl,
+    /// `--lock-ttl auto`'s multiple of the load p99 (3 in results written before it existed).
+    #[serde(default = "three")]
+    pub lock_ttl_factor: f64,
+    /// The holder extends its lease while it loads.
+    #[serde(default)]
+    pub lock_extend: bool,
+    pub lock_poll: crate::values::Dur,
+    pub lock_wait: crate::values::Dur,
+    pub lock_timeout_policy: LockTimeoutPolicy,
+    /// After a poll that found nothing: take the lock over, or only re-read.
+    #[serde(default)]
+    pub lock_waiters: LockWaiters,
+    /// The hint of a retry-after answer (None: the lock's remaining lease).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<crate::values::Dur>,
+    /// A load made past `--lock-wait` is written back (on in results written before it
+    /// existed).
+    #[serde(default = "yes")]
+    pub fallback_writeback: bool,
+}
+
+fn three() -> f64 {
+    3.0
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl LockSpec {
+    /// How long a key may stay locked, in ms: the longer of the lease and the wait.
+    pub fn hold_ms(&self) -> u64 {
+        (self.lock_ttl.initial().0)
+            .max(self.lock_wait.0)
+            .as_millis() as u64
+    }
+
+    /// The run-time settings: leases in whole milliseconds, at least 1.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            ttl_ms: (self.lock_ttl.initial().0.as_millis() as u64).max(1),
+            auto_factor: self.lock_ttl.is_auto().then_some(self.lock_ttl_factor),
+            extend: self.lock_extend,
+            poll: self.lock_poll.0,
+            wait: self.lock_wait.0,
+            on_timeout: self.lock_timeout_policy,
+            waiters: self.lock_waiters,
+            retry_after: self.retry_after.map(|d| d.0),
+            fallback_writeback: self.fallback_writeback,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy)]
 pub struct Settings {
     /// Lease of the lock (PX), ms; under `--lock-ttl auto`, until a load has completed.
