@@ -58,7 +58,7 @@ macro_rules! settings {
 
             fn given(&self, out: &mut Vec<&'static str>) {
                 $(
-                    if $crate::cli::settings::IsSet::is_set(&self.$f) {
+                    if $crate::cli::settings::Given::given(&self.$f).is_some() {
                         out.push(stringify!($f));
                     }
                 )*
@@ -156,29 +156,6 @@ pub trait Group {
     fn rows() -> Vec<Row>;
 }
 
-/// Whether a setting was given at all, whatever its type.
-pub trait IsSet {
-    fn is_set(&self) -> bool;
-}
-
-impl<T> IsSet for Option<T> {
-    fn is_set(&self) -> bool {
-        self.is_some()
-    }
-}
-
-impl<T> IsSet for Vec<T> {
-    fn is_set(&self) -> bool {
-        !self.is_empty()
-    }
-}
-
-impl IsSet for bool {
-    fn is_set(&self) -> bool {
-        *self
-    }
-}
-
 /// One row of the settings table (docs/settings.md).
 #[cfg(test)]
 pub struct Row {
@@ -188,7 +165,8 @@ pub struct Row {
     pub search: Option<&'static str>,
 }
 
-/// A setting that may be given: what a check and a default apply to.
+/// A setting that may be given, whatever its type: what a check and a default apply to, and
+/// whether it counts as given (a value, a non-empty list, a switch turned on).
 pub trait Given {
     type Value: Clone;
     fn given(&self) -> Option<&Self::Value>;
@@ -198,6 +176,20 @@ impl<T: Clone> Given for Option<T> {
     type Value = T;
     fn given(&self) -> Option<&T> {
         self.as_ref()
+    }
+}
+
+impl<T: Clone> Given for Vec<T> {
+    type Value = Vec<T>;
+    fn given(&self) -> Option<&Vec<T>> {
+        (!self.is_empty()).then_some(self)
+    }
+}
+
+impl Given for bool {
+    type Value = bool;
+    fn given(&self) -> Option<&bool> {
+        self.then_some(self)
     }
 }
 
