@@ -7,7 +7,7 @@ use std::str::FromStr;
 
 use crate::cli::RunFlags;
 use crate::cluster::{ClusterSettings, ClusterShape, NodeChoice};
-use crate::error::UsageError;
+use crate::error::{Problems, UsageError};
 use crate::fault::FaultKind;
 
 /// The cluster flags, checked against where Redis is and what a cluster run cannot do.
@@ -23,52 +23,44 @@ pub(super) fn cluster_settings(m: &RunFlags) -> Result<ClusterSettings, UsageErr
         .redis_url
         .as_deref()
         .is_some_and(crate::cache::is_cluster);
-    if managed.is_some() && m.servers.redis_url.is_some() {
-        return Err(UsageError::new(
-            "--redis-cluster starts a managed cluster, and --redis-url gives a Redis: drop one (an external cluster is --redis-url redis+cluster://host:port,…)",
-        ));
-    }
     let on_cluster = managed.is_some() || external;
     let node = match &m.cluster.redis_node {
         Some(n) => NodeChoice::from_str(n).map_err(UsageError::new)?,
         None => NodeChoice::default(),
     };
-    // The cluster's own settings on one server, and a slot past the last: [`super::needs`]
-    // and the setting's declaration.
-    if on_cluster
-        && m.cache.l1.is_some()
-        && m.cache.l1_invalidate == Some(crate::l1::L1Invalidate::Tracking)
-    {
-        return Err(UsageError::new(
-            "--l1-invalidate tracking is not supported on a Redis Cluster: broadcast tracking on one connection hears only that node's keys; use --l1-invalidate pubsub (a cluster carries PUBLISH to every node) or ttl",
-        ));
-    }
+    let mut p = Problems::default();
     if let Some(f) = m.faults.fault.iter().find(|f| f.kind.needs_cluster())
         && !on_cluster
     {
-        return Err(UsageError::new(format!(
+        p.push(format!(
             "a {} fault is for a Redis Cluster: add --redis-cluster (managed) or --redis-url redis+cluster://…",
             f.kind
-        )));
+        ));
     }
-    if external && FaultKind::KillRedis.among(&m.faults.fault) {
-        return Err(UsageError::new(
+    let tracking = m.cache.l1_invalidate == Some(crate::l1::L1Invalidate::Tracking);
+    p.refuse([
+        (
+            managed.is_some() && m.servers.redis_url.is_some(),
+            "--redis-cluster starts a managed cluster, and --redis-url gives a Redis: drop one (an external cluster is --redis-url redis+cluster://host:port,…)",
+        ),
+        (
+            on_cluster && m.cache.l1.is_some() && tracking,
+            "--l1-invalidate tracking is not supported on a Redis Cluster: broadcast tracking on one connection hears only that node's keys; use --l1-invalidate pubsub (a cluster carries PUBLISH to every node) or ttl",
+        ),
+        (
+            external && FaultKind::KillRedis.among(&m.faults.fault),
             "kill-redis on an external Redis Cluster is not supported: stampede kills a primary only of a cluster it starts (--redis-cluster); on yours use --failover-at (a planned CLUSTER FAILOVER) or --migrate-slot-at",
-        ));
-    }
-    if managed.is_some()
-        && FaultKind::Failover.among(&m.faults.fault)
-        && managed.is_some_and(|s| s.replicas == 0)
-    {
-        return Err(UsageError::new(
+        ),
+        (
+            FaultKind::Failover.among(&m.faults.fault) && managed.is_some_and(|s| s.replicas == 0),
             "a failover hands a primary over to its replica, and --redis-cluster P:0 has none: give replicas (e.g. --redis-cluster 3:1)",
-        ));
-    }
-    if on_cluster && m.memory.maxmemory.is_some() {
-        return Err(UsageError::new(
+        ),
+        (
+            on_cluster && m.memory.maxmemory.is_some(),
             "--maxmemory is not supported on a Redis Cluster yet (each node would need its own share of the budget): drop it, or run on one server",
-        ));
-    }
+        ),
+    ]);
+    p.into_result()?;
     Ok(ClusterSettings {
         managed,
         read_from_replicas: m.cluster.read_from_replicas.unwrap_or(false),

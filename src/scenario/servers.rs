@@ -3,7 +3,7 @@
 
 use crate::cache::RedisClient;
 use crate::cli::RunFlags;
-use crate::error::UsageError;
+use crate::error::{Problems, UsageError};
 use crate::origin::OwnLoad;
 use crate::tls::RedisTls;
 use crate::values::Dur;
@@ -48,20 +48,18 @@ pub(super) fn net_settings(m: &RunFlags) -> Result<(), UsageError> {
     if !redis && !pg {
         return Ok(());
     }
-    let fault_flag;
-    let flag = if s.net_rtt.is_some() {
-        "--net-rtt"
-    } else if s.redis_rtt.is_some() {
-        "--redis-rtt"
-    } else if s.pg_rtt.is_some() {
-        "--pg-rtt"
-    } else {
-        let f = redis_fault
-            .or(pg_fault)
-            .map(|f| f.kind.name())
-            .unwrap_or("");
-        fault_flag = format!("a {f} fault");
-        &fault_flag
+    // The setting that asked for the proxy, for the error: a round trip, else the fault.
+    let rtts = [
+        ("--net-rtt", s.net_rtt),
+        ("--redis-rtt", s.redis_rtt),
+        ("--pg-rtt", s.pg_rtt),
+    ];
+    let flag = match rtts.iter().find(|(_, v)| v.is_some()) {
+        Some((f, _)) => f.to_string(),
+        None => format!(
+            "a {} fault",
+            redis_fault.or(pg_fault).map_or("", |f| f.kind.name())
+        ),
     };
     let cluster = s.redis_url.as_deref().is_some_and(crate::cache::is_cluster)
         || m.cluster.redis_cluster.is_some();
@@ -110,34 +108,29 @@ pub(super) fn own_load(m: &RunFlags) -> Result<Option<OwnLoad>, UsageError> {
     let Some(sql) = &m.db.db_sql else {
         return Ok(None);
     };
-    if sql.trim().is_empty() {
-        return Err(UsageError::new(
-            "--db-sql is empty: give the query, with $1 for the key",
-        ));
-    }
-    if m.servers.pg_url.is_none() {
-        return Err(UsageError::new(
+    let (keys_sql, keys_file) = (m.db.keys_sql.is_some(), m.db.keys_file.is_some());
+    let mut p = Problems::default();
+    p.refuse([
+        (sql.trim().is_empty(), "--db-sql is empty: give the query, with $1 for the key"),
+        (
+            m.servers.pg_url.is_none(),
             "--db-sql runs your query on your database: give it with --pg-url",
-        ));
-    }
-    if m.db.keys_sql.is_none() && m.db.keys_file.is_none() {
-        return Err(UsageError::new(
+        ),
+        (
+            !keys_sql && !keys_file,
             "--db-sql needs its keys: --keys-sql 'SELECT id FROM …' (most popular first) or --keys-file FILE",
-        ));
-    }
-    if m.db.keys_sql.is_some() && m.db.keys_file.is_some() {
-        return Err(UsageError::new("give --keys-sql or --keys-file, not both"));
-    }
-    if m.data.missing_ratio.is_some_and(|p| p.0 > 0.0) {
-        return Err(UsageError::new(
+        ),
+        (keys_sql && keys_file, "give --keys-sql or --keys-file, not both"),
+        (
+            m.data.missing_ratio.is_some_and(|p| p.0 > 0.0),
             "--missing-ratio shapes stampede's own load; with --db-sql a load is your query on your keys: drop --missing-ratio",
-        ));
-    }
-    if !m.faults.fault.is_empty() {
-        return Err(UsageError::new(
+        ),
+        (
+            !m.faults.fault.is_empty(),
             "faults are not supported with --db-sql yet: run your query without faults",
-        ));
-    }
+        ),
+    ]);
+    p.into_result()?;
     Ok(Some(OwnLoad {
         sql: sql.clone(),
         keys_sql: m.db.keys_sql.clone(),

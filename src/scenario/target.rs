@@ -119,40 +119,39 @@ pub fn with_target(
 /// The target of `flags`, checked; None without `--target`. `managed_servers`: whether the
 /// An app already running names its servers and schema; one stampede starts is told them.
 fn check_app(flags: &TargetFlags, url: &str, managed_servers: bool) -> Result<(), UsageError> {
-    if flags.app_cmd.is_none() {
-        if url.contains(PORT_MARK) {
-            return Err(UsageError::new(
-                "--target has {port}, which stampede fills in only for an app it starts: give --app-cmd, or the app's port",
-            ));
-        }
-        if managed_servers {
-            return Err(UsageError::new(
-                "an app that is already running (no --app-cmd) reads servers it was configured with: give them with --redis-url and --pg-url, and --schema NAME for where stampede seeds the items it reads",
-            ));
-        }
-        if flags.schema.is_none() {
-            return Err(UsageError::new(
-                "an app that is already running (no --app-cmd) was configured with the schema it reads: name it with --schema NAME (stampede creates it, seeds it and drops it at the end)",
-            ));
-        }
-    } else if flags.schema.is_some() {
-        return Err(UsageError::new(
-            "--schema is for an app that is already running; an app started with --app-cmd is told its schema in DB_SCHEMA",
-        ));
-    }
-    if let Some(s) = &flags.schema
-        && (s.is_empty()
+    let running = flags.app_cmd.is_none();
+    let bad_schema = flags.schema.as_ref().is_some_and(|s| {
+        s.is_empty()
             || s.len() > 60
+            || s.starts_with(|c: char| c.is_ascii_digit())
             || !s
                 .chars()
                 .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-            || s.starts_with(|c: char| c.is_ascii_digit()))
-    {
-        return Err(UsageError::new(format!(
-            "--schema {s}: use a plain lower-case identifier (letters, digits, _)"
-        )));
-    }
-    Ok(())
+    });
+    let mut p = Problems::default();
+    p.refuse([
+        (
+            running && url.contains(PORT_MARK),
+            "--target has {port}, which stampede fills in only for an app it starts: give --app-cmd, or the app's port",
+        ),
+        (
+            running && managed_servers,
+            "an app that is already running (no --app-cmd) reads servers it was configured with: give them with --redis-url and --pg-url, and --schema NAME for where stampede seeds the items it reads",
+        ),
+        (
+            running && !managed_servers && flags.schema.is_none(),
+            "an app that is already running (no --app-cmd) was configured with the schema it reads: name it with --schema NAME (stampede creates it, seeds it and drops it at the end)",
+        ),
+        (
+            !running && flags.schema.is_some(),
+            "--schema is for an app that is already running; an app started with --app-cmd is told its schema in DB_SCHEMA",
+        ),
+        (
+            bad_schema,
+            "--schema: use a plain lower-case identifier (letters, digits, _)",
+        ),
+    ]);
+    p.into_result()
 }
 
 /// What the answers are checked by: a body pattern, headers, statuses.
