@@ -140,6 +140,22 @@ pub fn sanitize_run_id(raw: &str) -> Result<String, String> {
     Ok(id)
 }
 
+/// `--start-at`: RFC 3339 or Unix seconds, as Unix ms.
+pub fn parse_start_at(s: &str) -> Result<u64, String> {
+    if let Ok(secs) = s.trim().parse::<f64>() {
+        if secs.is_finite() && secs > 0.0 {
+            return Ok((secs * 1000.0).round() as u64);
+        }
+        return Err(format!("--start-at {s}: Unix seconds must be positive"));
+    }
+    let t = humantime::parse_rfc3339_weak(s.trim()).map_err(|e| {
+        format!("--start-at {s}: neither RFC 3339 (2026-12-01T03:00:00Z) nor Unix seconds ({e})")
+    })?;
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .map_err(|_| format!("--start-at {s}: before 1970"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

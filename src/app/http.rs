@@ -108,10 +108,11 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// The headers of `--header`, checked when the scenario was resolved.
-fn headers(spec: &TargetSpec) -> Result<Vec<(HeaderName, HeaderValue)>, UsageError> {
+/// The headers of `--header`: resolution reads them here first, so a bad one is refused
+/// before anything starts.
+pub fn headers(given: &[String]) -> Result<Vec<(HeaderName, HeaderValue)>, UsageError> {
     let mut map = Vec::new();
-    for h in &spec.headers {
+    for h in given {
         // Not quoted back: a header without its ':' may be a bare credential.
         let (name, value) = h
             .split_once(':')
@@ -158,7 +159,7 @@ impl HttpTarget {
             None => None,
         };
         Ok(HttpTarget {
-            pool: Pool::new(&head[..path_at], headers(spec)?, conns)?,
+            pool: Pool::new(&head[..path_at], headers(&spec.headers)?, conns)?,
             timeout: spec.http_timeout.0,
             head: head[path_at..].to_string(),
             tail: tail.to_string(),

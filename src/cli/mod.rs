@@ -227,11 +227,11 @@ pub struct SweepCmd {
     pub boundary: Option<String>,
 
     /// The lowest rate the boundary bisection tries [default: rate / 8]
-    #[arg(long, value_name = "RATE", requires = "boundary")]
+    #[arg(long, value_name = "RATE", requires_all = ["boundary", "boundary_max"])]
     pub boundary_min: Option<Rate>,
 
     /// The highest rate the boundary bisection tries [default: rate × 4]
-    #[arg(long, value_name = "RATE", requires = "boundary")]
+    #[arg(long, value_name = "RATE", requires_all = ["boundary", "boundary_min"])]
     pub boundary_max: Option<Rate>,
 
     /// Most runs per strategy for one boundary

@@ -14,27 +14,8 @@ pub const DEFAULTS_WHY: &str = "Defaults: 10k req/s for 10 s over 10000 keys (Zi
 #[derive(Debug, Args)]
 #[command(after_long_help = DEFAULTS_WHY)]
 pub struct RunCmd {
-    /// The strategy, e.g. mutex or swr+lease [default: cache-aside]
-    ///
-    /// A preset (cache-aside, mutex, single-flight, xfetch, swr, jitter), lease, or a
-    /// combination with `+` of at most one of cache-aside|xfetch|swr (expire is another name
-    /// for cache-aside; xfetch+swr is both: early recompute before the soft expiry, stale
-    /// after it) with mutex, single-flight and/or jitter, or with lease (and jitter), such as
-    /// swr+mutex or swr+lease. no-cache (alone) loads every request, the baseline
-    /// of the break-even hit rate. A library preset (alone) reproduces a caching library's
-    /// semantics: laravel-flexible, rails-race-ttl, symfony, caffeine-refresh, spring-sync,
-    /// fusion (docs/strategies.md).
-    #[arg(long, short = 's', value_name = "NAME", help_heading = "Strategy")]
-    pub strategy: Option<String>,
-
-    /// Scenario file (TOML) setting any run flag; flags given here win.
-    ///
-    /// Its keys are the run flags with `_` for `-`.
-    #[arg(long, value_name = "FILE", help_heading = "Scenario file")]
-    pub scenario: Option<PathBuf>,
-
     #[command(flatten)]
-    pub flags: RunFlags,
+    pub setup: RunSetup,
 
     #[command(flatten)]
     pub target: TargetFlags,
@@ -50,15 +31,6 @@ pub struct RunCmd {
 
     #[command(flatten)]
     pub metrics: MetricsFlags,
-}
-
-impl RunCmd {
-    /// The run flags with the strategy given on the command line.
-    pub fn flags(&self) -> RunFlags {
-        let mut flags = self.flags.clone();
-        flags.cache.strategy = self.strategy.clone();
-        flags
-    }
 }
 
 #[derive(Debug, Args, Clone, Default)]
@@ -187,22 +159,40 @@ pub struct TargetFlags {
 
 #[derive(Debug, Args)]
 pub struct PrepareCmd {
-    /// Strategy, as for `run`
-    #[arg(long, short = 's', value_name = "NAME", help_heading = "Strategy")]
-    pub strategy: Option<String>,
-
-    /// Scenario file (TOML), as for `run`
-    #[arg(long, value_name = "FILE", help_heading = "Scenario file")]
-    pub scenario: Option<PathBuf>,
-
     #[command(flatten)]
-    pub flags: RunFlags,
+    pub setup: RunSetup,
 
     #[command(flatten)]
     pub shard: ShardFlags,
 }
 
-impl PrepareCmd {
+/// What `run` and `prepare` resolve: the strategy, a scenario file and the run settings.
+#[derive(Debug, Args, Clone)]
+pub struct RunSetup {
+    /// The strategy, e.g. mutex or swr+lease [default: cache-aside]
+    ///
+    /// A preset (cache-aside, mutex, single-flight, xfetch, swr, jitter), lease, or a
+    /// combination with `+` of at most one of cache-aside|xfetch|swr (expire is another name
+    /// for cache-aside; xfetch+swr is both: early recompute before the soft expiry, stale
+    /// after it) with mutex, single-flight and/or jitter, or with lease (and jitter), such as
+    /// swr+mutex or swr+lease. no-cache (alone) loads every request, the baseline
+    /// of the break-even hit rate. A library preset (alone) reproduces a caching library's
+    /// semantics: laravel-flexible, rails-race-ttl, symfony, caffeine-refresh, spring-sync,
+    /// fusion (docs/strategies.md).
+    #[arg(long, short = 's', value_name = "NAME", help_heading = "Strategy")]
+    pub strategy: Option<String>,
+
+    /// Scenario file (TOML) setting any run flag; flags given here win.
+    ///
+    /// Its keys are the run flags with `_` for `-`.
+    #[arg(long, value_name = "FILE", help_heading = "Scenario file")]
+    pub scenario: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub flags: RunFlags,
+}
+
+impl RunSetup {
     /// The run flags with the strategy given on the command line.
     pub fn flags(&self) -> RunFlags {
         let mut flags = self.flags.clone();
@@ -245,7 +235,7 @@ pub struct ShardFlags {
     /// When every shard starts its traffic (warm-up, then the measured window), as RFC 3339
     /// (2026-12-01T03:00:00Z) or Unix seconds; by default shard 0 (or `prepare`) fixes it at
     /// --start-delay after its setup.
-    #[arg(hide_short_help = true, long, value_name = "TIME", value_parser = parse_start_at)]
+    #[arg(hide_short_help = true, long, value_name = "TIME", value_parser = crate::shard::parse_start_at)]
     pub start_at: Option<u64>,
 
     /// From the end of the setup to the start instant [default: 5s]
@@ -267,22 +257,6 @@ pub struct ShardFlags {
     /// server counters and removes the run's schema and keys.
     #[arg(hide_short_help = true, long, value_name = "DURATION")]
     pub end_timeout: Option<crate::values::Dur>,
-}
-
-/// `--start-at`: RFC 3339 or Unix seconds, as Unix ms.
-fn parse_start_at(s: &str) -> Result<u64, String> {
-    if let Ok(secs) = s.trim().parse::<f64>() {
-        if secs.is_finite() && secs > 0.0 {
-            return Ok((secs * 1000.0).round() as u64);
-        }
-        return Err(format!("--start-at {s}: Unix seconds must be positive"));
-    }
-    let t = humantime::parse_rfc3339_weak(s.trim()).map_err(|e| {
-        format!("--start-at {s}: neither RFC 3339 (2026-12-01T03:00:00Z) nor Unix seconds ({e})")
-    })?;
-    t.duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .map_err(|_| format!("--start-at {s}: before 1970"))
 }
 
 /// Live metrics for Prometheus (docs/shards.md#live-metrics).

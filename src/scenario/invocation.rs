@@ -18,8 +18,8 @@ use crate::values::Dur;
 /// every problem found.
 pub fn for_run(cmd: &RunCmd) -> Result<(Scenario, Option<Plan>), UsageError> {
     let sc = scenario::target::with_target(
-        scenario::resolve(cmd.scenario.as_ref(), cmd.flags())?,
-        &cmd.flags,
+        scenario::resolve(cmd.setup.scenario.as_ref(), cmd.setup.flags())?,
+        &cmd.setup.flags,
         &cmd.target,
     )?;
     let mut p = Problems::default();
@@ -94,7 +94,7 @@ fn run_id(sc: &Scenario, f: &ShardFlags, count: u32) -> Result<String, UsageErro
 
 /// The scenario of `prepare` and the plan of the run it sets up (as its shard 0).
 pub fn for_prepare(cmd: &PrepareCmd) -> Result<(Scenario, Plan), UsageError> {
-    let sc = scenario::resolve(cmd.scenario.as_ref(), cmd.flags())?;
+    let sc = scenario::resolve(cmd.setup.scenario.as_ref(), cmd.setup.flags())?;
     let Some(count) = cmd.shard.shards.or(cmd.shard.shard.map(|s| s.count)) else {
         return Err(UsageError::new(
             "prepare needs --shards N: how many shards the run it sets up has",

@@ -103,7 +103,7 @@ const OWN_LOAD: &str =
 const YOUR_REDIS: &str = "it sets the memory limit of the Redis stampede starts, and stampede never changes its configuration (its maxmemory, policy and samples are read and reported in the result). Set them on the server yourself (CONFIG SET maxmemory …), or drop --redis-url to run on a managed Redis";
 
 /// Whether the run is on a Redis Cluster, managed or the user's.
-fn on_cluster(m: &RunFlags) -> bool {
+pub(super) fn on_cluster(m: &RunFlags) -> bool {
     m.cluster.redis_cluster.is_some()
         || m.servers
             .redis_url

@@ -99,10 +99,7 @@ fn check(f: &RunFlags, src: &Src, problems: &mut Problems) {
 /// Build the run's scenario from an optional file and the command-line flags.
 pub fn resolve(file: Option<&PathBuf>, flags: RunFlags) -> Result<Scenario, UsageError> {
     let (sc, unused) = resolve_one(file, flags)?;
-    match unused {
-        Some(e) => Err(e),
-        None => Ok(sc),
-    }
+    unused.map_or(Ok(sc), Err)
 }
 
 /// [`resolve`] for one strategy of a comparison: the scenario, and the error for a setting

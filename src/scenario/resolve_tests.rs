@@ -519,7 +519,7 @@ fn run_flags(args: &[&str]) -> RunFlags {
     let cli = crate::cli::Cli::try_parse_from(["stampede", "run"].iter().chain(args))
         .unwrap_or_else(|e| panic!("{args:?}: {e}"));
     match cli.command {
-        crate::cli::Command::Run(cmd) => cmd.flags(),
+        crate::cli::Command::Run(cmd) => cmd.setup.flags(),
         _ => unreachable!("a run"),
     }
 }

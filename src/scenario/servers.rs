@@ -61,8 +61,7 @@ pub(super) fn net_settings(m: &RunFlags) -> Result<(), UsageError> {
             redis_fault.or(pg_fault).map_or("", |f| f.kind.name())
         ),
     };
-    let cluster = s.redis_url.as_deref().is_some_and(crate::cache::is_cluster)
-        || m.cluster.redis_cluster.is_some();
+    let cluster = super::needs::on_cluster(m);
     if redis && cluster {
         return Err(UsageError::new(format!(
             "{flag}: a Redis Cluster's replies and redirects carry its nodes' own addresses, which a proxy in front of one address cannot rewrite: drop it on a cluster (or give --pg-rtt alone)"

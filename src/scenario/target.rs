@@ -159,18 +159,7 @@ fn check_http(flags: &TargetFlags) -> Result<(), UsageError> {
     if let Some(b) = &flags.expect_body {
         regex::Regex::new(b).map_err(|e| UsageError::new(format!("--expect-body {b}: {e}")))?;
     }
-    for h in &flags.header {
-        // Not quoted back: a header without its ':' may be a bare credential.
-        let (name, value) = h
-            .split_once(':')
-            .ok_or_else(|| UsageError::new("a --header has no ':': write it as 'Name: value'"))?;
-        reqwest::header::HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
-            UsageError::new(format!("--header: '{}' is not a header name", name.trim()))
-        })?;
-        reqwest::header::HeaderValue::from_str(value.trim()).map_err(|_| {
-            UsageError::new(format!("--header {}: the value is not valid", name.trim()))
-        })?;
-    }
+    crate::app::http::headers(&flags.header)?;
     Ok(())
 }
 

@@ -111,14 +111,10 @@ fn boundary_range(
             ));
             (lo, hi)
         }
-        (None, None, _) => {
-            return Err(UsageError::new(
-                "--boundary rps needs --boundary-min RATE and --boundary-max RATE: a closed-loop scenario (--clients) has no rate to start from",
-            ));
-        }
+        // Both bounds or neither (clap requires them together).
         _ => {
             return Err(UsageError::new(
-                "--boundary rps needs --boundary-min RATE and --boundary-max RATE",
+                "--boundary rps needs --boundary-min RATE and --boundary-max RATE: a closed-loop scenario (--clients) has no rate to start from",
             ));
         }
     };
