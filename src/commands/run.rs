@@ -9,13 +9,13 @@ use crate::cli::RunCmd;
 use crate::report::sink::{HtmlReport, ResultFile, Sinks, Terminal};
 use crate::results;
 use crate::session::Status;
-use crate::session::single::{self, Done};
+use crate::session::{self, Done};
 use crate::session::trials::Output;
 
 pub async fn run(cmd: RunCmd) -> Result<ExitCode> {
     let status = Status::new(cmd.output.quiet);
     let (sc, plan) = crate::scenario::invocation::for_run(&cmd)?;
-    let opts = single::Options {
+    let opts = session::Options {
         trials: super::trials(&cmd.trials),
         metrics_listen: cmd.metrics.metrics_listen,
         metrics_linger: cmd.metrics.metrics_linger,
@@ -26,7 +26,7 @@ pub async fn run(cmd: RunCmd) -> Result<ExitCode> {
             quiet: cmd.output.quiet,
         },
     };
-    match single::run(sc, plan, &opts, |r| write_and_show(&cmd, r)).await? {
+    match session::run(sc, plan, &opts, |r| write_and_show(&cmd, r)).await? {
         Done::One(result) => Ok(super::ending(
             result.interrupted,
             &result.broken_thresholds(),

@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
 
 use super::build::{Measured, build};
-use super::builtin::Setup;
+use super::setup::Setup;
 use super::env::{Env, Status};
 use super::heartbeat::Heartbeat;
 use super::lifecycle::{self, Progress, Readings, RunSpace};

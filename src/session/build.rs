@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use super::builtin::Setup;
+use super::setup::Setup;
 use super::env::Env;
 use crate::cache;
 use crate::driver::{Divergence, Raw};

@@ -13,12 +13,12 @@ use super::build::{Measured, build};
 use super::env::{Env, Status};
 use super::heartbeat::Heartbeat;
 use super::lifecycle::{self, Readings, RunSpace};
+use super::setup::{Setup, heavy_setup};
 use crate::cache;
 use crate::driver::Driver;
 use crate::fault::Server;
 use crate::live::Live;
 use crate::origin::Db;
-use crate::origin::DbQuery;
 use crate::redact;
 use crate::results::RunResult;
 use crate::scenario::Scenario;
@@ -112,15 +112,6 @@ pub(super) async fn run_on(
     result
 }
 
-/// What the run's setup made, for the measurement.
-pub(crate) struct Setup<'a> {
-    pub(crate) db: &'a Db,
-    pub(crate) admin: &'a cache::Admin,
-    pub(crate) prefix: Arc<str>,
-    pub(crate) seed_ms: u64,
-    pub(crate) heavy_query_ms: Option<f64>,
-}
-
 /// What a run on the user's own query will do to their server, said before it starts.
 fn own_load_line(sc: &Scenario, pg_url: &str) -> String {
     let mut s = format!(
@@ -146,19 +137,6 @@ fn own_load_line(sc: &Scenario, pg_url: &str) -> String {
         s.push_str("; cold start: the cache is empty when traffic starts");
     }
     s
-}
-
-/// Under `--db-query heavy`, seed the reviews table and measure one heavy query.
-pub(super) async fn heavy_setup(sc: &Scenario, db: &Db, status: &Status) -> Result<Option<f64>> {
-    if sc.db_query != DbQuery::Heavy {
-        return Ok(None);
-    }
-    let ms = db.seed_reviews(sc.keys).await?;
-    status.line(&format!(
-        "heavy DB query: one aggregate over {} reviews takes {ms:.1} ms on the idle server (median of 5, one core: no parallel workers)",
-        crate::origin::REVIEW_ROWS
-    ));
-    Ok(Some(ms))
 }
 
 async fn measure(

@@ -5,7 +5,7 @@ use tokio_util::sync::CancellationToken;
 
 use anyhow::Result;
 
-use super::builtin::Setup;
+use super::setup::Setup;
 use super::env::Env;
 use crate::driver::Driver;
 use crate::fault::chaos::{self, Chaos, DropSide, HolderSide, PgSide, RedisSide};

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use tokio_util::sync::CancellationToken;
 
-use super::builtin::Setup;
+use super::setup::Setup;
 use super::env::Env;
 use super::faults::{finish_faults, start_faults};
 use crate::cache::{Admin, RedisStats};

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Progress;
 use super::build::{Measured, build};
-use super::builtin::{Setup, heavy_setup};
+use super::setup::{Setup, heavy_setup};
 use super::env::{Env, Status};
 use super::heartbeat::{BOUND, Heartbeat};
 use super::lifecycle::{self, Readings, RunSpace};
