@@ -7,4 +7,6 @@ cp=/usr/share/java/caffeine.jar:/usr/share/java/postgresql.jar
 for jar in ${cp//:/ }; do
   [ -r "$jar" ] || { echo "$jar not found: scripts/install-deps --for-libraries" >&2; exit 3; }
 done
-exec java ${JAVA_OPTS:-} -cp "$cp" "$here/Main.java"
+# nodelay: the JDK server writes headers and body apart; with Nagle's algorithm the body waits
+# for the client's delayed ACK (40 ms a request).
+exec java -Dsun.net.httpserver.nodelay=true ${JAVA_OPTS:-} -cp "$cp" "$here/Main.java"
