@@ -368,3 +368,210 @@ fn commands_only_read_arguments_call_the_orchestration_and_end() {
         );
     }
 }
+
+/// A file's code without its test module (`#[cfg(test)] mod tests`, inline or in a file of its
+/// own): tests may import what they like.
+fn without_tests(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut end = lines.len();
+    for (i, l) in lines.iter().enumerate() {
+        if l.trim() != "#[cfg(test)]" {
+            continue;
+        }
+        let next = lines[i + 1..].iter().find(|n| !n.trim().starts_with("#["));
+        if next.is_some_and(|n| n.trim_start().starts_with("mod ")) {
+            end = i;
+            break;
+        }
+    }
+    lines[..end]
+        .iter()
+        .map(|l| l.split("//").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every path a file's code writes from `crate::`, `super::` or `self::`, as its segments
+/// (`use super::{a::X, b::{self, Y}}` gives `super::a::X`, `super::b`, `super::b::Y`).
+fn relative_paths(code: &str) -> Vec<Vec<String>> {
+    fn ident(c: char) -> bool {
+        c.is_ascii_alphanumeric() || c == '_'
+    }
+    /// The path that starts at `s` under `prefix`, with a brace group's items each expanded.
+    fn expand(prefix: &[String], s: &str, out: &mut Vec<Vec<String>>) {
+        let mut path = prefix.to_vec();
+        let mut rest = s.trim_start();
+        loop {
+            let seg: String = rest.chars().take_while(|c| ident(*c)).collect();
+            if !seg.is_empty() {
+                if seg != "self" || path.is_empty() {
+                    path.push(seg.clone());
+                }
+                rest = &rest[seg.len()..];
+            }
+            match rest.strip_prefix("::") {
+                Some(r) if r.starts_with('{') => {
+                    // The group up to its matching brace, split at its own commas.
+                    let (mut depth, mut start) = (0, 1);
+                    for (i, c) in r.char_indices() {
+                        match c {
+                            '{' => depth += 1,
+                            '}' | ',' if depth == 1 => {
+                                expand(&path, &r[start..i], out);
+                                start = i + 1;
+                                if c == '}' {
+                                    break;
+                                }
+                            }
+                            '}' => depth -= 1,
+                            _ => {}
+                        }
+                    }
+                    break;
+                }
+                Some(r) if r.starts_with(ident) => rest = r,
+                _ => break,
+            }
+        }
+        if !path.is_empty() {
+            out.push(path);
+        }
+    }
+    let mut out = Vec::new();
+    for root in ["crate::", "super::", "self::"] {
+        let mut at = 0;
+        while let Some(i) = code[at..].find(root) {
+            let start = at + i;
+            at = start + root.len();
+            let before = code[..start].chars().next_back();
+            if before.is_some_and(|c| ident(c) || c == ':') {
+                continue;
+            }
+            expand(&[], &code[start..], &mut out);
+        }
+    }
+    out
+}
+
+/// The module a path names, read from `from`: the longest prefix of it that is a module of
+/// src/, or, when that module re-exports the next name from a child (`pub use child::Name`),
+/// that child, where the name really lives.
+fn module_named(code: &BTreeMap<String, String>, from: &str, path: &[String]) -> Option<String> {
+    let mut full: Vec<String> = if path[0] == "crate" {
+        Vec::new()
+    } else {
+        from.split("::").map(str::to_string).collect()
+    };
+    for seg in path {
+        match seg.as_str() {
+            "crate" | "self" => {}
+            "super" => {
+                full.pop();
+            }
+            _ => full.push(seg.clone()),
+        }
+    }
+    let n = (1..=full.len())
+        .rev()
+        .find(|n| code.contains_key(&full[..*n].join("::")))?;
+    let m = full[..n].join("::");
+    let Some(name) = full.get(n) else {
+        return Some(m);
+    };
+    let word = |text: &str| {
+        text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .any(|w| w == name)
+    };
+    for stmt in code[&m].split(';') {
+        let s = stmt.trim();
+        let Some(used) = ["pub use ", "pub(crate) use ", "pub(super) use "]
+            .iter()
+            .find_map(|p| s.strip_prefix(p))
+        else {
+            continue;
+        };
+        let used = used.trim_start_matches("self::");
+        let child: String = used
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        let child = format!("{m}::{child}");
+        if code.contains_key(&child) && word(used) {
+            return Some(child);
+        }
+    }
+    Some(m)
+}
+
+/// No circle between the files of one room (a top-level module's folder): a file that imports
+/// another of its room, directly or through others, is not imported back by it, so each file can
+/// be read (and changed) after the ones it uses. A folder's `mod.rs` and the files in it name
+/// each other by nature (it declares them, they use what it holds): edges between a module and
+/// its own parents or children are not counted, but what a `mod.rs` only re-exports counts as
+/// the file it comes from.
+#[test]
+fn the_files_of_a_room_import_each_other_with_no_circle() {
+    let code: BTreeMap<String, String> = sources()
+        .into_iter()
+        .filter(|(m, _)| {
+            let last = m.rsplit("::").next().unwrap_or(m);
+            last != "tests" && !last.ends_with("_tests")
+        })
+        .map(|(m, t)| (m, without_tests(&t)))
+        .collect();
+    let kin = |a: &str, b: &str| {
+        a == b || a.starts_with(&format!("{b}::")) || b.starts_with(&format!("{a}::"))
+    };
+    let mut g: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (m, text) in &code {
+        let deps = g.entry(m.clone()).or_default();
+        for path in relative_paths(text) {
+            if let Some(to) = module_named(&code, m, &path)
+                && top(&to) == top(m)
+                && !kin(m, &to)
+            {
+                deps.insert(to);
+            }
+        }
+    }
+    let mut left = g.clone();
+    loop {
+        let free: Vec<String> = left
+            .iter()
+            .filter(|(_, deps)| deps.iter().all(|d| !left.contains_key(d)))
+            .map(|(m, _)| m.clone())
+            .collect();
+        if free.is_empty() {
+            break;
+        }
+        for m in &free {
+            left.remove(m);
+        }
+    }
+    // What is left imports a circle; of that, what nothing left imports is not in one.
+    loop {
+        let unused: Vec<String> = left
+            .keys()
+            .filter(|m| !left.values().any(|d| d.contains(*m)))
+            .cloned()
+            .collect();
+        if unused.is_empty() {
+            break;
+        }
+        for m in &unused {
+            left.remove(m);
+        }
+    }
+    let stuck: Vec<String> = left
+        .iter()
+        .map(|(m, d)| {
+            let inside: Vec<&String> = d.iter().filter(|x| left.contains_key(*x)).collect();
+            format!("{m} -> {inside:?}")
+        })
+        .collect();
+    assert!(
+        stuck.is_empty(),
+        "files of one room import each other in a circle (what both use belongs in a file of its own, or with the lower one):\n  {}",
+        stuck.join("\n  ")
+    );
+}

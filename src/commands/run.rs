@@ -9,8 +9,8 @@ use crate::cli::RunCmd;
 use crate::report::sink::{HtmlReport, ResultFile, Sinks, Terminal};
 use crate::results;
 use crate::session::Status;
-use crate::session::{self, Done};
 use crate::session::trials::Output;
+use crate::session::{self, Done};
 
 pub async fn run(cmd: RunCmd) -> Result<ExitCode> {
     let status = Status::new(cmd.output.quiet);

@@ -10,7 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::causes::ByCause;
-use super::summary::Row;
+use super::row::Row;
 use crate::metric::{Better, Metric, Unit};
 use crate::metrics::Cause;
 use crate::stats;
@@ -53,11 +53,11 @@ pub struct Objective {
     /// The metric's name (docs/results.md).
     pub metric: String,
     /// The baseline's median (null: unknown).
-    #[serde(deserialize_with = "super::summary::nan::one")]
+    #[serde(deserialize_with = "super::row::nan::one")]
     pub baseline_value: f64,
     /// The largest difference between any two strategies' medians, relative to the smaller
     /// (counts and ms), or in points (shares).
-    #[serde(deserialize_with = "super::summary::nan::one")]
+    #[serde(deserialize_with = "super::row::nan::one")]
     pub spread: f64,
     /// Strategies better than the baseline beyond the noise.
     pub better: Vec<Difference>,
@@ -70,7 +70,7 @@ pub struct Objective {
 pub struct Difference {
     pub strategy: String,
     /// Its median.
-    #[serde(deserialize_with = "super::summary::nan::one")]
+    #[serde(deserialize_with = "super::row::nan::one")]
     pub value: f64,
     /// Relative to the baseline's (counts and ms; null when the baseline's is 0), or the
     /// difference in points (shares).

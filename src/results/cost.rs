@@ -90,8 +90,9 @@ pub fn is_no_cache(r: &RunResult) -> bool {
 }
 
 /// Take L for `r`'s break-even from `no_cache`, a run of the same comparison without a cache
-/// (under a cache the database is lighter, so its loads are cheaper than the cache saves), and
-/// judge the diagnoses again. False when there was nothing to change.
+/// (under a cache the database is lighter, so its loads are cheaper than the cache saves). False
+/// when there was nothing to change; else the diagnoses, which read the break-even, are judged
+/// again by the caller (`diagnose` reads the cost, not the other way round).
 pub fn rebase(r: &mut RunResult, no_cache: &RunResult) -> bool {
     let (Some(c), Some(n)) = (&r.cost, &no_cache.cost) else {
         return false;
@@ -104,7 +105,6 @@ pub fn rebase(r: &mut RunResult, no_cache: &RunResult) -> bool {
         return false;
     }
     r.cost = Some(rebased);
-    r.diagnoses = super::diagnose::diagnose(r);
     true
 }
 

@@ -15,6 +15,7 @@ pub mod l1;
 pub mod measure;
 pub mod merge;
 pub mod recovery;
+pub mod row;
 pub mod schema;
 pub mod shard;
 pub mod stores;

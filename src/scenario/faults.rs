@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use super::LoadShape;
-use super::resolve::{Shape, Src};
+use super::shape::{Shape, Src};
 use crate::cli::RunFlags;
 use crate::error::{Problems, UsageError};
 use crate::fault::{self as schedule, FaultKind, FaultSpec};

@@ -247,6 +247,7 @@ mod optional;
 pub mod policy;
 mod resolve;
 mod servers;
+mod shape;
 pub mod sweep;
 pub mod target;
 pub mod trace;

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use super::faults::{fault_name, faults_from_flags};
 use super::optional::{breaker, cache_policy, db_rate, l1, rewarm, survival_settings, writes};
 use super::servers::{net_settings, own_load, redis_client, tls_settings};
+use super::shape::{DEFAULT_RPS, Shape, Src};
 use super::{LoadShape, Scenario};
 use crate::fault::{RecoveryCriteria, verdict_possible};
 
@@ -19,32 +20,6 @@ use crate::strategy::StrategySpec;
 use crate::strategy::lock::{LockSpec, Writeback};
 use crate::values::{Dur, Percent, Rate};
 use crate::workload::{Arrival, Start};
-
-/// Where a setting came from, so an error can say which flag or which key of which file.
-pub(super) enum Src<'a> {
-    /// The command line, with each fault's name as it was written there (`--fault …` or the
-    /// shorthand flags), in the order of the flags' fault list.
-    Flags(&'a [String]),
-    File(&'a Path),
-}
-
-impl Src<'_> {
-    pub(super) fn name(&self, key: &str) -> String {
-        match self {
-            Src::Flags(_) => format!("--{}", key.replace('_', "-")),
-            Src::File(p) => format!("`{key}` in {}", p.display()),
-        }
-    }
-
-    /// A declared check's finding about `key`, said after its name.
-    fn said(&self, key: &str, what: &str) -> String {
-        if what.starts_with(':') {
-            format!("{}{what}", self.name(key))
-        } else {
-            format!("{} {what}", self.name(key))
-        }
-    }
-}
 
 /// Read and parse a scenario file; a missing file, a TOML syntax error (with its line) and an
 /// unknown key are usage errors naming the file. The settings' groups share the file's one
@@ -148,19 +123,6 @@ fn build(
     let sc = assemble(file, m, &faults_src, &mut p, unused);
     p.into_result()?;
     sc.ok_or_else(|| UsageError::new("the scenario could not be resolved"))
-}
-
-/// The open loop's rate when neither `--rps` nor `--clients` is given.
-pub const DEFAULT_RPS: f64 = 10_000.0;
-
-/// The workload's shape, resolved before the checks that depend on it.
-pub(super) struct Shape {
-    pub strategy: StrategySpec,
-    pub trace: Option<crate::trace::replay::TraceSpec>,
-    pub load: LoadShape,
-    pub own_load: Option<super::OwnLoad>,
-    pub keys: u64,
-    pub duration: Dur,
 }
 
 /// The strategy, the trace, the load, the keys and the window.

@@ -138,10 +138,7 @@ pub fn for_mrc(cmd: &MrcCmd) -> Result<Mrc, UsageError> {
                     "--keys must be at least 1 and --zipf above 0",
                 ));
             }
-            let rps = cmd
-                .workload
-                .rps
-                .map_or(super::resolve::DEFAULT_RPS, |r| r.0);
+            let rps = cmd.workload.rps.map_or(super::shape::DEFAULT_RPS, |r| r.0);
             Source::Workload(Workload {
                 keys,
                 zipf,

@@ -39,6 +39,7 @@
 //! died, all before the watchdog acted (the group kill would then miss or hit a stranger;
 //! it needs the pid counter to wrap within milliseconds).
 
+mod pg_user;
 pub mod postgres;
 pub mod reaper;
 pub mod redis;

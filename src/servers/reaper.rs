@@ -226,7 +226,7 @@ pub fn reap_leftovers_in(root: &Path) -> Vec<Reaped> {
 fn owned_by_us(uid: u32) -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let me = unsafe { libc::geteuid() };
-    uid == me || (me == 0 && super::postgres::server_uid() == Some(uid))
+    uid == me || (me == 0 && super::pg_user::server_uid() == Some(uid))
 }
 
 fn reap_dir(dir: &Path) -> Reaped {

@@ -11,10 +11,10 @@ use anyhow::{Context, Result};
 use tokio_util::sync::CancellationToken;
 
 use super::build::{Measured, build};
-use super::setup::Setup;
 use super::env::{Env, Status};
 use super::heartbeat::Heartbeat;
 use super::lifecycle::{self, Progress, Readings, RunSpace};
+use super::setup::Setup;
 use crate::app::http::HttpTarget;
 use crate::app::process::{ManagedApp, Ready};
 use crate::app::sample::{ACTIVITY_EVERY, AppStatements, Sampled, Sampler};

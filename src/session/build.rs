@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use super::setup::Setup;
 use super::env::Env;
+use super::setup::Setup;
 use crate::cache;
 use crate::driver::{Divergence, Raw};
 use crate::fault::FaultKind;

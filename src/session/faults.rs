@@ -5,8 +5,8 @@ use tokio_util::sync::CancellationToken;
 
 use anyhow::Result;
 
-use super::setup::Setup;
 use super::env::Env;
+use super::setup::Setup;
 use crate::driver::Driver;
 use crate::fault::chaos::{self, Chaos, DropSide, HolderSide, PgSide, RedisSide};
 use crate::fault::{FaultKind, Server};

@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use tokio_util::sync::CancellationToken;
 
-use super::setup::Setup;
 use super::env::Env;
 use super::faults::{finish_faults, start_faults};
+use super::setup::Setup;
 use crate::cache::{Admin, RedisStats};
 use crate::driver::{Driver, Raw};
 use crate::error::EnvError;

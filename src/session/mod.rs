@@ -99,9 +99,7 @@ pub async fn run(
     };
     let mut env = Env::start(&sc, &status).await?;
     let outcome = match &plan {
-        Some(p) => {
-            shards::run_shard(&sc, p, &mut env, shutdown.clone(), &output, &status).await
-        }
+        Some(p) => shards::run_shard(&sc, p, &mut env, shutdown.clone(), &output, &status).await,
         None => run_on(&sc, &mut env, shutdown.clone(), &output, &status).await,
     };
     env.stop();

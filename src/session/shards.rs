@@ -14,10 +14,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::Progress;
 use super::build::{Measured, build};
-use super::setup::{Setup, heavy_setup};
 use super::env::{Env, Status};
 use super::heartbeat::{BOUND, Heartbeat};
 use super::lifecycle::{self, Readings, RunSpace};
+use super::setup::{Setup, heavy_setup};
 use crate::cache::{self, Admin};
 use crate::driver::Driver;
 use crate::error::{EnvError, UsageError};

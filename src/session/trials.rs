@@ -106,7 +106,7 @@ pub async fn run_trials(scenarios: &[Scenario], trials: Trials, out: &Output) ->
         };
         // The same trial's run without a cache, if it ran already, gives this run's L.
         if let Some(n) = no_cache_of(&done, t) {
-            cost::rebase(&mut r, n);
+            rebase(&mut r, n);
         }
         if let Some(why) = results::check::unreliable(&r) {
             eprintln!("warning ({label}): {why}");
@@ -208,6 +208,16 @@ fn no_cache_of(done: &[Vec<RunResult>], t: usize) -> Option<&RunResult> {
 
 /// Trial `t` of scenario `si` ran without a cache: every caching run of that trial done before
 /// it takes its L for the break-even, and is written again.
+/// Take `r`'s load time L from `no_cache` ([`cost::rebase`]) and, when that changed it, judge
+/// the diagnoses again, as the break-even's moved.
+fn rebase(r: &mut RunResult, no_cache: &RunResult) -> bool {
+    if !cost::rebase(r, no_cache) {
+        return false;
+    }
+    r.diagnoses = results::diagnose::diagnose(r);
+    true
+}
+
 fn rebase_trial(
     done: &mut [Vec<RunResult>],
     si: usize,
@@ -220,7 +230,7 @@ fn rebase_trial(
         return Ok(());
     };
     for r in done.iter_mut().filter_map(|d| d.get_mut(t)) {
-        if !cost::rebase(r, &n) {
+        if !rebase(r, &n) {
             continue;
         }
         if let Some(line) = cost::line(r) {

@@ -1,14 +1,13 @@
-//! The data dir of a managed Postgres: finding the server binaries, the user to run them as, and a
-//! dir made by copying the cached initdb template (or by initdb, which then fills the cache).
+//! The data dir of a managed Postgres: finding the server binaries and a dir made by copying the cached initdb template (or by initdb, which then fills the cache).
 
-use std::ffi::CString;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use super::{DB_USER, SERVER_USER};
+use super::DB_USER;
+use crate::servers::pg_user::{RunAs, SERVER_USER};
 use crate::servers::{ServerError, find_on_path, log_tail};
 
 const INSTALL_HINT: &str = "Debian: apt-get install postgresql";
@@ -19,48 +18,6 @@ pub(super) struct PgBinaries {
     pub(super) bin_dir: PathBuf,
     /// As written in a data dir's `PG_VERSION`: "15", or "9.6" for old releases.
     pub(super) major: String,
-}
-
-/// Uid and gid to run initdb and the server as; `None` runs them as ourselves.
-pub(super) type RunAs = Option<(u32, u32)>;
-
-/// Postgres refuses to run as root, so as root we run it as the `postgres` user.
-pub(super) fn run_as() -> Result<RunAs, ServerError> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
-        return Ok(None);
-    }
-    lookup_user(SERVER_USER)
-        .map(Some)
-        .ok_or(ServerError::NoUnprivilegedUser { user: SERVER_USER })
-}
-
-/// Uid and gid of `name`, via the thread-safe getpwnam_r.
-fn lookup_user(name: &str) -> Option<(u32, u32)> {
-    let name = CString::new(name).ok()?;
-    let mut buf_len = 1024;
-    loop {
-        let mut buf = vec![0 as libc::c_char; buf_len];
-        // SAFETY: an all-zero passwd is a valid value (null pointers, zero ids); getpwnam_r
-        // fills it with pointers into `buf`, which outlives every use below.
-        let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
-        let mut found: *mut libc::passwd = std::ptr::null_mut();
-        // SAFETY: all pointers are valid for the lengths given.
-        let rc = unsafe {
-            libc::getpwnam_r(
-                name.as_ptr(),
-                &mut pwd,
-                buf.as_mut_ptr(),
-                buf.len(),
-                &mut found,
-            )
-        };
-        if rc == libc::ERANGE && buf_len < 1 << 20 {
-            buf_len *= 4;
-            continue;
-        }
-        return (rc == 0 && !found.is_null()).then_some((pwd.pw_uid, pwd.pw_gid));
-    }
 }
 
 /// The server binaries: `postgres` (with `initdb` beside it) on PATH first, then the
@@ -312,11 +269,5 @@ mod tests {
             Some("9.6")
         );
         assert_eq!(parse_major("something else"), None);
-    }
-
-    #[test]
-    fn finds_the_user_postgres_runs_as() {
-        assert!(lookup_user("root").is_some_and(|(uid, _)| uid == 0));
-        assert_eq!(lookup_user("no-such-user-stampede"), None);
     }
 }

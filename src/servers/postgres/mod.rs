@@ -17,7 +17,8 @@ use tempfile::TempDir;
 use tokio::task::JoinHandle;
 use tokio_postgres::{Client, NoTls};
 
-use self::datadir::{PgBinaries, RunAs, find_binaries, prepare_cluster, run_as};
+use self::datadir::{PgBinaries, find_binaries, prepare_cluster};
+use super::pg_user::{RunAs, run_as};
 use super::reaper::{PG_DIR_PREFIX, postmaster_shm};
 use super::watchdog::Watchdog;
 use super::{
@@ -39,8 +40,6 @@ const RESTART_ATTEMPTS: u32 = 10;
 const RESTART_BACKOFF: Duration = Duration::from_millis(200);
 /// What Postgres logs when it starts on a data dir it was not shut down from cleanly.
 const CRASH_RECOVERY_LOG: &str = "automatic recovery in progress";
-/// The unprivileged user the server runs as when we are root.
-const SERVER_USER: &str = "postgres";
 /// The pg_hba.conf of a server with TLS, in its temp dir.
 const TLS_HBA: &str = "pg_hba_tls.conf";
 /// The superuser initdb creates; the url connects as it (trust auth, loopback only).
@@ -449,12 +448,6 @@ fn release_shared_memory(data: &Path) {
         // SAFETY: IPC_RMID takes no buffer; a stale or wrong id only makes the call fail.
         unsafe { libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut()) };
     }
-}
-
-/// The uid the server runs as when the tool is root (the `postgres` user), if any: the
-/// reaper accepts temp dirs handed to it as the tool's own.
-pub(crate) fn server_uid() -> Option<u32> {
-    run_as().ok().flatten().map(|(uid, _)| uid)
 }
 
 #[cfg(test)]
