@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::clock::Clock;
 use super::{Record, STAMPEDE_WINDOW, ms_since};
 use crate::cache::Admin;
 use crate::fault::FaultSpec;
@@ -43,37 +44,26 @@ pub(super) async fn lane(
     faults: Vec<FaultSpec>,
     side: Option<HolderSide>,
     shared: Gauges,
-    mut window: watch::Receiver<Option<Instant>>,
+    window: watch::Receiver<Option<Instant>>,
     duration: Duration,
     stop: CancellationToken,
 ) -> Vec<Record> {
     let mut records = Vec::new();
-    let Some(side) = side.filter(|_| !faults.is_empty()) else {
+    let Some(side) = side else {
         return records;
     };
-    let start = tokio::select! {
-        r = window.wait_for(Option::is_some) => r.ok().and_then(|v| *v),
-        _ = stop.cancelled() => None,
+    let Some(clock) = Clock::open(&faults, window, duration, stop).await else {
+        return records;
     };
-    let Some(start) = start else { return records };
-    let end = start + duration;
-    let sleep_until = |at: Instant| {
-        let stop = stop.clone();
-        async move {
-            tokio::select! {
-                _ = tokio::time::sleep_until(at.into()) => true,
-                _ = stop.cancelled() => false,
-            }
-        }
-    };
+    let start = clock.start;
     let calls = || shared.loads.calls.load(Relaxed);
     for (nth, spec) in faults.iter().enumerate() {
-        let due = start + spec.at.0;
-        if !sleep_until(due).await {
+        let due = clock.due(spec);
+        if !clock.sleep_until(due).await {
             break;
         }
         // The next holder-crash (or the end of the window) cuts this one's watch short.
-        let next = faults.get(nth + 1).map_or(end, |f| start + f.at.0);
+        let next = clock.next(&faults, nth);
         let Some((pos, held)) = holder(&side.instances, next.min(due + HOLDER_WAIT)).await else {
             records.push(no_holder(spec, ms_since(due, start)));
             continue;
@@ -109,7 +99,7 @@ pub(super) async fn lane(
         events.sort_by_key(|e| e.0);
         let (mut during, mut back_calls) = (None, None);
         for (t, event) in events {
-            if !sleep_until(t.min(next)).await {
+            if !clock.sleep_until(t.min(next)).await {
                 break;
             }
             match event {

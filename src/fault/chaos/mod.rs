@@ -20,7 +20,9 @@ use crate::fault::{FaultKind, FaultSpec, Server};
 use crate::metrics::{Gauges, ServerHealth};
 use crate::origin::PgProbe;
 use crate::servers::{ManagedPostgres, ManagedRedis};
+use clock::Clock;
 
+mod clock;
 mod holder;
 mod network;
 pub mod primaries;
@@ -304,10 +306,7 @@ impl Lane {
 
     /// Sleep until `at`; false when stopped first.
     async fn sleep_until(&self, at: Instant) -> bool {
-        tokio::select! {
-            _ = tokio::time::sleep_until(at.into()) => true,
-            _ = self.stop.cancelled() => false,
-        }
+        clock::sleep_until(at, &self.stop).await
     }
 
     fn health(&self) -> &ServerHealth {
@@ -338,18 +337,11 @@ impl Lane {
     async fn run(
         mut self,
         faults: Vec<FaultSpec>,
-        mut window: watch::Receiver<Option<Instant>>,
+        window: watch::Receiver<Option<Instant>>,
         duration: Duration,
     ) -> Lane {
-        if faults.is_empty() {
-            return self;
-        }
-        let start = tokio::select! {
-            r = window.wait_for(Option::is_some) => r.ok().and_then(|v| *v),
-            _ = self.stop.cancelled() => None,
-        };
-        if let Some(start) = start {
-            self.strike_all(&faults, start, start + duration).await;
+        if let Some(clock) = Clock::open(&faults, window, duration, self.stop.clone()).await {
+            self.strike_all(&faults, clock.start, clock.end).await;
         }
         self
     }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::clock::Clock;
 use super::{Record, STAMPEDE_WINDOW, ms_since};
 use crate::fault::report::NetFault;
 use crate::fault::{FaultKind, FaultSpec};
@@ -33,29 +34,15 @@ pub(super) async fn lane(
     faults: Vec<FaultSpec>,
     links: Vec<NetLink>,
     shared: Gauges,
-    mut window: watch::Receiver<Option<Instant>>,
+    window: watch::Receiver<Option<Instant>>,
     duration: Duration,
     stop: CancellationToken,
 ) -> Vec<Record> {
     let mut records = Vec::new();
-    if faults.is_empty() {
+    let Some(clock) = Clock::open(&faults, window, duration, stop).await else {
         return records;
-    }
-    let start = tokio::select! {
-        r = window.wait_for(Option::is_some) => r.ok().and_then(|v| *v),
-        _ = stop.cancelled() => None,
     };
-    let Some(start) = start else { return records };
-    let end = start + duration;
-    let sleep_until = |at: Instant| {
-        let stop = stop.clone();
-        async move {
-            tokio::select! {
-                _ = tokio::time::sleep_until(at.into()) => true,
-                _ = stop.cancelled() => false,
-            }
-        }
-    };
+    let start = clock.start;
     let c = &shared.counters;
     let l = &shared.loads;
     let calls = || l.calls.load(Relaxed);
@@ -66,7 +53,7 @@ pub(super) async fn lane(
             + l.pool_timeouts.load(Relaxed)
     };
     for (nth, spec) in faults.iter().enumerate() {
-        if !sleep_until(start + spec.at.0).await {
+        if !clock.sleep_until(clock.due(spec)).await {
             break;
         }
         let on = spec.server.unwrap_or_default();
@@ -101,7 +88,7 @@ pub(super) async fn lane(
             ..Record::default()
         };
         let heal = start + spec.ends_at();
-        let healed = sleep_until(heal).await;
+        let healed = clock.sleep_until(heal).await;
         switch(spec, &struck, false);
         let healed_at = Instant::now();
         r.restart_ms = Some(ms_since(healed_at, start));
@@ -112,7 +99,7 @@ pub(super) async fn lane(
         let resets = sum(|c| c.resets.load(Relaxed)) - resets0;
         let db_failed = r.db_errors_during;
         // The first reply through after the heal, and the reconnects of the second after it.
-        let next = faults.get(nth + 1).map_or(end, |f| start + f.at.0);
+        let next = clock.next(&faults, nth);
         let watch_until = (healed_at + STAMPEDE_WINDOW).min(next);
         let replies0 = sum(|c| c.replies.load(Relaxed));
         let calls_healed = calls();
@@ -120,7 +107,7 @@ pub(super) async fn lane(
             if sum(|c| c.replies.load(Relaxed)) > replies0 {
                 r.first_ok_ms.get_or_insert(ms_since(Instant::now(), start));
             }
-            if !sleep_until(Instant::now() + LOOK_EVERY).await {
+            if !clock.sleep_until(Instant::now() + LOOK_EVERY).await {
                 break;
             }
         }

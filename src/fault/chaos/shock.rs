@@ -12,6 +12,7 @@ use rand::seq::SliceRandom;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use super::clock::Clock;
 use super::{Record, STAMPEDE_WINDOW, ms_since};
 use crate::cache::Admin;
 use crate::fault::{DropOrder, FaultKind, FaultSpec};
@@ -47,29 +48,15 @@ pub(super) async fn lane(
     faults: Vec<FaultSpec>,
     side: Option<DropSide>,
     shared: Gauges,
-    mut window: watch::Receiver<Option<Instant>>,
+    window: watch::Receiver<Option<Instant>>,
     duration: Duration,
     stop: CancellationToken,
 ) -> Vec<Record> {
     let mut records = Vec::new();
-    if faults.is_empty() {
+    let Some(clock) = Clock::open(&faults, window, duration, stop).await else {
         return records;
-    }
-    let start = tokio::select! {
-        r = window.wait_for(Option::is_some) => r.ok().and_then(|v| *v),
-        _ = stop.cancelled() => None,
     };
-    let Some(start) = start else { return records };
-    let end = start + duration;
-    let sleep_until = |at: Instant| {
-        let stop = stop.clone();
-        async move {
-            tokio::select! {
-                _ = tokio::time::sleep_until(at.into()) => true,
-                _ = stop.cancelled() => false,
-            }
-        }
-    };
+    let (start, end) = (clock.start, clock.end);
     let loads = &shared.loads;
     let calls = || loads.calls.load(Relaxed);
     let redundant = || loads.redundant.load(Relaxed);
@@ -79,7 +66,7 @@ pub(super) async fn lane(
             + loads.pool_timeouts.load(Relaxed)
     };
     for (nth, spec) in faults.iter().enumerate() {
-        if !sleep_until(start + spec.at.0).await {
+        if !clock.sleep_until(clock.due(spec)).await {
             break;
         }
         let (calls0, errors0) = (calls(), db_errors());
@@ -120,7 +107,7 @@ pub(super) async fn lane(
             }
             FaultKind::SlowDb => {
                 loads.set_cost_factor(spec.shock_factor());
-                let over = sleep_until(struck + spec.down_for.0).await;
+                let over = clock.sleep_until(struck + spec.down_for.0).await;
                 loads.set_cost_factor(1.0);
                 if !over {
                     r.note = Some("cut short: the run was interrupted".into());
@@ -128,7 +115,7 @@ pub(super) async fn lane(
             }
             // The schedule multiplies the rate by itself; the lane only marks the span.
             _ => {
-                if !sleep_until(start + spec.ends_at()).await {
+                if !clock.sleep_until(start + spec.ends_at()).await {
                     r.note = Some("cut short: the run was interrupted".into());
                 }
             }
@@ -139,13 +126,11 @@ pub(super) async fn lane(
         r.db_errors_during = db_errors() - errors0;
         // The stampede after the shock: DB calls in the first second after it ends (cut at
         // the lane's next shock or the end of the window).
-        let next = faults
-            .get(nth + 1)
-            .map_or(end, |f| (start + f.at.0).min(end));
+        let next = clock.next(&faults, nth).min(end);
         let until = (over + STAMPEDE_WINDOW).min(next).max(over);
         let begun = || loads.begun.load(Relaxed);
         let (c0, d0, b0) = (calls(), redundant(), begun());
-        sleep_until(until).await;
+        clock.sleep_until(until).await;
         r.loads_after = begun() - b0;
         r.recovery_stampede = calls() - c0;
         r.recovery_redundant = redundant() - d0;
