@@ -59,7 +59,6 @@ const LAYERS: &[(&str, &[&str])] = &[
             "session",
             "session::env",
             "session::build",
-            "session::builtin",
             "session::faults",
             "session::heartbeat",
             "session::lifecycle",

@@ -4,8 +4,9 @@
 //! state (single-flight table, SWR refresh set); all instances share one Redis and one Postgres.
 //!
 //! What an instance applies is its copy of the run's [`RunPolicy`], fixed for the run; what it
-//! changes is the run's [`RunState`], shared. This file holds the read and the coordination of
-//! a miss; a load (admit → load → store) is in `load.rs`, background refreshes in
+//! changes is the run's [`RunState`], shared. A request's path, from the read through a miss's
+//! claim to its load and store, is `request.rs`; this file holds the instance and the waits of
+//! a miss that another loads (a follower, a lock held elsewhere), background refreshes are in
 //! `refresh.rs`, writes in `write.rs`, values kept past expiry in `failsafe_path.rs`, the
 //! in-process tier in `tier.rs`.
 
@@ -21,26 +22,22 @@ use crate::cache::Cache;
 use crate::metrics::{CostTimes, Counters, LoadTracker, Outcome, Why, Writes, bump};
 use crate::origin::{LoadFailure, Origin};
 use crate::protect::{self, Guard};
-use crate::strategy::StaleRead;
 use crate::strategy::envelope::Meta;
 use crate::strategy::failsafe;
-use crate::strategy::freshness::Verdict;
 use crate::strategy::lock::{LoadTimes, LockTimeoutPolicy, LockWaiters};
 use crate::strategy::policy::RunPolicy;
 use crate::strategy::single_flight;
 
-mod coordinate;
 pub mod crash;
 mod failsafe_path;
-mod load;
 mod refresh;
+mod request;
 mod tier;
 mod write;
 
 pub use refresh::drain_refreshes;
 
-use coordinate::{Claim, Coordinator, Miss};
-use load::Fill;
+use request::{Claim, Coordinator, Fill};
 
 /// The run's state, shared by every instance: what the run counts and what is in flight.
 /// The policy the instances apply is apart, fixed and copied into each ([`RunPolicy`]).
@@ -186,90 +183,6 @@ impl Instance {
         }
     }
 
-    /// Read `id` from the cache; a Redis failure is told apart, and served as absent (fail
-    /// open).
-    async fn read(&self, id: u64) -> Found {
-        match self.cache.get(id).await {
-            Ok(Some(bytes)) => Meta::decode(&bytes).map_or(Found::Absent, Found::Entry),
-            Ok(None) => Found::Absent,
-            Err(_) => Found::Failed,
-        }
-    }
-
-    /// Serve one request for item `id` ("GET /item/{id}"): how it was served and the version
-    /// it served.
-    ///
-    /// The paths that load (miss, early recompute) are boxed: their futures (pool checkout,
-    /// query) are ~2 KB, and an unboxed one would size every open-loop worker for them, hit
-    /// path or idle alike, so memory would grow with the peak number of workers.
-    pub async fn handle(self: &Arc<Self>, id: u64) -> Served {
-        if self.crash.is_some() {
-            // Boxed like the loading paths: only a run with holder-crash pays for it.
-            return Box::pin(self.serve_mortal(id)).await;
-        }
-        self.serve(id).await
-    }
-
-    /// [`Instance::handle`] on an instance that cannot crash.
-    async fn serve(self: &Arc<Self>, id: u64) -> Served {
-        // No cache: the same load as a miss's, with nothing read before it or kept after.
-        if !self.policy.freshness.caches() {
-            return Box::pin(self.fill(id, None, Why::Absent)).await;
-        }
-        let l1 = match self.l1_first(id) {
-            Ok(served) => return served,
-            Err(ticket) => ticket,
-        };
-        let began = Instant::now();
-        let found = self.read(id).await;
-        self.run.cost.read(began);
-        let meta = match found {
-            Found::Entry(m) => m,
-            Found::Absent | Found::Failed => {
-                drop(l1);
-                bump(&self.run.counters.cold_misses);
-                let why = match found {
-                    Found::Failed => Why::ReadFailed,
-                    _ => Why::Absent,
-                };
-                return Box::pin(self.fill(id, None, why)).await;
-            }
-        };
-        let u: f64 = 1.0 - rand::rng().random::<f64>(); // (0, 1]
-        match self.policy.freshness.judge(&meta, now_ms_f64(), u) {
-            Verdict::Fresh => {
-                if meta.negative {
-                    bump(&self.run.counters.negative_hits);
-                }
-                if let Some(t) = l1 {
-                    t.store(&meta);
-                }
-                (Outcome::Hit, meta.version)
-            }
-            Verdict::Stale => match self.policy.freshness.stale_read {
-                StaleRead::RefreshBehind => {
-                    self.refresh_behind(id, meta.computed_at_ms);
-                    (Outcome::Stale, meta.version)
-                }
-                StaleRead::ExtendAndRecompute => {
-                    Box::pin(self.extend_and_recompute(id, meta)).await
-                }
-            },
-            Verdict::RefreshAhead => {
-                if self.refresh_behind(id, meta.computed_at_ms) {
-                    bump(&self.run.counters.eager_refreshes);
-                }
-                (Outcome::Hit, meta.version)
-            }
-            Verdict::Recompute { lead_ms } => {
-                Box::pin(self.recompute_early(id, meta, lead_ms)).await
-            }
-            // Kept past its expiry only to be served if the load fails (--fail-safe) or a wait
-            // for the lock runs out.
-            Verdict::Expired => Box::pin(self.expired(id, meta)).await,
-        }
-    }
-
     /// A measured request for `id` (the herd model counts the hottest key's).
     #[inline]
     pub fn note_request(&self, id: u64) {
@@ -332,31 +245,6 @@ impl Instance {
             return (Outcome::Hit, seen.version);
         }
         served(r, Outcome::Miss, Some(&seen))
-    }
-
-    /// The value is absent (or expired): get it loaded under the coordination. `stale` is a
-    /// value kept past its expiry, served if a wait runs out under `--lock-timeout-policy stale`;
-    /// `why`: what the request saw.
-    async fn fill(&self, id: u64, stale: Option<Meta>, why: Why) -> Served {
-        match self.coord.miss(&self.cache, &self.run.counters, id).await {
-            Miss::Load(claim) | Miss::Unavailable(claim) => {
-                let r = self.load_claimed(id, &claim, why, Fill::Request).await;
-                claim.release(&self.cache, &self.run.counters, id, r).await;
-                self.served(id, r, Outcome::Miss, stale.as_ref())
-            }
-            Miss::LoadLocked(claim) => self.load_locked(id, claim, stale.as_ref(), why).await,
-            Miss::Follow(rx) => self.follow(id, rx, stale).await,
-            Miss::WaitForLock { claim, token } => {
-                let (began, mut ended) = (Instant::now(), None);
-                let served = self
-                    .wait_for_lock(id, claim, token, (stale, why), &mut ended)
-                    .await;
-                if let Some(b) = &self.run.crash {
-                    b.note_wait(id, began, ended.unwrap_or(began), served.0);
-                }
-                served
-            }
-        }
     }
 
     /// Holding the lock (or the lease): load unless another instance filled the key between
@@ -502,14 +390,6 @@ impl Instance {
 mod tests {
     use super::*;
 
-    /// Size of the future `f` returns, without running it.
-    fn future_size<F, Fut>(_f: F) -> usize
-    where
-        F: FnOnce(Arc<Instance>) -> Fut,
-    {
-        std::mem::size_of::<Fut>()
-    }
-
     #[test]
     fn a_refused_load_serves_the_stale_value_held_else_rejects() {
         for f in [
@@ -529,16 +409,5 @@ mod tests {
             "a failed load is an error, stale value or not"
         );
         assert_eq!(outcome_of(Ok(3), Outcome::Waited, false), Outcome::Waited);
-    }
-
-    /// Every open-loop worker holds a request future sized for its largest path, even idle:
-    /// the loading paths are boxed so that size stays that of the hit path.
-    #[test]
-    fn request_future_is_sized_for_the_hit_path() {
-        let handle = future_size(|i| async move { i.handle(1).await });
-        let read = future_size(|i| async move { i.read(1).await });
-        let fill = future_size(|i| async move { i.fill(1, None, Why::Absent).await });
-        assert!(handle < read + 256, "handle {handle} B, read {read} B");
-        assert!(handle < fill, "handle {handle} B, fill {fill} B");
     }
 }

@@ -78,7 +78,7 @@ impl Instance {
         }
         bump(&self.run.counters.background_refreshes);
         let r = self
-            .load_claimed(id, &claim, Why::Refresh, super::load::Fill::Request)
+            .load_claimed(id, &claim, Why::Refresh, super::request::Fill::Request)
             .await;
         claim.release(&self.cache, &self.run.counters, id, r).await;
     }
@@ -99,7 +99,7 @@ impl Instance {
             return;
         };
         let r = self
-            .load_claimed(id, &claim, Why::Refresh, super::load::Fill::Rewarm)
+            .load_claimed(id, &claim, Why::Refresh, super::request::Fill::Rewarm)
             .await;
         claim.release(&self.cache, &self.run.counters, id, r).await;
     }

@@ -1,5 +1,5 @@
 //! One measured run, in phases, whatever sends the traffic — the built-in app instances
-//! ([`super::builtin`]), one shard of a sharded run ([`super::shards`]) or an app under test
+//! ([`super::run_on`]), one shard of a sharded run ([`super::shards`]) or an app under test
 //! (`session::app_run`):
 //!
 //! 1. servers and run space: the run's schema and cache namespace, held by a [`RunSpace`]

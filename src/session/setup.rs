@@ -1,6 +1,6 @@
 //! What a run's setup made and the measurement reads: the run's schema, its Redis admin
 //! connection and namespace, and how long seeding took. The built-in app's run
-//! ([`super::builtin`]), an app under test's ([`super::app_run`]) and a shard's
+//! ([`super::run_on`]), an app under test's ([`super::app_run`]) and a shard's
 //! ([`super::shards`]) each make one; the phases they share ([`super::lifecycle`],
 //! [`super::faults`]) and the result ([`super::build`]) read it.
 
