@@ -66,6 +66,14 @@ root_flag=()
 [ "$(id -u)" -eq 0 ] && root_flag=(--allow-to-run-as-root)
 "$fpm" -F -y "$dir/php-fpm.conf" -p "$dir" "${root_flag[@]}" &
 pids+=($!)
+# nginx opens PORT only once php-fpm listens: readiness is the port accepting connections, and
+# a request before the socket exists would be a 502.
+for _ in $(seq 300); do
+  [ -S "$dir/fpm.sock" ] && break
+  kill -0 "${pids[0]}" 2>/dev/null || exit 3
+  sleep 0.1
+done
+[ -S "$dir/fpm.sock" ] || { echo "php-fpm did not listen within 30 s" >&2; exit 3; }
 "$nginx" -p "$dir" -c "$dir/nginx.conf" -e stderr -g 'daemon off;' &
 pids+=($!)
 echo "symfony instance ${INSTANCE:-0} on :$PORT ($workers php-fpm workers, lock files in $dir)"
