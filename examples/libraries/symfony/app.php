@@ -59,8 +59,15 @@ try {
 
     // One Redis and one Postgres connection per php-fpm worker, kept across requests
     // (persistent), as a PHP host keeps them: DB_POOL workers = DB_POOL DB connections.
-    $redis = RedisAdapter::createConnection(env('REDIS_URL'), ['persistent' => 1, 'persistent_id' => 'stampede']);
-    $redis->setOption(\Redis::OPT_PREFIX, env('CACHE_PREFIX', 'stampede:'));
+    try {
+        $redis = RedisAdapter::createConnection(env('REDIS_URL'), ['persistent' => 1, 'persistent_id' => 'stampede']);
+        $redis->setOption(\Redis::OPT_PREFIX, env('CACHE_PREFIX', 'stampede:'));
+    } catch (\Exception $e) {
+        // Redis is down. An unconnected client makes every call fail inside the adapter, which
+        // logs it and reads a miss (fail open), as with FrameworkBundle's lazy connections;
+        // nothing is written through it, so it needs no prefix.
+        $redis = new \Redis();
+    }
     $cache = new RedisAdapter($redis, '', $ttl);
 
     $payload = $cache->get("item.$id", function (ItemInterface $item) use ($id, $schema, $ttl) {

@@ -14,7 +14,20 @@ nginx=$(command -v nginx || echo /usr/sbin/nginx)
 dir=$(mktemp -d "${TMPDIR:-/tmp}/symfony-app-${INSTANCE:-0}.XXXXXX")
 chmod 755 "$dir"   # nginx's workers (nobody when started as root) reach the socket through it
 pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"; }
+# php-fpm's master calls setsid() even in the foreground, so a signal to this process group
+# (how stampede stops an app) does not reach it: it is stopped here by its own group, and it
+# gets SIGTERM from the kernel if this script dies first (setpriv --pdeathsig).
+cleanup() {
+  kill "${pids[@]}" 2>/dev/null || true
+  [ -z "${fpm_pid:-}" ] || kill -TERM -- "-$fpm_pid" 2>/dev/null || true
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    [ -n "${fpm_pid:-}" ] && kill -0 -- "-$fpm_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  [ -z "${fpm_pid:-}" ] || kill -KILL -- "-$fpm_pid" 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf "$dir"
+}
 trap cleanup EXIT
 trap 'exit 0' TERM INT
 
@@ -64,8 +77,11 @@ CONF
 
 root_flag=()
 [ "$(id -u)" -eq 0 ] && root_flag=(--allow-to-run-as-root)
-"$fpm" -F -y "$dir/php-fpm.conf" -p "$dir" "${root_flag[@]}" &
-pids+=($!)
+deathsig=()
+command -v setpriv >/dev/null 2>&1 && deathsig=(setpriv --pdeathsig TERM)
+"${deathsig[@]}" "$fpm" -F -y "$dir/php-fpm.conf" -p "$dir" "${root_flag[@]}" &
+fpm_pid=$!
+pids+=("$fpm_pid")
 # nginx opens PORT only once php-fpm listens: readiness is the port accepting connections, and
 # a request before the socket exists would be a 502.
 for _ in $(seq 300); do
