@@ -5,34 +5,35 @@
 //!
 //! What an instance applies is its copy of the run's [`RunPolicy`], fixed for the run; what it
 //! changes is the run's [`RunState`], shared. A request's path, from the read through a miss's
-//! claim to its load and store, is `request.rs`; this file holds the instance and the waits of
-//! a miss that another loads (a follower, a lock held elsewhere), background refreshes are in
-//! `refresh.rs`, writes in `write.rs`, values kept past expiry in `failsafe_path.rs`, the
-//! in-process tier in `tier.rs`.
+//! claim to its load and store, is `request.rs`. This file holds the instance and the request's
+//! other ways to an answer: the waits of a miss that another loads (a follower, a lock held
+//! elsewhere), the values kept past expiry (fail-safe, soft timeout, Rails' race TTL) and the
+//! in-process tier in front of Redis. Background refreshes are in `refresh.rs`, writes in
+//! `write.rs`, the holder-crash fault's switch in `crash.rs`.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rand::RngExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::cache::Cache;
+use crate::l1::{L1, L1Invalidate, Ticket};
 use crate::metrics::{CostTimes, Counters, LoadTracker, Outcome, Why, Writes, bump};
 use crate::origin::{LoadFailure, Origin};
 use crate::protect::{self, Guard};
-use crate::strategy::envelope::Meta;
+use crate::strategy::envelope::{HEADER_LEN, Meta};
 use crate::strategy::failsafe;
+use crate::strategy::freshness::Verdict;
 use crate::strategy::lock::{LoadTimes, LockTimeoutPolicy, LockWaiters};
 use crate::strategy::policy::RunPolicy;
 use crate::strategy::single_flight;
 
 pub mod crash;
-mod failsafe_path;
 mod refresh;
 mod request;
-mod tier;
 mod write;
 
 pub use refresh::drain_refreshes;
@@ -383,6 +384,196 @@ impl Instance {
                 Err(c) => c,
             };
         }
+    }
+}
+
+// Values kept past their expiry: the fail-safe (serve the kept value when the load fails, and
+// throttle the key), the soft timeout (answer with it when the load is slow, and let the load
+// finish behind the request), and the push-back of a stale read that extends the entry and
+// recomputes it (Rails' race TTL). The decisions are `strategy::failsafe`'s and the freshness
+// policy's; this is the thin shell that talks to Redis and the database through the
+// instance's one load path.
+impl Instance {
+    /// How a request whose load ended in `r` is served ([`served`]), and under `--fail-safe`
+    /// any failed load of a request holding a kept value within D serves that value (outcome
+    /// `stale`, counted in `fail_safe`) and throttles the key on this instance.
+    pub(super) fn served(
+        &self,
+        id: u64,
+        r: Result<u64, LoadFailure>,
+        ok: Outcome,
+        stale: Option<&Meta>,
+    ) -> Served {
+        if let (Err(_), Some(m)) = (r, stale)
+            && self.policy.fail_safe.servable(m, now_ms_f64())
+        {
+            bump(&self.run.counters.fail_safe);
+            self.throttle
+                .arm(id, now_ms(), self.policy.fail_safe.throttle_ms);
+            return (Outcome::Stale, m.version);
+        }
+        served(r, ok, stale)
+    }
+
+    /// An entry found past its hard expiry, kept by the grace: a throttled key serves it
+    /// without a load; with `--soft-timeout` the load runs behind the request, which answers
+    /// with the kept value if the load has not finished by then; else the load as a miss's.
+    pub(super) async fn expired(self: &Arc<Self>, id: u64, meta: Meta) -> Served {
+        let now = now_ms_f64();
+        if self.policy.fail_safe.servable(&meta, now) && self.throttle.throttled(id, now as u64) {
+            bump(&self.run.counters.fail_safe);
+            bump(&self.run.counters.fail_safe_throttled);
+            return (Outcome::Stale, meta.version);
+        }
+        let Some(soft) = self.policy.fail_safe.soft_timeout_for(&meta, now) else {
+            return self.fill(id, Some(meta), Why::Expired).await;
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let me = Arc::clone(self);
+        let abort = self.run.abort.clone();
+        self.run.refreshes_in_flight.fetch_add(1, Relaxed);
+        tokio::spawn(async move {
+            // Counted in flight until it ends however it ends, so the driver drains it.
+            struct Done<'a>(&'a Instance);
+            impl Drop for Done<'_> {
+                fn drop(&mut self) {
+                    self.0.run.refreshes_in_flight.fetch_sub(1, Relaxed);
+                }
+            }
+            let _done = Done(&me);
+            let s = tokio::select! {
+                s = me.fill(id, Some(meta), Why::Expired) => s,
+                _ = abort.cancelled() => return,
+            };
+            if let Err(s) = tx.send(s) {
+                // The request answered at the soft timeout: this load finished behind it.
+                let c = &me.run.counters;
+                match s.0 {
+                    Outcome::Miss | Outcome::Fallback => bump(&c.soft_timeout_write_backs),
+                    // Its failure served no request (the request had its answer): the key is
+                    // throttled, but no fail-safe answer was given.
+                    Outcome::Stale => {
+                        c.fail_safe.fetch_sub(1, Relaxed);
+                    }
+                    _ => {}
+                }
+            }
+        });
+        match tokio::time::timeout(soft, rx).await {
+            Ok(Ok(s)) => s,
+            // The run ended under it: nothing was served.
+            Ok(Err(_)) => (Outcome::Error, 0),
+            Err(_) => {
+                bump(&self.run.counters.soft_timeouts);
+                (Outcome::Stale, meta.version)
+            }
+        }
+    }
+
+    /// [`StaleRead::ExtendAndRecompute`] (Rails' race TTL): the first reader of an entry in
+    /// its stale window writes it back with its expiry pushed by the window (`--stale`), then
+    /// recomputes it in the request. The read and the push are separate commands (as Rails'
+    /// are), so readers that read before the push recompute too.
+    ///
+    /// [`StaleRead::ExtendAndRecompute`]: crate::strategy::StaleRead::ExtendAndRecompute
+    pub(super) async fn extend_and_recompute(&self, id: u64, meta: Meta) -> Served {
+        if let Ok(Some(bytes)) = self.cache.get(id).await
+            && let Some(now) = Meta::decode(&bytes)
+            && now.computed_at_ms == meta.computed_at_ms
+        {
+            let (pushed, px) = self.policy.freshness.extend(&now, now_ms());
+            // A failed push leaves the entry as it was: more readers recompute (fail open).
+            if self
+                .cache
+                .set(id, &pushed.encode(&bytes[HEADER_LEN..]), px)
+                .await
+                .is_ok()
+            {
+                bump(&self.run.counters.race_pushes);
+            }
+        }
+        self.fill(id, Some(meta), Why::Expired).await
+    }
+}
+
+// The request path's hooks into the instance's in-process tier (`--l1`): read it first, cache
+// what a Redis read or a load brought back (unless an invalidation of the key arrived
+// meanwhile), and after a write drop the key here and tell the other instances (`pubsub`;
+// under `tracking` Redis tells them). Lock polls and re-checks read Redis, never the tier.
+
+/// How long a write's probe lets its invalidation reach the other instances' tiers before it
+/// looks at them: a pub/sub message or a tracking push is sent by Redis before it answers
+/// the write's own command, so it is on its way already; this bounds its delivery.
+const PROBE_GRACE: Duration = Duration::from_millis(50);
+
+impl Instance {
+    /// Give this instance the in-process tier `l1` (and list it for the write probes).
+    pub fn with_l1(mut self, l1: Arc<L1>) -> Instance {
+        self.run
+            .tiers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(l1.clone());
+        self.l1 = Some(l1);
+        self
+    }
+
+    /// The tier first: how the request was served when it holds a fresh entry, else the
+    /// ticket with which the Redis read may cache what it finds (None without a tier).
+    #[inline]
+    pub(super) fn l1_first(&self, id: u64) -> Result<Served, Option<Ticket<'_>>> {
+        let Some(l1) = &self.l1 else {
+            return Err(None);
+        };
+        if let Some(m) = l1.get(id) {
+            // u = 1: XFetch never draws an early recompute on the tier; its lottery runs on
+            // the Redis reads (an entry past its soft expiry goes to Redis like a miss).
+            if matches!(
+                self.policy.freshness.judge(&m, now_ms_f64(), 1.0),
+                Verdict::Fresh
+            ) {
+                if m.negative {
+                    bump(&self.run.counters.negative_hits);
+                }
+                return Ok((Outcome::L1Hit, m.version));
+            }
+        }
+        Err(Some(l1.begin(id)))
+    }
+
+    /// A load of `id` begins: the ticket with which its write-back also fills the tier.
+    pub(super) fn l1_load(&self, id: u64) -> Option<Ticket<'_>> {
+        self.l1.as_ref().map(|l| l.begin(id))
+    }
+
+    /// A write through this instance invalidated `id` in Redis: drop it from this tier and,
+    /// under `pubsub`, from every other (a failed PUBLISH is an invalidation failure).
+    pub(super) async fn l1_after_write(&self, id: u64) {
+        let Some(l1) = &self.l1 else {
+            return;
+        };
+        l1.drop_key(id);
+        if l1.mode() == L1Invalidate::Pubsub && self.cache.publish_l1(id).await.is_err() {
+            bump(&self.run.counters.invalidation_failures);
+        }
+    }
+
+    /// For a write's probe: the oldest version of `id` any instance's tier would serve once
+    /// the write's invalidation has had [`PROBE_GRACE`] to arrive, and until when (unix ms).
+    /// None without a tier, or when none holds the key.
+    pub(super) async fn l1_probe(&self, id: u64) -> Option<(u64, u64)> {
+        self.l1.as_ref()?;
+        tokio::time::sleep(PROBE_GRACE).await;
+        let tiers = self
+            .run
+            .tiers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        tiers
+            .iter()
+            .filter_map(|t| t.peek(id))
+            .min_by_key(|&(v, _)| v)
     }
 }
 
