@@ -42,16 +42,6 @@ use crate::strategy::write_back::{self, Set, Value};
 use crate::strategy::{Coordination, StaleRead};
 
 impl Instance {
-    /// Read `id` from the cache; a Redis failure is told apart, and served as absent (fail
-    /// open).
-    pub(super) async fn read(&self, id: u64) -> Found {
-        match self.cache.get(id).await {
-            Ok(Some(bytes)) => Meta::decode(&bytes).map_or(Found::Absent, Found::Entry),
-            Ok(None) => Found::Absent,
-            Err(_) => Found::Failed,
-        }
-    }
-
     /// Serve one request for item `id` ("GET /item/{id}"): how it was served and the version
     /// it served.
     ///
@@ -123,6 +113,16 @@ impl Instance {
             // Kept past its expiry only to be served if the load fails (--fail-safe) or a wait
             // for the lock runs out.
             Verdict::Expired => Box::pin(self.expired(id, meta)).await,
+        }
+    }
+
+    /// Read `id` from the cache; a Redis failure is told apart, and served as absent (fail
+    /// open).
+    pub(super) async fn read(&self, id: u64) -> Found {
+        match self.cache.get(id).await {
+            Ok(Some(bytes)) => Meta::decode(&bytes).map_or(Found::Absent, Found::Entry),
+            Ok(None) => Found::Absent,
+            Err(_) => Found::Failed,
         }
     }
 
