@@ -21,14 +21,14 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::AdviseCmd;
 use crate::error::{EXIT_FAILED_CHECK, UsageError};
 use crate::metric::Metric;
 use crate::report::sink::{write_result, write_text};
 use crate::results::summary::CompareSummary;
 use crate::results::{RunResult, read_json};
-use crate::scenario::{self, Scenario};
+use crate::scenario::Scenario;
 use crate::session::{Env, Progress, Status, run_on, shutdown_on_signals};
+use crate::strategy::{Knob, Library};
 use judge::Verdict;
 use plan::Plan;
 use space::Candidate;
@@ -78,6 +78,31 @@ pub struct Advice {
     pub adoption: Option<String>,
 }
 
+/// The scenario of a candidate (its strategy, its settings moved), resolved as `run` resolves
+/// the team's scenario file and flags.
+pub type Resolver = Box<dyn Fn(&Candidate) -> Result<Scenario, UsageError> + Send + Sync>;
+
+/// What `advise` is asked, typed and checked by the command from its flags.
+pub struct AdvicePlan {
+    /// The figure to make as low as possible (`--minimize`).
+    pub minimize: String,
+    /// The strategies searched: `--strategies`, else [`space::default_strategies`].
+    pub strategies: Vec<String>,
+    /// `--vary NAME=VALUES`.
+    pub vary: Vec<String>,
+    /// The settings searched, as declared with them.
+    pub knobs: Vec<Knob>,
+    /// Longest the whole search may take.
+    pub time: Duration,
+    pub out: Option<PathBuf>,
+    pub resume: bool,
+    /// The library whose terms the answer is written in (`--for`).
+    pub library: Option<Library>,
+    pub ci_out: Option<PathBuf>,
+    pub quiet: bool,
+    pub resolve: Resolver,
+}
+
 /// Where each run's file goes under `--out`.
 fn run_path(dir: &Path, round: &str, c: &Candidate, t: usize) -> PathBuf {
     dir.join("runs")
@@ -88,10 +113,9 @@ fn run_path(dir: &Path, round: &str, c: &Candidate, t: usize) -> PathBuf {
 
 /// Runs candidates on one set of servers: each run written under `--out`, read back instead
 /// of run again with `--resume`.
-struct Runner {
+struct Runner<'a> {
     env: Env,
-    base: crate::cli::RunFlags,
-    file: Option<PathBuf>,
+    resolve: &'a Resolver,
     out: Option<PathBuf>,
     resume: bool,
     shutdown: CancellationToken,
@@ -102,10 +126,10 @@ struct Runner {
     deadline: Instant,
 }
 
-impl Runner {
+impl Runner<'_> {
     /// The scenario of `c` with the measured window `window` and seed offset `t`.
     fn scenario(&self, c: &Candidate, window: Duration, t: usize) -> Result<Scenario, UsageError> {
-        let (mut sc, _) = scenario::resolve_one(self.file.as_ref(), c.flags(&self.base)?)?;
+        let mut sc = (self.resolve)(c)?;
         sc.duration = crate::values::Dur(window);
         sc.seed = sc.seed.wrapping_add(t as u64);
         Ok(sc)
@@ -188,39 +212,30 @@ struct Prepared {
     base_sc: Scenario,
 }
 
-fn prepare(cmd: &AdviseCmd) -> Result<Prepared> {
-    if cmd.flags.cache.strategy.is_some() {
-        return Err(UsageError::new(
-            "advise searches the strategies itself: name them with --strategies LIST, not --strategy",
-        )
-        .into());
-    }
-    let strategies = match &cmd.strategies {
-        Some(l) => crate::scenario::compare::parse_list(l)?,
-        None => space::default_strategies(),
-    };
+fn prepare(plan: &AdvicePlan) -> Result<Prepared> {
     let baseline = Candidate {
         strategy: "cache-aside".to_string(),
         settings: Vec::new(),
     };
-    let (base_sc, _) = scenario::resolve_one(cmd.scenario.as_ref(), baseline.flags(&cmd.flags)?)?;
+    let base_sc = (plan.resolve)(&baseline)?;
     if base_sc.target.is_some() {
         return Err(UsageError::new(
             "advise searches the built-in app's strategies: an app under test is compared with `stampede compare --variant`",
         )
         .into());
     }
-    let all = space::candidates(&strategies, &cmd.vary, !base_sc.faults.is_empty())?;
+    let faulted = !base_sc.faults.is_empty();
+    let all = space::candidates(&plan.strategies, &plan.vary, &plan.knobs, faulted)?;
     // A declared search value this workload refuses (an L1 larger than its limit …) is left
     // out; what the user asked for (a strategy, a --vary) is an error.
-    let varied: Vec<String> = cmd
+    let varied: Vec<String> = plan
         .vary
         .iter()
         .filter_map(|v| crate::scenario::sweep::axes::parse(v).ok().map(|a| a.flag))
         .collect();
     let mut candidates = Vec::with_capacity(all.len());
     for c in all {
-        match scenario::resolve_one(cmd.scenario.as_ref(), c.flags(&cmd.flags)?) {
+        match (plan.resolve)(&c) {
             Ok(_) => candidates.push(c),
             Err(_)
                 if !c.settings.is_empty()
@@ -250,7 +265,7 @@ fn progress_bar(quiet: bool, runs: usize) -> ProgressBar {
 }
 
 /// `stampede advise`.
-pub async fn run(cmd: AdviseCmd) -> Result<ExitCode> {
+pub async fn run(cmd: AdvicePlan) -> Result<ExitCode> {
     let started = Instant::now();
     let objective = objective_of(&cmd.minimize)?;
     let Prepared {
@@ -259,7 +274,7 @@ pub async fn run(cmd: AdviseCmd) -> Result<ExitCode> {
         base_sc,
     } = prepare(&cmd)?;
     let budgets: Vec<(Metric, f64)> = base_sc.thresholds.iter().collect();
-    let plan = Plan::make(&base_sc, candidates.len(), cmd.time.0);
+    let plan = Plan::make(&base_sc, candidates.len(), cmd.time);
     let status = Status::new(cmd.quiet);
     status.line(&plan.describe(&candidates, objective, &budgets));
     if let Some(dir) = &cmd.out {
@@ -270,15 +285,14 @@ pub async fn run(cmd: AdviseCmd) -> Result<ExitCode> {
     let env = Env::start(&base_sc, &status).await?;
     let mut runner = Runner {
         env,
-        base: cmd.flags.clone(),
-        file: cmd.scenario.clone(),
+        resolve: &cmd.resolve,
         out: cmd.out.clone(),
         resume: cmd.resume,
         shutdown: shutdown.clone(),
         bar: progress_bar(cmd.quiet, plan.total_runs()),
         runs: 0,
         read_back: 0,
-        deadline: started + cmd.time.0,
+        deadline: started + cmd.time,
     };
     let searched = search(
         &mut runner,
@@ -389,7 +403,7 @@ type Searched = (
 
 /// The rounds and the final trials.
 async fn search(
-    runner: &mut Runner,
+    runner: &mut Runner<'_>,
     plan: &Plan,
     candidates: &[Candidate],
     baseline: &Candidate,

@@ -194,8 +194,7 @@ mod tests {
     use super::*;
 
     fn sc(duration_s: u64) -> Scenario {
-        let (mut s, _) =
-            crate::scenario::resolve_one(None, crate::cli::RunFlags::default()).unwrap();
+        let (mut s, _) = crate::scenario::resolve_one(None, Default::default()).unwrap();
         s.duration = crate::values::Dur::secs(duration_s);
         s
     }

@@ -3,20 +3,17 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 
 use super::RunFlags;
+use crate::strategy::{LIBRARIES, Library};
 use crate::values::Dur;
 
-/// A library whose own terms the recommendation is written in (`--for`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Library {
-    Laravel,
-    Rails,
-    Symfony,
-    Caffeine,
-    Spring,
-    Fusioncache,
+/// `--for`'s values: each library's name for it, as declared with the library.
+fn library() -> impl clap::builder::TypedValueParser<Value = Library> {
+    let names = LIBRARIES.iter().map(|d| d.for_name);
+    PossibleValuesParser::new(names).try_map(|n| Library::for_name(&n).ok_or("not a library"))
 }
 
 #[derive(Debug, Args)]
@@ -81,7 +78,7 @@ pub struct AdviseCmd {
     /// cannot express.
     #[arg(
         long = "for",
-        value_enum,
+        value_parser = library(),
         value_name = "LIBRARY",
         hide_possible_values = true,
         help_heading = "Output"
@@ -98,4 +95,31 @@ pub struct AdviseCmd {
     /// No progress bar and no status lines; the answer is still printed
     #[arg(long, short, help_heading = "Output")]
     pub quiet: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    /// `--for` is parsed from the libraries' declarations.
+    #[test]
+    fn for_names_a_declared_library() {
+        use clap::Parser;
+        let cmd = |lib: &str| {
+            crate::cli::Cli::try_parse_from([
+                "stampede",
+                "advise",
+                "--minimize",
+                "p99",
+                "--for",
+                lib,
+            ])
+        };
+        for d in &crate::strategy::LIBRARIES {
+            let crate::cli::Command::Advise(a) = cmd(d.for_name).unwrap().command else {
+                panic!("not advise");
+            };
+            assert_eq!(a.library, Some(d.library));
+        }
+        let e = cmd("memcached").err().unwrap().to_string();
+        assert!(e.contains("laravel") && e.contains("fusioncache"), "{e}");
+    }
 }

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-pub use advise::{AdviseCmd, Library};
+pub use advise::AdviseCmd;
 pub use audit::AuditCmd;
 pub use run::*;
 pub use settings::*;

@@ -24,7 +24,7 @@ pub fn man() -> Result<ExitCode> {
 
 pub fn schema(cmd: SchemaCmd) -> Result<ExitCode> {
     let value = match cmd.file {
-        SchemaFile::Scenario => schema::scenario(),
+        SchemaFile::Scenario => schema::scenario::<crate::cli::RunFlags>(),
         SchemaFile::Results => schema::results(),
     };
     let text = serde_json::to_string_pretty(&value).context("encoding the schema")?;

@@ -2,6 +2,7 @@
 //! orchestration in `crate::session`, the results and the report) and says how the process
 //! ends.
 
+mod advise;
 mod audit;
 mod check;
 mod compare;
@@ -26,7 +27,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Run(cmd) => run::run(cmd).await,
         Command::Report(cmd) => report_cmd(cmd),
         Command::Compare(cmd) => compare::run(cmd).await,
-        Command::Advise(cmd) => crate::advise::run(cmd).await,
+        Command::Advise(cmd) => advise::run(cmd).await,
         Command::Audit(cmd) => audit::run(cmd).await,
         Command::Sweep(cmd) => sweep::run(cmd).await,
         Command::Check(cmd) => check::run(cmd),

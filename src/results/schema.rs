@@ -11,18 +11,18 @@ use schemars::{JsonSchema, Schema};
 use serde_json::Value;
 
 use super::{RunResult, SCHEMA};
-use crate::cli::RunFlags;
 use crate::strategy::StrategySpec;
 use crate::strategy::schema::invalidation_name;
 
-/// The schema of a scenario file: its keys are the run flags with `_` for `-` (every one
-/// optional), `[[fault]]` tables and a `[thresholds]` table, and no other.
-pub fn scenario() -> Value {
+/// The schema of a scenario file read as `File` (the run settings): its keys are the run flags
+/// with `_` for `-` (every one optional), `[[fault]]` tables and a `[thresholds]` table, and no
+/// other.
+pub fn scenario<File: JsonSchema>() -> Value {
     let mut generator = SchemaSettings::draft07().for_deserialize().into_generator();
     // Two keys are strings the run parses after the file is read: their grammar is the
     // parser's, not `String`'s.
     let strategy = StrategySpec::json_schema(&mut generator);
-    let mut schema = generator.into_root_schema_for::<RunFlags>();
+    let mut schema = generator.into_root_schema_for::<File>();
     set_property(&mut schema, "strategy", strategy);
     set_property(&mut schema, "invalidate", invalidation_name());
     let mut schema = schema.to_value();
@@ -142,9 +142,19 @@ mod tests {
     use super::*;
     use crate::strategy::invalidate::invalidation;
 
+    /// The scenario file's schema, of the settings `read` resolves (the run's).
+    fn scenario_of<F: JsonSchema>(
+        _read: fn(
+            Option<&std::path::PathBuf>,
+            F,
+        ) -> Result<crate::scenario::Scenario, crate::error::UsageError>,
+    ) -> Value {
+        scenario::<F>()
+    }
+
     #[test]
     fn a_scenario_key_that_the_run_parses_has_the_parser_s_grammar() {
-        let s = scenario();
+        let s = scenario_of(crate::scenario::resolve);
         let strategy = &s["properties"]["strategy"];
         assert!(strategy["allOf"].is_array(), "{strategy}");
         assert!(strategy["description"].as_str().is_some());

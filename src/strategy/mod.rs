@@ -4,6 +4,7 @@
 //! freshness that composes with nothing, the baseline a cache is measured against. This module parses and names them (their JSON Schema is in
 //! [`schema`]); the request path that applies them lives in [`crate::instance`].
 
+pub mod adopt;
 pub mod envelope;
 pub mod failsafe;
 pub mod freshness;
@@ -139,22 +140,82 @@ pub enum Library {
     Fusion,
 }
 
-/// The library presets, in the order docs/strategies.md lists them.
-pub const LIBRARIES: [(&str, Library); 6] = [
-    ("laravel-flexible", Library::LaravelFlexible),
-    ("rails-race-ttl", Library::RailsRaceTtl),
-    ("symfony", Library::Symfony),
-    ("caffeine-refresh", Library::CaffeineRefresh),
-    ("spring-sync", Library::SpringSync),
-    ("fusion", Library::Fusion),
+/// One library, declared once: its preset (`--strategy laravel-flexible`), its name for
+/// `advise --for` (`laravel`) and in sentences (`Laravel`), and how a recommendation is written
+/// in its own code ([`adopt`]), with what it cannot express.
+pub struct LibraryDecl {
+    pub preset: &'static str,
+    pub library: Library,
+    pub for_name: &'static str,
+    pub title: &'static str,
+    pub render: fn(&adopt::Terms) -> adopt::Rendered,
+}
+
+/// The libraries, in the order docs/strategies.md lists their presets.
+pub static LIBRARIES: [LibraryDecl; 6] = [
+    LibraryDecl {
+        preset: "laravel-flexible",
+        library: Library::LaravelFlexible,
+        for_name: "laravel",
+        title: "Laravel",
+        render: adopt::laravel,
+    },
+    LibraryDecl {
+        preset: "rails-race-ttl",
+        library: Library::RailsRaceTtl,
+        for_name: "rails",
+        title: "Rails",
+        render: adopt::rails,
+    },
+    LibraryDecl {
+        preset: "symfony",
+        library: Library::Symfony,
+        for_name: "symfony",
+        title: "Symfony",
+        render: adopt::symfony,
+    },
+    LibraryDecl {
+        preset: "caffeine-refresh",
+        library: Library::CaffeineRefresh,
+        for_name: "caffeine",
+        title: "Caffeine",
+        render: adopt::caffeine,
+    },
+    LibraryDecl {
+        preset: "spring-sync",
+        library: Library::SpringSync,
+        for_name: "spring",
+        title: "Spring",
+        render: adopt::spring,
+    },
+    LibraryDecl {
+        preset: "fusion",
+        library: Library::Fusion,
+        for_name: "fusioncache",
+        title: "FusionCache",
+        render: adopt::fusioncache,
+    },
 ];
 
 impl Library {
+    /// Its row of [`LIBRARIES`].
+    pub fn decl(self) -> &'static LibraryDecl {
+        let row = LIBRARIES.iter().find(|d| d.library == self);
+        // Every variant has its row (a test holds it).
+        row.unwrap_or(&LIBRARIES[0])
+    }
+
+    /// The preset's name: `laravel-flexible`.
     pub fn name(self) -> &'static str {
+        self.decl().preset
+    }
+
+    /// The library `advise --for NAME` names (`laravel`).
+    pub fn for_name(name: &str) -> Option<Library> {
         LIBRARIES
             .iter()
-            .find(|(_, l)| *l == self)
-            .map_or("?", |(n, _)| n)
+            .find(|d| d.for_name == name)
+            .map(|d| d.library)
     }
 
     /// The preset as a composition of the strategy's choices.
@@ -245,6 +306,35 @@ const VALID_FORMS: &str = "valid: no-cache (alone), a library preset (alone: lar
     and/or single-flight, or with lease, and/or jitter, e.g. swr+mutex, xfetch+single-flight, \
     mutex+single-flight, swr+lease, xfetch+swr+mutex";
 
+/// A strategy's own setting that `advise` searches, as declared with the setting (`search` in
+/// the run settings): the values it tries besides the default, which strategies use it, and
+/// when it can matter at all.
+#[derive(Debug, Clone, Copy)]
+pub struct Knob {
+    /// The setting's key: `lock_wait` (its flag is `--lock-wait`).
+    pub key: &'static str,
+    /// The values tried besides its default, in `sweep --axis`'s syntax (`"250ms,1s"`).
+    pub values: &'static str,
+    pub uses: fn(&StrategySpec) -> bool,
+    /// Searched only when the scenario has a fault: a setting that acts when loads or Redis
+    /// fail (fail-safe) cannot differ from its default otherwise.
+    pub needs_fault: bool,
+    /// Another knob this one needs, set with it at its first value (the L1's TTL needs an L1).
+    pub with: Option<&'static str>,
+}
+
+impl Knob {
+    /// `--lock-wait`'s name without dashes: how `--vary` and the labels name it.
+    pub fn flag(&self) -> String {
+        self.key.replace('_', "-")
+    }
+
+    /// The values tried besides the default.
+    pub fn values(&self) -> Vec<String> {
+        self.values.split(',').map(str::to_string).collect()
+    }
+}
+
 impl StrategySpec {
     /// The strategies of a list: `all` for the presets, else comma-separated names, each
     /// parsed and canonical, none twice. Err reads after the flag's name.
@@ -300,12 +390,13 @@ impl StrategySpec {
                 false,
             ));
         }
-        if let Some((_, l)) = LIBRARIES.iter().find(|(n, _)| *n == s.trim()) {
-            return Ok(l.spec());
+        if let Some(d) = LIBRARIES.iter().find(|d| d.preset == s.trim()) {
+            return Ok(d.library.spec());
         }
-        if let Some((name, _)) = LIBRARIES
+        if let Some(name) = LIBRARIES
             .iter()
-            .find(|(n, _)| s.split('+').any(|p| p.trim() == *n))
+            .map(|d| d.preset)
+            .find(|n| s.split('+').any(|p| p.trim() == *n))
         {
             return Err(format!(
                 "'{s}' combines the library preset {name} with another part: a library preset is a whole strategy (docs/strategies.md lists what it is made of); name it alone, and tune it with its flags (--stale, --fail-safe, --soft-timeout, --eager-refresh) ({VALID_FORMS})"
@@ -381,6 +472,23 @@ impl StrategySpec {
     /// What the named library preset sets where a flag does not, if one was named.
     pub fn library_defaults(&self) -> Option<LibraryDefaults> {
         self.library.map(Library::defaults)
+    }
+    /// Plain cache-aside or in-process coordination: where an in-process tier is tried (the
+    /// two-level cache; with a distributed coordination its lock or lease already guards Redis).
+    pub fn plain_or_in_process(&self) -> bool {
+        self.freshness == Freshness::Expire
+            && matches!(
+                self.coordination,
+                Coordination::None | Coordination::SingleFlight
+            )
+            && !self.jitter_preset
+    }
+
+    /// Plain cache-aside: expiry, no coordination, no jitter preset.
+    pub fn plain(&self) -> bool {
+        self.freshness == Freshness::Expire
+            && self.coordination == Coordination::None
+            && !self.jitter_preset
     }
 
     /// Whether the strategy keeps values in Redis at all (false for `no-cache` only).
@@ -480,9 +588,14 @@ mod tests {
                 .to_string(),
             "mutex+single-flight"
         );
-        for (name, l) in LIBRARIES {
-            let p = StrategySpec::parse(name).unwrap();
-            assert_eq!((p.to_string(), p.library), (name.to_string(), Some(l)));
+        for d in &LIBRARIES {
+            let p = StrategySpec::parse(d.preset).unwrap();
+            assert_eq!(
+                (p.to_string(), p.library),
+                (d.preset.to_string(), Some(d.library))
+            );
+            assert_eq!(d.library.decl().preset, d.preset);
+            assert_eq!(Library::for_name(d.for_name), Some(d.library));
         }
         let laravel = StrategySpec::parse("laravel-flexible").unwrap();
         assert_eq!(

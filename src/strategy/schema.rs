@@ -13,7 +13,7 @@ const PARTS: &str = "cache-aside|expire|xfetch|swr|mutex|single-flight|jitter|le
 /// The names that stand alone: no-cache and the library presets.
 fn alone() -> String {
     std::iter::once(super::NO_CACHE)
-        .chain(LIBRARIES.iter().map(|(n, _)| *n))
+        .chain(LIBRARIES.iter().map(|d| d.preset))
         .collect::<Vec<_>>()
         .join("|")
 }
@@ -71,7 +71,7 @@ fn canonical_names() -> Vec<String> {
             }
         }
     }
-    names.extend(LIBRARIES.iter().map(|(n, _)| n.to_string()));
+    names.extend(LIBRARIES.iter().map(|d| d.preset.to_string()));
     names
 }
 

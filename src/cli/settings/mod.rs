@@ -12,14 +12,17 @@ use serde::Deserialize;
 /// Declares one group of run settings: each field once, with its flag, key, type and help
 /// (clap's and serde's attributes), then after `=>` how a flag and a scenario file's value of it
 /// combine, its default when it has one plain default (`default EXPR`), the values `advise`
-/// tries besides the default when it searches the setting (`search "A,B"`, in `sweep --axis`'s
-/// syntax), and its checks (`check EXPR`, each a function of the given value that returns what
-/// is wrong with it).
+/// tries besides the default when it searches the setting (`search "A,B" when USES`, in `sweep
+/// --axis`'s syntax, for the strategies `USES` says use it; `, under fault`: only when the
+/// scenario has a fault; `, with KEY`: set with another searched setting at its first value),
+/// and its checks (`check EXPR`, each a function of the given value that returns what is wrong
+/// with it).
 ///
 /// From that one declaration come the flags, the file's keys ([`Group::KEYS`], which is how a
 /// file's unknown key is refused although the groups are flattened into one table), the merge
-/// of the two sources, the checks, the defaults (`group.resolved().field()`) and the settings
-/// table of the docs ([`Group::rows`]).
+/// of the two sources, the checks, the defaults (`group.resolved().field()`), `advise`'s search
+/// space ([`Group::knobs`]), the typed setter ([`Group::set`]) and the settings table of the
+/// docs ([`Group::rows`]).
 macro_rules! settings {
     (
         $(#[$smeta:meta])*
@@ -28,7 +31,7 @@ macro_rules! settings {
                 $(#[$fmeta:meta])*
                 pub $f:ident : $t:ty => $merge:ident
                     $(, default $default:expr)?
-                    $(, search $search:literal)?
+                    $(, search $search:literal when $uses:expr $(, under $fault:ident)? $(, with $with:ident)?)?
                     $(, check $check:expr)* ;
             )*
         }
@@ -65,8 +68,21 @@ macro_rules! settings {
             }
 
             #[allow(unused_variables)]
-            fn searched(&self, out: &mut Vec<(&'static str, &'static str)>) {
-                $( $( out.push((stringify!($f), $search)); )? )*
+            fn knobs(&self, out: &mut Vec<$crate::strategy::Knob>) {
+                $( $( out.push($crate::strategy::Knob {
+                    key: stringify!($f), values: $search, uses: $uses,
+                    needs_fault: false $( || stringify!($fault) == "fault" )?,
+                    with: None $( .or(Some(stringify!($with))) )?,
+                }); )? )*
+            }
+
+            fn set(&mut self, key: &str, value: &str) -> Option<Result<(), String>> {
+                use $crate::cli::settings::set::*;
+                match key {
+                    $( stringify!($f) => Some((&&&Via::<<$t as Slot>::Item>(std::marker::PhantomData))
+                        .parse(value).map(|v| Slot::put(&mut self.$f, v))), )*
+                    _ => None,
+                }
             }
 
             #[cfg(test)]
@@ -129,6 +145,10 @@ pub use traffic::{LoadFlags, TraceFlags};
 /// value is named BOOL is a switch: `--x` alone is `--x=true`, `--x=false` turns off what a
 /// scenario file turned on.
 pub fn setting_arg(a: clap::Arg) -> clap::Arg {
+    // A plain switch (`--no-shocks`) takes no value to hide: clap's debug build refuses it.
+    if !a.get_action().takes_values() {
+        return a;
+    }
     let a = a.hide_possible_values(true);
     if a.get_value_names()
         .is_some_and(|n| n.len() == 1 && n[0].as_str() == "BOOL")
@@ -149,11 +169,68 @@ pub trait Group {
     fn check(&self, problem: &mut dyn FnMut(&'static str, String));
     /// Adds the keys of the settings given (a value, a non-empty list, a switch turned on).
     fn given(&self, out: &mut Vec<&'static str>);
-    /// Adds each searchable setting's key and the values `advise` tries besides its default.
-    fn searched(&self, out: &mut Vec<(&'static str, &'static str)>);
+    /// Adds each setting `advise` searches, as declared with it.
+    fn knobs(&self, out: &mut Vec<crate::strategy::Knob>);
+    /// Sets the setting `key` to `value` parsed as its flag parses it; None: not this group's.
+    fn set(&mut self, key: &str, value: &str) -> Option<Result<(), String>>;
     /// The settings table's rows: each key with its plain default.
     #[cfg(test)]
     fn rows() -> Vec<Row>;
+}
+
+/// How a setting's value is set from text (`advise`'s candidates, `sweep`'s points) with its
+/// own type's parser, as its flag's: a `ValueEnum`'s names, else its `FromStr`. Which one is
+/// chosen by the type (by method resolution, the first of `&&Via`, `&Via`, `Via` it fits).
+pub mod set {
+    /// What a setting holds: an Option or a list of values (set to one), or a switch.
+    pub trait Slot {
+        type Item;
+        fn put(&mut self, v: Self::Item);
+    }
+    impl<T> Slot for Option<T> {
+        type Item = T;
+        fn put(&mut self, v: T) {
+            *self = Some(v);
+        }
+    }
+    impl<T> Slot for Vec<T> {
+        type Item = T;
+        fn put(&mut self, v: T) {
+            *self = vec![v];
+        }
+    }
+    impl Slot for bool {
+        type Item = bool;
+        fn put(&mut self, v: bool) {
+            *self = v;
+        }
+    }
+    pub struct Via<T>(pub std::marker::PhantomData<T>);
+    pub trait ByName<T> {
+        fn parse(&self, s: &str) -> Result<T, String>;
+    }
+    impl<T: clap::ValueEnum> ByName<T> for &&Via<T> {
+        fn parse(&self, s: &str) -> Result<T, String> {
+            T::from_str(s, false)
+        }
+    }
+    pub trait ByFromStr<T> {
+        fn parse(&self, s: &str) -> Result<T, String>;
+    }
+    impl<T: std::str::FromStr<Err: std::fmt::Display>> ByFromStr<T> for &Via<T> {
+        fn parse(&self, s: &str) -> Result<T, String> {
+            s.parse().map_err(|e: T::Err| e.to_string())
+        }
+    }
+    /// A list only the command line or a file gives whole (`--fault`'s grammar).
+    pub trait Whole<T> {
+        fn parse(&self, s: &str) -> Result<T, String>;
+    }
+    impl<T> Whole<T> for Via<T> {
+        fn parse(&self, _: &str) -> Result<T, String> {
+            Err("is given whole, on the command line or in a scenario file".into())
+        }
+    }
 }
 
 /// One row of the settings table (docs/settings.md).
@@ -319,15 +396,25 @@ impl RunFlags {
         out
     }
 
-    /// Each searchable setting's key (`lock_wait`) and the values `advise` tries besides its
-    /// default (`"250ms,1s"`), as declared with the setting.
-    pub fn search_values() -> Vec<(&'static str, &'static str)> {
+    /// Sets the setting `key` (`lock_wait`) to `value`, parsed as its flag `--lock-wait` parses
+    /// it; Err says what is wrong with the value.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+        macro_rules! set {
+            ($($g:ident),*) => { $(if let Some(r) = self.$g.set(key, value) { return r; })* };
+        }
+        each_group!(set);
+        Err("not a setting of `stampede run`".into())
+    }
+
+    /// The settings `advise` searches (`lock_wait`), each with the values it tries besides its
+    /// default (`"250ms,1s"`), the strategies that use it and when it matters, as declared.
+    pub fn knobs() -> Vec<crate::strategy::Knob> {
         let all = RunFlags::default();
         let mut out = Vec::new();
-        macro_rules! searched {
-            ($($g:ident),*) => { $(all.$g.searched(&mut out);)* };
+        macro_rules! knobs {
+            ($($g:ident),*) => { $(all.$g.knobs(&mut out);)* };
         }
-        each_group!(searched);
+        each_group!(knobs);
         out
     }
 

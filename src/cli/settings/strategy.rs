@@ -1,6 +1,7 @@
 //! The strategy's settings and the protections in front of the database.
 
 use crate::protect::rate::RateScope;
+use crate::strategy::StrategySpec;
 use crate::strategy::lock::{LockTimeoutPolicy, LockWaiters, Writeback};
 use crate::values::valid::*;
 use crate::values::{Dur, LockTtl, Percent, Rate};
@@ -20,14 +21,14 @@ settings! {
         #[arg(long, value_name = "BETA")]
         pub beta: Option<f64> => or,
             default 1.0,
-            search "0.5,2",
+            search "0.5,2" when |s| s.freshness.early(),
             check zero_or_more;
 
         /// SWR: how long a stale entry may be served [default: 10s]
         ///
         /// How long past its soft expiry an entry may still be served while it is refreshed.
         #[arg(long, value_name = "DURATION")]
-        pub stale: Option<Dur> => or, search "2s,30s";
+        pub stale: Option<Dur> => or, search "2s,30s" when |s| s.freshness.windowed();
 
         /// Mutex: lease of the Redis lock (PX), or auto [default: 2s]
         ///
@@ -36,7 +37,7 @@ settings! {
         #[arg(long, value_name = "DURATION|auto")]
         pub lock_ttl: Option<LockTtl> => or,
             default LockTtl::Fixed(Dur::secs(2)),
-            search "500ms,5s,auto",
+            search "500ms,5s,auto" when |s| s.coordination.mutex(),
             check lease_positive;
 
         /// Mutex: --lock-ttl auto's multiple of the load p99 [default: 3]
@@ -51,7 +52,7 @@ settings! {
         /// not extended: its key is blocked for at most one lease. --lock-extend alone is
         /// --lock-extend=true.
         #[arg(long, value_name = "BOOL")]
-        pub lock_extend: Option<bool> => or, search "true";
+        pub lock_extend: Option<bool> => or, search "true" when |s| s.coordination.mutex();
 
         /// Mutex: how often a waiter polls the cache [default: 50ms]
         ///
@@ -63,7 +64,7 @@ settings! {
         ///
         /// How long a waiter waits before applying --lock-timeout-policy.
         #[arg(long, value_name = "DURATION")]
-        pub lock_wait: Option<Dur> => or, default Dur::secs(2), search "250ms,1s";
+        pub lock_wait: Option<Dur> => or, default Dur::secs(2), search "250ms,1s" when |s| s.coordination.mutex() || s.coordination.single_flight();
 
         /// Mutex: past --lock-wait: load, error, stale or retry-after [default: load]
         ///
@@ -89,7 +90,7 @@ settings! {
         /// reread: waiters only read the cache again, as the stampede references' waiters do;
         /// a key whose holder is gone waits for --lock-wait, then --lock-timeout-policy.
         #[arg(hide_short_help = true, long, value_name = "MODE")]
-        pub lock_waiters: Option<LockWaiters> => or, search "reread";
+        pub lock_waiters: Option<LockWaiters> => or, search "reread" when |s| s.coordination.mutex();
 
         /// Mutex: the D of a retry-after answer [default: the lock's remaining lease]
         ///
@@ -104,7 +105,7 @@ settings! {
         /// value back, as the holder would. off: it answers with it without caching it, as the
         /// references do, so only a lock holder writes the key.
         #[arg(hide_short_help = true, long, value_name = "on|off")]
-        pub fallback_writeback: Option<Writeback> => or, search "off";
+        pub fallback_writeback: Option<Writeback> => or, search "off" when |s| s.coordination.mutex();
 
         /// Fail-safe: serve D past expiry on a failure [default: off]
         ///
@@ -116,7 +117,7 @@ settings! {
         /// for a load, fail-safe only when the load fails; with swr, swr's window comes first. The
         /// same kept entry is what --lock-timeout-policy stale serves when a wait runs out.
         #[arg(long, value_name = "DURATION")]
-        pub fail_safe: Option<Dur> => or, search "30s", check positive;
+        pub fail_safe: Option<Dur> => or, search "30s" when StrategySpec::caches, under fault, check positive;
 
         /// Fail-safe: no load of a failed key for D [default: 30s]
         ///
@@ -143,7 +144,7 @@ settings! {
         /// recompute (Caffeine's refreshAfterWrite, FusionCache's eager refresh).
         #[arg(long, value_name = "P")]
         pub eager_refresh: Option<Percent> => or,
-            search "50%,80%",
+            search "50%,80%" when StrategySpec::plain,
             check share_of_ttl;
 
         /// Refresh-ahead: re-load the hot keys every D [default: off]
@@ -170,7 +171,7 @@ settings! {
         /// consistency depends on --l1-invalidate; docs/l1.md has the figures.
         #[arg(long, value_name = "N")]
         pub l1: Option<u64> => or,
-            search "1000,10000",
+            search "1000,10000" when StrategySpec::plain_or_in_process,
             check at_least(1),
             check at_most(100_000_000, "entries per instance");
 
@@ -179,7 +180,7 @@ settings! {
         /// An entry is served from the tier for D after it was read or loaded, never past its
         /// Redis entry's own expiry (the default: exactly that).
         #[arg(hide_short_help = true, long, value_name = "DURATION")]
-        pub l1_ttl: Option<Dur> => or, search "250ms,1s", check positive;
+        pub l1_ttl: Option<Dur> => or, search "250ms,1s" when StrategySpec::plain_or_in_process, with l1, check positive;
 
         /// L1: invalidation: ttl, pubsub or tracking [default: ttl]
         ///
@@ -199,7 +200,7 @@ settings! {
         /// Spread every TTL written uniformly within ±P (e.g. 10%); 0% by default, 10% for
         /// --strategy jitter.
         #[arg(long, value_name = "P")]
-        pub jitter: Option<Percent> => or, search "5%,20%";
+        pub jitter: Option<Percent> => or, search "5%,20%" when |s| s.jitter_preset;
 
         /// Lease: how long a lease token lives [default: 2s]
         ///
@@ -209,7 +210,7 @@ settings! {
         #[arg(long, value_name = "DURATION")]
         pub lease_ttl: Option<Dur> => or,
             default Dur::secs(2),
-            search "500ms,5s",
+            search "500ms,5s" when |s| s.coordination.lease(),
             check positive;
     }
 }

@@ -6,7 +6,7 @@
 
 use std::any::TypeId;
 
-use clap::{ArgAction, Args, Command, FromArgMatches};
+use clap::{ArgAction, Args, Command};
 
 use crate::cli::RunFlags;
 use crate::error::UsageError;
@@ -127,42 +127,28 @@ pub fn parse(spec: &str) -> Result<Axis, UsageError> {
     points(kind, flag, values)
 }
 
-/// The run flags of one point: `base` with each `--flag value` set by clap, which checks the
-/// value as `run` would.
+/// The run flags of one point: `base` with each flag set to its value, parsed as `run`
+/// parses it.
 pub fn flags_at(base: &RunFlags, set: &[(&str, &str)]) -> Result<RunFlags, UsageError> {
-    let mut args: Vec<String> = Vec::new();
-    let mut keys: Vec<KeySet> = Vec::new();
+    let mut flags = base.clone();
     for (flag, v) in set {
         // A fault's key (`drop-cache.fraction`): set on the merged fault list at resolution.
         if let Some((_, key)) = flag.split_once('.') {
             let (kind, _) = crate::fault::axis_key(flag)
                 .map_err(|e| UsageError::new(format!("--axis {flag}: {e}")))?;
-            keys.push(KeySet {
+            flags.faults.fault_keys.push(KeySet {
                 kind,
                 key: key.to_string(),
                 value: v.to_string(),
             });
             continue;
         }
-        args.push(format!("--{flag}={v}"));
-    }
-    let m = run_flags_command()
-        .try_get_matches_from(&args)
-        .map_err(|e| {
-            let names: Vec<&str> = set.iter().map(|(f, _)| *f).collect();
-            let msg = e.to_string();
-            let first = msg
-                .lines()
-                .next()
-                .unwrap_or("")
-                .trim_start_matches("error: ");
-            UsageError::new(format!("--axis {}: {first}", names.join(", --axis ")))
+        flags.set(&flag.replace('-', "_"), v).map_err(|e| {
+            UsageError::new(format!(
+                "--axis {flag}: invalid value '{v}' for --{flag}: {e}"
+            ))
         })?;
-    let mut flags = base.clone();
-    flags
-        .update_from_arg_matches(&m)
-        .map_err(|e| UsageError::new(format!("--axis: {e}")))?;
-    flags.faults.fault_keys.extend(keys);
+    }
     Ok(flags)
 }
 
