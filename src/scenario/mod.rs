@@ -46,19 +46,15 @@ macro_rules! scenario {
             /// Every key a results file's scenario can hold (an optional one too), with how two
             /// results that differ in it compare.
             pub fn compared() -> Vec<(String, Compared)> {
-                let mut out = Vec::new();
-                $( scenario!(@keys out, $f, $t, $class $($flat)?); )*
-                out
+                let each = [$( (scenario!(@keys $f, $t $(, $flat)?), Compared::$class) ),*];
+                each.into_iter().flat_map(|(keys, c)| keys.into_iter().map(move |k| (k, c))).collect()
             }
         }
     };
-    (@keys $out:ident, $f:ident, $t:ty, $class:ident) => {
-        $out.push((stringify!($f).to_string(), Compared::$class))
-    };
-    (@keys $out:ident, $f:ident, $t:ty, $class:ident flatten) => {
-        let schema = schemars::generate::SchemaSettings::draft07().for_serialize().into_generator().into_root_schema_for::<$t>();
-        let keys = schema.get("properties").and_then(|p| p.as_object()).into_iter().flat_map(|p| p.keys());
-        $out.extend(keys.map(|k| (k.clone(), Compared::$class)))
+    (@keys $f:ident, $t:ty) => { vec![stringify!($f).to_string()] };
+    // A flattened struct's keys are its own fields', as its schema lists them.
+    (@keys $f:ident, $t:ty, flatten) => {
+        schemars::schema_for!($t).get("properties").and_then(|p| p.as_object()).map(|p| p.keys().cloned().collect::<Vec<_>>()).unwrap_or_default()
     };
 }
 

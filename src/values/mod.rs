@@ -13,6 +13,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 pub mod points;
 pub mod start;
+pub mod text;
 pub mod valid;
 
 /// The unit of an axis of sizes (`maxmemory`), whose values are bytes.

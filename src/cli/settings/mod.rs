@@ -69,18 +69,19 @@ macro_rules! settings {
 
             #[allow(unused_variables)]
             fn knobs(&self, out: &mut Vec<$crate::strategy::Knob>) {
-                $( $( out.push($crate::strategy::Knob {
-                    key: stringify!($f), values: $search, uses: $uses,
-                    needs_fault: false $( || stringify!($fault) == "fault" )?,
-                    with: None $( .or(Some(stringify!($with))) )?,
-                }); )? )*
+                $( $( out.push($crate::strategy::Knob { key: stringify!($f), values: $search, uses: $uses,
+                    needs_fault: false $( || stringify!($fault) == "fault" )?, with: None $( .or(Some(stringify!($with))) )? }); )? )*
+            }
+
+            fn item(&self, key: &str) -> Option<std::any::TypeId> {
+                use $crate::cli::settings::Given;
+                match key { $( stringify!($f) => Some(std::any::TypeId::of::<<$t as Given>::Item>()), )* _ => None }
             }
 
             fn set(&mut self, key: &str, value: &str) -> Option<Result<(), String>> {
-                use $crate::cli::settings::set::*;
+                use $crate::{cli::settings::Given, values::text::*};
                 match key {
-                    $( stringify!($f) => Some((&&&Via::<<$t as Slot>::Item>(std::marker::PhantomData))
-                        .parse(value).map(|v| Slot::put(&mut self.$f, v))), )*
+                    $( stringify!($f) => Some((&&&Via::<<$t as Given>::Item>(std::marker::PhantomData)).parse(value).map(|v| self.$f.put(v))), )*
                     _ => None,
                 }
             }
@@ -145,19 +146,16 @@ pub use traffic::{LoadFlags, TraceFlags};
 /// value is named BOOL is a switch: `--x` alone is `--x=true`, `--x=false` turns off what a
 /// scenario file turned on.
 pub fn setting_arg(a: clap::Arg) -> clap::Arg {
-    // A plain switch (`--no-shocks`) takes no value to hide: clap's debug build refuses it.
-    if !a.get_action().takes_values() {
-        return a;
-    }
-    let a = a.hide_possible_values(true);
-    if a.get_value_names()
-        .is_some_and(|n| n.len() == 1 && n[0].as_str() == "BOOL")
-    {
-        a.num_args(0..=1)
+    let switch = matches!(a.get_value_names(), Some([n]) if n.as_str() == "BOOL");
+    match (a.get_action().takes_values(), switch) {
+        // A plain switch (`--no-shocks`) has no values to hide: clap's debug build refuses it.
+        (false, _) => a,
+        (true, false) => a.hide_possible_values(true),
+        (true, true) => a
+            .hide_possible_values(true)
+            .num_args(0..=1)
             .require_equals(true)
-            .default_missing_value("true")
-    } else {
-        a
+            .default_missing_value("true"),
     }
 }
 
@@ -171,66 +169,14 @@ pub trait Group {
     fn given(&self, out: &mut Vec<&'static str>);
     /// Adds each setting `advise` searches, as declared with it.
     fn knobs(&self, out: &mut Vec<crate::strategy::Knob>);
-    /// Sets the setting `key` to `value` parsed as its flag parses it; None: not this group's.
+    /// The type of one value of the setting `key` (a list's item); None: not this group's.
+    fn item(&self, key: &str) -> Option<std::any::TypeId>;
+    /// Sets the setting `key` to `value` parsed as its flag parses it ([`crate::values::text`]);
+    /// None: not this group's.
     fn set(&mut self, key: &str, value: &str) -> Option<Result<(), String>>;
     /// The settings table's rows: each key with its plain default.
     #[cfg(test)]
     fn rows() -> Vec<Row>;
-}
-
-/// How a setting's value is set from text (`advise`'s candidates, `sweep`'s points) with its
-/// own type's parser, as its flag's: a `ValueEnum`'s names, else its `FromStr`. Which one is
-/// chosen by the type (by method resolution, the first of `&&Via`, `&Via`, `Via` it fits).
-pub mod set {
-    /// What a setting holds: an Option or a list of values (set to one), or a switch.
-    pub trait Slot {
-        type Item;
-        fn put(&mut self, v: Self::Item);
-    }
-    impl<T> Slot for Option<T> {
-        type Item = T;
-        fn put(&mut self, v: T) {
-            *self = Some(v);
-        }
-    }
-    impl<T> Slot for Vec<T> {
-        type Item = T;
-        fn put(&mut self, v: T) {
-            *self = vec![v];
-        }
-    }
-    impl Slot for bool {
-        type Item = bool;
-        fn put(&mut self, v: bool) {
-            *self = v;
-        }
-    }
-    pub struct Via<T>(pub std::marker::PhantomData<T>);
-    pub trait ByName<T> {
-        fn parse(&self, s: &str) -> Result<T, String>;
-    }
-    impl<T: clap::ValueEnum> ByName<T> for &&Via<T> {
-        fn parse(&self, s: &str) -> Result<T, String> {
-            T::from_str(s, false)
-        }
-    }
-    pub trait ByFromStr<T> {
-        fn parse(&self, s: &str) -> Result<T, String>;
-    }
-    impl<T: std::str::FromStr<Err: std::fmt::Display>> ByFromStr<T> for &Via<T> {
-        fn parse(&self, s: &str) -> Result<T, String> {
-            s.parse().map_err(|e: T::Err| e.to_string())
-        }
-    }
-    /// A list only the command line or a file gives whole (`--fault`'s grammar).
-    pub trait Whole<T> {
-        fn parse(&self, s: &str) -> Result<T, String>;
-    }
-    impl<T> Whole<T> for Via<T> {
-        fn parse(&self, _: &str) -> Result<T, String> {
-            Err("is given whole, on the command line or in a scenario file".into())
-        }
-    }
 }
 
 /// One row of the settings table (docs/settings.md).
@@ -247,12 +193,19 @@ pub struct Row {
 pub trait Given {
     type Value: Clone;
     fn given(&self) -> Option<&Self::Value>;
+    /// What one value of it is (a list's item), and setting it to one.
+    type Item;
+    fn put(&mut self, v: Self::Item);
 }
 
 impl<T: Clone> Given for Option<T> {
     type Value = T;
     fn given(&self) -> Option<&T> {
         self.as_ref()
+    }
+    type Item = T;
+    fn put(&mut self, v: T) {
+        *self = Some(v);
     }
 }
 
@@ -261,12 +214,20 @@ impl<T: Clone> Given for Vec<T> {
     fn given(&self) -> Option<&Vec<T>> {
         (!self.is_empty()).then_some(self)
     }
+    type Item = T;
+    fn put(&mut self, v: T) {
+        *self = vec![v];
+    }
 }
 
 impl Given for bool {
     type Value = bool;
     fn given(&self) -> Option<&bool> {
         self.then_some(self)
+    }
+    type Item = bool;
+    fn put(&mut self, v: bool) {
+        *self = v;
     }
 }
 
@@ -400,10 +361,18 @@ impl RunFlags {
     /// it; Err says what is wrong with the value.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
         macro_rules! set {
-            ($($g:ident),*) => { $(if let Some(r) = self.$g.set(key, value) { return r; })* };
+            ($($g:ident),*) => { None $(.or_else(|| self.$g.set(key, value)))* };
         }
-        each_group!(set);
-        Err("not a setting of `stampede run`".into())
+        each_group!(set).unwrap_or_else(|| Err("not a setting of `stampede run`".into()))
+    }
+
+    /// The type of one value of the setting `key` (`lock_wait`: a duration), if it is one.
+    pub fn item(key: &str) -> Option<std::any::TypeId> {
+        let all = RunFlags::default();
+        macro_rules! item {
+            ($($g:ident),*) => { None $(.or_else(|| all.$g.item(key)))* };
+        }
+        each_group!(item)
     }
 
     /// The settings `advise` searches (`lock_wait`), each with the values it tries besides its

@@ -1,7 +1,6 @@
 //! The strategy's settings and the protections in front of the database.
 
 use crate::protect::rate::RateScope;
-use crate::strategy::StrategySpec;
 use crate::strategy::lock::{LockTimeoutPolicy, LockWaiters, Writeback};
 use crate::values::valid::*;
 use crate::values::{Dur, LockTtl, Percent, Rate};
@@ -117,7 +116,7 @@ settings! {
         /// for a load, fail-safe only when the load fails; with swr, swr's window comes first. The
         /// same kept entry is what --lock-timeout-policy stale serves when a wait runs out.
         #[arg(long, value_name = "DURATION")]
-        pub fail_safe: Option<Dur> => or, search "30s" when StrategySpec::caches, under fault, check positive;
+        pub fail_safe: Option<Dur> => or, search "30s" when |s| s.caches(), under fault, check positive;
 
         /// Fail-safe: no load of a failed key for D [default: 30s]
         ///
@@ -144,7 +143,7 @@ settings! {
         /// recompute (Caffeine's refreshAfterWrite, FusionCache's eager refresh).
         #[arg(long, value_name = "P")]
         pub eager_refresh: Option<Percent> => or,
-            search "50%,80%" when StrategySpec::plain,
+            search "50%,80%" when |s| s.plain(),
             check share_of_ttl;
 
         /// Refresh-ahead: re-load the hot keys every D [default: off]
@@ -171,7 +170,7 @@ settings! {
         /// consistency depends on --l1-invalidate; docs/l1.md has the figures.
         #[arg(long, value_name = "N")]
         pub l1: Option<u64> => or,
-            search "1000,10000" when StrategySpec::plain_or_in_process,
+            search "1000,10000" when |s| s.plain_or_in_process(),
             check at_least(1),
             check at_most(100_000_000, "entries per instance");
 
@@ -180,7 +179,7 @@ settings! {
         /// An entry is served from the tier for D after it was read or loaded, never past its
         /// Redis entry's own expiry (the default: exactly that).
         #[arg(hide_short_help = true, long, value_name = "DURATION")]
-        pub l1_ttl: Option<Dur> => or, search "250ms,1s" when StrategySpec::plain_or_in_process, with l1, check positive;
+        pub l1_ttl: Option<Dur> => or, search "250ms,1s" when |s| s.plain_or_in_process(), with l1, check positive;
 
         /// L1: invalidation: ttl, pubsub or tracking [default: ttl]
         ///

@@ -1,19 +1,15 @@
 //! The axes of a sweep: `--axis NAME=VALUES`, where NAME is any numeric flag of `run` and
-//! VALUES a list or a range, and each point's run flags, built by clap itself from the sweep's
-//! own flags with `--NAME VALUE` on top, so any run flag is an axis with no code of its own.
+//! VALUES a list or a range, and each point's run flags: the sweep's own with each NAME set to
+//! its VALUE through the settings' typed setter, so any run flag is an axis with no code of
+//! its own.
 //! NAME may also be a fault's key, `KIND.KEY` (`drop-cache.fraction`, `spike.at`): the key of
 //! the run's one fault of that kind, with the unit [`FaultKind::keys`] gives it.
-
-use std::any::TypeId;
-
-use clap::{ArgAction, Args, Command};
 
 use crate::cli::RunFlags;
 use crate::error::UsageError;
 use crate::fault::{KeySet, KeyUnit};
 pub use crate::values::points::trim;
 use crate::values::points::{self, Kind, Point};
-use crate::values::{Dur, Percent, Rate, Size};
 
 /// One axis: the flag (`db-pool`), its name in sweep.json (`db_pool`), its points.
 #[derive(Debug, Clone)]
@@ -23,51 +19,6 @@ pub struct Axis {
     /// The unit of the points' numbers: `req/s`, `share`, `ms` or empty.
     pub unit: &'static str,
     pub points: Vec<Point>,
-}
-
-/// The run flags as a command of their own, for clap to parse one point's `--NAME VALUE`.
-/// A plain `bool` flag becomes `--flag=true|false`, so that one absent from a point is
-/// absent from its matches (a switch's implicit `false` would otherwise reset the sweep's).
-fn run_flags_command() -> Command {
-    RunFlags::augment_args(Command::new("sweep-point").no_binary_name(true)).mut_args(|a| {
-        if matches!(a.get_action(), ArgAction::SetTrue) {
-            a.action(ArgAction::Set)
-                .value_parser(clap::value_parser!(bool))
-        } else {
-            a
-        }
-    })
-}
-
-fn kind_of(arg: &clap::Arg) -> Option<Kind> {
-    let t = arg.get_value_parser().type_id();
-    let is = |id: TypeId| t == id;
-    if is(TypeId::of::<Rate>()) {
-        Some(Kind::Rate)
-    } else if is(TypeId::of::<Percent>()) {
-        Some(Kind::Percent)
-    } else if is(TypeId::of::<Dur>()) {
-        Some(Kind::Dur)
-    } else if is(TypeId::of::<Size>()) {
-        Some(Kind::Size)
-    } else if [
-        TypeId::of::<u64>(),
-        TypeId::of::<u32>(),
-        TypeId::of::<u16>(),
-        TypeId::of::<u8>(),
-        TypeId::of::<usize>(),
-        TypeId::of::<i64>(),
-        TypeId::of::<i32>(),
-    ]
-    .into_iter()
-    .any(is)
-    {
-        Some(Kind::Int)
-    } else if is(TypeId::of::<f64>()) || is(TypeId::of::<f32>()) {
-        Some(Kind::Float)
-    } else {
-        None
-    }
 }
 
 /// The kind of values an axis on a fault's key (`drop-cache.fraction`) takes.
@@ -105,21 +56,14 @@ pub fn parse(spec: &str) -> Result<Axis, UsageError> {
         return points(fault_key_kind(name)?, name.to_string(), values);
     }
     let flag = name.trim().replace('_', "-");
-    let cmd = run_flags_command();
-    let Some(arg) = cmd
-        .get_arguments()
-        .find(|a| a.get_long() == Some(flag.as_str()))
-    else {
-        let hint = if flag == "strategy" {
-            " (the strategies are --strategies, each run at every point)".to_string()
-        } else {
-            String::new()
-        };
+    let Some(item) = RunFlags::item(&flag.replace('-', "_")) else {
+        let strategy = " (the strategies are --strategies, each run at every point)";
+        let hint = if flag == "strategy" { strategy } else { "" };
         return Err(UsageError::new(format!(
             "--axis {flag}: not a flag of `stampede run`{hint}; an axis is a numeric run flag such as rps, ttl, keys, db-pool or db-cost"
         )));
     };
-    let Some(kind) = kind_of(arg) else {
+    let Some(kind) = crate::values::text::kind(item) else {
         return Err(UsageError::new(format!(
             "--axis {flag}: --{flag} is not numeric (an axis is a number, a rate, a percentage, a duration or a size): compare its values with `stampede compare`, or run them one by one"
         )));
