@@ -196,3 +196,52 @@ pub fn ci_scenario(
     }
     o
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A result of the committed CI baseline (ttl 1s, stale 10s, lock TTL and wait 2s).
+    fn run(strategy: &str) -> RunResult {
+        let p = format!(
+            "{}/results/baseline-ci/{strategy}.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    }
+
+    fn pick(strategy: &str) -> Pick {
+        Pick {
+            label: strategy.into(),
+            strategy: strategy.into(),
+            settings: Default::default(),
+            trials: 1,
+            objective: Default::default(),
+            thresholds: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn each_library_renders_the_settings_its_run_resolved() {
+        // Laravel's window is [ttl, ttl + stale], Caffeine's the same in milliseconds.
+        let swr = adopt(Library::LaravelFlexible, &pick("swr"), &run("swr")).unwrap();
+        assert!(swr.starts_with("Cache::flexible('key', [1, 11]"), "{swr}");
+        let c = adopt(Library::CaffeineRefresh, &pick("swr"), &run("swr")).unwrap();
+        assert!(
+            c.contains("refreshAfterWrite(Duration.ofMillis(1000)).expireAfterWrite(Duration.ofMillis(11000))"),
+            "{c}"
+        );
+        let m = adopt(Library::LaravelFlexible, &pick("mutex"), &run("mutex")).unwrap();
+        assert!(m.contains("Cache::lock('key:lock', 2)->block(2, "), "{m}");
+        let no = adopt(Library::RailsRaceTtl, &pick("mutex"), &run("mutex")).unwrap_err();
+        assert!(no.starts_with("Rails cannot express mutex: "), "{no}");
+        for d in &crate::strategy::LIBRARIES {
+            let r = adopt(d.library, &pick("cache-aside"), &run("cache-aside"));
+            assert!(
+                r.as_ref().is_ok_and(|s| s.contains('1')),
+                "{}: {r:?}",
+                d.title
+            );
+        }
+    }
+}
