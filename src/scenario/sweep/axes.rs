@@ -56,7 +56,8 @@ pub fn parse(spec: &str) -> Result<Axis, UsageError> {
         return points(fault_key_kind(name)?, name.to_string(), values);
     }
     let flag = name.trim().replace('_', "-");
-    let Some(item) = RunFlags::item(&flag.replace('-', "_")) else {
+    // The strategy is a setting, but the sweep's are named by --strategies.
+    let Some(item) = RunFlags::item(&flag.replace('-', "_")).filter(|_| flag != "strategy") else {
         let strategy = " (the strategies are --strategies, each run at every point)";
         let hint = if flag == "strategy" { strategy } else { "" };
         return Err(UsageError::new(format!(
