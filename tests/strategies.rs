@@ -1,6 +1,7 @@
 //! Each strategy proven by its figures on real Redis and Postgres (counts and bounds, never
 //! timings), mostly on the hot-key scenario: 1 key, 60 closed-loop clients over 2 app
-//! instances, TTL 2 s, a 50 ms load.
+//! instances, TTL 2 s, a 50 ms load. The runs share one Redis and one Postgres
+//! (`run_ok_shared`): these tests are about what the strategies do, not the servers' start.
 
 mod common;
 
@@ -33,7 +34,7 @@ fn hot_key(strategy: &str, extra: &[&str]) -> Run {
         "1s",
     ];
     args.extend_from_slice(extra);
-    let r = run_ok(&args);
+    let r = run_ok_shared(&args);
     assert_eq!(
         r.u("/db/calls"),
         r.u("/db/calls_server"),
@@ -104,6 +105,7 @@ fn lock_rechecks(r: &Run) -> u64 {
 
 #[test]
 fn mutex_with_a_lease_shorter_than_the_load_overlaps() {
+    let _servers = shared_servers();
     // The lock expires 20 ms into a 50 ms load: a waiter takes it over and loads too.
     let r = hot_key("mutex", &["--lock-ttl", "20ms"]);
     assert!(
@@ -142,6 +144,7 @@ fn mutex_with_a_lease_shorter_than_the_load_overlaps() {
 
 #[test]
 fn an_auto_lease_follows_the_loads_and_a_late_load_can_stay_uncached() {
+    let _servers = shared_servers();
     // 50 ms loads: after the first, the lease is 3 × their p99 (known to within 19%), not 2 s.
     let r = hot_key("mutex", &["--lock-ttl", "auto"]);
     let lease = r.u("/lock/lease_ms_max");
@@ -209,7 +212,7 @@ fn swr_mutex_refreshes_once_per_expiry_across_instances() {
 
 #[test]
 fn xfetch_refreshes_before_expiry() {
-    let r = run_ok(&[
+    let r = run_ok_shared(&[
         "--strategy",
         "xfetch",
         "--keys",
@@ -244,6 +247,7 @@ fn xfetch_refreshes_before_expiry() {
 
 #[test]
 fn xfetch_with_single_flight_and_mutex_compose() {
+    let _servers = shared_servers();
     for s in [
         "xfetch+single-flight",
         "xfetch+mutex",
@@ -282,6 +286,7 @@ fn peak_bucket_calls(r: &Run) -> u64 {
 
 #[test]
 fn jitter_spreads_a_synchronised_expiry() {
+    let _servers = shared_servers();
     let base = [
         "--keys",
         "500",
@@ -300,22 +305,23 @@ fn jitter_spreads_a_synchronised_expiry() {
         "--duration",
         "3s",
     ];
-    let plain = run_ok(&base);
+    let plain = run_ok_shared(&base);
     let mut with = base.to_vec();
     with.extend_from_slice(&["--jitter", "30%"]);
-    let jittered = run_ok(&with);
+    let jittered = run_ok_shared(&with);
     let (p, j) = (peak_bucket_calls(&plain), peak_bucket_calls(&jittered));
     assert!(
         p >= 100,
         "warmed keys expire together: peak {p} loads in one bucket"
     );
     assert!(2 * j < p, "±30% jitter must halve the peak: {j} vs {p}");
-    let preset = run_ok(&[&base[..], &["--strategy", "jitter"]].concat());
+    let preset = run_ok_shared(&[&base[..], &["--strategy", "jitter"]].concat());
     assert_eq!(preset.json["scenario"]["jitter"], "10%");
 }
 
 #[test]
 fn negative_caching_stops_repeated_loads_of_a_missing_id() {
+    let _servers = shared_servers();
     let base = [
         "--keys",
         "1",
@@ -328,14 +334,14 @@ fn negative_caching_stops_repeated_loads_of_a_missing_id() {
         "--db-cost",
         "20ms",
     ];
-    let without = run_ok(&base);
+    let without = run_ok_shared(&base);
     assert_eq!(without.u("/requests/scheduled"), 1000);
     assert_eq!(
         without.u("/db/calls"),
         1000,
         "every request for a missing id goes to the DB"
     );
-    let with = run_ok(&[&base[..], &["--negative-ttl", "10s"]].concat());
+    let with = run_ok_shared(&[&base[..], &["--negative-ttl", "10s"]].concat());
     let calls = with.u("/db/calls");
     // Only the requests that arrived while the first load was in flight (20 ms at 1000/s).
     assert!(
@@ -347,7 +353,7 @@ fn negative_caching_stops_repeated_loads_of_a_missing_id() {
     // A different missing id each time: the sentinels are never read again, every request
     // loads; only a rate limit in front of the database keeps it to its rate.
     let unique = [&base[..], &["--missing-ids", "unique"]].concat();
-    let cached = run_ok(&[&unique[..], &["--negative-ttl", "10s"]].concat());
+    let cached = run_ok_shared(&[&unique[..], &["--negative-ttl", "10s"]].concat());
     assert_eq!(
         cached.u("/db/calls"),
         1000,
@@ -355,7 +361,7 @@ fn negative_caching_stops_repeated_loads_of_a_missing_id() {
     );
     assert_eq!(cached.u("/redis/negative_hits"), 0);
     assert_eq!(cached.u("/db/redundant_loads"), 0, "no id is asked twice");
-    let limited = run_ok(
+    let limited = run_ok_shared(
         &[
             &unique[..],
             &["--db-rate", "100", "--db-rate-scope", "global"],
@@ -372,6 +378,7 @@ fn negative_caching_stops_repeated_loads_of_a_missing_id() {
 
 #[test]
 fn lock_waiters_give_up_at_lock_wait() {
+    let _servers = shared_servers();
     // One 1 s load holds the lock; waiters give up after 100 ms.
     let common = [
         "--strategy",
@@ -393,7 +400,7 @@ fn lock_waiters_give_up_at_lock_wait() {
         "--ttl",
         "60s",
     ];
-    let err = run_ok(&[&common[..], &["--lock-timeout-policy", "error"]].concat());
+    let err = run_ok_shared(&[&common[..], &["--lock-timeout-policy", "error"]].concat());
     assert!(err.u("/lock/timeouts") > 0);
     assert!(
         err.u("/outcomes/error") > 0,
@@ -401,7 +408,7 @@ fn lock_waiters_give_up_at_lock_wait() {
         err.json["outcomes"]
     );
     assert_eq!(err.u("/outcomes/fallback"), 0);
-    let load = run_ok(&[&common[..], &["--lock-timeout-policy", "load"]].concat());
+    let load = run_ok_shared(&[&common[..], &["--lock-timeout-policy", "load"]].concat());
     assert!(
         load.u("/outcomes/fallback") > 0,
         "load policy: {}",
@@ -452,7 +459,7 @@ fn xfetch_with_swr_recomputes_early_before_the_soft_expiry_and_serves_stale_afte
     // 200 keys at 400 req/s, 1 s TTL, 20 ms loads, β 3: the hot keys are read often enough
     // before their soft expiry for XFetch's draw to pick a reader; the cold ones are first read
     // after it, inside the 10 s window, and served stale while one refresh runs.
-    let r = run_ok(&[
+    let r = run_ok_shared(&[
         "--strategy",
         "xfetch+swr",
         "--keys",
@@ -490,6 +497,7 @@ fn xfetch_with_swr_recomputes_early_before_the_soft_expiry_and_serves_stale_afte
 
 #[test]
 fn retry_after_answers_pace_the_client_s_retries() {
+    let _servers = shared_servers();
     // A 10 ms wait runs out long before the 50 ms load: the waiters are answered "retry after
     // 200 ms", and with retries the client waits that long before its next attempt.
     let flags = [

@@ -1,7 +1,8 @@
 //! Writes, invalidation and consistency on real Redis and Postgres: what each invalidation
 //! leaves in the cache when writers race each other and when readers race writers, and the
 //! lease coordination (one load per expiry across instances; its late, stale SET refused).
-//! Counts and bounds, never timings.
+//! Counts and bounds, never timings. The runs share one Redis and one Postgres
+//! (`shared_servers`): each has its own schema and key namespace, and they take turns.
 
 mod common;
 
@@ -13,10 +14,11 @@ use serde_json::Value;
 /// `stampede compare ARGS --out <dir> --quiet` (exit 0 asserted); the trials of each label,
 /// as written (`<strategy>@<invalidation>/trial-N.json` with `--repeat`).
 fn compare(args: &[&str], dir: &Path) -> Vec<(String, Vec<Value>)> {
+    let (_servers, args) = on_shared(args);
     let _turn = cpu_turn();
     let out = stampede()
         .arg("compare")
-        .args(args)
+        .args(&args)
         .arg("--out")
         .arg(dir)
         .arg("--quiet")
@@ -311,7 +313,7 @@ fn readers_racing_writers_diverge_under_cache_aside_but_not_lease_or_versioned()
 /// The hot-key scenario (1 key, 60 closed-loop clients on 2 instances, TTL 2 s, 50 ms loads)
 /// for 5 s: at most 1 + 5/2 + 1 fills.
 fn hot_key(strategy: &str) -> Run {
-    let r = run_ok(&[
+    let r = run_ok_shared(&[
         "--scenario",
         "scenarios/hot-key.toml",
         "--strategy",
@@ -328,6 +330,7 @@ fn hot_key(strategy: &str) -> Run {
 
 #[test]
 fn a_lease_loads_once_per_expiry_across_instances() {
+    let _servers = shared_servers();
     let r = hot_key("lease");
     let calls = r.u("/db/calls");
     assert!((2..=5).contains(&calls), "lease: {calls} DB calls");
@@ -385,6 +388,7 @@ fn writes_and_invalidation_are_refused_where_they_mean_nothing() {
 /// write. In each of 3 runs: delete-first above delete and set, versioned and lease at 0.
 #[test]
 fn writes_left_wrong_order_the_invalidations_as_the_lab_did() {
+    let _servers = shared_servers();
     let workload = [
         "--repeat",
         "3",
@@ -466,8 +470,9 @@ fn writes_left_wrong_order_the_invalidations_as_the_lab_did() {
 /// a write writing back the old version), a small share of them.
 #[test]
 fn staleness_is_bounded_by_the_ttl_and_grows_with_it() {
+    let _servers = shared_servers();
     let stale = |ttl: &str, invalidate: &str| {
-        let r = run_ok(&[
+        let r = run_ok_shared(&[
             "--rps",
             "1000",
             "--duration",
@@ -517,7 +522,7 @@ fn staleness_is_bounded_by_the_ttl_and_grows_with_it() {
 
 /// `writes_left_wrong` of a run with writes: (left wrong, probed).
 fn left_wrong(args: &[&str]) -> (u64, u64) {
-    let r = run_ok(args);
+    let r = run_ok_shared(args);
     (
         r.u("/consistency/writes_left_wrong"),
         r.u("/consistency/writes_probed"),
@@ -526,6 +531,7 @@ fn left_wrong(args: &[&str]) -> (u64, u64) {
 
 #[test]
 fn racing_writers_and_the_lab_s_orderings() {
+    let _servers = shared_servers();
     // Two writers of one key per event, a 1-5 ms pause between each one's UPDATE and its cache
     // step, few readers with fast loads: the later commit's SET can land first (set), a delete
     // cannot leave an old value, and both guards refuse the older write.

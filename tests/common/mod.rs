@@ -89,6 +89,15 @@ pub fn run_ok(args: &[&str]) -> Run {
     r
 }
 
+/// `run_ok` against the binary's shared servers ([`shared_servers`]) instead of servers of
+/// its own: for the runs whose test is about the strategies' figures, not the managed
+/// servers. A test with several runs holds a handle of its own across them.
+pub fn run_ok_shared(args: &[&str]) -> Run {
+    let (_servers, args) = on_shared(args);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run_ok(&args)
+}
+
 /// Held while a CPU-bound run is going: a closed loop on a hot key keeps both cores busy, and
 /// two such runs side by side starve each other's database round trips (loads of 50 ms
 /// measured at 1-2 s), which changes what the strategies do. A lock on a file in the temp dir

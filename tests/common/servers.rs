@@ -5,6 +5,7 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Child;
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use stampede::servers::{ManagedPostgres, ManagedRedis, postgres::PgStartOptions};
@@ -46,6 +47,39 @@ impl Servers {
     pub fn urls(&self) -> (String, String) {
         (self.redis.url(), self.pg.url())
     }
+}
+
+/// The servers of the tests of one binary that are running: a test that is not about the
+/// managed servers themselves (their start, stop, kill or restart) runs the tool against these
+/// (`--redis-url`, `--pg-url`) instead of paying a redis-server and a Postgres start and stop
+/// per run. Each holder keeps them up; the last one to drop its handle stops them, pass or
+/// fail. Tests of a binary run two at a time, and a test picks up the handle another one
+/// holds, so one pair usually serves the whole binary. Each run gets its own schema and key
+/// namespace, and removes them; runs still take turns (`cpu_turn`), so what INFO counts
+/// between a run's readings is that run's.
+pub fn shared_servers() -> Arc<Servers> {
+    static SHARED: Mutex<Weak<Servers>> = Mutex::new(Weak::new());
+    let mut slot = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(s) = slot.upgrade() {
+        return s;
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime to start the shared servers");
+    let s = Arc::new(rt.block_on(Servers::start(None)));
+    *slot = Arc::downgrade(&s);
+    s
+}
+
+/// `args` with the shared servers' `--redis-url` and `--pg-url` added, for `run`, `compare`
+/// and `sweep`; the handle keeps the servers up while the caller holds it.
+pub fn on_shared(args: &[&str]) -> (Arc<Servers>, Vec<String>) {
+    let s = shared_servers();
+    let (redis, pg) = s.urls();
+    let mut v: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    v.extend(["--redis-url".into(), redis, "--pg-url".into(), pg]);
+    (s, v)
 }
 
 /// A Postgres alone (TLS only when asked), stopped when dropped.
