@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::judge::Pick;
 use crate::metric::{DEFS, Metric};
 use crate::results::RunResult;
+use crate::scenario::{Compared, Scenario};
 use crate::strategy::adopt::Terms;
 use crate::strategy::lock::LockWaiters;
 use crate::strategy::{Freshness, Library, StrategySpec};
@@ -83,43 +84,6 @@ pub fn adopt(lib: Library, p: &Pick, r: &RunResult) -> Result<String, String> {
     })
 }
 
-/// Scenario keys copied from the run into the CI scenario when set: the workload and the
-/// strategy's settings.
-const KEYS: [&str; 32] = [
-    "keys",
-    "zipf",
-    "ttl",
-    "db_cost",
-    "db_pool",
-    "instances",
-    "value_size",
-    "duration",
-    "warmup",
-    "start",
-    "warm",
-    "missing_ratio",
-    "seed",
-    "interval",
-    "stale",
-    "beta",
-    "jitter",
-    "lock_ttl",
-    "lock_ttl_factor",
-    "lock_extend",
-    "lock_wait",
-    "lock_poll",
-    "lock_timeout_policy",
-    "lock_waiters",
-    "fallback_writeback",
-    "l1",
-    "eager_refresh",
-    "fail_safe",
-    "lease_ttl",
-    "redis_timeout",
-    "max_inflight",
-    "negative_ttl",
-];
-
 fn toml_value(v: &Value) -> Option<String> {
     match v {
         Value::String(s) => Some(format!("{s:?}")),
@@ -129,12 +93,21 @@ fn toml_value(v: &Value) -> Option<String> {
     }
 }
 
+/// How `run` reads a scenario file's settings, for writing one: its keys, and whether a key
+/// takes a value as written (`set(key, value)` is `run`'s own typed setter, Err when not).
+pub struct FileSettings {
+    pub keys: Vec<String>,
+    pub set: fn(&str, &str) -> Result<(), String>,
+}
+
 /// A scenario for `run`/`check` in CI: the workload and the recommended configuration as the
-/// final run had them, and thresholds as wide as check's tolerances around the medians of
-/// the objective and the budgets.
+/// final run had them (every setting of the workload or the strategy, as declared with the
+/// `Scenario`'s fields, that a scenario file can say), and thresholds as wide as check's
+/// tolerances around the medians of the objective and the budgets.
 pub fn ci_scenario(
     p: &Pick,
     r: &RunResult,
+    file: &FileSettings,
     objective: Metric,
     budgets: &[(Metric, f64)],
 ) -> String {
@@ -146,13 +119,18 @@ pub fn ci_scenario(
         p.label
     );
     let _ = writeln!(o, "strategy = {:?}", p.strategy);
-    for k in KEYS {
-        let v = match (k, sc.get(k)) {
-            // Resolved as a bool, written in the file as the flag's on|off.
-            ("fallback_writeback", Some(Value::Bool(b))) => {
+    for (k, class) in Scenario::compared() {
+        // The sampling interval compares neither way, but recovery figures are read at it.
+        let written = class != Compared::Neither || k == "interval";
+        if !written || k == "strategy" || !file.keys.contains(&k) {
+            continue;
+        }
+        let v = match sc.get(&k) {
+            // A switch the file writes as on|off is resolved as a bool.
+            Some(Value::Bool(b)) if (file.set)(&k, &b.to_string()).is_err() => {
                 Some(format!("{:?}", if *b { "on" } else { "off" }))
             }
-            (_, v) => v.and_then(toml_value),
+            v => v.and_then(toml_value),
         };
         if let Some(v) = v {
             let _ = writeln!(o, "{k} = {v}");
@@ -210,6 +188,10 @@ mod tests {
         serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
     }
 
+    fn lib(name: &str) -> Library {
+        Library::for_name(name).unwrap()
+    }
+
     fn pick(strategy: &str) -> Pick {
         Pick {
             label: strategy.into(),
@@ -224,19 +206,20 @@ mod tests {
     #[test]
     fn each_library_renders_the_settings_its_run_resolved() {
         // Laravel's window is [ttl, ttl + stale], Caffeine's the same in milliseconds.
-        let swr = adopt(Library::LaravelFlexible, &pick("swr"), &run("swr")).unwrap();
+        let swr = adopt(lib("laravel"), &pick("swr"), &run("swr")).unwrap();
         assert!(swr.starts_with("Cache::flexible('key', [1, 11]"), "{swr}");
-        let c = adopt(Library::CaffeineRefresh, &pick("swr"), &run("swr")).unwrap();
+        let c = adopt(lib("caffeine"), &pick("swr"), &run("swr")).unwrap();
         assert!(
             c.contains("refreshAfterWrite(Duration.ofMillis(1000)).expireAfterWrite(Duration.ofMillis(11000))"),
             "{c}"
         );
-        let m = adopt(Library::LaravelFlexible, &pick("mutex"), &run("mutex")).unwrap();
+        let m = adopt(lib("laravel"), &pick("mutex"), &run("mutex")).unwrap();
         assert!(m.contains("Cache::lock('key:lock', 2)->block(2, "), "{m}");
-        let no = adopt(Library::RailsRaceTtl, &pick("mutex"), &run("mutex")).unwrap_err();
+        let no = adopt(lib("rails"), &pick("mutex"), &run("mutex")).unwrap_err();
         assert!(no.starts_with("Rails cannot express mutex: "), "{no}");
-        for d in &crate::strategy::LIBRARIES {
-            let r = adopt(d.library, &pick("cache-aside"), &run("cache-aside"));
+        for l in Library::all() {
+            let d = l.decl();
+            let r = adopt(l, &pick("cache-aside"), &run("cache-aside"));
             assert!(
                 r.as_ref().is_ok_and(|s| s.contains('1')),
                 "{}: {r:?}",

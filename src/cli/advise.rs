@@ -113,11 +113,11 @@ mod tests {
                 lib,
             ])
         };
-        for d in &crate::strategy::LIBRARIES {
-            let crate::cli::Command::Advise(a) = cmd(d.for_name).unwrap().command else {
+        for l in crate::strategy::Library::all() {
+            let crate::cli::Command::Advise(a) = cmd(l.decl().for_name).unwrap().command else {
                 panic!("not advise");
             };
-            assert_eq!(a.library, Some(d.library));
+            assert_eq!(a.library, Some(l));
         }
         let e = cmd("memcached").err().unwrap().to_string();
         assert!(e.contains("laravel") && e.contains("fusioncache"), "{e}");

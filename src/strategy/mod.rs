@@ -120,79 +120,132 @@ pub struct StrategySpec {
 }
 
 /// A popular library's caching semantics, as a named preset of the orthogonal choices
-/// (docs/strategies.md says what each is made of and which version it follows). Each is a
-/// freshness and a coordination like any strategy, plus defaults for the settings it fixes
-/// (`--stale`, `--fail-safe`, `--soft-timeout`, `--eager-refresh`) that a flag still
-/// overrides, and for `laravel-flexible` a coordination of its own for background refreshes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Library {
-    /// Laravel 11's `Cache::flexible`: swr; a refresh under a lock, a miss under none.
-    LaravelFlexible,
-    /// ActiveSupport's `fetch(race_condition_ttl:)`: the race-TTL freshness, no lock.
-    RailsRaceTtl,
-    /// Symfony Cache's `get($key, $cb, beta: 1.0)`: xfetch with its machine-local lock.
-    Symfony,
-    /// Caffeine's `refreshAfterWrite(0.8 × TTL)` loading cache: eager refresh, single-flight.
-    CaffeineRefresh,
-    /// Spring's `@Cacheable(sync = true)`: single-flight per instance on a miss.
-    SpringSync,
-    /// FusionCache with its production options: fail-safe, soft timeout, eager refresh.
-    Fusion,
+/// (docs/strategies.md says what each is made of and which version it follows): its row of
+/// [`LIBRARIES`], where everything about it is declared.
+#[derive(Clone, Copy)]
+pub struct Library(&'static LibraryDecl);
+
+impl PartialEq for Library {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.0, other.0)
+    }
 }
 
-/// One library, declared once: its preset (`--strategy laravel-flexible`), its name for
-/// `advise --for` (`laravel`) and in sentences (`Laravel`), and how a recommendation is written
-/// in its own code ([`adopt`]), with what it cannot express.
+impl Eq for Library {}
+
+impl fmt::Debug for Library {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0.preset)
+    }
+}
+
+/// One library, declared once: its preset (`--strategy laravel-flexible`) as a freshness and a
+/// coordination like any strategy, plus who coordinates a background refresh, what a stale
+/// read does and the settings it fixes (`--stale`, `--fail-safe`, `--soft-timeout`,
+/// `--eager-refresh`, which a flag still overrides); its name for `advise --for` (`laravel`)
+/// and in sentences (`Laravel`); and how a recommendation is written in its own code
+/// ([`adopt`]), with what it cannot express.
 pub struct LibraryDecl {
     pub preset: &'static str,
-    pub library: Library,
     pub for_name: &'static str,
     pub title: &'static str,
+    pub freshness: Freshness,
+    /// Who loads on a miss.
+    pub coordination: Coordination,
+    /// Who performs a background refresh (swr's, an eager refresh).
+    pub refresh: Coordination,
+    /// What a read inside swr's stale window does.
+    pub stale_read: StaleRead,
+    pub defaults: LibraryDefaults,
     pub render: fn(&adopt::Terms) -> adopt::Rendered,
 }
 
 /// The libraries, in the order docs/strategies.md lists their presets.
 pub static LIBRARIES: [LibraryDecl; 6] = [
+    // Laravel 11's `Cache::flexible`: swr; a refresh under a lock, a miss under none;
+    // `[$fresh, $stale]`: the docs' examples stale for as long again as fresh.
     LibraryDecl {
         preset: "laravel-flexible",
-        library: Library::LaravelFlexible,
         for_name: "laravel",
         title: "Laravel",
+        freshness: Freshness::Swr,
+        coordination: Coordination::None,
+        refresh: Coordination::Mutex,
+        stale_read: StaleRead::RefreshBehind,
+        defaults: LibraryDefaults {
+            stale_is_ttl: true,
+            ..LibraryDefaults::NONE
+        },
         render: adopt::laravel,
     },
+    // ActiveSupport's `fetch(race_condition_ttl:)`: swr's window, but a stale read pushes the
+    // expiry back and recomputes; no lock.
     LibraryDecl {
         preset: "rails-race-ttl",
-        library: Library::RailsRaceTtl,
         for_name: "rails",
         title: "Rails",
+        freshness: Freshness::Swr,
+        coordination: Coordination::None,
+        refresh: Coordination::None,
+        stale_read: StaleRead::ExtendAndRecompute,
+        defaults: LibraryDefaults::NONE,
         render: adopt::rails,
     },
+    // Symfony Cache's `get($key, $cb, beta: 1.0)`: xfetch with its machine-local lock.
     LibraryDecl {
         preset: "symfony",
-        library: Library::Symfony,
         for_name: "symfony",
         title: "Symfony",
+        freshness: Freshness::Xfetch,
+        coordination: Coordination::SingleFlight,
+        refresh: Coordination::SingleFlight,
+        stale_read: StaleRead::RefreshBehind,
+        defaults: LibraryDefaults::NONE,
         render: adopt::symfony,
     },
+    // Caffeine's `refreshAfterWrite(0.8 × TTL)` loading cache: eager refresh, single-flight.
     LibraryDecl {
         preset: "caffeine-refresh",
-        library: Library::CaffeineRefresh,
         for_name: "caffeine",
         title: "Caffeine",
+        freshness: Freshness::Expire,
+        coordination: Coordination::SingleFlight,
+        refresh: Coordination::SingleFlight,
+        stale_read: StaleRead::RefreshBehind,
+        defaults: LibraryDefaults {
+            eager_refresh: Some(0.8),
+            ..LibraryDefaults::NONE
+        },
         render: adopt::caffeine,
     },
+    // Spring's `@Cacheable(sync = true)`: single-flight per instance on a miss.
     LibraryDecl {
         preset: "spring-sync",
-        library: Library::SpringSync,
         for_name: "spring",
         title: "Spring",
+        freshness: Freshness::Expire,
+        coordination: Coordination::SingleFlight,
+        refresh: Coordination::SingleFlight,
+        stale_read: StaleRead::RefreshBehind,
+        defaults: LibraryDefaults::NONE,
         render: adopt::spring,
     },
+    // FusionCache with its production options: fail-safe, soft timeout, eager refresh.
     LibraryDecl {
         preset: "fusion",
-        library: Library::Fusion,
         for_name: "fusioncache",
         title: "FusionCache",
+        freshness: Freshness::Expire,
+        coordination: Coordination::SingleFlight,
+        refresh: Coordination::SingleFlight,
+        stale_read: StaleRead::RefreshBehind,
+        defaults: LibraryDefaults {
+            fail_safe_ttls: Some(10),
+            fail_safe_throttle_s: Some(30),
+            soft_timeout_ms: Some(100),
+            eager_refresh: Some(0.9),
+            ..LibraryDefaults::NONE
+        },
         render: adopt::fusioncache,
     },
 ];
@@ -200,76 +253,43 @@ pub static LIBRARIES: [LibraryDecl; 6] = [
 impl Library {
     /// Its row of [`LIBRARIES`].
     pub fn decl(self) -> &'static LibraryDecl {
-        let row = LIBRARIES.iter().find(|d| d.library == self);
-        // Every variant has its row (a test holds it).
-        row.unwrap_or(&LIBRARIES[0])
+        self.0
+    }
+
+    /// Every library, in the order of [`LIBRARIES`].
+    pub fn all() -> impl Iterator<Item = Library> {
+        LIBRARIES.iter().map(Library)
     }
 
     /// The preset's name: `laravel-flexible`.
     pub fn name(self) -> &'static str {
-        self.decl().preset
+        self.0.preset
     }
 
     /// The library `advise --for NAME` names (`laravel`).
     pub fn for_name(name: &str) -> Option<Library> {
-        LIBRARIES
-            .iter()
-            .find(|d| d.for_name == name)
-            .map(|d| d.library)
+        Library::all().find(|l| l.0.for_name == name)
+    }
+
+    /// The library whose preset is `name` (`laravel-flexible`).
+    pub fn preset(name: &str) -> Option<Library> {
+        Library::all().find(|l| l.0.preset == name)
     }
 
     /// The preset as a composition of the strategy's choices.
     fn spec(self) -> StrategySpec {
-        let base = |freshness, coordination| StrategySpec {
+        let d = self.0;
+        StrategySpec {
+            refresh: d.refresh,
+            stale_read: d.stale_read,
             library: Some(self),
-            ..StrategySpec::of(freshness, coordination, false)
-        };
-        match self {
-            // A refresh under a lock (and skipped without it), a miss under none.
-            Library::LaravelFlexible => StrategySpec {
-                refresh: Coordination::Mutex,
-                ..base(Freshness::Swr, Coordination::None)
-            },
-            // swr's window, but a stale read pushes the expiry back and recomputes.
-            Library::RailsRaceTtl => StrategySpec {
-                stale_read: StaleRead::ExtendAndRecompute,
-                ..base(Freshness::Swr, Coordination::None)
-            },
-            Library::Symfony => base(Freshness::Xfetch, Coordination::SingleFlight),
-            Library::CaffeineRefresh | Library::SpringSync | Library::Fusion => {
-                base(Freshness::Expire, Coordination::SingleFlight)
-            }
+            ..StrategySpec::of(d.freshness, d.coordination, false)
         }
     }
 
     /// The settings the library fixes, used where the flag is not given.
     pub fn defaults(self) -> LibraryDefaults {
-        let none = LibraryDefaults {
-            stale_is_ttl: false,
-            fail_safe_ttls: None,
-            fail_safe_throttle_s: None,
-            soft_timeout_ms: None,
-            eager_refresh: None,
-        };
-        match self {
-            // `[$fresh, $stale]`: the docs' examples stale for as long again as fresh.
-            Library::LaravelFlexible => LibraryDefaults {
-                stale_is_ttl: true,
-                ..none
-            },
-            Library::CaffeineRefresh => LibraryDefaults {
-                eager_refresh: Some(0.8),
-                ..none
-            },
-            Library::Fusion => LibraryDefaults {
-                fail_safe_ttls: Some(10),
-                fail_safe_throttle_s: Some(30),
-                soft_timeout_ms: Some(100),
-                eager_refresh: Some(0.9),
-                ..none
-            },
-            Library::RailsRaceTtl | Library::Symfony | Library::SpringSync => none,
-        }
+        self.0.defaults
     }
 }
 
@@ -286,6 +306,17 @@ pub struct LibraryDefaults {
     pub soft_timeout_ms: Option<u64>,
     /// `--eager-refresh`, a fraction of the TTL.
     pub eager_refresh: Option<f64>,
+}
+
+impl LibraryDefaults {
+    /// A library that fixes none of them.
+    pub const NONE: LibraryDefaults = LibraryDefaults {
+        stale_is_ttl: false,
+        fail_safe_ttls: None,
+        fail_safe_throttle_s: None,
+        soft_timeout_ms: None,
+        eager_refresh: None,
+    };
 }
 
 /// The presets (docs/design.md), in the order `compare --strategies all` runs them.
@@ -390,8 +421,8 @@ impl StrategySpec {
                 false,
             ));
         }
-        if let Some(d) = LIBRARIES.iter().find(|d| d.preset == s.trim()) {
-            return Ok(d.library.spec());
+        if let Some(l) = Library::preset(s.trim()) {
+            return Ok(l.spec());
         }
         if let Some(name) = LIBRARIES
             .iter()
@@ -588,14 +619,11 @@ mod tests {
                 .to_string(),
             "mutex+single-flight"
         );
-        for d in &LIBRARIES {
+        for l in Library::all() {
+            let d = l.decl();
             let p = StrategySpec::parse(d.preset).unwrap();
-            assert_eq!(
-                (p.to_string(), p.library),
-                (d.preset.to_string(), Some(d.library))
-            );
-            assert_eq!(d.library.decl().preset, d.preset);
-            assert_eq!(Library::for_name(d.for_name), Some(d.library));
+            assert_eq!((p.to_string(), p.library), (d.preset.to_string(), Some(l)));
+            assert_eq!(Library::for_name(d.for_name), Some(l));
         }
         let laravel = StrategySpec::parse("laravel-flexible").unwrap();
         assert_eq!(
