@@ -99,6 +99,8 @@ pub struct AdvicePlan {
     /// The library whose terms the answer is written in (`--for`).
     pub library: Option<Library>,
     pub ci_out: Option<PathBuf>,
+    /// How `run` reads a scenario file, for the one `--ci-out` writes.
+    pub file: adopt::FileSettings,
     pub quiet: bool,
     pub resolve: Resolver,
 }
@@ -350,7 +352,10 @@ pub async fn run(cmd: AdvicePlan) -> Result<ExitCode> {
         write_final(dir, &finals, base_trials.as_ref())?;
     }
     if let (Some(path), Some(p), Some(r)) = (&cmd.ci_out, &advice.verdict.recommended, rec_run) {
-        write_text(path, &adopt::ci_scenario(p, r, objective, &budgets))?;
+        write_text(
+            path,
+            &adopt::ci_scenario(p, r, &cmd.file, objective, &budgets),
+        )?;
         eprintln!("CI scenario written to {}", path.display());
     }
     Ok(if advice.verdict.verdict == "none-meets" {

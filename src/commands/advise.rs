@@ -37,6 +37,10 @@ fn plan(cmd: AdviseCmd) -> Result<AdvicePlan, UsageError> {
         resume: cmd.resume,
         library: cmd.library,
         ci_out: cmd.ci_out,
+        file: crate::advise::adopt::FileSettings {
+            keys: RunFlags::file_keys(),
+            set: |k, v| RunFlags::default().set(k, v),
+        },
         quiet: cmd.quiet,
         resolve: resolver(cmd.scenario, cmd.flags),
     })

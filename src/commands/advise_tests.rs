@@ -136,3 +136,52 @@ fn a_candidate_s_settings_are_typed() {
     let e = resolve(&c("lock-wait", "soon")).unwrap_err().to_string();
     assert!(e.contains("--lock-wait"), "{e}");
 }
+
+#[test]
+fn the_ci_scenario_reads_back_as_the_run_it_was_written_from() {
+    use crate::advise::adopt::ci_scenario;
+    use crate::advise::judge::Pick;
+    use crate::results::comparable::{STRATEGY_SETTINGS, WORKLOAD_SETTINGS, differences};
+    let AdvicePlan { file, .. } = plan(advise(&[])).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for strategy in [
+        "cache-aside",
+        "jitter",
+        "mutex",
+        "single-flight",
+        "swr",
+        "xfetch",
+    ] {
+        let p = format!(
+            "{}/results/baseline-ci/{strategy}.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let r: crate::results::RunResult =
+            serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        let pick = Pick {
+            label: strategy.into(),
+            strategy: strategy.into(),
+            settings: Default::default(),
+            trials: 1,
+            objective: Default::default(),
+            thresholds: Vec::new(),
+        };
+        let text = ci_scenario(&pick, &r, &file, crate::metric::Metric::P99, &[]);
+        let path = dir.path().join(format!("{strategy}.toml"));
+        std::fs::write(&path, &text).unwrap();
+        let back = crate::scenario::resolve(Some(&path), RunFlags::default())
+            .unwrap_or_else(|e| panic!("{strategy}: {e}\n{text}"));
+        let keys: Vec<&str> = WORKLOAD_SETTINGS
+            .iter()
+            .chain(STRATEGY_SETTINGS.iter())
+            .copied()
+            .filter(|k| *k != "scenario_file")
+            .collect();
+        let diff = differences(&back, &r.scenario, &keys);
+        assert!(diff.is_empty(), "{strategy}: {diff:?}\n{text}");
+        assert!(
+            text.contains("ttl = ") && text.contains("lock_wait = "),
+            "{text}"
+        );
+    }
+}
