@@ -1,7 +1,7 @@
 //! `stampede advise` on workloads whose answer is known by construction, on real servers:
 //! small windows and few candidates, each search bounded by --time.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! servers. The herds come from the load ledger, the DB calls from pg_stat_statements; the
 //! app is never left running.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

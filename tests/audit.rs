@@ -4,7 +4,7 @@
 //! checks that apply to it. Managed servers and the app are stopped by the tool; the card is
 //! read from `--out`'s audit.json.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! `stampede compare --strategies all --scenario scenarios/ci.toml`), judged against itself,
 //! against other strategies, and against doctored copies; plus the Markdown it prints.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;

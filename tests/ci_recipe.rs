@@ -2,7 +2,7 @@
 //! verbatim from the repository root (only the output paths moved to a temp dir), pass
 //! against the committed baseline in results/baseline-ci.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! Bad input is refused before any server starts, with exit code 2 and a message naming the
 //! flag or the scenario file and key; an unreachable server is exit 3, naming the URL.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

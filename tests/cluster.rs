@@ -4,7 +4,7 @@
 //! primary is replaced by its replica and the run recovers, a planned failover and a slot
 //! migration lose no request, and no node outlives the run, a Ctrl-C or a SIGKILL of the tool.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -2,7 +2,7 @@
 //! written, every strategy draws the same keys, and a broken or misspelled threshold decides
 //! the exit code.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! What stampede ships for the shell and `man`: a completion script for each shell the README
 //! names, and one man page that holds every subcommand and its flags, all printed to stdout.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::process::Stdio;

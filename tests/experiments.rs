@@ -3,7 +3,7 @@
 //! diagnosis when its cause is there, and repeated trials with intervals, ties and the Pareto
 //! front. The statistics themselves are unit-tested against known values in src/stats.rs.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;

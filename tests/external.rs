@@ -2,7 +2,7 @@
 //! own keys and its own schema, removes both afterwards, never flushes, and says so when the
 //! server cannot count DB calls itself.
 
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -4,7 +4,7 @@
 //! refresh loads before the expiry, never twice at once per key per instance. Every figure
 //! is a count from the results file.
 
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -2,7 +2,7 @@
 //! with deadlines, the outage and recovery in the report, and a saturated database turned into
 //! counted errors by `--db-timeout`. Bounds are generous: they catch hangs, not slowness.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -3,7 +3,7 @@
 //! count, statements apart from loads queued for a connection, a lock-timeout policy that does
 //! what it says, and every request counted exactly once however the run ends.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! stalling the clock, and the run reports what the generator cost. Behaviour only: the
 //! performance figures live in `scripts/bench`.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 //! what the Job must say for shards: Indexed, completions = parallelism, no retries, scrape
 //! annotations, and a scenario that stampede accepts.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

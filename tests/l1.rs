@@ -5,7 +5,7 @@
 //! and bounds, never timings; the staleness distributions and the hit latency by tier are
 //! printed (`-- --nocapture`).
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::Duration;

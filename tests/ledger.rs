@@ -1,7 +1,7 @@
 //! The load ledger on a real Postgres: loads through `stampede_load(id)` are recorded with
 //! the server's clock and herds are found from them.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! there; `--value-size-dist` seeds each item with its own size; a sweep along maxmemory
 //! gives one cell per size.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;

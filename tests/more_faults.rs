@@ -3,7 +3,7 @@
 //! the combinations refused before any server starts. Bounds are stated where they are
 //! asserted: they catch hangs, not slowness.
 
-mod common;
+use crate::common;
 
 use common::{alive, assert_servers_gone, run_ok, stampede};
 use serde_json::Value;

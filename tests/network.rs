@@ -2,7 +2,7 @@
 //! delays what the requests send and receive by the round trip, while the servers still count
 //! every command and statement (the tool's own connections bypass it). Real servers.
 
-mod common;
+use crate::common;
 
 use common::run_ok;
 

@@ -2,7 +2,7 @@
 //! request is one DB call and Redis sees none of the traffic; and the break-even predicts on
 //! which side of no-cache cache-aside's mean latency lands, well below it and well above it.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

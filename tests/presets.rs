@@ -6,7 +6,7 @@
 //! locked refreshes, rails' push-backs, symfony's early recomputes, caffeine's and fusion's
 //! eager refreshes).
 
-mod common;
+use crate::common;
 
 use common::{cpu_turn, read_json, stampede};
 use serde_json::Value;

@@ -3,7 +3,7 @@
 //! scrapes both, and at the end PromQL's `sum(stampede_db_calls_total)` equals the merged
 //! result's DB calls.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

@@ -4,7 +4,7 @@
 //! failing loads and closes once the database recovers, with its transitions in the JSON and
 //! on the timeline.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};

@@ -4,7 +4,7 @@
 //! while Redis is paused the instances hold themselves to R / instances and say for how long.
 //! `--rewarm-every D --rewarm-top K` sends K DB calls right after every D and none between.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;

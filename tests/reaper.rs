@@ -8,7 +8,7 @@
 //! processes by that (and as descendants of the child it spawned), by pid *and* start time,
 //! and kills only those, from guards that run even when an assertion fails.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::fs;

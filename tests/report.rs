@@ -1,7 +1,7 @@
 //! The HTML report and the live view, end to end: real runs on managed servers, the report of
 //! a compare-like directory read back as text, and rendered by headless Chromium.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

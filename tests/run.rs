@@ -2,7 +2,7 @@
 //! figures add up and agree with the servers' own counters, the herd shows, the open loop does
 //! not hide its queue, and nothing the run started outlives it.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! key, a duration without a unit or with an unknown one) fails the schema as it fails
 //! `stampede run`, with exit 2.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

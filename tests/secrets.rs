@@ -5,7 +5,7 @@
 //! query parameters, fault commands, an app's command, target, readiness URL, headers and
 //! variant environments) and searches everything the tool printed or wrote for each.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -3,7 +3,7 @@
 //! adds up exactly, the server counts every shard's statements once, the start signal is
 //! bounded, and what cannot be merged is refused.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -3,7 +3,7 @@
 //! every swr key found stale at once, would rank a strategy for the tool's reason), and the
 //! timeline's partial last bucket is marked so no chart or verdict reads it as a collapse.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::Value;

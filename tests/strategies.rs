@@ -3,7 +3,7 @@
 //! instances, TTL 2 s, a 50 ms load. The runs share one Redis and one Postgres
 //! (`run_ok_shared`): these tests are about what the strategies do, not the servers' start.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::Duration;

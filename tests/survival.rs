@@ -3,7 +3,7 @@
 //! database really is slower by the server's own clock, a spike keeps the schedule exact, the
 //! attempts add up, and the verdict tells a run that comes back from one that cannot.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};

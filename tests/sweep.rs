@@ -3,7 +3,7 @@
 //! map; the boundary bisection finds the capacity of a workload whose capacity is known by
 //! construction; and what a sweep cannot do is refused before any server starts (exit 2).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::SystemTime;

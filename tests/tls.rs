@@ -5,7 +5,7 @@
 //! Redis ACL user without a command the strategy needs, and the team's own query with a
 //! read-only role on a table of theirs (nothing created in that database).
 
-mod common;
+use crate::common;
 
 use common::*;
 

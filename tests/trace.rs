@@ -2,7 +2,7 @@
 //! trace's (per 100 ms, by scheduled time), every request of the slice is sent once, the keys
 //! are the trace's, and what cannot be replayed is an error that names the line.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

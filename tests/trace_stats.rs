@@ -3,7 +3,7 @@
 //! within the error docs/traces.md states, and (when the libcachesim Python package is
 //! installed) the curve matches libCacheSim's LRU. No servers.
 
-mod common;
+use crate::common;
 
 use std::collections::VecDeque;
 use std::fmt::Write as _;

@@ -4,7 +4,7 @@
 //! Counts and bounds, never timings. The runs share one Redis and one Postgres
 //! (`shared_servers`): each has its own schema and key namespace, and they take turns.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -105,6 +105,32 @@ pub fn run_ok_shared(args: &[&str]) -> Run {
 /// by side on the machine; the kernel releases it when the holder exits, however it ends.
 pub struct CpuTurn {
     _file: std::fs::File,
+    /// When the turn began and how long it was waited for, for `STAMPEDE_TEST_TURNS`.
+    began: std::time::Instant,
+    waited: std::time::Duration,
+}
+
+/// With `STAMPEDE_TEST_TURNS=FILE`, each turn appends "test<TAB>waited s<TAB>held s" to FILE:
+/// where the suite's time goes, since the heavy work of every test takes turns.
+impl Drop for CpuTurn {
+    fn drop(&mut self) {
+        let Some(path) = std::env::var_os("STAMPEDE_TEST_TURNS") else {
+            return;
+        };
+        let line = format!(
+            "{}\t{:.2}\t{:.2}\n",
+            std::thread::current().name().unwrap_or("?"),
+            self.waited.as_secs_f64(),
+            self.began.elapsed().as_secs_f64()
+        );
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = std::io::Write::write_all(&mut f, line.as_bytes());
+        }
+    }
 }
 
 /// Wait for this test's turn at the CPU-heavy work; the turn lasts as long as the guard.
@@ -116,6 +142,7 @@ pub fn cpu_turn() -> CpuTurn {
         .append(true)
         .open(&path)
         .unwrap_or_else(|e| panic!("opening {}: {e}", path.display()));
+    let asked = std::time::Instant::now();
     loop {
         // SAFETY: flock on a descriptor this function owns for the guard's lifetime.
         let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
@@ -130,7 +157,11 @@ pub fn cpu_turn() -> CpuTurn {
             path.display()
         );
     }
-    CpuTurn { _file: file }
+    CpuTurn {
+        _file: file,
+        began: std::time::Instant::now(),
+        waited: asked.elapsed(),
+    }
 }
 
 /// `stampede run ARGS --out <tmp>/r.json --quiet`, whatever the exit code.
