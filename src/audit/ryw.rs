@@ -132,6 +132,11 @@ async fn update(lab: &Lab, s: &Settings, key: u64, value: &Written) -> bool {
     .ok()
 }
 
+/// A latency for the evidence: ms to two decimals.
+fn round2(ms: f64) -> f64 {
+    (ms * 100.0).round() / 100.0
+}
+
 /// What one racing round saw.
 struct Race {
     /// Reads sent after the update's answer, and of them those that showed the old value.
@@ -247,7 +252,7 @@ pub async fn check(lab: &mut Lab, s: &Settings) -> Result<CheckResult> {
         t.stale_after_update += race.stale;
         t.during_update += race.during;
         update_ms.push(race.update_ms);
-        raw.push(json!({"round": r, "key": key, "raced": true, "reads_after_update": race.after, "stale": race.stale, "reads_during_update": race.during, "update_ms": race.update_ms}));
+        raw.push(json!({"round": r, "key": key, "raced": true, "reads_after_update": race.after, "stale": race.stale, "reads_during_update": race.during, "update_ms": round2(race.update_ms)}));
     }
     let v = decide(&t, s.stale_max);
     let evidence = json!({
@@ -257,7 +262,7 @@ pub async fn check(lab: &mut Lab, s: &Settings) -> Result<CheckResult> {
         "raced_reads_after_update": t.after_update,
         "raced_stale": t.stale_after_update,
         "raced_reads_during_update": t.during_update,
-        "raced_update_ms": super::lab::spread(&update_ms).map(|(mean, p50, p95)| json!({"mean": mean, "p50": p50, "p95": p95})),
+        "raced_update_ms": super::lab::spread(&update_ms).map(|(mean, p50, p95)| json!({"mean": round2(mean), "p50": round2(p50), "p95": round2(p95)})),
         "stale_share": if t.after_update > 0 { Some(t.stale_after_update as f64 / t.after_update as f64) } else { None },
         "readers_per_update": READERS,
         "updates_refused": t.updates_refused,
