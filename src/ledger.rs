@@ -52,9 +52,15 @@ pub fn install_sql(schema: &str, cost: Duration, logged: bool) -> String {
         "CREATE UNLOGGED TABLE"
     };
     let seconds = cost.as_secs_f64();
-    // The row is written after the sleep, in the same statement: a load cancelled by
-    // statement_timeout or a broken connection leaves no row, so the ledger holds loads that
-    // completed. Columns are qualified because RETURNS TABLE names are plpgsql variables.
+    // The item is read first, then the cost spent: a load returns the row as it was when the
+    // load started, as a query's snapshot is taken when it starts and the built-in loader's
+    // single statement does. (Read after the sleep, each plpgsql statement taking a snapshot
+    // of its own, a load that started before an update committed returned the new row, and
+    // a delete-then-update bug whose update lands within one load's cost could never put an
+    // old value back.) RETURN QUERY appends the row and goes on. The ledger's row is written
+    // after the sleep: a load cancelled by statement_timeout or a broken connection leaves
+    // none, so the ledger holds loads that completed. Columns are qualified because RETURNS
+    // TABLE names are plpgsql variables.
     format!(
         "{table} {schema}.{LEDGER_TABLE} (key bigint NOT NULL, started timestamptz NOT NULL, ended timestamptz NOT NULL);
          CREATE FUNCTION {schema}.{LOAD_FUNCTION}(p_id bigint)
@@ -62,9 +68,9 @@ pub fn install_sql(schema: &str, cost: Duration, logged: bool) -> String {
            LANGUAGE plpgsql AS $fn$
          DECLARE t0 timestamptz := clock_timestamp();
          BEGIN
+           RETURN QUERY SELECT i.id, i.payload, i.version FROM {schema}.items i WHERE i.id = p_id;
            PERFORM pg_sleep({seconds});
            INSERT INTO {schema}.{LEDGER_TABLE} (key, started, ended) VALUES (p_id, t0, clock_timestamp());
-           RETURN QUERY SELECT i.id, i.payload, i.version FROM {schema}.items i WHERE i.id = p_id;
          END
          $fn$;"
     )

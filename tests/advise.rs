@@ -267,3 +267,116 @@ fn the_search_stays_within_its_time_and_resumes_without_rerunning() {
             .is_some_and(|t| !t.is_empty())
     );
 }
+
+const TARGET: &str = "http://127.0.0.1:{port}/items/{key}";
+
+/// `advise --target` on the example app's own settings: one key asked by 40 clients, a 500 ms
+/// TTL and 50 ms loads, redundant loads minimised. The app's single-flight makes the requests
+/// that miss one key wait for one load, where its default (cache-aside) loads once per request
+/// that misses: the answer moves APP_STRATEGY to single-flight, whatever the pool (a second
+/// setting, crossed with the first when it beat the defaults in round 0), and the simplest of
+/// equals is the one with the fewest settings moved.
+#[test]
+fn advise_on_an_apps_own_settings_picks_what_its_mechanism_predicts() {
+    let cmd = format!("exec {}", example_app());
+    let dir = tempfile::tempdir().unwrap();
+    let (code, v, out, _) = advise(
+        &[
+            "--target",
+            TARGET,
+            "--app-cmd",
+            &cmd,
+            "--app-setting",
+            "APP_STRATEGY=cache-aside,single-flight",
+            "--app-setting",
+            "APP_DB_POOL=4,16",
+            "--keys",
+            "1",
+            "--clients",
+            "40",
+            "--ttl",
+            "500ms",
+            "--db-cost",
+            "50ms",
+            "--duration",
+            "1s",
+            "--minimize",
+            "redundant_loads",
+            "--time",
+            "100s",
+        ],
+        dir.path(),
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        ["recommended", "tie"].contains(&v["verdict"].as_str().unwrap_or("")),
+        "{v}"
+    );
+    let rec = &v["recommended"];
+    assert_eq!(rec["strategy"], "app", "{v}");
+    assert_eq!(rec["settings"]["APP_STRATEGY"], "single-flight", "{v}");
+    if v["verdict"] == "tie" {
+        // The simplest of those the trials cannot tell apart: one setting moved.
+        assert_eq!(rec["settings"].as_object().map(|m| m.len()), Some(1), "{v}");
+    }
+    // The baseline is the app at its defaults (cache-aside), which herds.
+    assert_eq!(v["baseline"]["strategy"], "app");
+    assert_eq!(v["baseline"]["settings"], serde_json::json!({}));
+    let base = v["baseline"]["objective"]["median"].as_f64().unwrap_or(0.0);
+    let best = rec["objective"]["median"].as_f64().unwrap_or(f64::MAX);
+    assert!(best < base && base > 0.0, "{best} vs the defaults' {base}");
+    assert!(
+        out.contains("Doing nothing (the app at its defaults)"),
+        "{out}"
+    );
+    // Round 0 ran the defaults and every setting alone.
+    let round0 = &v["evidence"]["rounds"][0];
+    for c in [
+        "app",
+        "app APP_STRATEGY=single-flight",
+        "app APP_STRATEGY=cache-aside",
+        "app APP_DB_POOL=4",
+        "app APP_DB_POOL=16",
+    ] {
+        assert!(
+            round0["ran"]
+                .as_array()
+                .is_some_and(|r| r.iter().any(|x| x == c)),
+            "{c} not run in round 0: {round0}"
+        );
+    }
+}
+
+/// What an app under test cannot measure is refused before anything starts.
+#[test]
+fn advise_on_an_app_refuses_what_it_cannot_measure() {
+    for (extra, why) in [
+        (
+            vec!["--minimize", "stale_ratio"],
+            "--minimize stale_ratio: with --target it is never measured",
+        ),
+        (
+            vec!["--minimize", "waited"],
+            "--minimize waited: with --target it is never measured",
+        ),
+        (
+            vec!["--minimize", "db_calls", "--threshold", "hit_rate_min=0.5"],
+            "hit_rate_min: with --target",
+        ),
+        (
+            vec!["--minimize", "db_calls", "--strategies", "mutex"],
+            "--strategies are the built-in app's",
+        ),
+    ] {
+        let o = stampede()
+            .args(["advise", "--target", TARGET, "--app-cmd", "exit 1"])
+            .args(["--app-setting", "APP_STRATEGY=lock"])
+            .args(&extra)
+            .output()
+            .expect("running stampede advise");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {err}");
+        assert!(err.contains(why), "{extra:?}: {err}");
+        assert!(!err.contains("managed servers up"), "{err}");
+    }
+}

@@ -325,3 +325,87 @@ async fn the_outage_check_kills_an_external_redis_only_when_allowed() {
     // The server the restart command started is up and answers.
     assert!(std::net::TcpStream::connect(("127.0.0.1", redis.port)).is_ok());
 }
+
+/// The Python app's virtual environment (redis-py and psycopg), made once under target/ (a
+/// later run reuses it): the interpreter to start tests/apps/ryw_app.py with.
+fn python_app_venv() -> String {
+    static PY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PY.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+        let dir = root.join("target").join("ryw-app-venv");
+        let python = dir.join("bin").join("python");
+        let ready = dir.join("installed");
+        if !ready.exists() {
+            let ok = std::process::Command::new("python3")
+                .args(["-m", "venv"])
+                .arg(&dir)
+                .status()
+                .expect("python3 is needed: scripts/install-deps --for-tests installs it");
+            assert!(
+                ok.success(),
+                "python3 -m venv failed (python3-venv missing?)"
+            );
+            let o = std::process::Command::new(dir.join("bin").join("pip"))
+                .args([
+                    "install",
+                    "--quiet",
+                    "redis==5.0.8",
+                    "psycopg[binary]==3.2.3",
+                ])
+                .output()
+                .expect("running pip");
+            assert!(
+                o.status.success(),
+                "pip install redis psycopg failed: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+            std::fs::write(&ready, "").expect("marking the venv ready");
+        }
+        python.display().to_string()
+    })
+    .clone()
+}
+
+/// read-your-write on an app in another language (Python's threaded standard-library server)
+/// whose update deletes the entry, works 5 ms, then updates the row: the check fails it. The
+/// same app updating the row first passes, and the pass rests on reads the app answered while
+/// the update was in flight (`raced_reads_during_update`), which is what shows it could fail.
+#[test]
+fn read_your_write_catches_a_python_apps_delete_then_update() {
+    let python = python_app_venv();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/apps/ryw_app.py");
+    for (order, want) in [
+        ("delete-then-update", "fail"),
+        ("update-then-delete", "pass"),
+    ] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let cmd = format!(
+            "RYW_ORDER={order} RYW_WORK_MS=5 exec {python} {}",
+            script.display()
+        );
+        let (code, a, card) = audit(
+            &[
+                "--target",
+                TARGET,
+                "--app-cmd",
+                &cmd,
+                "--update",
+                "PUT /items/{key}",
+                "--only",
+                "read-your-write",
+            ],
+            dir.path(),
+        );
+        let (status, reason) = check(&a, "read-your-write");
+        assert_eq!(status, want, "{order}: {reason}\n{card}");
+        assert_eq!(code, i32::from(want == "fail"), "{card}");
+        let e = &a["checks"][0]["evidence"];
+        let during = e["raced_reads_during_update"].as_u64().unwrap_or(0);
+        assert!(during > 0, "{order}: no read raced the update\n{card}");
+        if want == "fail" {
+            assert!(e["raced_stale"].as_u64().unwrap_or(0) > 0, "{card}");
+        } else {
+            assert_eq!(e["raced_stale"], 0, "{card}");
+        }
+    }
+}

@@ -93,7 +93,8 @@ pub struct Verdict {
     pub runner_up: Option<Pick>,
     /// With a tie: the others that cannot be told from the recommended one.
     pub tied_with: Vec<String>,
-    /// Cache-aside at the team's settings: what doing nothing costs.
+    /// Cache-aside at the team's settings (with `--target`, the app at its defaults): what
+    /// doing nothing costs.
     pub baseline: Option<Pick>,
     /// The budget with the least room left for the recommended candidate.
     pub binding: Option<String>,
@@ -295,7 +296,8 @@ pub fn sentence(v: &Verdict, objective: Metric) -> String {
     let name = objective.name();
     let base = v.baseline.as_ref().map(|b| {
         format!(
-            " Doing nothing (cache-aside at your settings): {name} {}.",
+            " Doing nothing ({}): {name} {}.",
+            super::app::doing_nothing(&b.strategy),
             show_interval(objective, &b.objective)
         )
     });

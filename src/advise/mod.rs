@@ -5,9 +5,11 @@
 //! better half — and the survivors with the baseline (cache-aside at the team's settings) run
 //! repeated full-window trials that decide the answer ([`judge`]). The final trials' time is
 //! reserved first, and the whole search stays within `--time`; a fault the scenario names
-//! runs in every round.
+//! runs in every round. With `--target`, the candidates are the app's own settings ([`app`]),
+//! the app started again for each run.
 
 pub mod adopt;
+pub mod app;
 pub mod judge;
 pub mod plan;
 pub mod space;
@@ -103,6 +105,8 @@ pub struct AdvicePlan {
     pub file: adopt::FileSettings,
     pub quiet: bool,
     pub resolve: Resolver,
+    /// `--target`: the app's own settings searched instead of the built-in strategies.
+    pub app: Option<app::AppSearch>,
 }
 
 /// Where each run's file goes under `--out`.
@@ -126,6 +130,8 @@ struct Runner<'a> {
     /// Runs read back from --out under --resume instead of run again.
     read_back: usize,
     deadline: Instant,
+    /// `--target` with two settings or more: round 0 also runs the cross of their best values.
+    cross: bool,
 }
 
 impl Runner<'_> {
@@ -215,6 +221,21 @@ struct Prepared {
 }
 
 fn prepare(plan: &AdvicePlan) -> Result<Prepared> {
+    if let Some(a) = &plan.app {
+        let baseline = app::AppSearch::baseline();
+        let base_sc = (plan.resolve)(&baseline)?;
+        let mut candidates = a.candidates();
+        for c in &candidates {
+            (plan.resolve)(c)
+                .map_err(|e| UsageError::new(format!("candidate {}: {e}", c.label())))?;
+        }
+        candidates.dedup();
+        return Ok(Prepared {
+            candidates,
+            baseline,
+            base_sc,
+        });
+    }
     let baseline = Candidate {
         strategy: "cache-aside".to_string(),
         settings: Vec::new(),
@@ -222,7 +243,7 @@ fn prepare(plan: &AdvicePlan) -> Result<Prepared> {
     let base_sc = (plan.resolve)(&baseline)?;
     if base_sc.target.is_some() {
         return Err(UsageError::new(
-            "advise searches the built-in app's strategies: an app under test is compared with `stampede compare --variant`",
+            "the scenario names an app under test: search its own settings with advise --target URL --app-cmd CMD --app-setting NAME=VALUES",
         )
         .into());
     }
@@ -276,15 +297,50 @@ pub async fn run(cmd: AdvicePlan) -> Result<ExitCode> {
         base_sc,
     } = prepare(&cmd)?;
     let budgets: Vec<(Metric, f64)> = base_sc.thresholds.iter().collect();
-    let plan = Plan::make(&base_sc, candidates.len(), cmd.time);
+    if cmd.app.is_some() {
+        app::refuse_unmeasured(objective, &budgets)?;
+    }
     let status = Status::new(cmd.quiet);
-    status.line(&plan.describe(&candidates, objective, &budgets));
     if let Some(dir) = &cmd.out {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating the output directory {}", dir.display()))?;
     }
     let shutdown = shutdown_on_signals();
-    let env = Env::start(&base_sc, &status).await?;
+    // An app under test is started again for every run, on a freshly seeded schema: that
+    // cost, measured once on these servers before the plan, is part of every run's.
+    let (env, plan_sc) = match &cmd.app {
+        Some(_) => {
+            let mut env = Env::start(&base_sc, &status).await?;
+            let cost = crate::session::app_run::start_cost(&base_sc, &mut env, &shutdown).await;
+            let cost = match cost {
+                Ok(c) => c,
+                Err(e) => {
+                    env.stop();
+                    return Err(e.context("starting the app at its defaults to measure its start"));
+                }
+            };
+            status.line(&format!(
+                "the app's start and its schema's seeding took {:.1} s: counted in every run's cost",
+                cost.as_secs_f64()
+            ));
+            let mut sc = base_sc.clone();
+            // The plan counts a run's cost besides its window from the warm-up: the start
+            // joins it there (for the plan only; the runs keep the team's warm-up).
+            sc.warmup = crate::values::Dur(sc.warmup.0 + cost);
+            (Some(env), sc)
+        }
+        None => (None, base_sc.clone()),
+    };
+    let crosses = cmd.app.as_ref().is_some_and(app::AppSearch::crosses);
+    let plan = Plan::make(&plan_sc, candidates.len() + usize::from(crosses), cmd.time);
+    status.line(&plan.describe(&candidates, objective, &budgets));
+    if crosses {
+        status.line("  round 0 also runs the app's settings crossed, each at its best value there (when that beat the defaults)");
+    }
+    let env = match env {
+        Some(e) => e,
+        None => Env::start(&base_sc, &status).await?,
+    };
     let mut runner = Runner {
         env,
         resolve: &cmd.resolve,
@@ -295,6 +351,7 @@ pub async fn run(cmd: AdvicePlan) -> Result<ExitCode> {
         runs: 0,
         read_back: 0,
         deadline: started + cmd.time,
+        cross: crosses,
     };
     let searched = search(
         &mut runner,
@@ -430,8 +487,11 @@ async fn search(
             trials: 1,
             ..Round::default()
         };
-        if alive.len() > step.candidates {
-            for c in alive.drain(step.candidates..) {
+        // Round 0 keeps a place for the cross of the app's settings, run once they are ranked.
+        let crossing = i == 0 && runner.cross;
+        let room = step.candidates.saturating_sub(usize::from(crossing));
+        if alive.len() > room {
+            for c in alive.drain(room..) {
                 round
                     .cut
                     .push(format!("{} (out of time for round {i})", c.label()));
@@ -447,6 +507,16 @@ async fn search(
                 }
             }
         }
+        if crossing
+            && !stopped
+            && let Some(c) = app::crossed(&ran, objective, budgets)
+            && !ran.iter().any(|(r, _)| *r == c)
+        {
+            match runner.run(&name, &c, step.window, 0).await? {
+                Some(r) => ran.push((c, r)),
+                None => stopped = true,
+            }
+        }
         round.ran = ran.iter().map(|(c, _)| c.label()).collect();
         if stopped {
             if !ran.is_empty() {
@@ -455,7 +525,7 @@ async fn search(
             rounds.push(round);
             return Ok((last, None, rounds, true));
         }
-        let keep = alive.len().div_ceil(2).max(plan.survivors);
+        let keep = ran.len().div_ceil(2).max(plan.survivors);
         ran.sort_by(|a, b| {
             plan::rank(&a.1, objective, budgets)
                 .total_cmp(&plan::rank(&b.1, objective, budgets))

@@ -152,8 +152,12 @@ impl Plan {
             ));
         }
         s.push_str(&format!(
-            "  final: {} survivors and cache-aside × {} trials of {:.1} s; estimate {:.0} s (runs cost ~{:.1} s each besides their window)",
+            "  final: {} survivors and {} × {} trials of {:.1} s; estimate {:.0} s (runs cost ~{:.1} s each besides their window)",
             self.survivors,
+            match candidates.first() {
+                Some(c) if super::app::is_app(&c.strategy) => "the app at its defaults",
+                _ => "cache-aside",
+            },
             self.final_trials,
             self.final_window.as_secs_f64(),
             self.estimate.as_secs_f64(),

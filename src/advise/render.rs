@@ -49,13 +49,12 @@ fn body(a: &Advice, md: bool) -> String {
         pick_lines(&mut o, "closest", &c.candidate, objective, md);
     }
     if let Some(p) = &v.baseline {
-        pick_lines(
-            &mut o,
-            "baseline (cache-aside, doing nothing)",
-            p,
-            objective,
-            md,
-        );
+        let what = if super::app::is_app(&p.strategy) {
+            "baseline (the app at its defaults, doing nothing)"
+        } else {
+            "baseline (cache-aside, doing nothing)"
+        };
+        pick_lines(&mut o, what, p, objective, md);
     }
     if let Some(a) = &a.adoption {
         let _ = writeln!(o, "{}adopt: {a}", if md { "- " } else { "  " });

@@ -46,8 +46,12 @@ impl Candidate {
     }
 
     /// How far from plain cache-aside, for the simplicity order: (choices away from
-    /// cache-aside, a distributed coordination, settings moved).
+    /// cache-aside, a distributed coordination, settings moved). An app under test's
+    /// candidates differ only by the settings moved from the app's defaults.
     pub fn simplicity(&self) -> (usize, bool, usize) {
+        if super::app::is_app(&self.strategy) {
+            return (0, false, self.settings.len());
+        }
         let spec = StrategySpec::parse(&self.strategy).ok();
         let choices = match spec {
             _ if self.strategy == "cache-aside" => 0,

@@ -3,6 +3,11 @@
 //! once, which must show `--expect`. Then on as many fresh keys with three readers racing the
 //! one writer (the seed's race): of the reads that started after the update completed, the
 //! share that still showed the old value must not pass `--stale-after-update-max`.
+//!
+//! A pass must show that the check could have failed: the bug it exists for (the entry
+//! deleted, then the row updated) lives *inside* the update, so the reads that count as proof
+//! are those the app answered while the update was in flight — sent after the update was sent
+//! and answered before its answer. None of them, and the check is SKIP, never PASS.
 
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
@@ -31,6 +36,9 @@ pub struct Tally {
     /// Racing rounds: reads started after the update completed, and of them the stale.
     pub after_update: u64,
     pub stale_after_update: u64,
+    /// Racing rounds: reads sent after the update was sent and answered before its answer —
+    /// served by the app while the update was in flight.
+    pub during_update: u64,
     /// Updates answered with something other than 2xx (status, or none).
     pub updates_refused: u64,
 }
@@ -61,10 +69,16 @@ pub fn decide(t: &Tally, max_share: f64) -> Verdict {
             share * 100.0
         ));
     }
+    if t.during_update == 0 {
+        return Verdict::skip(
+            "could not race the update: the app answered no read while it was in flight (sent after the update was sent and answered before its answer), so a delete-then-update bug would go unseen",
+        );
+    }
     Verdict::pass(format!(
-        "{} sequential reads after an update and {} raced ones all showed the new value{}",
+        "{} sequential reads after an update and {} raced ones all showed the new value ({} reads answered while the update was in flight){}",
         t.sequential,
         t.after_update,
+        t.during_update,
         if t.stale_after_update > 0 {
             format!(" but {} (within the allowed share)", t.stale_after_update)
         } else {
@@ -118,6 +132,82 @@ async fn update(lab: &Lab, s: &Settings, key: u64, value: &Written) -> bool {
     .ok()
 }
 
+/// A latency for the evidence: ms to two decimals.
+fn round2(ms: f64) -> f64 {
+    (ms * 100.0).round() / 100.0
+}
+
+/// What one racing round saw.
+struct Race {
+    /// Reads sent after the update's answer, and of them those that showed the old value.
+    after: u64,
+    stale: u64,
+    /// Reads sent after the update was sent and answered before its answer.
+    during: u64,
+    /// The update's own latency, ms.
+    update_ms: f64,
+}
+
+/// One read of a racing reader: when it was sent, when answered, whether it showed the write.
+type Read = (Instant, Instant, bool);
+
+/// Three readers reading `url` in a loop from `RACE_BEFORE` before the update until
+/// `RACE_AFTER` after its answer; None when the update was refused. Every read is timed and
+/// placed against the update's own send and answer afterwards, once both are known.
+async fn race(
+    lab: &Lab,
+    s: &Settings,
+    key: u64,
+    url: &str,
+    value: &Written,
+    expect: &str,
+) -> Option<Race> {
+    let sent: OnceLock<Instant> = OnceLock::new();
+    let done: OnceLock<Instant> = OnceLock::new();
+    let writer_gone = AtomicBool::new(false);
+    let reader = || async {
+        let mut reads: Vec<Read> = Vec::with_capacity(256);
+        loop {
+            let started = Instant::now();
+            let a = lab.get(url, None).await;
+            reads.push((started, Instant::now(), a.ok() && a.body.contains(expect)));
+            if writer_gone.load(Relaxed) || done.get().is_some_and(|d| d.elapsed() >= RACE_AFTER) {
+                return reads;
+            }
+        }
+    };
+    let writer = async {
+        tokio::time::sleep(RACE_BEFORE).await;
+        let _ = sent.set(Instant::now());
+        let ok = update(lab, s, key, value).await;
+        if ok {
+            let _ = done.set(Instant::now());
+        } else {
+            writer_gone.store(true, Relaxed);
+        }
+        ok
+    };
+    let (ok, a, b, c) = tokio::join!(writer, reader(), reader(), reader());
+    let (Some(&sent), Some(&done), true) = (sent.get(), done.get(), ok) else {
+        return None;
+    };
+    let mut r = Race {
+        after: 0,
+        stale: 0,
+        during: 0,
+        update_ms: done.duration_since(sent).as_secs_f64() * 1e3,
+    };
+    for &(started, answered, fresh) in a.iter().chain(&b).chain(&c) {
+        if started >= done {
+            r.after += 1;
+            r.stale += u64::from(!fresh);
+        } else if started >= sent && answered < done {
+            r.during += 1;
+        }
+    }
+    Some(r)
+}
+
 pub async fn check(lab: &mut Lab, s: &Settings) -> Result<CheckResult> {
     if s.update.is_none() {
         return Ok(CheckResult::new(
@@ -130,6 +220,7 @@ pub async fn check(lab: &mut Lab, s: &Settings) -> Result<CheckResult> {
     let lab = &*lab;
     let mut t = Tally::default();
     let mut raw = Vec::new();
+    let mut update_ms: Vec<f64> = Vec::new();
     let base = s.key_base("read-your-write");
     let nums = num_base();
     for r in 0..u64::from(s.rounds) {
@@ -153,47 +244,15 @@ pub async fn check(lab: &mut Lab, s: &Settings) -> Result<CheckResult> {
         let value = Written::new("rr", u64::from(s.rounds) + r, nums);
         let expect = fill(&s.expect, key, &value);
         lab.get(&url, None).await;
-        let done: OnceLock<Instant> = OnceLock::new();
-        let writer_gone = AtomicBool::new(false);
-        let reader = || async {
-            let mut after = (0u64, 0u64);
-            loop {
-                let started = Instant::now();
-                let a = lab.get(&url, None).await;
-                if let Some(d) = done.get()
-                    && started >= *d
-                {
-                    after.0 += 1;
-                    after.1 += u64::from(!(a.ok() && a.body.contains(&expect)));
-                }
-                if writer_gone.load(Relaxed)
-                    || done.get().is_some_and(|d| d.elapsed() >= RACE_AFTER)
-                {
-                    return after;
-                }
-            }
-        };
-        let writer = async {
-            tokio::time::sleep(RACE_BEFORE).await;
-            let ok = update(lab, s, key, &value).await;
-            if ok {
-                let _ = done.set(Instant::now());
-            } else {
-                writer_gone.store(true, Relaxed);
-            }
-            ok
-        };
-        let (ok, a, b, c) = tokio::join!(writer, reader(), reader(), reader());
-        if !ok {
+        let Some(race) = race(lab, s, key, &url, &value, &expect).await else {
             t.updates_refused += 1;
             continue;
-        }
-        let (n, stale) = (a.0 + b.0 + c.0, a.1 + b.1 + c.1);
-        t.after_update += n;
-        t.stale_after_update += stale;
-        raw.push(
-            json!({"round": r, "key": key, "raced": true, "reads_after_update": n, "stale": stale}),
-        );
+        };
+        t.after_update += race.after;
+        t.stale_after_update += race.stale;
+        t.during_update += race.during;
+        update_ms.push(race.update_ms);
+        raw.push(json!({"round": r, "key": key, "raced": true, "reads_after_update": race.after, "stale": race.stale, "reads_during_update": race.during, "update_ms": round2(race.update_ms)}));
     }
     let v = decide(&t, s.stale_max);
     let evidence = json!({
@@ -202,6 +261,8 @@ pub async fn check(lab: &mut Lab, s: &Settings) -> Result<CheckResult> {
         "sequential_stale": t.sequential_stale,
         "raced_reads_after_update": t.after_update,
         "raced_stale": t.stale_after_update,
+        "raced_reads_during_update": t.during_update,
+        "raced_update_ms": super::lab::spread(&update_ms).map(|(mean, p50, p95)| json!({"mean": round2(mean), "p50": round2(p50), "p95": round2(p95)})),
         "stale_share": if t.after_update > 0 { Some(t.stale_after_update as f64 / t.after_update as f64) } else { None },
         "readers_per_update": READERS,
         "updates_refused": t.updates_refused,
@@ -219,6 +280,7 @@ mod tests {
         let clean = Tally {
             sequential: 10,
             after_update: 300,
+            during_update: 12,
             ..Tally::default()
         };
         assert_eq!(decide(&clean, 0.0).status, Status::Pass);
@@ -251,5 +313,29 @@ mod tests {
             .status,
             Status::Skip
         );
+    }
+
+    /// A pass needs a read the app answered while the update was in flight: without one the
+    /// check could not have seen a delete-then-update bug.
+    #[test]
+    fn no_read_during_the_update_is_a_skip_not_a_pass() {
+        let unraced = Tally {
+            sequential: 10,
+            after_update: 300,
+            ..Tally::default()
+        };
+        let v = decide(&unraced, 0.0);
+        assert_eq!(v.status, Status::Skip);
+        assert!(
+            v.reason.starts_with("could not race the update"),
+            "{}",
+            v.reason
+        );
+        // A stale read still fails: it is proof enough.
+        let stale = Tally {
+            stale_after_update: 1,
+            ..unraced
+        };
+        assert_eq!(decide(&stale, 0.0).status, Status::Fail);
     }
 }

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use clap::Args;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 
-use super::RunFlags;
+use super::{RunFlags, TargetFlags};
 use crate::strategy::{LIBRARIES, Library};
 use crate::values::Dur;
 
@@ -58,6 +58,38 @@ pub struct AdviseCmd {
 
     #[command(flatten)]
     pub flags: RunFlags,
+
+    #[command(flatten)]
+    pub target: TargetFlags,
+
+    /// With --target: search the app's setting NAME over VALUES (repeatable)
+    ///
+    /// NAME=VALUE,VALUE…, e.g. --app-setting CACHE_BETA=0,1,2 --app-setting CACHE_LOCK=off,on.
+    /// The app (--app-cmd) is started again for each candidate with NAME=VALUE in its
+    /// environment. The baseline is the app at its own defaults (no setting given); each
+    /// setting moves alone over its values, then the best value of each (where it beat the
+    /// defaults in round 0) are crossed into one more candidate. "Simplest" is fewest settings
+    /// moved. The objective and budgets are the servers' figures (db_calls, redundant_loads,
+    /// p99 …): hit rate, stale and waited are never known for an app and are refused.
+    #[arg(
+        long,
+        value_name = "NAME=VALUES",
+        requires = "app_cmd",
+        help_heading = "App under test"
+    )]
+    pub app_setting: Vec<String>,
+
+    /// With --target: a fixed set of the app's settings as one candidate (repeatable)
+    ///
+    /// NAME=ENV=VALUE[,ENV=VALUE…], e.g. --variant tuned=CACHE_BETA=2,CACHE_LOCK=on: the app
+    /// started with those variables is one more candidate, named app:NAME.
+    #[arg(
+        long,
+        value_name = "NAME=ENV=VALUE,…",
+        requires = "app_cmd",
+        help_heading = "App under test"
+    )]
+    pub variant: Vec<String>,
 
     /// Keep every run, advise.json and advise.md in DIR
     ///

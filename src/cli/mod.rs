@@ -53,7 +53,9 @@ pub enum Command {
     /// You name what to minimise and the thresholds it must meet; the workload is yours.
     /// Successive halving: short windows for every candidate, longer ones for the better
     /// half, then repeated trials of the survivors and cache-aside decide (docs/advise.md).
-    /// Answers recommended, tie (the simplest named) or none-meets (exit 1).
+    /// With --target and --app-cmd, the candidates are your app's own settings
+    /// (--app-setting NAME=VALUES) and the baseline is the app at its defaults. Answers
+    /// recommended, tie (the simplest named) or none-meets (exit 1).
     Advise(AdviseCmd),
     /// Run the cache review checklist against an app and print a report card.
     ///

@@ -6,9 +6,10 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
+use crate::advise::app::AppSearch;
 use crate::advise::space::{self, Candidate};
 use crate::advise::{AdvicePlan, Resolver};
-use crate::cli::{AdviseCmd, RunFlags};
+use crate::cli::{AdviseCmd, RunFlags, TargetFlags};
 use crate::error::UsageError;
 use crate::scenario::sweep::axes;
 
@@ -22,6 +23,9 @@ fn plan(cmd: AdviseCmd) -> Result<AdvicePlan, UsageError> {
         return Err(UsageError::new(
             "advise searches the strategies itself: name them with --strategies LIST, not --strategy",
         ));
+    }
+    if cmd.target.target.is_some() {
+        return app_plan(cmd);
     }
     let strategies = match &cmd.strategies {
         Some(l) => crate::scenario::compare::parse_list(l)?,
@@ -43,6 +47,64 @@ fn plan(cmd: AdviseCmd) -> Result<AdvicePlan, UsageError> {
         },
         quiet: cmd.quiet,
         resolve: resolver(cmd.scenario, cmd.flags),
+        app: None,
+    })
+}
+
+/// `advise --target`: the app's own settings searched, the app started for each candidate.
+fn app_plan(cmd: AdviseCmd) -> Result<AdvicePlan, UsageError> {
+    let mut p = crate::error::Problems::default();
+    p.refuse([
+        (
+            cmd.target.app_cmd.is_none(),
+            "advise --target starts the app again for every candidate: give --app-cmd CMD",
+        ),
+        (
+            cmd.strategies.is_some(),
+            "--strategies are the built-in app's: with --target the candidates are the app's own settings (--app-setting NAME=VALUES, --variant)",
+        ),
+        (
+            !cmd.vary.is_empty(),
+            "--vary searches the built-in app's settings: with --target give the app's own with --app-setting NAME=VALUES",
+        ),
+        (
+            cmd.library.is_some(),
+            "--for writes the answer in a library's terms from a built-in strategy: with --target the answer is the app's own settings",
+        ),
+        (
+            cmd.ci_out.is_some(),
+            "--ci-out writes a scenario for a built-in strategy: with --target, run the answer's settings in CI with run --target and its --app-cmd",
+        ),
+    ]);
+    p.into_result()?;
+    let app = AppSearch::parse(&cmd.app_setting, &cmd.variant)?;
+    Ok(AdvicePlan {
+        minimize: cmd.minimize,
+        strategies: Vec::new(),
+        vary: Vec::new(),
+        knobs: Vec::new(),
+        time: cmd.time.0,
+        out: cmd.out,
+        resume: cmd.resume,
+        library: None,
+        ci_out: None,
+        quiet: cmd.quiet,
+        resolve: app_resolver(cmd.scenario, cmd.flags, cmd.target),
+        app: Some(app),
+    })
+}
+
+/// A candidate of the app's: the team's flags and target, the app started with the
+/// candidate's settings in its environment, its runs named by the candidate.
+fn app_resolver(file: Option<std::path::PathBuf>, base: RunFlags, target: TargetFlags) -> Resolver {
+    Box::new(move |c: &Candidate| {
+        let sc = crate::scenario::resolve(file.as_ref(), base.clone())?;
+        let mut sc = crate::scenario::target::with_target(sc, &base, &target)?;
+        if let Some(t) = sc.target.as_mut() {
+            t.app_env = c.settings.clone();
+            t.variant = Some(c.slug());
+        }
+        Ok(sc)
     })
 }
 

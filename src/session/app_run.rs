@@ -111,6 +111,74 @@ pub async fn run_on(
     result
 }
 
+/// What every run of an app under test costs besides its window and warm-up: its schema
+/// seeded (and its role made), the app started until it is ready, both removed afterwards.
+/// Measured once, for `advise --target`'s plan: the app is started again for every candidate.
+pub async fn start_cost(
+    sc: &Scenario,
+    env: &mut Env,
+    shutdown: &CancellationToken,
+) -> Result<Duration> {
+    let t = sc
+        .target
+        .as_ref()
+        .ok_or_else(|| UsageError::new("no --target"))?;
+    let began = Instant::now();
+    let run_id = format!("{:08x}", rand::random::<u32>());
+    let prefix: Arc<str> = Arc::from(format!("stampede:{run_id}:"));
+    let schema = t
+        .schema
+        .clone()
+        .unwrap_or_else(|| format!("stampede_{run_id}"));
+    let db = Db::setup_in(
+        &env.pg_url,
+        &schema,
+        sc.keys,
+        &sc.sizes(),
+        None,
+        sc.faults_on(Server::Postgres),
+        sc.db_cost.0,
+    )
+    .await
+    .with_context(|| format!("seeding schema {schema} for the app"))?;
+    let app_role = sc
+        .pg_url
+        .is_none()
+        .then(|| format!("stampede_app_{run_id}"));
+    let space = RunSpace::new(db, sc, env).with_role(app_role.clone());
+    if let Some(r) = &app_role {
+        role::create(&env.pg_url, r, &schema).await?;
+    }
+    let admin = cache::Admin::open(&env.redis_url, &env.redis_tls, prefix.clone()).await?;
+    let space = space.with_admin(admin.clone());
+    let setup = Setup {
+        db: space.db(),
+        admin: &admin,
+        prefix,
+        seed_ms: 0,
+        heavy_query_ms: None,
+    };
+    let port = crate::servers::free_port().context("finding a free port for the app")?;
+    let url = t.url_for(Some(port));
+    let quiet = Status::new(true);
+    let started = start_app(
+        sc,
+        t,
+        env,
+        &setup,
+        app_role.as_deref(),
+        port,
+        &url,
+        shutdown,
+        &quiet,
+    )
+    .await;
+    // Stopped (dropped) before the space goes: the app must not outlive its schema.
+    let ready = started.map(drop);
+    space.release().await;
+    ready.map(|()| began.elapsed())
+}
+
 /// `host:port` of a URL, for a TCP probe.
 fn host_port(url: &str) -> Result<String> {
     let u = reqwest::Url::parse(url)
