@@ -22,6 +22,12 @@ fn advise(args: &[&str], dir: &Path) -> (i32, Value, String, Duration) {
         .output()
         .expect("running stampede advise");
     let took = t.elapsed();
+    assert_output_has_no_nan_or_inf(&format!("stampede advise {args:?}"), &o);
+    for md in ["advise.md"] {
+        if let Ok(text) = std::fs::read_to_string(dir.join(md)) {
+            assert_no_nan_or_inf(md, &text);
+        }
+    }
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     eprintln!(
         "advise {args:?} ({:.0} s):\n{out}{}",

@@ -3,9 +3,12 @@
 //! varies. Candidates ([`space`]) run in rounds of successive halving — short windows (the
 //! same rates and keys, only the measured window shorter) for all, then longer ones for the
 //! better half — and the survivors with the baseline (cache-aside at the team's settings) run
-//! repeated full-window trials that decide the answer ([`judge`]). The final trials' time is
-//! reserved first, and the whole search stays within `--time`; a fault the scenario names
-//! runs in every round.
+//! repeated full-window trials that decide the answer ([`judge`]). Every named strategy (and
+//! the baseline) is measured in round 0 before anything is cut, beside the final trials'
+//! reserve; a `--time` that cannot hold both is refused before a server starts ([`plan`]).
+//! Settings variants that do not fit are never measured, and the answer says so; a search
+//! stopped before its final trials were done is `undecided`. The whole search stays within
+//! `--time`; a fault the scenario names runs in every round.
 
 pub mod adopt;
 pub mod judge;
@@ -57,6 +60,10 @@ pub struct Evidence {
     pub final_trials: usize,
     pub seconds: f64,
     pub rounds: Vec<Round>,
+    /// Candidates no round ran (cut up front for time, or the search stopped first): the
+    /// verdict holds among the others only.
+    #[serde(default)]
+    pub never_measured: Vec<String>,
 }
 
 /// advise.json.
@@ -100,6 +107,8 @@ pub struct AdvicePlan {
     pub library: Option<Library>,
     pub ci_out: Option<PathBuf>,
     pub quiet: bool,
+    /// Print the plan (or the refusal) and stop before a server starts.
+    pub plan_only: bool,
     pub resolve: Resolver,
 }
 
@@ -274,9 +283,19 @@ pub async fn run(cmd: AdvicePlan) -> Result<ExitCode> {
         base_sc,
     } = prepare(&cmd)?;
     let budgets: Vec<(Metric, f64)> = base_sc.thresholds.iter().collect();
-    let plan = Plan::make(&base_sc, candidates.len(), cmd.time);
+    let space = plan::Space {
+        candidates: candidates.len(),
+        named: candidates.iter().filter(|c| c.settings.is_empty()).count(),
+        baseline_named: candidates.contains(&baseline),
+    };
+    let plan = Plan::make(&base_sc, space, cmd.time)?;
+    let described = plan.describe(&candidates, objective, &budgets);
+    if cmd.plan_only {
+        println!("{described}");
+        return Ok(ExitCode::SUCCESS);
+    }
     let status = Status::new(cmd.quiet);
-    status.line(&plan.describe(&candidates, objective, &budgets));
+    status.line(&described);
     if let Some(dir) = &cmd.out {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating the output directory {}", dir.display()))?;
@@ -306,11 +325,24 @@ pub async fn run(cmd: AdvicePlan) -> Result<ExitCode> {
     runner.bar.finish_and_clear();
     runner.env.stop();
     let (finals, base_trials, rounds, stopped) = searched?;
-    let verdict = judge::judge(&finals, base_trials.as_ref(), objective, &budgets);
-    let mut text = judge::sentence(&verdict, objective);
-    if stopped {
-        text = format!("Stopped before the search was over: decided so far. {text}");
-    }
+    let never_measured: Vec<String> = candidates
+        .iter()
+        .map(Candidate::label)
+        .filter(|l| !rounds.iter().any(|r| r.ran.contains(l)))
+        .collect();
+    let why_stopped = if shutdown.is_cancelled() {
+        "Ctrl-C"
+    } else {
+        "--time ran out"
+    };
+    let (verdict, text) = decide(
+        &finals,
+        base_trials.as_ref(),
+        objective,
+        &budgets,
+        (candidates.len(), &never_measured),
+        stopped.then_some(why_stopped),
+    );
     let rec_run = verdict.recommended.as_ref().and_then(|p| {
         finals
             .iter()
@@ -339,6 +371,7 @@ pub async fn run(cmd: AdvicePlan) -> Result<ExitCode> {
             final_trials: plan.final_trials,
             seconds: started.elapsed().as_secs_f64(),
             rounds,
+            never_measured,
         },
         adoption,
     };
@@ -349,7 +382,13 @@ pub async fn run(cmd: AdvicePlan) -> Result<ExitCode> {
         write_text(&dir.join("advise.md"), &render::markdown(&advice))?;
         write_final(dir, &finals, base_trials.as_ref())?;
     }
-    if let (Some(path), Some(p), Some(r)) = (&cmd.ci_out, &advice.verdict.recommended, rec_run) {
+    // An undecided search has no answer to hold CI to.
+    if let (Some(path), Some(p), Some(r), false) = (
+        &cmd.ci_out,
+        &advice.verdict.recommended,
+        rec_run,
+        advice.interrupted,
+    ) {
         write_text(path, &adopt::ci_scenario(p, r, objective, &budgets))?;
         eprintln!("CI scenario written to {}", path.display());
     }
@@ -358,6 +397,36 @@ pub async fn run(cmd: AdvicePlan) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The verdict and its sentences: among the measured when some candidates never were, and
+/// `undecided` (with what was decided so far) when the search stopped (`stopped`: why)
+/// before its final trials were done, never `none-meets` from trials that were not run.
+fn decide(
+    finals: &[(Candidate, Vec<RunResult>)],
+    base: Option<&(Candidate, Vec<RunResult>)>,
+    objective: Metric,
+    budgets: &[(Metric, f64)],
+    (all, never): (usize, &[String]),
+    stopped: Option<&str>,
+) -> (Verdict, String) {
+    let mut verdict = judge::judge(finals, base, objective, budgets);
+    let partial = (!never.is_empty()).then_some((all - never.len(), all));
+    let mut text = judge::sentence(&verdict, objective, partial);
+    if let Some(why) = stopped {
+        verdict.verdict = "undecided".to_string();
+        text = format!(
+            "Undecided: the search stopped ({why}) before its final trials were done. Decided so far, from the runs that finished: {text}"
+        );
+    }
+    if !never.is_empty() {
+        text.push_str(&format!(
+            " Never measured ({} of {all} candidates, cut up front: out of time): {}.",
+            never.len(),
+            never.join(", ")
+        ));
+    }
+    (verdict, text)
 }
 
 /// The final trials as a comparison directory (`stampede report DIR --html`).
@@ -413,6 +482,7 @@ async fn search(
     let mut alive: Vec<Candidate> = candidates.to_vec();
     let mut rounds = Vec::new();
     let mut last: Vec<(Candidate, Vec<RunResult>)> = Vec::new();
+    let mut base_round0: Option<(Candidate, Vec<RunResult>)> = None;
     let mut stopped = false;
     for (i, step) in plan.rounds.iter().enumerate() {
         if alive.len() <= plan.survivors {
@@ -443,12 +513,23 @@ async fn search(
             }
         }
         round.ran = ran.iter().map(|(c, _)| c.label()).collect();
+        // The baseline is measured in round 0 too, beside the candidates (not ranked with
+        // them): a search cut short still says what doing nothing costs.
+        if i == 0 && plan.baseline_in_round0 && !stopped {
+            match runner.run(&name, baseline, step.window, 0).await? {
+                Some(r) => {
+                    round.ran.push(format!("{} (baseline)", baseline.label()));
+                    base_round0 = Some((baseline.clone(), vec![r]));
+                }
+                None => stopped = true,
+            }
+        }
         if stopped {
             if !ran.is_empty() {
                 last = ran.into_iter().map(|(c, r)| (c, vec![r])).collect();
             }
             rounds.push(round);
-            return Ok((last, None, rounds, true));
+            return Ok((last, base_round0, rounds, true));
         }
         let keep = alive.len().div_ceil(2).max(plan.survivors);
         ran.sort_by(|a, b| {
@@ -508,6 +589,11 @@ async fn search(
         finals.pop()
     } else {
         finals.iter().find(|(c, _)| c == baseline).cloned()
+    };
+    // Cut before the baseline's first final trial: its round-0 run says what was seen.
+    let base = match base {
+        Some((_, t)) if t.is_empty() => base_round0,
+        b => b,
     };
     // Cut short before any final trial: the last round's single runs are what was decided.
     if finals.iter().all(|(_, t)| t.is_empty()) && !last.is_empty() {

@@ -38,6 +38,7 @@ fn plan(cmd: AdviseCmd) -> Result<AdvicePlan, UsageError> {
         library: cmd.library,
         ci_out: cmd.ci_out,
         quiet: cmd.quiet,
+        plan_only: cmd.plan_only,
         resolve: resolver(cmd.scenario, cmd.flags),
     })
 }
