@@ -362,7 +362,10 @@ fn a_partitions_commands_stay_out_of_the_break_even() {
     let cut = run_ok(&[&base[..], &["--fault", "partition@2s+2s,server=redis"]].concat());
     let h = |r: &common::Run| r.f("/cost/break_even_hit_rate");
     let (a, b) = (h(&calm), h(&cut));
-    println!("break-even {a:.3} without the fault, {b:.3} with it: {}", cut.json["cost"]);
+    println!(
+        "break-even {a:.3} without the fault, {b:.3} with it: {}",
+        cut.json["cost"]
+    );
     assert!(calm.json["cost"].get("undisturbed").is_none());
     let from = cut.json["cost"]["undisturbed"].as_str().unwrap();
     assert!(

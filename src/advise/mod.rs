@@ -133,9 +133,37 @@ struct Runner<'a> {
     /// Runs read back from --out under --resume instead of run again.
     read_back: usize,
     deadline: Instant,
+    /// What each candidate's last run cost besides its window, measured: a run that never
+    /// came back drains its piled-up requests for tens of seconds, which no plan made before
+    /// the first run can know. Every later decision on time reads it.
+    spent: std::collections::HashMap<String, Duration>,
+    /// The plan's cost of a run besides its window, for a candidate not run yet.
+    overhead: Duration,
 }
 
 impl Runner<'_> {
+    /// What a run of `c` costs besides its window: measured, or the plan's estimate.
+    fn overhead_of(&self, c: &Candidate) -> Duration {
+        self.spent.get(&c.label()).copied().unwrap_or(self.overhead)
+    }
+
+    /// Time left before the deadline.
+    fn left(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// The least time the final trials take, at the runs' measured costs: 3 trials of the
+    /// baseline and of each survivor (the mean cost of the runs so far for those).
+    fn finals_floor(&self, plan: &Plan, baseline: &Candidate) -> Duration {
+        let mean = match self.spent.len() {
+            0 => self.overhead,
+            n => self.spent.values().sum::<Duration>() / n as u32,
+        };
+        let one = |o: Duration| plan.final_window + o;
+        (one(self.overhead_of(baseline)) + one(mean) * plan.survivors as u32)
+            * plan::MIN_FINAL_TRIALS as u32
+    }
+
     /// The scenario of `c` with the measured window `window` and seed offset `t`.
     fn scenario(&self, c: &Candidate, window: Duration, t: usize) -> Result<Scenario, UsageError> {
         let mut sc = (self.resolve)(c)?;
@@ -165,11 +193,10 @@ impl Runner<'_> {
         }
         // A run that could not end before the deadline is not started: the search ends
         // within --time.
-        if self.shutdown.is_cancelled()
-            || Instant::now() + window + plan::RUN_OVERHEAD > self.deadline
-        {
+        if self.shutdown.is_cancelled() || window + self.overhead_of(c) > self.left() {
             return Ok(None);
         }
+        let began = Instant::now();
         let sc = self.scenario(c, window, t)?;
         self.bar.set_message(format!("{round}: {}", c.label()));
         // The bar says where the search is; each run's own lines would scroll it away.
@@ -182,6 +209,8 @@ impl Runner<'_> {
         )
         .await
         .with_context(|| format!("running {}", c.label()))?;
+        self.spent
+            .insert(c.label(), began.elapsed().saturating_sub(window));
         self.runs += 1;
         self.bar.inc(1);
         if r.interrupted {
@@ -312,6 +341,8 @@ pub async fn run(cmd: AdvicePlan) -> Result<ExitCode> {
         runs: 0,
         read_back: 0,
         deadline: started + cmd.time,
+        spent: Default::default(),
+        overhead: plan.overhead(),
     };
     let searched = search(
         &mut runner,
@@ -325,21 +356,15 @@ pub async fn run(cmd: AdvicePlan) -> Result<ExitCode> {
     runner.bar.finish_and_clear();
     runner.env.stop();
     let (finals, base_trials, rounds, stopped) = searched?;
-    let never_measured: Vec<String> = candidates
-        .iter()
-        .map(Candidate::label)
-        .filter(|l| !rounds.iter().any(|r| r.ran.contains(l)))
-        .collect();
+    let never_measured = unmeasured(&candidates, &rounds);
     let why_stopped = if shutdown.is_cancelled() {
         "Ctrl-C"
     } else {
         "--time ran out"
     };
     let (verdict, text) = decide(
-        &finals,
-        base_trials.as_ref(),
-        objective,
-        &budgets,
+        (&finals, base_trials.as_ref()),
+        (objective, &budgets),
         (candidates.len(), &never_measured),
         stopped.then_some(why_stopped),
     );
@@ -368,7 +393,10 @@ pub async fn run(cmd: AdvicePlan) -> Result<ExitCode> {
             candidates: candidates.len(),
             runs: runner.runs + runner.read_back,
             read_back: runner.read_back,
-            final_trials: plan.final_trials,
+            final_trials: rounds
+                .iter()
+                .find(|r| r.round == "final")
+                .map_or(plan.final_trials, |r| r.trials),
             seconds: started.elapsed().as_secs_f64(),
             rounds,
             never_measured,
@@ -399,14 +427,24 @@ pub async fn run(cmd: AdvicePlan) -> Result<ExitCode> {
     })
 }
 
+/// The candidates no round ran.
+fn unmeasured(candidates: &[Candidate], rounds: &[Round]) -> Vec<String> {
+    candidates
+        .iter()
+        .map(Candidate::label)
+        .filter(|l| !rounds.iter().any(|r| r.ran.contains(l)))
+        .collect()
+}
+
 /// The verdict and its sentences: among the measured when some candidates never were, and
 /// `undecided` (with what was decided so far) when the search stopped (`stopped`: why)
 /// before its final trials were done, never `none-meets` from trials that were not run.
 fn decide(
-    finals: &[(Candidate, Vec<RunResult>)],
-    base: Option<&(Candidate, Vec<RunResult>)>,
-    objective: Metric,
-    budgets: &[(Metric, f64)],
+    (finals, base): (
+        &[(Candidate, Vec<RunResult>)],
+        Option<&(Candidate, Vec<RunResult>)>,
+    ),
+    (objective, budgets): (Metric, &[(Metric, f64)]),
     (all, never): (usize, &[String]),
     stopped: Option<&str>,
 ) -> (Verdict, String) {
@@ -488,9 +526,8 @@ async fn search(
         if alive.len() <= plan.survivors {
             break;
         }
-        let name = format!("round-{i}");
         let mut round = Round {
-            round: name.clone(),
+            round: format!("round-{i}"),
             window_s: step.window.as_secs_f64(),
             trials: 1,
             ..Round::default()
@@ -502,27 +539,11 @@ async fn search(
                     .push(format!("{} (out of time for round {i})", c.label()));
             }
         }
-        let mut ran: Vec<(Candidate, RunResult)> = Vec::new();
-        for c in &alive {
-            match runner.run(&name, c, step.window, 0).await? {
-                Some(r) => ran.push((c.clone(), r)),
-                None => {
-                    stopped = true;
-                    break;
-                }
-            }
-        }
-        round.ran = ran.iter().map(|(c, _)| c.label()).collect();
-        // The baseline is measured in round 0 too, beside the candidates (not ranked with
-        // them): a search cut short still says what doing nothing costs.
-        if i == 0 && plan.baseline_in_round0 && !stopped {
-            match runner.run(&name, baseline, step.window, 0).await? {
-                Some(r) => {
-                    round.ran.push(format!("{} (baseline)", baseline.label()));
-                    base_round0 = Some((baseline.clone(), vec![r]));
-                }
-                None => stopped = true,
-            }
+        let (mut ran, cut_short, base) =
+            run_round(runner, (plan, i, step.window), &alive, baseline, &mut round).await?;
+        stopped = cut_short;
+        if let Some(r) = base {
+            base_round0 = Some((baseline.clone(), vec![r]));
         }
         if stopped {
             if !ran.is_empty() {
@@ -558,7 +579,6 @@ async fn search(
     if with_base {
         all.push(baseline.clone());
     }
-    let mut done: Vec<Vec<RunResult>> = vec![Vec::new(); all.len()];
     let mut round = Round {
         round: "final".to_string(),
         window_s: plan.final_window.as_secs_f64(),
@@ -567,18 +587,9 @@ async fn search(
         kept: alive.iter().map(Candidate::label).collect(),
         cut: Vec::new(),
     };
-    'trials: for t in 0..plan.final_trials {
-        for (k, c) in all.iter().enumerate() {
-            match runner.run("final", c, plan.final_window, t).await? {
-                Some(r) => done[k].push(r),
-                None => {
-                    stopped = true;
-                    break 'trials;
-                }
-            }
-        }
-    }
-    if stopped {
+    let (done, cut) = final_trials(runner, plan, &all, &mut round).await?;
+    if cut {
+        stopped = true;
         round
             .cut
             .push("the final trials were cut short (Ctrl-C or --time)".to_string());
@@ -600,6 +611,84 @@ async fn search(
         return Ok((last, base, rounds, true));
     }
     Ok((finals, base, rounds, stopped))
+}
+
+/// One round's runs, each candidate once, in order; in round 0 the baseline too (once, beside
+/// the candidates, not ranked with them: a search cut short still says what doing nothing
+/// costs), and a settings variant only when the final trials' least time at the runs'
+/// measured costs stays after it. Also true when the search stopped (Ctrl-C, or no time).
+async fn run_round(
+    runner: &mut Runner<'_>,
+    (plan, i, window): (&Plan, usize, Duration),
+    alive: &[Candidate],
+    baseline: &Candidate,
+    round: &mut Round,
+) -> Result<(Vec<(Candidate, RunResult)>, bool, Option<RunResult>)> {
+    let name = round.round.clone();
+    let mut ran: Vec<(Candidate, RunResult)> = Vec::new();
+    for c in alive {
+        if i == 0
+            && !c.settings.is_empty()
+            && runner.left() < window + runner.overhead_of(c) + runner.finals_floor(plan, baseline)
+        {
+            round.cut.push(format!(
+                "{} (out of time: runs took longer than planned, and the final trials come first)",
+                c.label()
+            ));
+            continue;
+        }
+        match runner.run(&name, c, window, 0).await? {
+            Some(r) => ran.push((c.clone(), r)),
+            None => {
+                round.ran = ran.iter().map(|(c, _)| c.label()).collect();
+                return Ok((ran, true, None));
+            }
+        }
+    }
+    round.ran = ran.iter().map(|(c, _)| c.label()).collect();
+    if i > 0 || !plan.baseline_in_round0 {
+        return Ok((ran, false, None));
+    }
+    match runner.run(&name, baseline, window, 0).await? {
+        Some(r) => {
+            round.ran.push(format!("{} (baseline)", baseline.label()));
+            Ok((ran, false, Some(r)))
+        }
+        None => Ok((ran, true, None)),
+    }
+}
+
+/// The final trials of `all`, interleaved so drift falls on every candidate alike; true when
+/// they were cut short (Ctrl-C, or no time for the next run).
+async fn final_trials(
+    runner: &mut Runner<'_>,
+    plan: &Plan,
+    all: &[Candidate],
+    round: &mut Round,
+) -> Result<(Vec<Vec<RunResult>>, bool)> {
+    // Fewer trials (never below 3) when the runs so far cost more than planned.
+    let per_trial: Duration = all
+        .iter()
+        .map(|c| plan.final_window + runner.overhead_of(c))
+        .sum();
+    let fit = (runner.left().as_secs_f64() / per_trial.as_secs_f64().max(1e-3)).floor() as usize;
+    round.trials = fit.clamp(plan::MIN_FINAL_TRIALS, plan.final_trials);
+    if round.trials < plan.final_trials {
+        round.cut.push(format!(
+            "{} of the {} planned trials: runs took longer than planned",
+            round.trials, plan.final_trials
+        ));
+    }
+    let mut done: Vec<Vec<RunResult>> = vec![Vec::new(); all.len()];
+    for t in 0..round.trials {
+        for (k, c) in all.iter().enumerate() {
+            match runner.run("final", c, plan.final_window, t).await? {
+                Some(r) => done[k].push(r),
+                None => return Ok((done, true)),
+            }
+        }
+    }
+    Ok((done, false))
 }
 
 mod render;

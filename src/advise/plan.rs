@@ -140,67 +140,33 @@ impl Plan {
         }
         let Some((final_trials, final_window)) = chosen else {
             let needed = need(MIN_FINAL_TRIALS, min_window);
-            return Err(UsageError::new(format!(
-                "--time {} is too short to measure every named strategy before deciding: round 0 runs {} once each ({} run(s) of {:.1} s, the shortest window that gives every figure: {}), then {} final trials of {} and the baseline at that window ({} runs); with the servers' start and ~{:.1} s per run besides its window that needs {}. Give --time {} or more, or name fewer strategies with --strategies{}",
-                words(time),
-                if baseline_in_round0 {
-                    format!("the {named} named strategies and the baseline (cache-aside)")
-                } else {
-                    format!("the {named} named strategies")
-                },
-                must,
-                min_window.as_secs_f64(),
-                min_window_why,
-                MIN_FINAL_TRIALS,
-                if survivors == 1 {
-                    "the survivor".to_string()
-                } else {
-                    format!("the {survivors} survivors")
-                },
-                final_runs(MIN_FINAL_TRIALS),
-                overhead.as_secs_f64(),
-                words(needed),
-                words(needed),
-                if sc.faults.is_empty() {
-                    ""
-                } else {
-                    ", or a shorter --observe"
-                }
-            )));
+            let who = if baseline_in_round0 {
+                format!("the {named} named strategies and the baseline (cache-aside)")
+            } else {
+                format!("the {named} named strategies")
+            };
+            return Err(refusal(
+                time,
+                needed,
+                (&who, must),
+                (min_window, &min_window_why),
+                (survivors, final_runs(MIN_FINAL_TRIALS)),
+                overhead,
+                !sc.faults.is_empty(),
+            ));
         };
-        let mut left = time.saturating_sub(need(final_trials, final_window));
-        let mut rounds = Vec::new();
-        if rounds_needed {
-            // Round 0: every named strategy, then as many settings variants as fit.
-            let window = round0_window(final_window);
-            let each = window + overhead;
-            let extra = ((left.as_secs_f64() / each.as_secs_f64()).floor() as usize).min(n - named);
-            left = left.saturating_sub(each * extra as u32);
-            let run = named + extra;
-            rounds.push(Step {
-                candidates: run,
-                window,
-            });
-            let mut alive = run.div_ceil(2).max(survivors);
-            let mut window = (window * 2).min(final_window);
-            // Later rounds only when they can cut: the better half of what is left, else the
-            // last round's best go to the final trials.
-            while alive > survivors {
-                let each = window + overhead;
-                let fit = (left.as_secs_f64() / each.as_secs_f64()).floor() as usize;
-                if fit <= survivors {
-                    break;
-                }
-                let run = alive.min(fit);
-                left = left.saturating_sub(each * run as u32);
-                rounds.push(Step {
-                    candidates: run,
-                    window,
-                });
-                alive = run.div_ceil(2).max(survivors);
-                window = (window * 2).min(final_window);
-            }
-        }
+        let left = time.saturating_sub(need(final_trials, final_window));
+        let rounds = if rounds_needed {
+            halving(
+                (n, named, survivors),
+                round0_window(final_window),
+                final_window,
+                overhead,
+                left,
+            )
+        } else {
+            Vec::new()
+        };
         let mut p = Plan {
             rounds,
             survivors,
@@ -223,6 +189,11 @@ impl Plan {
                 .map_or(Duration::ZERO, |s| s.window + overhead)
             + (final_window + overhead) * final_runs(final_trials);
         Ok(p)
+    }
+
+    /// A run's estimated cost besides its measured window.
+    pub fn overhead(&self) -> Duration {
+        self.overhead
     }
 
     /// Runs the plan makes.
@@ -313,6 +284,75 @@ impl Plan {
         ));
         s
     }
+}
+
+/// Why `time` cannot hold the search, with the time it needs.
+fn refusal(
+    time: Duration,
+    needed: Duration,
+    (who, must): (&str, usize),
+    (min_window, why): (Duration, &str),
+    (survivors, final_runs): (usize, u32),
+    overhead: Duration,
+    faulted: bool,
+) -> UsageError {
+    UsageError::new(format!(
+        "--time {} is too short to measure every named strategy before deciding: round 0 runs {who} once each ({must} run(s) of {:.1} s, the shortest window that gives every figure: {why}), then {MIN_FINAL_TRIALS} final trials of {} and the baseline at that window ({final_runs} runs); with the servers' start and ~{:.1} s per run besides its window that needs {}. Give --time {} or more, or name fewer strategies with --strategies{}",
+        words(time),
+        min_window.as_secs_f64(),
+        if survivors == 1 {
+            "the survivor".to_string()
+        } else {
+            format!("the {survivors} survivors")
+        },
+        overhead.as_secs_f64(),
+        words(needed),
+        words(needed),
+        if faulted {
+            ", or a shorter --observe"
+        } else {
+            ""
+        }
+    ))
+}
+
+/// The rounds in `left`: round 0 runs every named strategy (its time already counted), then as
+/// many settings variants as fit; later rounds run only when they can cut (the better half of
+/// what is left), else the last round's best go to the final trials.
+fn halving(
+    (n, named, survivors): (usize, usize, usize),
+    window: Duration,
+    final_window: Duration,
+    overhead: Duration,
+    mut left: Duration,
+) -> Vec<Step> {
+    let mut rounds = Vec::new();
+    let each = window + overhead;
+    let extra = ((left.as_secs_f64() / each.as_secs_f64()).floor() as usize).min(n - named);
+    left = left.saturating_sub(each * extra as u32);
+    let run = named + extra;
+    rounds.push(Step {
+        candidates: run,
+        window,
+    });
+    let mut alive = run.div_ceil(2).max(survivors);
+    let mut window = (window * 2).min(final_window);
+    while alive > survivors {
+        let each = window + overhead;
+        let fit = (left.as_secs_f64() / each.as_secs_f64()).floor() as usize;
+        if fit <= survivors {
+            break;
+        }
+        let run = alive.min(fit);
+        left = left.saturating_sub(each * run as u32);
+        rounds.push(Step {
+            candidates: run,
+            window,
+        });
+        alive = run.div_ceil(2).max(survivors);
+        window = (window * 2).min(final_window);
+    }
+    rounds
 }
 
 /// A round's order: candidates that meet every budget first, by the objective; then the

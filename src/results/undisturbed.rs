@@ -97,9 +97,11 @@ impl Part {
 }
 
 /// The spans under a fault or its observation, ms since the window started: each fault from
-/// its time to its end as struck (a restart may take longer than planned) plus `--observe`.
+/// its time to its end as struck (a restart may take longer than planned) plus `--observe`
+/// (at least a Redis command's deadline, so a command sent in the fault that waited it out
+/// ends inside the span).
 fn disturbed(sc: &Scenario, faults: &[FaultReport]) -> Vec<(u64, u64)> {
-    let observe = sc.recovery.observe.0.as_millis() as u64;
+    let observe = sc.recovery.observe.0.max(sc.redis_timeout.0).as_millis() as u64;
     let ms = |d: std::time::Duration| d.as_millis() as u64;
     let mut spans: Vec<(u64, u64)> = sc
         .faults
