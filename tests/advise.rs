@@ -354,7 +354,7 @@ fn a_recovery_budget_is_met_by_the_coordination_that_comes_back() {
         "--settle",
         "1s",
         "--threshold",
-        "recovery_back_ms_max=3500",
+        "recovery_back_ms_max=4000",
         "--time",
         "115s",
     ];

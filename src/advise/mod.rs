@@ -675,8 +675,10 @@ async fn final_trials(
     round.trials = fit.clamp(plan::MIN_FINAL_TRIALS, plan.final_trials);
     if round.trials < plan.final_trials {
         round.cut.push(format!(
-            "{} of the {} planned trials: runs took longer than planned",
-            round.trials, plan.final_trials
+            "{} of the {} planned trials (runs took longer than planned; {} run)",
+            plan.final_trials - round.trials,
+            plan.final_trials,
+            round.trials
         ));
     }
     let mut done: Vec<Vec<RunResult>> = vec![Vec::new(); all.len()];

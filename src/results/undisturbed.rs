@@ -155,11 +155,18 @@ pub fn of(
     let window_ms = sc.duration.0.as_millis() as u64;
     let mut p = Part::default();
     let mut from = 0;
+    let mut last_disturbed = false;
     for b in timeline {
         let (a, z) = (from, b.t_ms.max(from));
         from = z;
-        // Under a fault when the bucket's span (a, z] meets a disturbed span.
-        if spans.iter().any(|&(f, t)| a < t && z > f) {
+        // Under a fault when the bucket's span (a, z] meets a disturbed span; what finished in
+        // the drain after the window was sent in its last bucket, and shares its fate.
+        let drain = a >= window_ms;
+        let disturbed = spans.iter().any(|&(f, t)| a < t && z > f) || (drain && last_disturbed);
+        if !drain {
+            last_disturbed = disturbed;
+        }
+        if disturbed {
             continue;
         }
         p.cost.add(&b.cost);
@@ -168,7 +175,7 @@ pub fn of(
         p.ms += z.min(window_ms).saturating_sub(a.min(window_ms));
     }
     let what = faults_words(sc, faults);
-    if p.requests == 0 && p.cost.is_zero() {
+    if p.ms == 0 {
         return Some(Err(format!(
             "every second of the window was under a fault ({what} cover the whole {:.1} s window): strike later, or lengthen --duration",
             window_ms as f64 / 1000.0
@@ -236,7 +243,12 @@ mod tests {
     #[test]
     fn a_window_under_a_fault_throughout_is_unknown() {
         let sc = faulted(4, "kill-redis@0s+3s");
-        let timeline: Vec<Bucket> = (1..=4).map(|s| bucket(s * 1000, 10, 10)).collect();
+        let mut timeline: Vec<Bucket> = (1..=4).map(|s| bucket(s * 1000, 10, 10)).collect();
+        // The drain after the window: sent in its last second, under the fault's observation.
+        timeline.push(Bucket {
+            partial: true,
+            ..bucket(4100, 3, 10)
+        });
         let why = of(&sc, &[], &timeline).unwrap().unwrap_err();
         assert!(
             why.starts_with("every second of the window was under a fault"),
