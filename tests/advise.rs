@@ -22,6 +22,12 @@ fn advise(args: &[&str], dir: &Path) -> (i32, Value, String, Duration) {
         .output()
         .expect("running stampede advise");
     let took = t.elapsed();
+    assert_output_has_no_nan_or_inf(&format!("stampede advise {args:?}"), &o);
+    for md in ["advise.md"] {
+        if let Ok(text) = std::fs::read_to_string(dir.join(md)) {
+            assert_no_nan_or_inf(md, &text);
+        }
+    }
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     eprintln!(
         "advise {args:?} ({:.0} s):\n{out}{}",
@@ -307,6 +313,103 @@ fn advise_on_an_apps_own_settings_picks_what_its_mechanism_predicts() {
         ],
         dir.path(),
     );
+/// The search, five strategies named on the metastable scenario with a drop and a
+/// recovery budget: a --time that cannot run each of them once and then 3 final trials is
+/// refused before a server starts (exit 2) with the time it needs; a --time that can plans
+/// every named strategy into round 0 (the plan, printed by --plan-only, not a run).
+#[test]
+fn every_named_strategy_is_planned_into_round_0_or_the_time_it_needs_is_refused() {
+    let args = |time: &'static str| {
+        [
+            "advise",
+            "--scenario",
+            "scenarios/metastable.toml",
+            "--strategies",
+            "cache-aside,jitter,xfetch,mutex,swr+mutex",
+            "--minimize",
+            "p99",
+            "--fault",
+            "drop-cache@4s,fraction=100%",
+            "--threshold",
+            "recovery_back_ms_max=8000",
+            "--time",
+            time,
+        ]
+    };
+    let short = stampede().args(args("2m")).output().unwrap();
+    assert_output_has_no_nan_or_inf("advise --time 2m", &short);
+    let err = String::from_utf8_lossy(&short.stderr);
+    assert_eq!(short.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("too short to measure every named strategy") && err.contains("needs 4m 31s"),
+        "{err}"
+    );
+    let planned = stampede()
+        .args(args("6m"))
+        .arg("--plan-only")
+        .output()
+        .unwrap();
+    assert_output_has_no_nan_or_inf("advise --plan-only", &planned);
+    let plan = String::from_utf8_lossy(&planned.stdout);
+    assert_eq!(planned.status.code(), Some(0), "{plan}");
+    let round0 = plan
+        .lines()
+        .find(|l| l.trim_start().starts_with("round 0:"))
+        .unwrap_or_else(|| panic!("no round 0 in {plan}"));
+    assert!(
+        round0.contains("every named strategy (cache-aside, jitter, xfetch, mutex, swr+mutex)"),
+        "{round0}"
+    );
+    let n: usize = round0
+        .split_whitespace()
+        .nth(2)
+        .and_then(|n| n.parse().ok())
+        .unwrap();
+    assert!(n >= 5, "{round0}");
+    // The reserve shrank to fewer trials (never below 3) rather than cut a named strategy.
+    assert!(plan.contains("× 4 trials of 15.0 s"), "{plan}");
+}
+
+/// Only the coordinations come back after a full drop on the metastable scenario (the windows
+/// shortened: a drop at 2 s, 4 s observed after it): with a recovery budget and a --time the
+/// plan says is enough for cache-aside and mutex, the answer is the coordination, and the
+/// settings variants that did not fit are named as never measured.
+#[test]
+fn a_recovery_budget_is_met_by_the_coordination_that_comes_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = [
+        "--scenario",
+        "scenarios/metastable.toml",
+        "--strategies",
+        "cache-aside,mutex",
+        "--minimize",
+        "p99",
+        "--fault",
+        "drop-cache@2s,fraction=100%",
+        "--duration",
+        "7s",
+        "--observe",
+        "4s",
+        "--settle",
+        "1s",
+        "--threshold",
+        "recovery_back_ms_max=4000",
+        "--time",
+        "115s",
+    ];
+    let plan = stampede()
+        .arg("advise")
+        .args(args)
+        .arg("--plan-only")
+        .output()
+        .unwrap();
+    assert_eq!(
+        plan.status.code(),
+        Some(0),
+        "the plan fits: {}",
+        String::from_utf8_lossy(&plan.stderr)
+    );
+    let (code, v, out, _) = advise(&args, dir.path());
     assert_eq!(code, 0, "{out}");
     assert!(
         ["recommended", "tie"].contains(&v["verdict"].as_str().unwrap_or("")),
@@ -379,4 +482,17 @@ fn advise_on_an_app_refuses_what_it_cannot_measure() {
         assert!(err.contains(why), "{extra:?}: {err}");
         assert!(!err.contains("managed servers up"), "{err}");
     }
+    assert!(recommended(&v).contains("mutex"), "{v}");
+    let never = v["evidence"]["never_measured"].as_array().unwrap();
+    assert!(!never.is_empty(), "the variants that did not fit: {v}");
+    assert!(
+        v["text"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("Never measured ({} of", never.len())),
+        "{v}"
+    );
+    // cache-aside stays down: its recovery is unknown, with the reason, never a number.
+    let base = &v["baseline"]["thresholds"][0];
+    assert_eq!(base["passed"], false, "{base}");
 }

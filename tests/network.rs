@@ -339,3 +339,66 @@ fn ctrl_c_during_a_partition_ends_the_run_and_leaves_no_proxy_listening() {
     let j = common::read_json(&out).expect("results written");
     common::assert_servers_gone(&j);
 }
+
+/// A Redis partition holds its commands to their deadline: the run printed a break-even
+/// of 114.5% ("caching never pays off") from the partition's GETs and SETs. The break-even of
+/// a run with a fault is read from the seconds outside it and its observation, and says so:
+/// within 2× of the same run without the fault. A window under a fault throughout has none.
+#[test]
+fn a_partitions_commands_stay_out_of_the_break_even() {
+    let base = [
+        "--rps",
+        "1000",
+        "--duration",
+        "6s",
+        "--redis-rtt",
+        "0.5ms",
+        "--pg-rtt",
+        "0.5ms",
+        "--observe",
+        "1s",
+    ];
+    let calm = run_ok(&base);
+    let cut = run_ok(&[&base[..], &["--fault", "partition@2s+2s,server=redis"]].concat());
+    let h = |r: &common::Run| r.f("/cost/break_even_hit_rate");
+    let (a, b) = (h(&calm), h(&cut));
+    println!(
+        "break-even {a:.3} without the fault, {b:.3} with it: {}",
+        cut.json["cost"]
+    );
+    assert!(calm.json["cost"].get("undisturbed").is_none());
+    let from = cut.json["cost"]["undisturbed"].as_str().unwrap();
+    // 0-2 s and 5-6 s, less the buckets stamped a moment late across a boundary.
+    let secs: f64 = from
+        .strip_prefix("the undisturbed ")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{from}"));
+    assert!((2.5..=3.0).contains(&secs), "{from}");
+    assert!(
+        from.contains("of the 6.0 s window") && from.contains("the partition from 2.0 s to 4.0 s"),
+        "{from}"
+    );
+    assert!(b <= 2.0 * a && b >= a / 2.0, "{b} vs {a}");
+    assert!(cut.json["cost"]["hit_rate"].as_f64().is_some());
+    // The herd model says where its figures come from too.
+    if let Some(m) = cut.json["db"]["herd_model"].as_object() {
+        assert!(m["undisturbed"].as_str().is_some(), "{m:?}");
+    }
+    let all = run_ok(&[
+        "--rps",
+        "200",
+        "--duration",
+        "2s",
+        "--observe",
+        "1s",
+        "--fault",
+        "partition@0s+1s,server=redis",
+    ]);
+    assert!(all.json["cost"]["break_even_hit_rate"].is_null());
+    let why = all.json["unknown"]["cost.undisturbed"].as_str().unwrap();
+    assert!(
+        why.starts_with("every second of the window was under a fault"),
+        "{why}"
+    );
+}

@@ -2,7 +2,8 @@
 //! (a budget is met when the interval of its median is on the right side of the limit, not
 //! just the median), the best of them on the objective, a tie when the trials cannot tell it
 //! from others (the simplest named), or none-meets with the closest candidate and the budget
-//! it breaks, by how much.
+//! it breaks, by how much. A figure a trial could not give (a recovery never reached, a window
+//! too short to judge it) is `unknown` with its reason, never a number.
 
 use std::collections::BTreeMap;
 
@@ -14,7 +15,9 @@ use crate::results::RunResult;
 use crate::stats;
 
 /// advise.json's layout version.
-pub const ADVICE_SCHEMA: u32 = 1;
+/// 2: `undecided`, `evidence.never_measured`, a budget's `unknown`, `closest.measured` and
+/// `closest.by` null when unknown.
+pub const ADVICE_SCHEMA: u32 = 2;
 
 /// A figure over trials: the median and the interval of the median (its real coverage in
 /// `coverage`; below 5 trials the range of the trials, coverage null).
@@ -57,6 +60,10 @@ pub struct Budget {
     /// Met: the whole interval on the right side of the limit.
     pub passed: bool,
     pub interval: Interval,
+    /// Why some trials have no figure ("unknown in 2 of 4 trials: …"); absent when every
+    /// trial has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unknown: Option<String>,
 }
 
 /// One candidate's standing in the final trials.
@@ -78,16 +85,18 @@ pub struct Closest {
     pub candidate: Pick,
     pub budget: String,
     pub limit: f64,
-    /// The interval's bound on the wrong side.
-    pub measured: f64,
-    /// How far past the limit, relative to it (0.2: 20% past).
-    pub by: f64,
+    /// The interval's bound on the wrong side; null when the trials did not give the figure
+    /// (`candidate`'s budget says why).
+    pub measured: Option<f64>,
+    /// How far past the limit, relative to it (0.2: 20% past); null when unknown.
+    pub by: Option<f64>,
 }
 
 /// The verdict and its parts.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Verdict {
-    /// `recommended`, `tie` or `none-meets`.
+    /// `recommended`, `tie`, `none-meets`, or `undecided` (the search stopped before its
+    /// final trials were done: the other fields hold what was decided so far).
     pub verdict: String,
     pub recommended: Option<Pick>,
     pub runner_up: Option<Pick>,
@@ -114,6 +123,15 @@ fn pick(c: &Candidate, trials: &[RunResult], objective: Metric, budgets: &[(Metr
             .map(|&(m, limit)| {
                 let xs = samples(m);
                 let interval = Interval::of(&xs);
+                let reasons: Vec<String> =
+                    trials.iter().filter_map(|r| r.measured(m).err()).collect();
+                let unknown = reasons.first().map(|why| {
+                    format!(
+                        "unknown in {} of {} trials: {why}",
+                        reasons.len(),
+                        trials.len()
+                    )
+                });
                 // A trial without the figure (a recovery never judged or never reached) cannot
                 // show the budget met: met needs every trial's figure.
                 let known = xs.iter().all(|x| !x.is_nan());
@@ -129,6 +147,7 @@ fn pick(c: &Candidate, trials: &[RunResult], objective: Metric, budgets: &[(Metr
                     measured: interval.median,
                     passed,
                     interval,
+                    unknown,
                 }
             })
             .collect(),
@@ -136,7 +155,8 @@ fn pick(c: &Candidate, trials: &[RunResult], objective: Metric, budgets: &[(Metr
 }
 
 /// How far a pick is from meeting its budgets: the largest relative excess of an interval
-/// bound over its limit (0 when all are met), with the budget.
+/// bound over its limit (0 when all are met), with the budget. A budget without a figure ranks
+/// past every measured excess (infinite here, never printed).
 fn excess(p: &Pick) -> (f64, Option<&Budget>) {
     p.thresholds
         .iter()
@@ -208,8 +228,8 @@ pub fn judge(
                     candidate: p.clone(),
                     budget: b.name.clone(),
                     limit: b.limit,
-                    measured: b.interval.hi.or(b.measured).unwrap_or(f64::NAN),
-                    by,
+                    measured: b.interval.hi.or(b.measured).filter(|_| b.unknown.is_none()),
+                    by: (by.is_finite() && b.unknown.is_none()).then_some(by),
                 })
             });
         return Verdict {
@@ -266,9 +286,9 @@ pub fn judge(
     }
 }
 
-/// A figure of `m` for a sentence.
+/// A figure of `m` for a sentence (`unknown` without a finite one).
 pub fn show(m: Metric, v: Option<f64>) -> String {
-    match v {
+    match v.filter(|v| v.is_finite()) {
         Some(v) => match m.def().unit {
             crate::metric::Unit::Share => format!("{:.2}%", v * 100.0),
             crate::metric::Unit::Ms => format!("{v:.2} ms"),
@@ -291,9 +311,11 @@ pub fn show_interval(m: Metric, i: &Interval) -> String {
     }
 }
 
-/// The verdict in sentences.
-pub fn sentence(v: &Verdict, objective: Metric) -> String {
+/// The verdict in sentences. `measured`: (measured, all) when some candidates were never
+/// measured, so the verdict holds among the measured only.
+pub fn sentence(v: &Verdict, objective: Metric, measured: Option<(usize, usize)>) -> String {
     let name = objective.name();
+    let among = measured.map_or(String::new(), |(n, _)| format!(" among the {n} measured"));
     let base = v.baseline.as_ref().map(|b| {
         format!(
             " Doing nothing ({}): {name} {}.",
@@ -303,7 +325,7 @@ pub fn sentence(v: &Verdict, objective: Metric) -> String {
     });
     let mut s = match (v.verdict.as_str(), &v.recommended, &v.closest) {
         ("recommended", Some(r), _) => format!(
-            "Recommended: {} — {name} {}, {}.{}",
+            "Recommended{among}: {} — {name} {}, {}.{}",
             r.label,
             show_interval(objective, &r.objective),
             match (&v.binding, r.thresholds.is_empty()) {
@@ -318,7 +340,7 @@ pub fn sentence(v: &Verdict, objective: Metric) -> String {
             ))
         ),
         ("tie", Some(r), _) => format!(
-            "Tie: {} and {} meet every budget and cannot be told apart on {name} ({}); the simplest is {}.",
+            "Tie{among}: {} and {} meet every budget and cannot be told apart on {name} ({}); the simplest is {}.",
             r.label,
             v.tied_with.join(", "),
             show_interval(objective, &r.objective),
@@ -326,14 +348,29 @@ pub fn sentence(v: &Verdict, objective: Metric) -> String {
         ),
         (_, _, Some(c)) => {
             let m = Metric::by_threshold_name(&c.budget).unwrap_or(objective);
-            format!(
-                "None meets the budgets: the closest is {}, whose {} reaches {} (the far end of its interval) against the limit {} ({:.0}% past it).",
-                c.candidate.label,
-                c.budget,
-                show(m, Some(c.measured)),
-                show(m, Some(c.limit)),
-                c.by * 100.0
-            )
+            let unknown = c
+                .candidate
+                .thresholds
+                .iter()
+                .find(|b| b.name == c.budget)
+                .and_then(|b| b.unknown.clone());
+            match (c.measured, c.by, unknown) {
+                (Some(x), Some(by), None) => format!(
+                    "None meets the budgets{among}: the closest is {}, whose {} reaches {} (the far end of its interval) against the limit {} ({:.0}% past it).",
+                    c.candidate.label,
+                    c.budget,
+                    show(m, Some(x)),
+                    show(m, Some(c.limit)),
+                    by * 100.0
+                ),
+                (_, _, why) => format!(
+                    "None meets the budgets{among}: none has every budget's figure in every trial; the closest is {}, whose {} (limit {}) is {}.",
+                    c.candidate.label,
+                    c.budget,
+                    show(m, Some(c.limit)),
+                    why.unwrap_or_else(|| "unknown".to_string())
+                ),
+            }
         }
         _ => "No candidate finished: nothing to recommend.".to_string(),
     };

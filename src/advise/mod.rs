@@ -3,10 +3,13 @@
 //! varies. Candidates ([`space`]) run in rounds of successive halving — short windows (the
 //! same rates and keys, only the measured window shorter) for all, then longer ones for the
 //! better half — and the survivors with the baseline (cache-aside at the team's settings) run
-//! repeated full-window trials that decide the answer ([`judge`]). The final trials' time is
-//! reserved first, and the whole search stays within `--time`; a fault the scenario names
-//! runs in every round. With `--target`, the candidates are the app's own settings ([`app`]),
-//! the app started again for each run.
+//! repeated full-window trials that decide the answer ([`judge`]). Every named strategy (and
+//! the baseline) is measured in round 0 before anything is cut, beside the final trials'
+//! reserve; a `--time` that cannot hold both is refused before a server starts ([`plan`]).
+//! Settings variants that do not fit are never measured, and the answer says so; a search
+//! stopped before its final trials were done is `undecided`. The whole search stays within
+//! `--time`; a fault the scenario names runs in every round. With `--target`, the candidates
+//! are the app's own settings ([`app`]), the app started again for each run.
 
 pub mod adopt;
 pub mod app;
@@ -59,6 +62,10 @@ pub struct Evidence {
     pub final_trials: usize,
     pub seconds: f64,
     pub rounds: Vec<Round>,
+    /// Candidates no round ran (cut up front for time, or the search stopped first): the
+    /// verdict holds among the others only.
+    #[serde(default)]
+    pub never_measured: Vec<String>,
 }
 
 /// advise.json.
@@ -104,6 +111,8 @@ pub struct AdvicePlan {
     /// How `run` reads a scenario file, for the one `--ci-out` writes.
     pub file: adopt::FileSettings,
     pub quiet: bool,
+    /// Print the plan (or the refusal) and stop before a server starts.
+    pub plan_only: bool,
     pub resolve: Resolver,
     /// `--target`: the app's own settings searched instead of the built-in strategies.
     pub app: Option<app::AppSearch>,
@@ -132,9 +141,37 @@ struct Runner<'a> {
     deadline: Instant,
     /// `--target` with two settings or more: round 0 also runs the cross of their best values.
     cross: bool,
+    /// What each candidate's last run cost besides its window, measured: a run that never
+    /// came back drains its piled-up requests for tens of seconds, which no plan made before
+    /// the first run can know. Every later decision on time reads it.
+    spent: std::collections::HashMap<String, Duration>,
+    /// The plan's cost of a run besides its window, for a candidate not run yet.
+    overhead: Duration,
 }
 
 impl Runner<'_> {
+    /// What a run of `c` costs besides its window: measured, or the plan's estimate.
+    fn overhead_of(&self, c: &Candidate) -> Duration {
+        self.spent.get(&c.label()).copied().unwrap_or(self.overhead)
+    }
+
+    /// Time left before the deadline.
+    fn left(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// The least time the final trials take, at the runs' measured costs: 3 trials of the
+    /// baseline and of each survivor (the mean cost of the runs so far for those).
+    fn finals_floor(&self, plan: &Plan, baseline: &Candidate) -> Duration {
+        let mean = match self.spent.len() {
+            0 => self.overhead,
+            n => self.spent.values().sum::<Duration>() / n as u32,
+        };
+        let one = |o: Duration| plan.final_window + o;
+        (one(self.overhead_of(baseline)) + one(mean) * plan.survivors as u32)
+            * plan::MIN_FINAL_TRIALS as u32
+    }
+
     /// The scenario of `c` with the measured window `window` and seed offset `t`.
     fn scenario(&self, c: &Candidate, window: Duration, t: usize) -> Result<Scenario, UsageError> {
         let mut sc = (self.resolve)(c)?;
@@ -164,11 +201,10 @@ impl Runner<'_> {
         }
         // A run that could not end before the deadline is not started: the search ends
         // within --time.
-        if self.shutdown.is_cancelled()
-            || Instant::now() + window + plan::RUN_OVERHEAD > self.deadline
-        {
+        if self.shutdown.is_cancelled() || window + self.overhead_of(c) > self.left() {
             return Ok(None);
         }
+        let began = Instant::now();
         let sc = self.scenario(c, window, t)?;
         self.bar.set_message(format!("{round}: {}", c.label()));
         // The bar says where the search is; each run's own lines would scroll it away.
@@ -181,6 +217,8 @@ impl Runner<'_> {
         )
         .await
         .with_context(|| format!("running {}", c.label()))?;
+        self.spent
+            .insert(c.label(), began.elapsed().saturating_sub(window));
         self.runs += 1;
         self.bar.inc(1);
         if r.interrupted {
@@ -300,6 +338,20 @@ pub async fn run(cmd: AdvicePlan) -> Result<ExitCode> {
     if cmd.app.is_some() {
         app::refuse_unmeasured(objective, &budgets)?;
     }
+    let crosses = cmd.app.as_ref().is_some_and(app::AppSearch::crosses);
+    let space = plan::Space {
+        candidates: candidates.len() + usize::from(crosses),
+        named: candidates.iter().filter(|c| c.settings.is_empty()).count(),
+        baseline_named: candidates.contains(&baseline),
+    };
+    // Without an app to start, the plan (or the refusal) comes before any server does.
+    if cmd.app.is_none() {
+        let plan = Plan::make(&base_sc, space, cmd.time)?;
+        if cmd.plan_only {
+            println!("{}", plan.describe(&candidates, objective, &budgets));
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
     let status = Status::new(cmd.quiet);
     if let Some(dir) = &cmd.out {
         std::fs::create_dir_all(dir)
@@ -331,9 +383,24 @@ pub async fn run(cmd: AdvicePlan) -> Result<ExitCode> {
         }
         None => (None, base_sc.clone()),
     };
-    let crosses = cmd.app.as_ref().is_some_and(app::AppSearch::crosses);
-    let plan = Plan::make(&plan_sc, candidates.len() + usize::from(crosses), cmd.time);
-    status.line(&plan.describe(&candidates, objective, &budgets));
+    let plan = match Plan::make(&plan_sc, space, cmd.time) {
+        Ok(p) => p,
+        Err(e) => {
+            if let Some(mut env) = env {
+                env.stop();
+            }
+            return Err(e.into());
+        }
+    };
+    let described = plan.describe(&candidates, objective, &budgets);
+    if cmd.plan_only {
+        if let Some(mut env) = env {
+            env.stop();
+        }
+        println!("{described}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    status.line(&described);
     if crosses {
         status.line("  round 0 also runs the app's settings crossed, each at its best value there (when that beat the defaults)");
     }
@@ -352,6 +419,8 @@ pub async fn run(cmd: AdvicePlan) -> Result<ExitCode> {
         read_back: 0,
         deadline: started + cmd.time,
         cross: crosses,
+        spent: Default::default(),
+        overhead: plan.overhead(),
     };
     let searched = search(
         &mut runner,
@@ -365,11 +434,18 @@ pub async fn run(cmd: AdvicePlan) -> Result<ExitCode> {
     runner.bar.finish_and_clear();
     runner.env.stop();
     let (finals, base_trials, rounds, stopped) = searched?;
-    let verdict = judge::judge(&finals, base_trials.as_ref(), objective, &budgets);
-    let mut text = judge::sentence(&verdict, objective);
-    if stopped {
-        text = format!("Stopped before the search was over: decided so far. {text}");
-    }
+    let never_measured = unmeasured(&candidates, &rounds);
+    let why_stopped = if shutdown.is_cancelled() {
+        "Ctrl-C"
+    } else {
+        "--time ran out"
+    };
+    let (verdict, text) = decide(
+        (&finals, base_trials.as_ref()),
+        (objective, &budgets),
+        (candidates.len(), &never_measured),
+        stopped.then_some(why_stopped),
+    );
     let rec_run = verdict.recommended.as_ref().and_then(|p| {
         finals
             .iter()
@@ -395,9 +471,13 @@ pub async fn run(cmd: AdvicePlan) -> Result<ExitCode> {
             candidates: candidates.len(),
             runs: runner.runs + runner.read_back,
             read_back: runner.read_back,
-            final_trials: plan.final_trials,
+            final_trials: rounds
+                .iter()
+                .find(|r| r.round == "final")
+                .map_or(plan.final_trials, |r| r.trials),
             seconds: started.elapsed().as_secs_f64(),
             rounds,
+            never_measured,
         },
         adoption,
     };
@@ -408,7 +488,13 @@ pub async fn run(cmd: AdvicePlan) -> Result<ExitCode> {
         write_text(&dir.join("advise.md"), &render::markdown(&advice))?;
         write_final(dir, &finals, base_trials.as_ref())?;
     }
-    if let (Some(path), Some(p), Some(r)) = (&cmd.ci_out, &advice.verdict.recommended, rec_run) {
+    // An undecided search has no answer to hold CI to.
+    if let (Some(path), Some(p), Some(r), false) = (
+        &cmd.ci_out,
+        &advice.verdict.recommended,
+        rec_run,
+        advice.interrupted,
+    ) {
         write_text(
             path,
             &adopt::ci_scenario(p, r, &cmd.file, objective, &budgets),
@@ -420,6 +506,46 @@ pub async fn run(cmd: AdvicePlan) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The candidates no round ran.
+fn unmeasured(candidates: &[Candidate], rounds: &[Round]) -> Vec<String> {
+    candidates
+        .iter()
+        .map(Candidate::label)
+        .filter(|l| !rounds.iter().any(|r| r.ran.contains(l)))
+        .collect()
+}
+
+/// The verdict and its sentences: among the measured when some candidates never were, and
+/// `undecided` (with what was decided so far) when the search stopped (`stopped`: why)
+/// before its final trials were done, never `none-meets` from trials that were not run.
+fn decide(
+    (finals, base): (
+        &[(Candidate, Vec<RunResult>)],
+        Option<&(Candidate, Vec<RunResult>)>,
+    ),
+    (objective, budgets): (Metric, &[(Metric, f64)]),
+    (all, never): (usize, &[String]),
+    stopped: Option<&str>,
+) -> (Verdict, String) {
+    let mut verdict = judge::judge(finals, base, objective, budgets);
+    let partial = (!never.is_empty()).then_some((all - never.len(), all));
+    let mut text = judge::sentence(&verdict, objective, partial);
+    if let Some(why) = stopped {
+        verdict.verdict = "undecided".to_string();
+        text = format!(
+            "Undecided: the search stopped ({why}) before its final trials were done. Decided so far, from the runs that finished: {text}"
+        );
+    }
+    if !never.is_empty() {
+        text.push_str(&format!(
+            " Never measured ({} of {all} candidates, cut up front: out of time): {}.",
+            never.len(),
+            never.join(", ")
+        ));
+    }
+    (verdict, text)
 }
 
 /// The final trials as a comparison directory (`stampede report DIR --html`).
@@ -475,14 +601,14 @@ async fn search(
     let mut alive: Vec<Candidate> = candidates.to_vec();
     let mut rounds = Vec::new();
     let mut last: Vec<(Candidate, Vec<RunResult>)> = Vec::new();
+    let mut base_round0: Option<(Candidate, Vec<RunResult>)> = None;
     let mut stopped = false;
     for (i, step) in plan.rounds.iter().enumerate() {
         if alive.len() <= plan.survivors {
             break;
         }
-        let name = format!("round-{i}");
         let mut round = Round {
-            round: name.clone(),
+            round: format!("round-{i}"),
             window_s: step.window.as_secs_f64(),
             trials: 1,
             ..Round::default()
@@ -497,33 +623,32 @@ async fn search(
                     .push(format!("{} (out of time for round {i})", c.label()));
             }
         }
-        let mut ran: Vec<(Candidate, RunResult)> = Vec::new();
-        for c in &alive {
-            match runner.run(&name, c, step.window, 0).await? {
-                Some(r) => ran.push((c.clone(), r)),
-                None => {
-                    stopped = true;
-                    break;
-                }
-            }
+        let (mut ran, cut_short, base) =
+            run_round(runner, (plan, i, step.window), &alive, baseline, &mut round).await?;
+        stopped = cut_short;
+        if let Some(r) = base {
+            base_round0 = Some((baseline.clone(), vec![r]));
         }
         if crossing
             && !stopped
             && let Some(c) = app::crossed(&ran, objective, budgets)
             && !ran.iter().any(|(r, _)| *r == c)
         {
+            let name = round.round.clone();
             match runner.run(&name, &c, step.window, 0).await? {
-                Some(r) => ran.push((c, r)),
+                Some(r) => {
+                    round.ran.push(c.label());
+                    ran.push((c, r));
+                }
                 None => stopped = true,
             }
         }
-        round.ran = ran.iter().map(|(c, _)| c.label()).collect();
         if stopped {
             if !ran.is_empty() {
                 last = ran.into_iter().map(|(c, r)| (c, vec![r])).collect();
             }
             rounds.push(round);
-            return Ok((last, None, rounds, true));
+            return Ok((last, base_round0, rounds, true));
         }
         let keep = ran.len().div_ceil(2).max(plan.survivors);
         ran.sort_by(|a, b| {
@@ -552,7 +677,6 @@ async fn search(
     if with_base {
         all.push(baseline.clone());
     }
-    let mut done: Vec<Vec<RunResult>> = vec![Vec::new(); all.len()];
     let mut round = Round {
         round: "final".to_string(),
         window_s: plan.final_window.as_secs_f64(),
@@ -561,18 +685,9 @@ async fn search(
         kept: alive.iter().map(Candidate::label).collect(),
         cut: Vec::new(),
     };
-    'trials: for t in 0..plan.final_trials {
-        for (k, c) in all.iter().enumerate() {
-            match runner.run("final", c, plan.final_window, t).await? {
-                Some(r) => done[k].push(r),
-                None => {
-                    stopped = true;
-                    break 'trials;
-                }
-            }
-        }
-    }
-    if stopped {
+    let (done, cut) = final_trials(runner, plan, &all, &mut round).await?;
+    if cut {
+        stopped = true;
         round
             .cut
             .push("the final trials were cut short (Ctrl-C or --time)".to_string());
@@ -584,11 +699,96 @@ async fn search(
     } else {
         finals.iter().find(|(c, _)| c == baseline).cloned()
     };
+    // Cut before the baseline's first final trial: its round-0 run says what was seen.
+    let base = match base {
+        Some((_, t)) if t.is_empty() => base_round0,
+        b => b,
+    };
     // Cut short before any final trial: the last round's single runs are what was decided.
     if finals.iter().all(|(_, t)| t.is_empty()) && !last.is_empty() {
         return Ok((last, base, rounds, true));
     }
     Ok((finals, base, rounds, stopped))
+}
+
+/// One round's runs, each candidate once, in order; in round 0 the baseline too (once, beside
+/// the candidates, not ranked with them: a search cut short still says what doing nothing
+/// costs), and a settings variant only when the final trials' least time at the runs'
+/// measured costs stays after it. Also true when the search stopped (Ctrl-C, or no time).
+async fn run_round(
+    runner: &mut Runner<'_>,
+    (plan, i, window): (&Plan, usize, Duration),
+    alive: &[Candidate],
+    baseline: &Candidate,
+    round: &mut Round,
+) -> Result<(Vec<(Candidate, RunResult)>, bool, Option<RunResult>)> {
+    let name = round.round.clone();
+    let mut ran: Vec<(Candidate, RunResult)> = Vec::new();
+    for c in alive {
+        if i == 0
+            && !c.settings.is_empty()
+            && runner.left() < window + runner.overhead_of(c) + runner.finals_floor(plan, baseline)
+        {
+            round.cut.push(format!(
+                "{} (out of time: runs took longer than planned, and the final trials come first)",
+                c.label()
+            ));
+            continue;
+        }
+        match runner.run(&name, c, window, 0).await? {
+            Some(r) => ran.push((c.clone(), r)),
+            None => {
+                round.ran = ran.iter().map(|(c, _)| c.label()).collect();
+                return Ok((ran, true, None));
+            }
+        }
+    }
+    round.ran = ran.iter().map(|(c, _)| c.label()).collect();
+    if i > 0 || !plan.baseline_in_round0 {
+        return Ok((ran, false, None));
+    }
+    match runner.run(&name, baseline, window, 0).await? {
+        Some(r) => {
+            round.ran.push(format!("{} (baseline)", baseline.label()));
+            Ok((ran, false, Some(r)))
+        }
+        None => Ok((ran, true, None)),
+    }
+}
+
+/// The final trials of `all`, interleaved so drift falls on every candidate alike; true when
+/// they were cut short (Ctrl-C, or no time for the next run).
+async fn final_trials(
+    runner: &mut Runner<'_>,
+    plan: &Plan,
+    all: &[Candidate],
+    round: &mut Round,
+) -> Result<(Vec<Vec<RunResult>>, bool)> {
+    // Fewer trials (never below 3) when the runs so far cost more than planned.
+    let per_trial: Duration = all
+        .iter()
+        .map(|c| plan.final_window + runner.overhead_of(c))
+        .sum();
+    let fit = (runner.left().as_secs_f64() / per_trial.as_secs_f64().max(1e-3)).floor() as usize;
+    round.trials = fit.clamp(plan::MIN_FINAL_TRIALS, plan.final_trials);
+    if round.trials < plan.final_trials {
+        round.cut.push(format!(
+            "{} of the {} planned trials (runs took longer than planned; {} run)",
+            plan.final_trials - round.trials,
+            plan.final_trials,
+            round.trials
+        ));
+    }
+    let mut done: Vec<Vec<RunResult>> = vec![Vec::new(); all.len()];
+    for t in 0..round.trials {
+        for (k, c) in all.iter().enumerate() {
+            match runner.run("final", c, plan.final_window, t).await? {
+                Some(r) => done[k].push(r),
+                None => return Ok((done, true)),
+            }
+        }
+    }
+    Ok((done, false))
 }
 
 mod render;

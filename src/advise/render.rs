@@ -27,7 +27,11 @@ fn pick_lines(o: &mut String, what: &str, p: &Pick, objective: Metric, md: bool)
             if t.passed { "met" } else { "NOT met" },
             show_interval(m, &t.interval),
             show(m, Some(t.limit)),
-            if t.passed { "" } else { "<-" }
+            match (&t.unknown, t.passed) {
+                (Some(why), _) => format!("<- {why}"),
+                (None, true) => String::new(),
+                (None, false) => "<-".to_string(),
+            }
         );
     }
 }
@@ -62,13 +66,22 @@ fn body(a: &Advice, md: bool) -> String {
     let e = &a.evidence;
     let _ = writeln!(
         o,
-        "{}evidence: {} candidates, {} runs, {} final trials each, {:.0} s",
+        "{}evidence: {} candidates ({} measured), {} runs, {} final trials each, {:.0} s",
         if md { "- " } else { "  " },
         e.candidates,
+        e.candidates - e.never_measured.len(),
         e.runs,
         e.final_trials,
         e.seconds
     );
+    if !e.never_measured.is_empty() {
+        let _ = writeln!(
+            o,
+            "{}never measured (cut up front, out of time): {}",
+            if md { "- " } else { "  " },
+            e.never_measured.join(", ")
+        );
+    }
     for r in &e.rounds {
         let _ = writeln!(
             o,

@@ -127,6 +127,14 @@ pub struct AdviseCmd {
     /// No progress bar and no status lines; the answer is still printed
     #[arg(long, short, help_heading = "Output")]
     pub quiet: bool,
+
+    /// Print the search's plan and stop, before any server starts
+    ///
+    /// The rounds (every named strategy in round 0, the settings variants that fit), the
+    /// final trials and the estimate; or, when --time is too short, the refusal with the
+    /// time the search needs (exit 2), as the search itself would.
+    #[arg(long, help_heading = "Output")]
+    pub plan_only: bool,
 }
 
 #[cfg(test)]

@@ -46,6 +46,7 @@ fn plan(cmd: AdviseCmd) -> Result<AdvicePlan, UsageError> {
             set: |k, v| RunFlags::default().set(k, v),
         },
         quiet: cmd.quiet,
+        plan_only: cmd.plan_only,
         resolve: resolver(cmd.scenario, cmd.flags),
         app: None,
     })

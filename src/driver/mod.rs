@@ -417,11 +417,12 @@ impl Driver {
         let counters_at_measure = ticked
             .as_ref()
             .map_or_else(|| self.run.counters.snapshot(), |t| t.counters_at_measure);
+        let cost_mark = ticked.as_ref().map(|t| t.cost_mark).unwrap_or_default();
         let mut timeline = ticked.map(|t| t.buckets).unwrap_or_default();
         // Requests in flight at the end of the window finish (or are abandoned) during the
         // drain: their figures go in one last bucket stamped when the drain ended, so the
         // timeline adds up to the totals.
-        if let Some(b) = timeline::drain_bucket(&self.run, &self.recorder, window) {
+        if let Some(b) = timeline::drain_bucket(&self.run, &self.recorder, window, cost_mark) {
             timeline.push(b);
         }
         self.tally

@@ -190,6 +190,11 @@ pub struct HerdModel {
     pub measured_peak: u64,
     /// Its loads in the window.
     pub loads: u64,
+    /// In a run with a fault: the part of the window the model's figures come from (its
+    /// undisturbed seconds), or null with the reason there is none; absent without a fault.
+    /// The peak is the whole window's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undisturbed: Option<super::Known<String>>,
 }
 
 /// The hottest key's counts at the end of a run (see [`crate::metrics::Cause`]'s tracker).
@@ -226,18 +231,59 @@ impl HerdModel {
             measured_mean: (h.leaders > 0).then(|| h.loads as f64 / h.leaders as f64),
             measured_peak: h.peak,
             loads: h.loads,
+            undisturbed: None,
         })
+    }
+
+    /// The model again from the undisturbed part of a window with a fault (its own counts and
+    /// seconds), or unknown with the reason there is none.
+    pub fn within(self, part: &Result<super::undisturbed::Part, String>) -> HerdModel {
+        match part {
+            Ok(p) => {
+                let c = &p.cost;
+                let h = HotCounts {
+                    key: self.key,
+                    requests: c.hot_requests,
+                    loads: c.hot_loads,
+                    leaders: c.hot_leaders,
+                    peak: self.measured_peak,
+                    fill_us: c.hot_fill_us,
+                    fills: c.hot_fills,
+                };
+                let m = HerdModel::of(&h, p.ms as f64 / 1000.0).unwrap_or(self);
+                HerdModel {
+                    undisturbed: Some(super::Known::Value(p.words.clone())),
+                    ..m
+                }
+            }
+            Err(why) => HerdModel {
+                key: self.key,
+                measured_peak: self.measured_peak,
+                undisturbed: Some(super::Known::Unknown(why.clone())),
+                ..HerdModel::default()
+            },
+        }
     }
 
     /// In one line: "herd of the hottest key (id 1, 812 req/s): 1 + λ·T = 1 + 812/s × 10.4 ms
     /// = 9.4 predicted per herd, 8.7 measured (peak 14)".
     pub fn line(&self) -> Option<String> {
+        if let Some(super::Known::Unknown(why)) = &self.undisturbed {
+            return Some(format!(
+                "hottest key (id {}): herd model unknown: {why}",
+                self.key
+            ));
+        }
         let (t, p) = (self.miss_to_write_back_ms?, self.predicted_mean?);
         let measured = self
             .measured_mean
             .map_or("none measured".to_string(), |m| format!("{m:.1} measured"));
+        let from = match &self.undisturbed {
+            Some(super::Known::Value(w)) => format!("; from {w}, the peak from the whole window"),
+            _ => String::new(),
+        };
         Some(format!(
-            "hottest key (id {}): model 1 + λ·T = 1 + {:.0}/s × {t:.1} ms = {p:.1} loads per herd under plain cache-aside; {measured} (peak {})",
+            "hottest key (id {}): model 1 + λ·T = 1 + {:.0}/s × {t:.1} ms = {p:.1} loads per herd under plain cache-aside; {measured} (peak {}){from}",
             self.key, self.requests_per_s, self.measured_peak
         ))
     }

@@ -3,11 +3,14 @@
 //! statement) and S the mean write-back, a hit costs G and a miss G + L + S, while without a
 //! cache every request costs L; so caching saves latency above h* = (G + S) / (L + S). A load
 //! measured under a cache meets a database the cache unburdens, so in a comparison that ran
-//! `no-cache` its L stands in for the others' ([`rebase`]), and `load_ms_from` says so.
+//! `no-cache` its L stands in for the others' ([`rebase`]), and `load_ms_from` says so. In a
+//! run with a fault, G, L, S, h* and the hit rate set against it come from the undisturbed
+//! part of the window ([`super::undisturbed`]), never from the fault's own commands.
 
 use serde::{Deserialize, Serialize};
 
-use super::RunResult;
+use super::undisturbed::Part;
+use super::{Known, RunResult};
 
 /// Where `load_ms` comes from when it is the run's own.
 pub const THIS_RUN: &str = "this run";
@@ -39,6 +42,17 @@ pub struct CostFigures {
     pub loads: u64,
     #[serde(default)]
     pub write_backs: u64,
+    /// Where G, L, S and h* were measured in a run with a fault: the undisturbed part of its
+    /// window ("the undisturbed 3.0 s of the 10.0 s window (outside the partition from 3.0 s
+    /// to 5.0 s and the 10s observation after it)"), or null with the reason when there is
+    /// none ("every second of the window was under a fault …"). Absent without a fault: the
+    /// whole window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undisturbed: Option<Known<String>>,
+    /// The hit rate over that same part, which h* is set against; absent without a fault
+    /// (the run's `hit_rate` is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hit_rate: Option<f64>,
 }
 
 /// h* from G, L and S (ms); None when a figure is missing or L + S is not positive.
@@ -70,6 +84,49 @@ impl CostFigures {
             redis_reads: reads,
             loads,
             write_backs,
+            undisturbed: None,
+            hit_rate: None,
+        }
+    }
+
+    /// From the undisturbed part of a window with a fault, or unknown (every figure null) with
+    /// the reason there is none.
+    pub fn of_part(part: &Result<Part, String>) -> CostFigures {
+        match part {
+            Ok(p) => {
+                let c = &p.cost;
+                CostFigures {
+                    undisturbed: Some(Known::Value(p.words.clone())),
+                    hit_rate: p.hit_rate(),
+                    ..CostFigures::measured(
+                        (c.read_us, c.reads),
+                        (c.load_us, c.loads),
+                        (c.write_back_us, c.write_backs),
+                    )
+                }
+            }
+            Err(why) => CostFigures {
+                undisturbed: Some(Known::Unknown(why.clone())),
+                load_ms_from: THIS_RUN.to_string(),
+                ..CostFigures::default()
+            },
+        }
+    }
+
+    /// The hit rate h* is set against: the undisturbed part's in a run with a fault, else
+    /// the run's.
+    pub fn set_against(&self, r: &RunResult) -> Option<f64> {
+        match &self.undisturbed {
+            Some(_) => self.hit_rate,
+            None => r.hit_rate.value(),
+        }
+    }
+
+    /// ", from the undisturbed 3.0 s of …" for a sentence; empty without a fault.
+    pub fn from_words(&self) -> String {
+        match &self.undisturbed {
+            Some(Known::Value(w)) => format!(", from {w}"),
+            _ => String::new(),
         }
     }
 
@@ -112,11 +169,17 @@ pub fn rebase(r: &mut RunResult, no_cache: &RunResult) -> bool {
 /// run's hit rate against it. None without a cost, or for a run without a cache.
 pub fn line(r: &RunResult) -> Option<String> {
     let c = r.cost.as_ref()?;
-    let ms = |v: Option<f64>| v.map_or_else(|| "—".to_string(), |v| format!("{v:.3}"));
+    let ms = |v: Option<f64>| v.map_or_else(|| "unknown".to_string(), |v| format!("{v:.3}"));
+    if let Some(Known::Unknown(why)) = &c.undisturbed {
+        return Some(format!(
+            "break-even hit rate unknown: {why}; whether caching pays is not judged from a fault's seconds"
+        ));
+    }
     if is_no_cache(r) {
         return Some(format!(
-            "no cache: every request loads, L {} ms (pool wait + statement); the break-even of a caching run in the same comparison takes this L",
-            ms(c.load_ms)
+            "no cache: every request loads, L {} ms (pool wait + statement){}; the break-even of a caching run in the same comparison takes this L",
+            ms(c.load_ms),
+            c.from_words()
         ));
     }
     let from = if c.load_ms_from == THIS_RUN {
@@ -128,26 +191,32 @@ pub fn line(r: &RunResult) -> Option<String> {
             ms(c.run_load_ms)
         )
     };
-    let verdict = match (c.break_even_hit_rate, r.hit_rate.value()) {
+    let verdict = match (c.break_even_hit_rate, c.set_against(r)) {
         (Some(h), _) if h >= 1.0 => {
             "; caching never pays off here: a hit costs more than a load".to_string()
         }
         (Some(h), Some(hr)) => format!(
-            "; hit rate {:.1}% is {} it: caching {} latency",
+            "; hit rate {:.1}%{} is {} it: caching {} latency",
             hr * 100.0,
+            if c.undisturbed.is_some() {
+                " over the same seconds"
+            } else {
+                ""
+            },
             if hr >= h { "above" } else { "below" },
             if hr >= h { "saves" } else { "costs" }
         ),
         _ => String::new(),
     };
     Some(format!(
-        "break-even hit rate {} = (G {} + S {}) / (L {} + S {}) ms, {from}{verdict}",
+        "break-even hit rate {} = (G {} + S {}) / (L {} + S {}) ms, {from}{}{verdict}",
         c.break_even_hit_rate
             .map_or_else(|| "unknown".to_string(), |h| format!("{:.1}%", h * 100.0)),
         ms(c.redis_read_ms),
         ms(c.write_back_ms),
         ms(c.load_ms),
         ms(c.write_back_ms),
+        c.from_words(),
     ))
 }
 
@@ -178,6 +247,10 @@ mod tests {
             "a dearer load lowers h*"
         );
         assert_eq!(r.load_ms_from, "no-cache");
+        let unknown =
+            CostFigures::of_part(&Err("every second of the window was under a fault".into()));
+        assert_eq!(unknown.break_even_hit_rate, None);
+        assert!(matches!(unknown.undisturbed, Some(Known::Unknown(_))));
         let none = CostFigures::measured((0, 0), (500, 1), (0, 0));
         assert_eq!((none.redis_read_ms, none.break_even_hit_rate), (None, None));
     }

@@ -160,7 +160,7 @@ pub fn diagnose(r: &RunResult) -> Vec<Diagnosis> {
 /// The hit rate below the break-even, with the figures it comes from.
 fn below_break_even(r: &RunResult) -> Option<String> {
     let c = r.cost.as_ref()?;
-    let (h, hr) = (c.break_even_hit_rate?, r.hit_rate.value()?);
+    let (h, hr) = (c.break_even_hit_rate?, c.set_against(r)?);
     if hr >= h {
         return None;
     }
@@ -171,12 +171,13 @@ fn below_break_even(r: &RunResult) -> Option<String> {
         format!(", L from {}", c.load_ms_from)
     };
     Some(format!(
-        "the hit rate {:.1}% is below the break-even {:.1}% (Redis read G {:.3} ms, load L {:.3} ms{from}, write-back S {:.3} ms: a hit costs G, a miss G + L + S): every request loading would have been faster on average; raise the hit rate (longer TTL, fewer keys) or do not cache loads this cheap",
+        "the hit rate {:.1}% is below the break-even {:.1}% (Redis read G {:.3} ms, load L {:.3} ms{from}, write-back S {:.3} ms: a hit costs G, a miss G + L + S{}): every request loading would have been faster on average; raise the hit rate (longer TTL, fewer keys) or do not cache loads this cheap",
         hr * 100.0,
         h * 100.0,
         ms(c.redis_read_ms),
         ms(c.load_ms),
         ms(c.write_back_ms),
+        c.from_words(),
     ))
 }
 

@@ -21,6 +21,7 @@ pub mod shard;
 pub mod stores;
 pub mod summary;
 pub mod sweep;
+pub mod undisturbed;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -57,7 +58,10 @@ pub use stores::{DbFigures, LockFigures, RedisFigures};
 /// string beside it (`thresholds[].unknown` is gone too); a merged result sums the counts
 /// the merge used to take from shard 0. No figure changed meaning: `check` reads and judges
 /// schemas 2, 3 and 4 together, converting the older forms on reading.
-pub const SCHEMA: u32 = 4;
+/// 5: a timeline bucket holds its cost inputs (`timeline[].cost`), and a run with a fault reads
+/// its break-even (`cost.undisturbed`, `cost.hit_rate`, `cost.unknown`) and its herd model
+/// (`db.herd_model.undisturbed`) from the undisturbed part of its window only.
+pub const SCHEMA: u32 = 5;
 
 /// Whether results of these two schema versions count the same things under the same names
 /// for the figures `check` judges: schema 1 counted DB calls and peaks differently; 2, 3 and
@@ -511,6 +515,11 @@ pub struct Bucket {
     /// (false) for a whole bucket.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub partial: bool,
+    /// The bucket's cost inputs (Redis reads, write-backs, loads and the hottest key's
+    /// counts), from which the break-even and the herd model of a run with a fault are read
+    /// outside the fault; absent when all are 0 (and in results before schema 5).
+    #[serde(default, skip_serializing_if = "undisturbed::BucketCost::is_zero")]
+    pub cost: undisturbed::BucketCost,
 }
 
 /// The timeline without its trailing partial buckets (the drain, an interrupted last
@@ -544,6 +553,7 @@ impl Default for Bucket {
             breaker_open: false,
             stale_reads: 0,
             writes: 0,
+            cost: undisturbed::BucketCost::default(),
         }
     }
 }

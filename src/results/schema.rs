@@ -82,10 +82,10 @@ pub fn results() -> Value {
     required_in_both(&mut schema, read.as_value());
     schema["title"] = "stampede results file".into();
     schema["description"] = format!("One run's results as `stampede run --out FILE` writes them (and `compare --out`, `merge --out`), layout version {SCHEMA}: every figure with its unit, the scenario that produced them, the latency histograms and the timeline.").into();
-    // The layouts this schema describes: 4, and 2 and 3, whose files have the same shape (3
-    // lets a figure be null with a reason beside it, 4 moves the reasons into `unknown`), so
-    // the CI baseline and older results validate too.
-    schema["properties"]["schema"]["enum"] = serde_json::json!([2, 3, SCHEMA]);
+    // The layouts this schema describes: 5, and 2, 3 and 4, whose files have the same shape
+    // (3 lets a figure be null with a reason beside it, 4 moves the reasons into `unknown`, 5
+    // adds optional fields), so the CI baseline and older results validate too.
+    schema["properties"]["schema"]["enum"] = serde_json::json!([2, 3, 4, SCHEMA]);
     // Written by `known::lift`, not by a field: the reasons of the figures that are null.
     schema["properties"]["unknown"] = serde_json::json!({
         "description": "Why each unknown figure is null: field path (`db.calls`, `thresholds[0].measured`) → reason. Absent when every figure is known.",
@@ -185,7 +185,7 @@ mod tests {
         let r = results();
         assert_eq!(
             r["properties"]["schema"]["enum"],
-            serde_json::json!([2, 3, SCHEMA])
+            serde_json::json!([2, 3, 4, SCHEMA])
         );
         // A duration is written as humantime writes it, not in every form it reads.
         let d = &r["definitions"]["Duration"];

@@ -71,6 +71,9 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
         .map(|d| results::faults::reports(&d.records, results::whole(&raw.timeline)))
         .unwrap_or_default();
     let (redis_pids, postgres_pids) = pids(env, faults.as_ref(), first_redis_pid, first_pg_pid);
+    // A fault's seconds (and those observed after it) are not caching's: the break-even and
+    // the herd model of a run with a fault are read from the rest of its window.
+    let part = results::undisturbed::of(sc, &fault_reports, &raw.timeline);
     let mut r = RunResult {
         schema: results::SCHEMA,
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -97,11 +100,14 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
             writes_server,
         ),
         // L is the load as the app waits for it: its pool wait, then its statement.
-        cost: Some(results::cost::CostFigures::measured(
-            (raw.cost.read_us, raw.cost.reads),
-            (raw.db.pool_wait_us + raw.db.statement_us, raw.db.calls),
-            (raw.cost.write_back_us, raw.cost.write_backs),
-        )),
+        cost: Some(match &part {
+            Some(p) => results::cost::CostFigures::of_part(p),
+            None => results::cost::CostFigures::measured(
+                (raw.cost.read_us, raw.cost.reads),
+                (raw.db.pool_wait_us + raw.db.statement_us, raw.db.calls),
+                (raw.cost.write_back_us, raw.cost.write_backs),
+            ),
+        }),
         redis: redis_figures(
             sc,
             &raw,
@@ -149,6 +155,9 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
         shard: None,
         merged: None,
     };
+    if let Some(p) = &part {
+        r.db.herd_model = r.db.herd_model.take().map(|m| m.within(p));
+    }
     r.recovery =
         results::recovery::judge(sc, &r.faults, results::whole(&r.timeline), r.app.is_some());
     r.thresholds = r.judge(&sc.thresholds);

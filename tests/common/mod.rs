@@ -1,6 +1,8 @@
 //! Shared helpers for the integration tests: run the real binary (which starts its own Redis
 //! and Postgres on free loopback ports), read its JSON, and check that nothing it started
-//! outlives it.
+//! outlives it. Everything these helpers capture (stdout, stderr, the files read back) is
+//! scanned for a figure printed as NaN or infinity: an unknown figure is written `unknown`
+//! with its reason, never as a number it is not.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -164,6 +166,46 @@ pub fn cpu_turn() -> CpuTurn {
     }
 }
 
+/// Fails the test when `text` holds a figure printed as NaN or infinity: the number-like
+/// tokens `NaN`, `inf`, `-inf`, `inf%`, `infinity` (any case), never the words that contain
+/// them (`info`, `max_inflight`, `infinite`, `isNaN`) nor a run of base64 (a histogram) or a
+/// path that happens to hold the letters.
+pub fn assert_no_nan_or_inf(what: &str, text: &str) {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = RE.get_or_init(|| {
+        regex::Regex::new(r"(?i)(?:^|[^a-z0-9_.+/])(-?(?:nan|inf(?:inity)?)%?)(?:[^a-z0-9_+/]|$)")
+            .expect("the NaN/inf pattern")
+    });
+    if let Some(m) = re.captures(text).and_then(|c| c.get(1)) {
+        let from = text[..m.start()]
+            .char_indices()
+            .rev()
+            .nth(80)
+            .map_or(0, |(i, _)| i);
+        let to = text[m.end()..]
+            .char_indices()
+            .nth(80)
+            .map_or(text.len(), |(i, _)| m.end() + i);
+        panic!(
+            "{what} prints the figure {:?} (an unknown figure must read `unknown` with its reason): …{}…",
+            m.as_str(),
+            &text[from..to]
+        );
+    }
+}
+
+/// [`assert_no_nan_or_inf`] on a finished command's stdout and stderr.
+pub fn assert_output_has_no_nan_or_inf(what: &str, o: &Output) {
+    assert_no_nan_or_inf(
+        &format!("{what} (stdout)"),
+        &String::from_utf8_lossy(&o.stdout),
+    );
+    assert_no_nan_or_inf(
+        &format!("{what} (stderr)"),
+        &String::from_utf8_lossy(&o.stderr),
+    );
+}
+
 /// `stampede run ARGS --out <tmp>/r.json --quiet`, whatever the exit code.
 pub fn run(args: &[&str]) -> Run {
     let _turn = cpu_turn();
@@ -177,6 +219,7 @@ pub fn run(args: &[&str]) -> Run {
         .arg("--quiet")
         .output()
         .expect("running stampede");
+    assert_output_has_no_nan_or_inf(&format!("stampede run {args:?}"), &output);
     let json = read_json(&out).unwrap_or(Value::Null);
     Run { output, json, dir }
 }
@@ -184,7 +227,9 @@ pub fn run(args: &[&str]) -> Run {
 /// A JSON file; a run's results are checked on the way: their DB calls by cause add up to
 /// the DB calls (every test that reads results checks it).
 pub fn read_json(p: &Path) -> Option<Value> {
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok()?;
+    let text = std::fs::read_to_string(p).ok()?;
+    assert_no_nan_or_inf(&p.display().to_string(), &text);
+    let v: Value = serde_json::from_str(&text).ok()?;
     assert_causes_add_up(&v, p);
     Some(v)
 }
@@ -383,6 +428,7 @@ pub fn cleanup(args: &[&str]) -> (i32, String) {
         .args(args)
         .output()
         .expect("running stampede cleanup");
+    assert_output_has_no_nan_or_inf("stampede cleanup", &o);
     (
         o.status.code().unwrap_or(-1),
         format!(

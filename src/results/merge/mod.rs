@@ -368,6 +368,13 @@ fn finish(m: &mut RunResult) -> Result<()> {
         .iter()
         .map(|(k, v)| Ok((k.clone(), Latency::of(&decode(v, "per-outcome histogram")?))))
         .collect::<Result<_>>()?;
+    // A run with a fault: its break-even from the merged timeline's undisturbed part.
+    if let (Some(c), Some(part)) = (
+        &mut m.cost,
+        super::undisturbed::of(&m.scenario, &m.faults, &m.timeline),
+    ) {
+        *c = super::cost::CostFigures::of_part(&part);
+    }
     let g = &mut m.generator;
     let requests = m.requests.scheduled + m.requests.warmup;
     g.cpu_per_request_us = if requests == 0 {

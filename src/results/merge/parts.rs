@@ -408,6 +408,7 @@ impl Merge for Bucket {
             goodput,
             retries,
             partial,
+            cost,
         } = o;
         // Placed on the wall clock by the run, which knows both shards' starts.
         by_parent(&mut self.t_ms, t_ms);
@@ -430,6 +431,7 @@ impl Merge for Bucket {
         sum(&mut self.goodput, goodput);
         sum(&mut self.retries, retries);
         any(&mut self.partial, partial);
+        self.cost.add(cost);
         Ok(())
     }
 }
@@ -483,6 +485,8 @@ impl Merge for CostFigures {
             redis_reads,
             loads,
             write_backs,
+            undisturbed,
+            hit_rate,
         } = o;
         weighted_mean(
             &mut self.redis_read_ms,
@@ -504,6 +508,9 @@ impl Merge for CostFigures {
         recomputed(&mut self.load_ms, load_ms);
         recomputed(&mut self.load_ms_from, load_ms_from);
         recomputed(&mut self.break_even_hit_rate, break_even_hit_rate);
+        // A run with a fault: read again from the merged timeline once every shard is in.
+        recomputed(&mut self.undisturbed, undisturbed);
+        recomputed(&mut self.hit_rate, hit_rate);
         self.load_ms = self.run_load_ms;
         self.load_ms_from = THIS_RUN.to_string();
         self.break_even_hit_rate = break_even(self.redis_read_ms, self.load_ms, self.write_back_ms);

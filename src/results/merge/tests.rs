@@ -110,6 +110,8 @@ const RULES: &[(&str, Rule)] = &[
     ("cost.redis_reads", Sum),
     ("cost.loads", Sum),
     ("cost.write_backs", Sum),
+    ("cost.undisturbed", Same),
+    ("cost.hit_rate", Same),
     ("l1.hits", Sum),
     ("l1.hit_rate", Recomputed),
     ("l1.redis_hit_rate", Recomputed),
@@ -160,6 +162,7 @@ const RULES: &[(&str, Rule)] = &[
     ("timeline[].goodput", Sum),
     ("timeline[].retries", Sum),
     ("timeline[].partial", Same),
+    ("timeline[].cost", Sum),
     ("faults", Same), // the shard's that executed them
     ("recovery", Recomputed),
     ("breaker", Concat),
