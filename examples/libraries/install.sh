@@ -24,7 +24,7 @@ debian=(
 )
 failed=()
 
-installed_version() { dpkg-query -W -f='${Status} ${Version}\n' "$1" 2>/dev/null | awk '$3 == "installed" {print $4}'; }
+installed_version() { { dpkg-query -W -f='${Status} ${Version}\n' "$1" 2>/dev/null || true; } | awk '$3 == "installed" {print $4}'; }
 
 if ! command -v apt-get >/dev/null 2>&1; then
   echo "examples/libraries needs these Debian packages (or your system's equivalents): ${debian[*]}" >&2
