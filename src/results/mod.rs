@@ -272,10 +272,15 @@ pub struct AppFigures {
     pub variant: Option<String>,
     #[serde(default)]
     pub env: Vec<String>,
-    /// The app's process id when stampede started it (`--app-cmd`), null otherwise.
+    /// The app's process id when stampede started it (`--app-cmd`), null otherwise; with
+    /// `--instances` above 1, instance 0's (every one is in `processes`).
     pub pid: Option<u32>,
-    /// Where its output went.
+    /// Where its output went (instance 0's with several).
     pub log: Option<String>,
+    /// Every process `--app-cmd` started, one per instance, when it started more than one
+    /// (absent for one, as before instances were started).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<AppProcess>,
     /// How long it took to be ready, ms.
     pub ready_ms: Option<u64>,
     /// Which statements `db.calls` counts.
@@ -295,6 +300,18 @@ pub struct AppFigures {
     /// Why a figure is missing or what it includes.
     #[serde(default)]
     pub notes: Vec<String>,
+}
+
+/// One process of the app under test that `--app-cmd` started.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct AppProcess {
+    /// Its `INSTANCE`, 0 to `--instances` - 1.
+    pub instance: u32,
+    /// Its `PORT`.
+    pub port: u16,
+    pub pid: Option<u32>,
+    /// Where its output went.
+    pub log: String,
 }
 
 /// What the cache held when traffic started.

@@ -11,6 +11,7 @@ pub mod freshness;
 pub mod invalidate;
 pub mod lock;
 pub mod policy;
+pub mod reference;
 pub mod schema;
 pub mod single_flight;
 pub mod write_back;
@@ -18,6 +19,8 @@ pub mod write_back;
 use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use reference::{RefApp, Reference};
 
 /// When a cached value is loaded again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -149,6 +152,8 @@ pub struct LibraryDecl {
     pub for_name: &'static str,
     pub title: &'static str,
     pub render: fn(&adopt::Terms) -> adopt::Rendered,
+    /// The real library `conform` runs beside the preset, or why there is none here.
+    pub reference: reference::Reference,
 }
 
 /// The libraries, in the order docs/strategies.md lists their presets.
@@ -159,6 +164,9 @@ pub static LIBRARIES: [LibraryDecl; 6] = [
         for_name: "laravel",
         title: "Laravel",
         render: adopt::laravel,
+        reference: Reference::Missing(
+            "Laravel 11's Cache::flexible comes with the Laravel framework from Composer (Packagist), which is not installed here; Debian 12 packages no Laravel",
+        ),
     },
     LibraryDecl {
         preset: "rails-race-ttl",
@@ -166,6 +174,13 @@ pub static LIBRARIES: [LibraryDecl; 6] = [
         for_name: "rails",
         title: "Rails",
         render: adopt::rails,
+        reference: Reference::App(RefApp {
+            dir: "rails",
+            measured: "ActiveSupport 6.1.7.10 RedisCacheStore (Debian 12), puma 5.6.5",
+            env: reference::rails_env,
+            caveats: reference::rails_caveats,
+            tells_stale: false,
+        }),
     },
     LibraryDecl {
         preset: "symfony",
@@ -173,6 +188,13 @@ pub static LIBRARIES: [LibraryDecl; 6] = [
         for_name: "symfony",
         title: "Symfony",
         render: adopt::symfony,
+        reference: Reference::App(RefApp {
+            dir: "symfony",
+            measured: "Symfony Cache 5.4.53 (Debian 12 php-symfony-cache), phpredis 5.3.7, php-fpm 8.2",
+            env: reference::symfony_env,
+            caveats: reference::symfony_caveats,
+            tells_stale: false,
+        }),
     },
     LibraryDecl {
         preset: "caffeine-refresh",
@@ -180,6 +202,13 @@ pub static LIBRARIES: [LibraryDecl; 6] = [
         for_name: "caffeine",
         title: "Caffeine",
         render: adopt::caffeine,
+        reference: Reference::App(RefApp {
+            dir: "caffeine",
+            measured: "Caffeine 2.6.2 (Debian 12 libcaffeine-java), OpenJDK 17",
+            env: reference::caffeine_env,
+            caveats: reference::caffeine_caveats,
+            tells_stale: false,
+        }),
     },
     LibraryDecl {
         preset: "spring-sync",
@@ -187,6 +216,9 @@ pub static LIBRARIES: [LibraryDecl; 6] = [
         for_name: "spring",
         title: "Spring",
         render: adopt::spring,
+        reference: Reference::Missing(
+            "Spring's @Cacheable(sync = true) needs a Spring application built from Maven Central, which is not used here; Debian 12's Spring jars make no working app of it",
+        ),
     },
     LibraryDecl {
         preset: "fusion",
@@ -194,6 +226,9 @@ pub static LIBRARIES: [LibraryDecl; 6] = [
         for_name: "fusioncache",
         title: "FusionCache",
         render: adopt::fusioncache,
+        reference: Reference::Missing(
+            "FusionCache is a .NET library (NuGet), and no .NET SDK is installed here",
+        ),
     },
 ];
 
