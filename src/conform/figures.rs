@@ -244,10 +244,20 @@ pub fn build(
     ];
     if !sides.preset.faults.is_empty() {
         let back = |r: &RunResult| u(r.recovery.as_ref().and_then(|v| v.back_ms));
+        // Unknown on a side when no trial of it came back: its verdict's reason says why.
+        let why = |runs: &[RunResult]| {
+            runs.iter().all(|r| back(r).is_none()).then(|| {
+                runs.iter()
+                    .find_map(|r| r.recovery.as_ref())
+                    .map_or("no trial judged the recovery".to_string(), |v| {
+                        format!("{}: {}", v.verdict.name(), v.reason)
+                    })
+            })
+        };
         figures.push(judge(
             RECOVERY,
-            SideValues::of(values(preset, back), None),
-            SideValues::of(values(library, back), None),
+            SideValues::of(values(preset, back), why(preset)),
+            SideValues::of(values(library, back), why(library)),
         ));
     }
     let stale_unknown = (!sides.app.tells_stale).then(|| {

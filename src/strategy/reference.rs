@@ -68,9 +68,8 @@ pub fn rails_env(sc: &Scenario) -> Vec<(String, String)> {
 }
 
 pub fn rails_caveats(sc: &Scenario) -> Vec<String> {
-    let mut out = vec![
-        "ActiveSupport 6.1 is measured (Debian 12); the preset follows Rails 7, whose race_condition_ttl works the same way".to_string(),
-    ];
+    let mut out =
+        vec!["ActiveSupport 6.1 is measured (Debian 12); the preset names Rails 7".to_string()];
     let s = sc.stale.0.as_millis();
     if s > 0 && s % 1000 != 0 {
         out.push(format!(
