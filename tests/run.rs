@@ -24,7 +24,7 @@ fn cache_aside_counts_agree_with_the_servers() {
         "2ms",
     ]);
     let j = &r.json;
-    assert_eq!(j["schema"], 4);
+    assert_eq!(j["schema"], 5);
     assert_eq!(j["strategy"], "cache-aside");
     assert_eq!(j["interrupted"], false);
     // Constant arrivals: exactly rate x duration requests are scheduled.

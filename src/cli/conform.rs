@@ -11,9 +11,9 @@ use super::RunFlags;
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Conform")]
 pub struct ConformCmd {
-    /// The library: its `advise --for` name or its preset (symfony, rails, caffeine, …).
+    /// The library to measure: symfony, rails or caffeine (or its preset's name).
     ///
-    /// The preset runs through the built-in app and the library through its reference app in
+    /// Its `advise --for` name or its preset (rails-race-ttl, …). The preset runs through the built-in app and the library through its reference app in
     /// examples/libraries/<library> (started with --app-cmd, one process per --instances),
     /// on the same servers, seed, window and cold start. Libraries without a reference app
     /// here (laravel, spring, fusioncache) are refused with the reason.
@@ -33,8 +33,8 @@ pub struct ConformCmd {
     ///
     /// Trial t runs both sides on seed + t, one after the other (their order alternating);
     /// the interval of a figure is its range over the trials.
-    #[arg(long, value_name = "N", default_value_t = 3, help_heading = "Conform")]
-    pub trials: u32,
+    #[arg(long, value_name = "N", help_heading = "Conform")]
+    pub trials: Option<u32>,
 
     /// Where the reference apps are [default: examples/libraries]
     ///
@@ -43,16 +43,18 @@ pub struct ConformCmd {
     #[arg(long, value_name = "DIR", help_heading = "Conform")]
     pub apps: Option<PathBuf>,
 
-    /// With the reference app: time allowed to get ready [default: 60s]
+    /// Time the reference app may take to be ready [default: 60s]
     ///
-    /// A JVM or php-fpm takes a few seconds to start on a busy machine.
+    /// A JVM or php-fpm takes a few seconds to start on a busy machine; every instance's
+    /// process must be ready by then.
     #[arg(long, value_name = "DURATION", help_heading = "Conform")]
     pub app_ready_timeout: Option<crate::values::Dur>,
 
     /// Write the comparison and every trial's results to DIR.
     ///
     /// DIR/conform.json and DIR/conform.md (the table), and each side's trials as compare
-    /// writes them: DIR/<side>/trial-N.json.
+    /// writes them: DIR/<side>/trial-N.json (DIR/<side>.json for one trial); the library's
+    /// side is named <library>-library.
     #[arg(long, value_name = "DIR", help_heading = "Output")]
     pub out: Option<PathBuf>,
 
@@ -61,4 +63,11 @@ pub struct ConformCmd {
     /// Errors are still printed.
     #[arg(long, short, help_heading = "Output")]
     pub quiet: bool,
+}
+
+impl ConformCmd {
+    /// `--trials`, 3 when not given.
+    pub fn trials(&self) -> u32 {
+        self.trials.unwrap_or(3)
+    }
 }

@@ -84,6 +84,13 @@ const RECOVERY: Rule = Rule {
     abs: 1000.0,
     rel: 0.25,
 };
+const AFTER_SHOCK: Rule = Rule {
+    key: "db_calls_after_shock",
+    title: "DB calls in the 1 s after the shock",
+    unit: "",
+    abs: 2.0,
+    rel: 0.25,
+};
 const STALE: Rule = Rule {
     key: "stale_answers",
     title: "stale answers",
@@ -254,6 +261,13 @@ pub fn build(
                     })
             })
         };
+        // The herd the shock set off: the DB calls in the second after its first fault.
+        let after = |r: &RunResult| u(r.faults.first().map(|f| f.recovery_stampede));
+        figures.push(judge(
+            AFTER_SHOCK,
+            SideValues::of(values(preset, after), None),
+            SideValues::of(values(library, after), None),
+        ));
         figures.push(judge(
             RECOVERY,
             SideValues::of(values(preset, back), why(preset)),

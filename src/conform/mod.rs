@@ -94,7 +94,7 @@ fn refuse_warm(cmd: &ConformCmd) -> Result<(), UsageError> {
             "--warmup: conform measures both sides from the same cold start; drop --warmup",
         ));
     }
-    if cmd.trials == 0 {
+    if cmd.trials() == 0 {
         return Err(UsageError::new("--trials must be 1 or more"));
     }
     Ok(())

@@ -57,7 +57,12 @@ pub use stores::{DbFigures, LockFigures, RedisFigures};
 /// string beside it (`thresholds[].unknown` is gone too); a merged result sums the counts
 /// the merge used to take from shard 0. No figure changed meaning: `check` reads and judges
 /// schemas 2, 3 and 4 together, converting the older forms on reading.
-pub const SCHEMA: u32 = 4;
+/// 5: `--app-cmd` starts one process per `--instances` (`app.processes` lists them; `app.pid`
+/// and `app.log` are instance 0's), so an app under test's figures with `--instances` N are N
+/// processes' where they were one's; a 1-process built-in run may carry ledger herds
+/// (`scenario.load_via_ledger`, set by `conform`). No built-in figure changed meaning: `check`
+/// reads and judges schemas 2 to 5 together.
+pub const SCHEMA: u32 = 5;
 
 /// Whether results of these two schema versions count the same things under the same names
 /// for the figures `check` judges: schema 1 counted DB calls and peaks differently; 2, 3 and

@@ -146,17 +146,19 @@ async fn probe(url: &str, timeout: Duration) -> Result<()> {
     }
 }
 
-/// How many connections the run opens to each of the app's `processes`: `--http-conns`, by
-/// default 64 or one per closed-loop client if there are more (a client never waits for
-/// another's connection), shared out between the processes as the requests are.
-fn connections(t: &TargetSpec, sc: &Scenario, processes: usize) -> usize {
+/// How many connections the run opens to process `i` of the app's `processes`:
+/// `--http-conns`, by default 64 or one per closed-loop client if there are more (a client
+/// never waits for another's connection), shared out between the processes as the requests
+/// are, so that together they open no more (but at least one each).
+fn connections(t: &TargetSpec, sc: &Scenario, i: usize, processes: usize) -> usize {
     const DEFAULT: u32 = 64;
     let clients = match sc.load {
         crate::scenario::LoadShape::Closed { clients } => clients,
         crate::scenario::LoadShape::Open { .. } => 0,
     };
     let all = t.http_conns.unwrap_or(DEFAULT.max(clients)).max(1) as usize;
-    all.div_ceil(processes.max(1))
+    let n = processes.max(1);
+    (all / n + usize::from(i < all % n)).max(1)
 }
 
 /// One process of the app started and ready, when stampede starts it.
@@ -305,9 +307,11 @@ async fn measure(
     let memory_config = super::memory::configure(sc, env, setup.admin)
         .await
         .context("setting the managed Redis's memory limit")?;
-    // One process per instance when stampede starts the app; one URL when it is running.
+    // One process per instance when stampede starts the app (one when the target has no
+    // {port}: the instances could not have ports of their own); one URL when it is running.
+    let own_ports = t.url.contains(target::PORT_MARK);
     let ports = match &t.app_cmd {
-        Some(_) => free_ports(sc.instances.max(1))?,
+        Some(_) => free_ports(if own_ports { sc.instances.max(1) } else { 1 })?,
         None => Vec::new(),
     };
     let urls: Vec<String> = match ports.as_slice() {
@@ -315,10 +319,10 @@ async fn measure(
         p => p.iter().map(|&p| t.url_for(Some(p))).collect(),
     };
     let mut started = start_apps(sc, t, env, setup, app_role, &ports, &shutdown, status).await?;
-    let conns = connections(t, sc, urls.len());
     let mut http = Vec::with_capacity(urls.len());
-    for url in &urls {
+    for (i, url) in urls.iter().enumerate() {
         probe(url, t.http_timeout.0).await?;
+        let conns = connections(t, sc, i, urls.len());
         http.push(Arc::new(HttpTarget::new(t, url, conns)?));
     }
     let driver = Driver::for_targets(sc, &http);
@@ -352,6 +356,13 @@ async fn measure(
     let restarted = lifecycle::redis_restarted(faults.as_ref());
     let memory = super::memory::figures(sc, setup.admin, memory_config.as_ref(), restarted).await;
     let mut notes = Vec::new();
+    if t.app_cmd.is_some() && !own_ports && sc.instances > 1 {
+        notes.push(format!(
+            "--target has no {}: one process of the app was started, not --instances {} (each instance needs a port of its own)",
+            target::PORT_MARK,
+            sc.instances
+        ));
+    }
     let several = started.len() > 1;
     let mut processes = Vec::with_capacity(started.len());
     for (i, s) in started.iter_mut().enumerate() {
