@@ -149,10 +149,13 @@ fn judge(rule: Rule, preset: SideValues, library: SideValues) -> Figure {
         f.preset.median.unwrap_or(0.0),
         f.library.median.unwrap_or(0.0),
     );
-    f.ratio = match (p, l) {
-        (p, _) if p > 0.0 => Some(l / p),
-        (_, l) if l == 0.0 => Some(1.0),
-        _ => None,
+    // Both none: the same; the preset none and the library some: no finite ratio.
+    f.ratio = if p > 0.0 {
+        Some(l / p)
+    } else if l <= 0.0 {
+        Some(1.0)
+    } else {
+        None
     };
     let meet = f.preset.min <= f.library.max && f.library.min <= f.preset.max;
     let gap = (l - p).abs();

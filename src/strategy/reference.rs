@@ -71,7 +71,7 @@ pub fn rails_caveats(sc: &Scenario) -> Vec<String> {
     let mut out =
         vec!["ActiveSupport 6.1 is measured (Debian 12); the preset names Rails 7".to_string()];
     let s = sc.stale.0.as_millis();
-    if s > 0 && s % 1000 != 0 {
+    if s > 0 && !s.is_multiple_of(1000) {
         out.push(format!(
             "ActiveSupport 6.1 takes race_condition_ttl in whole seconds (to_i): the app's is {} s where the preset's stale window is {}",
             s / 1000,
