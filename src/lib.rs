@@ -11,6 +11,7 @@ pub mod cache;
 pub mod cli;
 pub mod cluster;
 pub mod commands;
+mod conform;
 mod driver;
 pub mod error;
 pub mod exporter;

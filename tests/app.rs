@@ -1,7 +1,8 @@
 //! The app under test (`--target`), on real servers: stampede starts the example app
 //! (examples/app) with `--app-cmd`, drives it over HTTP and reads its figures from the
 //! servers. The herds come from the load ledger, the DB calls from pg_stat_statements; the
-//! app is never left running.
+//! app is never left running. `conform` runs the Symfony and Rails reference apps
+//! (examples/libraries) beside their presets.
 
 use crate::common;
 
@@ -55,6 +56,8 @@ fn variants_herd_only_under_cache_aside_and_db_calls_match_the_ledger() {
     // A hot key (Zipf 1.2 over 50 keys) whose entry expires every second.
     let out = stampede()
         .args(["compare", "--target", TARGET, "--app-cmd", app])
+        // One process: single-flight is per process (two would make a herd of two).
+        .args(["--instances", "1"])
         .args(["--variant", "cache-aside=APP_STRATEGY=cache-aside"])
         .args(["--variant", "single-flight=APP_STRATEGY=single-flight"])
         .args(["--variant", "lock=APP_STRATEGY=lock"])
@@ -458,5 +461,140 @@ fn an_app_on_external_servers_is_measured_by_the_server_or_refused_with_the_fix(
         schemas_named_shop(&pu),
         0,
         "the schema --schema named was left behind"
+    );
+}
+
+/// `conform --library NAME` on a cold hot key, short enough (3 s of a 30 s TTL) that the cold
+/// miss is the only one: 8 clients over 2 instances, loads of 200 ms so a herd overlaps. Both
+/// sides' trials and the comparison, read back from --out.
+fn conform(library: &str, extra: &[&str]) -> (Value, tempfile::TempDir) {
+    let _turn = cpu_turn();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = stampede()
+        .args(["conform", "--library", library, "--trials", "2", "--quiet"])
+        .args(["--clients", "8", "--instances", "2", "--keys", "1"])
+        .args(["--ttl", "30s", "--duration", "3s", "--db-cost", "200ms"])
+        .args(extra)
+        .arg("--out")
+        .arg(dir.path())
+        .output()
+        .expect("running stampede conform");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "conform --library {library} failed (its runtime is installed by scripts/install-deps --for-tests): {stderr}"
+    );
+    let c = read_json(&dir.path().join("conform.json"))
+        .unwrap_or_else(|| panic!("conform.json missing: {stderr}"));
+    (c, dir)
+}
+
+/// A figure of conform.json: its verdict and each side's (lowest, highest) over the trials.
+fn figure(c: &Value, key: &str) -> (String, (f64, f64), (f64, f64)) {
+    let fig = c["figures"]
+        .as_array()
+        .and_then(|a| a.iter().find(|x| x["key"] == key))
+        .unwrap_or_else(|| panic!("no figure {key} in {c}"));
+    let side = |s: &str| (f(&fig[s], "/min"), f(&fig[s], "/max"));
+    (
+        fig["verdict"].as_str().unwrap_or("").to_string(),
+        side("preset"),
+        side("library"),
+    )
+}
+
+/// Every trial of the library's side: its loads went through the ledger and were counted
+/// exactly (ledger loads = the server's calls), by two processes of the app, both stopped.
+fn library_trials_counted_exactly(dir: &std::path::Path, side: &str) -> Vec<Value> {
+    (1..=2)
+        .map(|t| {
+            let p = dir.join(side).join(format!("trial-{t}.json"));
+            let v = read_json(&p).unwrap_or_else(|| panic!("{} missing", p.display()));
+            assert_eq!(
+                v.pointer("/app/ledger_loads").and_then(Value::as_u64),
+                Some(u(&v, "/db/calls")),
+                "{side} trial {t}: ledger and pg_stat_statements disagree: {}",
+                v["app"]
+            );
+            let procs = v["app"]["processes"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            assert_eq!(
+                procs.len(),
+                2,
+                "{side}: one process per instance: {}",
+                v["app"]
+            );
+            assert_ne!(procs[0]["port"], procs[1]["port"]);
+            for p in &procs {
+                let pid = u(p, "/pid") as u32;
+                assert!(!alive(pid), "{side}: the app (pid {pid}) outlived its run");
+            }
+            assert_eq!(u(&v, "/http/errors") + u(&v, "/http/timeouts"), 0, "{side}");
+            v
+        })
+        .collect()
+}
+
+/// Rails' race_condition_ttl takes no lock: at the cold miss every client loads, in the
+/// library (puma's threads) and in its preset alike.
+#[test]
+fn rails_and_its_preset_herd_every_client_at_a_cold_miss() {
+    let (c, dir) = conform("rails", &[]);
+    assert_eq!(c["preset"], "rails-race-ttl");
+    for key in ["db_calls", "peak_herd"] {
+        let (verdict, preset, library) = figure(&c, key);
+        assert_eq!(verdict, "agrees", "{key}: {c}");
+        // 8 clients, each its own load of the key (a late one may start after the first
+        // ended: at least 6 at once).
+        for (side, (lo, hi)) in [("preset", preset), ("library", library)] {
+            let floor = if key == "db_calls" { 8.0 } else { 6.0 };
+            assert!(lo >= floor && hi <= 8.0, "{key} {side}: {lo}-{hi}: {c}");
+        }
+    }
+    library_trials_counted_exactly(dir.path(), "rails-library");
+}
+
+/// Symfony's lock is an flock per host: one load per instance at the cold miss, in the library
+/// (each instance with its own lock files) and in its preset (single-flight per instance); a
+/// drop-cache empties the app's keys under CACHE_PREFIX and each instance loads once more.
+#[test]
+fn symfony_and_its_preset_load_once_per_instance_and_after_a_drop() {
+    let (c, dir) = conform("symfony", &["--fault", "drop-cache@1500ms"]);
+    assert_eq!(c["preset"], "symfony");
+    let (verdict, preset, library) = figure(&c, "peak_herd");
+    assert_eq!(verdict, "agrees", "{c}");
+    for (side, (lo, hi)) in [("preset", preset), ("library", library)] {
+        assert!(lo >= 1.0 && hi <= 2.0, "peak herd {side}: {lo}-{hi}: {c}");
+    }
+    let (verdict, preset, library) = figure(&c, "db_calls");
+    assert_eq!(verdict, "agrees", "{c}");
+    // The cold miss and the drop: one load per instance each.
+    for (side, (lo, hi)) in [("preset", preset), ("library", library)] {
+        assert!(lo >= 2.0 && hi <= 4.0, "db calls {side}: {lo}-{hi}: {c}");
+    }
+    for v in library_trials_counted_exactly(dir.path(), "symfony-library") {
+        assert!(
+            v.pointer("/faults/0/removed").and_then(Value::as_u64) >= Some(1),
+            "the drop removed none of the app's keys: {}",
+            v["faults"]
+        );
+    }
+}
+
+/// A library with no reference app here is refused before anything starts, saying why.
+#[test]
+fn a_library_that_cannot_be_installed_here_is_refused_with_the_reason() {
+    let out = stampede()
+        .args(["conform", "--library", "laravel"])
+        .output()
+        .expect("running stampede conform");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("cannot be run here") && stderr.contains("Composer"),
+        "{stderr}"
     );
 }

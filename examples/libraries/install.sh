@@ -11,20 +11,36 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 
-# package=version as measured (Debian 12 "bookworm").
-debian=(
+# The apps to install: those named as arguments (symfony rails caffeine bentocache dogpile),
+# else all of them. `scripts/install-deps --for-tests` names the two its tests run.
+if [ $# -gt 0 ]; then apps=" $* "; else apps=" symfony rails caffeine bentocache dogpile "; fi
+want_app() { case "$apps" in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
+for a in $apps; do
+  case "$a" in symfony | rails | caffeine | bentocache | dogpile) ;; *)
+    echo "usage: examples/libraries/install.sh [symfony] [rails] [caffeine] [bentocache] [dogpile]" >&2
+    exit 2 ;;
+  esac
+done
+
+# package=version as measured (Debian 12 "bookworm"), per app.
+debian=()
+want_app symfony && debian+=(
   php-cli=2:8.2+93 php-fpm=2:8.2+93 php-pgsql=2:8.2+93 php-redis=5.3.7+4.3.0-3
   php-symfony-cache=5.4.53+dfsg-0+deb12u1 nginx-light=1.22.1-9+deb12u12
+)
+want_app rails && debian+=(
   ruby=1:3.1 ruby-activesupport=2:6.1.7.10+dfsg-1~deb12u4 ruby-redis=4.8.0-1
   ruby-rack=2.2.22-0+deb12u2 ruby-connection-pool=2.2.5-1 ruby-pg=1.4.5-1+b1
   puma=5.6.5-3+deb12u2
+)
+want_app caffeine && debian+=(
   openjdk-17-jdk-headless=17.0.15+6-1~deb12u1 libcaffeine-java=2.6.2-1.1
   libpostgresql-jdbc-java=42.5.5-0+deb12u1
-  python3-venv=3.11.2-1+b1
 )
+want_app dogpile && debian+=(python3-venv=3.11.2-1+b1)
 failed=()
 
-installed_version() { dpkg-query -W -f='${Status} ${Version}\n' "$1" 2>/dev/null | awk '$3 == "installed" {print $4}'; }
+installed_version() { { dpkg-query -W -f='${Status} ${Version}\n' "$1" 2>/dev/null || true; } | awk '$3 == "installed" {print $4}'; }
 
 if ! command -v apt-get >/dev/null 2>&1; then
   echo "examples/libraries needs these Debian packages (or your system's equivalents): ${debian[*]}" >&2
@@ -61,7 +77,9 @@ else
 fi
 
 # bentocache 1.6's dependencies need Node >= 20.19 (Debian 12's nodejs is 18.19: too old).
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+if ! want_app bentocache; then
+  :
+elif ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   failed+=("bentocache: node and npm (>= 20.19) are not installed")
 elif ! node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>20||(a===20&&b>=19)?0:1)'; then
   failed+=("bentocache: node $(node --version) is older than 20.19, which its dependencies require")
@@ -76,7 +94,7 @@ fi
 
 # dogpile.cache in a venv of its own; rebuilt when requirements.txt changes.
 venv=$root/target/libraries/dogpile/venv
-if ! cmp -s "$here/dogpile/requirements.txt" "$venv/requirements.txt" 2>/dev/null; then
+if want_app dogpile && ! cmp -s "$here/dogpile/requirements.txt" "$venv/requirements.txt" 2>/dev/null; then
   rm -rf "$venv"
   if python3 -m venv "$venv" \
     && "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/dogpile/requirements.txt"; then

@@ -67,6 +67,28 @@ pub struct HttpFigures {
     pub connections: Option<u64>,
 }
 
+impl HttpFigures {
+    /// The figures of several processes of the app (`--instances`) as one.
+    pub fn sum(all: impl IntoIterator<Item = HttpFigures>) -> HttpFigures {
+        let mut out = HttpFigures::default();
+        for f in all {
+            for (class, n) in f.status {
+                *out.status.entry(class).or_insert(0) += n;
+            }
+            out.errors += f.errors;
+            out.connect_errors += f.connect_errors;
+            out.timeouts += f.timeouts;
+            out.unexpected_status += f.unexpected_status;
+            out.unexpected_body += f.unexpected_body;
+            out.connections = match (out.connections, f.connections) {
+                (Some(a), Some(b)) => Some(a + b),
+                (a, b) => a.or(b),
+            };
+        }
+        out
+    }
+}
+
 impl HttpCounts {
     pub fn figures(&self) -> HttpFigures {
         let status = self

@@ -500,6 +500,48 @@ impl Admin {
         }
     }
 
+    /// Delete every key of this run's namespace but its heartbeat (SCAN + UNLINK): the
+    /// drop-cache of an app under test, whose keys under `CACHE_PREFIX` are named by the app
+    /// (its entries, and its locks too: the tool cannot tell them apart). How many it removed.
+    pub async fn unlink_app_keys(&self) -> Result<u64> {
+        let pattern = format!("{}*", self.prefix);
+        let heartbeat = format!("{}{HEARTBEAT}", self.prefix);
+        let mut c = self.conn.clone();
+        let mut removed = 0;
+        let mut cursor: u64 = 0;
+        let limit = Duration::from_secs(5);
+        loop {
+            let (next, mut keys): (u64, Vec<Vec<u8>>) = tokio::time::timeout(
+                limit,
+                redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(&pattern)
+                    .arg("COUNT")
+                    .arg(1000)
+                    .query_async(&mut c),
+            )
+            .await
+            .context("SCAN of the app's keys got no answer within 5 s")?
+            .context("scanning the app's keys")?;
+            keys.retain(|k| k.as_slice() != heartbeat.as_bytes());
+            if !keys.is_empty() {
+                removed += tokio::time::timeout(
+                    limit,
+                    redis::cmd("UNLINK").arg(&keys).query_async::<u64>(&mut c),
+                )
+                .await
+                .context("UNLINK of the app's keys got no answer within 5 s")?
+                .context("UNLINK of the app's keys")?;
+            }
+            if next == 0 {
+                break;
+            }
+            cursor = next;
+        }
+        Ok(removed)
+    }
+
     /// Delete every key of this run's namespace (SCAN + UNLINK; never FLUSH a shared server):
     /// how many keys it removed. On a cluster every node is scanned and each key unlinked on
     /// the node that owns it.

@@ -6,6 +6,7 @@
 
 mod advise;
 mod audit;
+mod conform;
 mod run;
 mod settings;
 mod traces;
@@ -16,6 +17,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub use advise::AdviseCmd;
 pub use audit::AuditCmd;
+pub use conform::ConformCmd;
 pub use run::*;
 pub use settings::*;
 pub use traces::{MrcCmd, TraceFlags, TraceStatsCmd};
@@ -48,6 +50,13 @@ pub enum Command {
     ///
     /// Each strategy runs on a fresh cache and fresh DB counters.
     Compare(CompareCmd),
+    /// Run a library preset beside the real library it models, and say where they differ.
+    ///
+    /// The preset through the built-in app, the library through its reference app
+    /// (examples/libraries), on the same servers, seed and window from a cold start, both
+    /// counted by the load ledger; repeated trials, and per figure both values, their ratio
+    /// and a verdict, agrees or differs (docs/conform.md).
+    Conform(ConformCmd),
     /// Search the strategies and their settings for the one to adopt, under your budgets.
     ///
     /// You name what to minimise and the thresholds it must meet; the workload is yours.

@@ -115,8 +115,9 @@ pub struct TargetFlags {
     /// It runs in its own process group, stopped at the end, on failures and on Ctrl-C. Its
     /// environment has REDIS_URL, DATABASE_URL (a role of its own on a managed Postgres),
     /// DB_SCHEMA (the seeded items table and the stampede_load(id) function), CACHE_PREFIX,
-    /// CACHE_TTL_MS (--ttl) and PORT (a free port, also put for {port} in --target and
-    /// --app-ready).
+    /// CACHE_TTL_MS (--ttl), DB_POOL (--db-pool), INSTANCE and PORT (a free port, also put
+    /// for {port} in --target and --app-ready). One process per --instances, each with its
+    /// own INSTANCE (0 to N-1) and PORT; the requests are spread over them.
     #[arg(long, value_name = "CMD")]
     pub app_cmd: Option<String>,
 

@@ -6,6 +6,7 @@ mod advise;
 mod audit;
 mod check;
 mod compare;
+mod conform;
 mod conventions;
 mod merge;
 mod run;
@@ -27,6 +28,7 @@ pub async fn run(cli: Cli) -> Result<ExitCode> {
         Command::Run(cmd) => run::run(cmd).await,
         Command::Report(cmd) => report_cmd(cmd),
         Command::Compare(cmd) => compare::run(cmd).await,
+        Command::Conform(cmd) => conform::run(cmd).await,
         Command::Advise(cmd) => advise::run(cmd).await,
         Command::Audit(cmd) => audit::run(cmd).await,
         Command::Sweep(cmd) => sweep::run(cmd).await,

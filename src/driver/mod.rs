@@ -100,7 +100,7 @@ impl Path {
 
 pub struct Driver {
     sc: Scenario,
-    /// One per app instance (built-in), or the one HTTP target.
+    /// One per app instance (built-in), or one per process of the app under test.
     paths: Vec<Path>,
     /// What the built-in instances apply, fixed for the run (each holds a copy).
     policy: RunPolicy,
@@ -181,13 +181,14 @@ impl Driver {
             )
             .await?
             .checking_values(sc.check_values);
-            // Shards load through the ledger: their herds are counted on the server's clock.
+            // Shards load through the ledger: their herds are counted on the server's clock
+            // (and so does a run asked to, which `conform` sets beside an app under test).
             let origin = db
                 .origin_with(
                     sc.db_pool,
                     sc.load_cost(),
                     sc.db_timeout.map(|d| d.0),
-                    (shard.is_some(), pg_via),
+                    (shard.is_some() || sc.load_via_ledger, pg_via),
                 )
                 .await?;
             let guard = Guard::new(i, sc.db_limit, sc.breaker.as_ref())
@@ -247,9 +248,12 @@ impl Driver {
             .collect()
     }
 
-    /// Drive the app under test over HTTP instead of built-in instances.
-    pub fn for_target(sc: &Scenario, target: Arc<HttpTarget>) -> Driver {
-        Driver::with_paths(sc, vec![Path::Http(target)], plan(sc), None)
+    /// Drive the app under test over HTTP instead of built-in instances: one path per
+    /// process of it (`--app-cmd` with `--instances`), the requests spread over them as over
+    /// the built-in instances.
+    pub fn for_targets(sc: &Scenario, targets: &[Arc<HttpTarget>]) -> Driver {
+        let paths = targets.iter().cloned().map(Path::Http).collect();
+        Driver::with_paths(sc, paths, plan(sc), None)
     }
 
     fn with_paths(

@@ -60,7 +60,11 @@ pub use stores::{DbFigures, LockFigures, RedisFigures};
 /// schemas 2, 3 and 4 together, converting the older forms on reading.
 /// 5: a timeline bucket holds its cost inputs (`timeline[].cost`), and a run with a fault reads
 /// its break-even (`cost.undisturbed`, `cost.hit_rate`, `cost.unknown`) and its herd model
-/// (`db.herd_model.undisturbed`) from the undisturbed part of its window only.
+/// (`db.herd_model.undisturbed`) from the undisturbed part of its window only; `--app-cmd` starts one process per `--instances` (`app.processes` lists them; `app.pid`
+/// and `app.log` are instance 0's), so an app under test's figures with `--instances` N are N
+/// processes' where they were one's; a 1-process built-in run may carry ledger herds
+/// (`scenario.load_via_ledger`, set by `conform`). `check` reads and judges schemas 2 to 5
+/// together.
 pub const SCHEMA: u32 = 5;
 
 /// Whether results of these two schema versions count the same things under the same names
@@ -276,10 +280,15 @@ pub struct AppFigures {
     pub variant: Option<String>,
     #[serde(default)]
     pub env: Vec<String>,
-    /// The app's process id when stampede started it (`--app-cmd`), null otherwise.
+    /// The app's process id when stampede started it (`--app-cmd`), null otherwise; with
+    /// `--instances` above 1, instance 0's (every one is in `processes`).
     pub pid: Option<u32>,
-    /// Where its output went.
+    /// Where its output went (instance 0's with several).
     pub log: Option<String>,
+    /// Every process `--app-cmd` started, one per instance, when it started more than one
+    /// (absent for one, as before instances were started).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes: Vec<AppProcess>,
     /// How long it took to be ready, ms.
     pub ready_ms: Option<u64>,
     /// Which statements `db.calls` counts.
@@ -299,6 +308,18 @@ pub struct AppFigures {
     /// Why a figure is missing or what it includes.
     #[serde(default)]
     pub notes: Vec<String>,
+}
+
+/// One process of the app under test that `--app-cmd` started.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, schemars::JsonSchema)]
+pub struct AppProcess {
+    /// Its `INSTANCE`, 0 to `--instances` - 1.
+    pub instance: u32,
+    /// Its `PORT`.
+    pub port: u16,
+    pub pid: Option<u32>,
+    /// Where its output went.
+    pub log: String,
 }
 
 /// What the cache held when traffic started.

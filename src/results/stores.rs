@@ -97,7 +97,7 @@ pub struct DbFigures {
     /// A sharded run's herd, from the load ledger on the server's clock: most loads of one
     /// key running in Postgres at once (loads queued for a connection are not in it), over
     /// every shard. A different quantity from `peak_key_herd`, hence its own name; absent
-    /// for a 1-process run.
+    /// for a 1-process run unless its loads went through the ledger (`load_via_ledger`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ledger_peak_key_herd: Option<u64>,
     /// A sharded run's redundant loads from the load ledger (as `ledger_peak_key_herd`).

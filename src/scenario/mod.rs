@@ -216,6 +216,12 @@ pub struct Scenario {
     /// The recorded trace replayed as the traffic (`--trace`); absent for a synthetic workload.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace: Option<crate::trace::replay::TraceSpec> => Workload,
+    /// The built-in app's loads go through the run's load ledger (`stampede_load(id)`), so
+    /// its herds are also counted on the server's clock, as an app under test's are
+    /// (`db.ledger_peak_key_herd`): set by `conform`, which compares the two. Absent when
+    /// they do not.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub load_via_ledger: bool => Neither,
 }
 }
 

@@ -282,6 +282,7 @@ fn assemble(
         goodput_within,
         recovery,
         trace: s.trace,
+        load_via_ledger: false,
     })
 }
 

@@ -57,8 +57,10 @@ pub fn with_target(
             "--warm writes stampede's own cache entries, which an app under test does not read: use --warmup to let the app fill its cache",
         ),
         (
-            FaultKind::DropCache.among(&sc.faults),
-            "a drop-cache shock acts on the built-in app's cache entries, and an app under test has its own: with --target use a spike, a --kill-redis-at (its Redis comes back empty) or a --kill-postgres-at",
+            sc.faults
+                .iter()
+                .any(|f| f.kind == FaultKind::DropCache && f.drop_fraction() < 1.0),
+            "a drop-cache of part of the cache picks the entries of chosen items, and an app under test names its keys itself: with --target a drop-cache removes every key under the app's CACHE_PREFIX (fraction=100%, the default)",
         ),
         (
             FaultKind::SlowDb.among(&sc.faults),

@@ -15,7 +15,7 @@ use super::env::{Env, Status};
 use super::heartbeat::Heartbeat;
 use super::lifecycle::{self, Progress, Readings, RunSpace};
 use super::setup::Setup;
-use crate::app::http::HttpTarget;
+use crate::app::http::{HttpFigures, HttpTarget};
 use crate::app::process::{ManagedApp, Ready};
 use crate::app::sample::{ACTIVITY_EVERY, AppStatements, Sampled, Sampler};
 use crate::app::{self as target, TargetSpec};
@@ -27,7 +27,7 @@ use crate::live::Live;
 use crate::origin::Db;
 use crate::origin::role;
 use crate::redact;
-use crate::results::{AppFigures, Known, RunResult, StartFigures};
+use crate::results::{AppFigures, AppProcess, Known, RunResult, StartFigures};
 use crate::scenario::Scenario;
 use crate::workload::Start;
 
@@ -214,38 +214,133 @@ async fn probe(url: &str, timeout: Duration) -> Result<()> {
     }
 }
 
-/// How many connections the run opens to the app: `--http-conns`, by default 64 or one per
-/// closed-loop client if there are more (a client never waits for another's connection).
-fn connections(t: &TargetSpec, sc: &Scenario) -> usize {
+/// How many connections the run opens to process `i` of the app's `processes`:
+/// `--http-conns`, by default 64 or one per closed-loop client if there are more (a client
+/// never waits for another's connection), shared out between the processes as the requests
+/// are, so that together they open no more (but at least one each).
+fn connections(t: &TargetSpec, sc: &Scenario, i: usize, processes: usize) -> usize {
     const DEFAULT: u32 = 64;
     let clients = match sc.load {
         crate::scenario::LoadShape::Closed { clients } => clients,
         crate::scenario::LoadShape::Open { .. } => 0,
     };
-    t.http_conns.unwrap_or(DEFAULT.max(clients)).max(1) as usize
+    let all = t.http_conns.unwrap_or(DEFAULT.max(clients)).max(1) as usize;
+    let n = processes.max(1);
+    (all / n + usize::from(i < all % n)).max(1)
 }
 
-/// The app started and ready, when stampede starts it.
+/// One process of the app started and ready, when stampede starts it.
 struct Started {
     app: ManagedApp,
+    port: u16,
     ready_ms: u64,
 }
 
+/// `n` distinct free ports, one per process of the app.
+fn free_ports(n: u32) -> Result<Vec<u16>> {
+    let mut ports: Vec<u16> = Vec::with_capacity(n as usize);
+    // A port just released may be handed out again: each is taken once.
+    let mut tries = 0;
+    while ports.len() < n as usize {
+        let p = crate::servers::free_port().context("finding a free port for the app")?;
+        if !ports.contains(&p) {
+            ports.push(p);
+        }
+        tries += 1;
+        if tries > 100 * n {
+            return Err(EnvError(format!(
+                "could not find {n} distinct free ports for the app"
+            ))
+            .into());
+        }
+    }
+    Ok(ports)
+}
+
+/// Where instance `i` of `n` writes its output: `--app-log` (every instance appends to it,
+/// each saying its INSTANCE), else a file of its own in the temp dir.
+fn log_path(t: &TargetSpec, prefix: &str, i: u32, n: u32) -> std::path::PathBuf {
+    if let Some(p) = &t.app_log {
+        return std::path::PathBuf::from(p);
+    }
+    let run = prefix.trim_start_matches("stampede:").trim_end_matches(':');
+    let name = if n > 1 {
+        format!("stampede-app-{}-{run}-{i}.log", t.name())
+    } else {
+        format!("stampede-app-{}-{run}.log", t.name())
+    };
+    std::env::temp_dir().join(name)
+}
+
+/// Start `--instances` processes of the app (none without `--app-cmd`), each on its own port
+/// with its own INSTANCE, and wait until every one is ready. Dropping what it returns (or a
+/// failure half way) stops those already started.
 #[allow(clippy::too_many_arguments)]
-async fn start_app(
+async fn start_apps(
+    sc: &Scenario,
+    t: &TargetSpec,
+    env: &Env,
+    setup: &Setup<'_>,
+    app_role: Option<&str>,
+    ports: &[u16],
+    shutdown: &CancellationToken,
+    status: &Status,
+) -> Result<Vec<Started>> {
+    let Some(cmd) = &t.app_cmd else {
+        return Ok(Vec::new());
+    };
+    let n = ports.len() as u32;
+    let mut apps = Vec::with_capacity(ports.len());
+    for (i, &port) in ports.iter().enumerate() {
+        let vars = app_env(sc, t, env, setup, app_role, port, i as u32);
+        let log = log_path(t, &setup.prefix, i as u32, n);
+        let app = ManagedApp::start(cmd, &vars, &log).await?;
+        let which = if n > 1 {
+            format!("app {} instance {i}", t.name())
+        } else {
+            format!("app {}", t.name())
+        };
+        status.line(&format!(
+            "{which} started (pid {}), output in {}",
+            app.pid().unwrap_or(0),
+            log.display()
+        ));
+        apps.push((app, port));
+    }
+    // Started together, waited for in turn: the slowest sets the time.
+    let started = Instant::now();
+    let mut out = Vec::with_capacity(apps.len());
+    for (mut app, port) in apps.drain(..) {
+        let url = t.url_for(Some(port));
+        let ready = match &t.app_ready {
+            Some(u) => Ready::Url(target::fill_port(u, Some(port))),
+            None => Ready::Tcp(host_port(&url)?),
+        };
+        tokio::select! {
+            r = app.wait_ready(&ready, t.app_ready_timeout.0) => r?,
+            _ = shutdown.cancelled() => {
+                return Err(EnvError("interrupted while waiting for the app to be ready".to_string()).into());
+            }
+        }
+        out.push(Started {
+            app,
+            port,
+            ready_ms: started.elapsed().as_millis() as u64,
+        });
+    }
+    Ok(out)
+}
+
+/// The environment of the app's instance `instance` on `port`.
+fn app_env(
     sc: &Scenario,
     t: &TargetSpec,
     env: &Env,
     setup: &Setup<'_>,
     app_role: Option<&str>,
     port: u16,
-    url: &str,
-    shutdown: &CancellationToken,
-    status: &Status,
-) -> Result<Option<Started>> {
-    let Some(cmd) = &t.app_cmd else {
-        return Ok(None);
-    };
+    instance: u32,
+) -> Vec<(String, String)> {
     let database_url = match app_role {
         Some(r) => role::with_user(&env.pg_url, r),
         None => env.pg_url.clone(),
@@ -257,41 +352,11 @@ async fn start_app(
         ("PORT".to_string(), port.to_string()),
         ("CACHE_PREFIX".to_string(), setup.prefix.to_string()),
         ("CACHE_TTL_MS".to_string(), sc.ttl.0.as_millis().to_string()),
+        ("INSTANCE".to_string(), instance.to_string()),
+        ("DB_POOL".to_string(), sc.db_pool.to_string()),
     ];
     vars.extend(t.app_env.iter().cloned());
-    let log = match &t.app_log {
-        Some(p) => std::path::PathBuf::from(p),
-        None => std::env::temp_dir().join(format!(
-            "stampede-app-{}-{}.log",
-            t.name(),
-            setup
-                .prefix
-                .trim_start_matches("stampede:")
-                .trim_end_matches(':')
-        )),
-    };
-    let started = Instant::now();
-    let mut app = ManagedApp::start(cmd, &vars, &log).await?;
-    status.line(&format!(
-        "app {} started (pid {}), output in {}",
-        t.name(),
-        app.pid().unwrap_or(0),
-        log.display()
-    ));
-    let ready = match &t.app_ready {
-        Some(u) => Ready::Url(target::fill_port(u, Some(port))),
-        None => Ready::Tcp(host_port(url)?),
-    };
-    tokio::select! {
-        r = app.wait_ready(&ready, t.app_ready_timeout.0) => r?,
-        _ = shutdown.cancelled() => {
-            return Err(EnvError("interrupted while waiting for the app to be ready".to_string()).into());
-        }
-    }
-    Ok(Some(Started {
-        app,
-        ready_ms: started.elapsed().as_millis() as u64,
-    }))
+    vars
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -310,15 +375,25 @@ async fn measure(
     let memory_config = super::memory::configure(sc, env, setup.admin)
         .await
         .context("setting the managed Redis's memory limit")?;
-    let port = match &t.app_cmd {
-        Some(_) => crate::servers::free_port().context("finding a free port for the app")?,
-        None => 0,
+    // One process per instance when stampede starts the app (one when the target has no
+    // {port}: the instances could not have ports of their own); one URL when it is running.
+    let own_ports = t.url.contains(target::PORT_MARK);
+    let ports = match &t.app_cmd {
+        Some(_) => free_ports(if own_ports { sc.instances.max(1) } else { 1 })?,
+        None => Vec::new(),
     };
-    let url = t.url_for(t.app_cmd.as_ref().map(|_| port));
-    let mut started = start_app(sc, t, env, setup, app_role, port, &url, &shutdown, status).await?;
-    probe(&url, t.http_timeout.0).await?;
-    let http = Arc::new(HttpTarget::new(t, &url, connections(t, sc))?);
-    let driver = Driver::for_target(sc, http.clone());
+    let urls: Vec<String> = match ports.as_slice() {
+        [] => vec![t.url_for(None)],
+        p => p.iter().map(|&p| t.url_for(Some(p))).collect(),
+    };
+    let mut started = start_apps(sc, t, env, setup, app_role, &ports, &shutdown, status).await?;
+    let mut http = Vec::with_capacity(urls.len());
+    for (i, url) in urls.iter().enumerate() {
+        probe(url, t.http_timeout.0).await?;
+        let conns = connections(t, sc, i, urls.len());
+        http.push(Arc::new(HttpTarget::new(t, url, conns)?));
+    }
+    let driver = Driver::for_targets(sc, &http);
     let which = match (&t.db_match, app_role) {
         (Some(m), r) => AppStatements::Matching {
             regex: m.clone(),
@@ -349,21 +424,34 @@ async fn measure(
     let restarted = lifecycle::redis_restarted(faults.as_ref());
     let memory = super::memory::figures(sc, setup.admin, memory_config.as_ref(), restarted).await;
     let mut notes = Vec::new();
-    let (pid, log, ready_ms) = match &mut started {
-        Some(s) => {
-            if let Some(st) = s.app.exited() {
-                notes.push(format!(
-                    "the app exited during the run ({st}): requests after that failed; see its log"
-                ));
-            }
-            (
-                s.app.pid(),
-                Some(s.app.log().display().to_string()),
-                Some(s.ready_ms),
-            )
+    if t.app_cmd.is_some() && !own_ports && sc.instances > 1 {
+        notes.push(format!(
+            "--target has no {}: one process of the app was started, not --instances {} (each instance needs a port of its own)",
+            target::PORT_MARK,
+            sc.instances
+        ));
+    }
+    let several = started.len() > 1;
+    let mut processes = Vec::with_capacity(started.len());
+    for (i, s) in started.iter_mut().enumerate() {
+        if let Some(st) = s.app.exited() {
+            let which = if several {
+                format!("the app's instance {i}")
+            } else {
+                "the app".to_string()
+            };
+            notes.push(format!(
+                "{which} exited during the run ({st}): requests after that failed; see its log"
+            ));
         }
-        None => (None, None, None),
-    };
+        processes.push(AppProcess {
+            instance: i as u32,
+            port: s.port,
+            pid: s.app.pid(),
+            log: s.app.log().display().to_string(),
+        });
+    }
+    let ready_ms = started.iter().map(|s| s.ready_ms).max();
     let ledger = crate::app::ledger::read(setup.db, &sampled).await;
     // Stopped before the result is built, so nothing of the app outlives its figures.
     drop(started);
@@ -390,8 +478,9 @@ async fn measure(
         nodes: None,
     };
     let mut r = build(sc, measured, setup, env);
+    let http = HttpFigures::sum(http.iter().map(|h| h.figures()));
     shape(
-        &mut r, t, &http, &which, &sampled, ledger, notes, pid, log, ready_ms,
+        &mut r, t, http, &which, &sampled, ledger, notes, processes, ready_ms,
     );
     lifecycle::warn_fault_notes(&r);
     Ok(r)
@@ -435,17 +524,16 @@ fn timeline_from_servers(r: &mut RunResult, sampled: &Sampled) {
 fn shape(
     r: &mut RunResult,
     t: &TargetSpec,
-    http: &HttpTarget,
+    http: HttpFigures,
     which: &AppStatements,
     sampled: &Sampled,
     ledger: crate::app::ledger::Ledger,
     mut notes: Vec<String>,
-    pid: Option<u32>,
-    log: Option<String>,
+    mut processes: Vec<AppProcess>,
     ready_ms: Option<u64>,
 ) {
     r.strategy = t.name().to_string();
-    r.http = Some(http.figures());
+    r.http = Some(http);
     // The client's timeouts over HTTP are --http-timeout's (their outcome is `error`).
     r.requests.timed_out = r.http.as_ref().map_or(0, |h| h.timeouts);
     let d = &mut r.db;
@@ -504,8 +592,13 @@ fn shape(
         target: t.shown(),
         variant: t.variant.clone(),
         env: t.shown_env(),
-        pid,
-        log,
+        pid: processes.first().and_then(|p| p.pid),
+        log: processes.first().map(|p| p.log.clone()),
+        processes: if processes.len() > 1 {
+            std::mem::take(&mut processes)
+        } else {
+            Vec::new()
+        },
         ready_ms,
         db_calls_counted: which.describe(),
         peak_concurrent_note: format!(

@@ -64,6 +64,7 @@ pub(crate) fn start_faults(
             admin: setup.admin.clone(),
             keys: sc.keys,
             seed: sc.seed,
+            app: sc.target.is_some(),
         });
     let holders = driver.holders().map(|(instances, board)| HolderSide {
         instances,

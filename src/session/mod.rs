@@ -287,6 +287,12 @@ async fn measure(
         start.ms,
         start.budget_note.as_deref().unwrap_or("")
     ));
+    // The server's clock beside this one's, to find the window on the ledger's clock.
+    let ledger_clock = match sc.load_via_ledger {
+        true => LedgerClock::read(setup.db).await,
+        false => None,
+    };
+    let window = driver.window_start();
     let before = Readings::read(setup.admin).await;
     let live = Live::new(sc.duration.0, out.quiet);
     let bar = live.bar();
@@ -321,7 +327,40 @@ async fn measure(
         memory: Some(memory),
         nodes: before.nodes.zip(after.nodes),
     };
-    let result = build(sc, measured, &setup, env);
+    let mut result = build(sc, measured, &setup, env);
+    if let Some(clock) = ledger_clock {
+        let opened = *window.borrow();
+        if let Some(h) = clock.herds(setup.db, opened).await {
+            result.db.ledger_peak_key_herd = Some(h.peak_herd);
+            result.db.ledger_redundant_loads = Some(h.redundant);
+        }
+    }
     lifecycle::warn_fault_notes(&result);
     Ok(result)
+}
+
+/// The Postgres server's clock read beside this process's, so that the measured window
+/// (an `Instant` here) can be found on the clock the load ledger is written by.
+struct LedgerClock {
+    server_us: i64,
+    local: Instant,
+}
+
+impl LedgerClock {
+    async fn read(db: &Db) -> Option<LedgerClock> {
+        let local = Instant::now();
+        let server_us = db.server_now_us().await.ok()?;
+        Some(LedgerClock { server_us, local })
+    }
+
+    /// Herds over the loads that started from the window's opening until now (the drain
+    /// included, as for an app under test); None when the ledger cannot be read.
+    async fn herds(&self, db: &Db, opened: Option<Instant>) -> Option<crate::ledger::LedgerHerds> {
+        let opened = opened?;
+        let from = self.server_us + opened.saturating_duration_since(self.local).as_micros() as i64
+            - self.local.saturating_duration_since(opened).as_micros() as i64;
+        let to = db.server_now_us().await.ok()? + 1;
+        let loads = db.ledger_loads(from, to).await.ok()?;
+        Some(crate::ledger::herds(&loads))
+    }
 }

@@ -11,6 +11,7 @@ pub mod freshness;
 pub mod invalidate;
 pub mod lock;
 pub mod policy;
+pub mod reference;
 pub mod schema;
 pub mod single_flight;
 pub mod write_back;
@@ -18,6 +19,8 @@ pub mod write_back;
 use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use reference::{RefApp, Reference};
 
 /// When a cached value is loaded again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -158,6 +161,8 @@ pub struct LibraryDecl {
     pub stale_read: StaleRead,
     pub defaults: LibraryDefaults,
     pub render: fn(&adopt::Terms) -> adopt::Rendered,
+    /// The real library `conform` runs beside the preset, or why there is none here.
+    pub reference: reference::Reference,
 }
 
 /// The libraries, in the order docs/strategies.md lists their presets.
@@ -177,6 +182,9 @@ pub static LIBRARIES: [LibraryDecl; 6] = [
             ..LibraryDefaults::NONE
         },
         render: adopt::laravel,
+        reference: Reference::Missing(
+            "Laravel 11's Cache::flexible comes with the Laravel framework from Composer (Packagist), which is not installed here; Debian 12 packages no Laravel",
+        ),
     },
     // ActiveSupport's `fetch(race_condition_ttl:)`: swr's window, but a stale read pushes the
     // expiry back and recomputes; no lock.
@@ -190,6 +198,13 @@ pub static LIBRARIES: [LibraryDecl; 6] = [
         stale_read: StaleRead::ExtendAndRecompute,
         defaults: LibraryDefaults::NONE,
         render: adopt::rails,
+        reference: Reference::App(RefApp {
+            dir: "rails",
+            measured: "ActiveSupport 6.1.7.10 RedisCacheStore (Debian 12), puma 5.6.5",
+            env: reference::rails_env,
+            caveats: reference::rails_caveats,
+            tells_stale: false,
+        }),
     },
     // Symfony Cache's `get($key, $cb, beta: 1.0)`: xfetch with its machine-local lock.
     LibraryDecl {
@@ -202,6 +217,13 @@ pub static LIBRARIES: [LibraryDecl; 6] = [
         stale_read: StaleRead::RefreshBehind,
         defaults: LibraryDefaults::NONE,
         render: adopt::symfony,
+        reference: Reference::App(RefApp {
+            dir: "symfony",
+            measured: "Symfony Cache 5.4.53 (Debian 12 php-symfony-cache), phpredis 5.3.7, php-fpm 8.2",
+            env: reference::symfony_env,
+            caveats: reference::symfony_caveats,
+            tells_stale: false,
+        }),
     },
     // Caffeine's `refreshAfterWrite(0.8 × TTL)` loading cache: eager refresh, single-flight.
     LibraryDecl {
@@ -217,6 +239,13 @@ pub static LIBRARIES: [LibraryDecl; 6] = [
             ..LibraryDefaults::NONE
         },
         render: adopt::caffeine,
+        reference: Reference::App(RefApp {
+            dir: "caffeine",
+            measured: "Caffeine 2.6.2 (Debian 12 libcaffeine-java), OpenJDK 17",
+            env: reference::caffeine_env,
+            caveats: reference::caffeine_caveats,
+            tells_stale: false,
+        }),
     },
     // Spring's `@Cacheable(sync = true)`: single-flight per instance on a miss.
     LibraryDecl {
@@ -229,6 +258,9 @@ pub static LIBRARIES: [LibraryDecl; 6] = [
         stale_read: StaleRead::RefreshBehind,
         defaults: LibraryDefaults::NONE,
         render: adopt::spring,
+        reference: Reference::Missing(
+            "Spring's @Cacheable(sync = true) needs a Spring application built from Maven Central, which is not used here; Debian 12's Spring jars make no working app of it",
+        ),
     },
     // FusionCache with its production options: fail-safe, soft timeout, eager refresh.
     LibraryDecl {
@@ -247,6 +279,9 @@ pub static LIBRARIES: [LibraryDecl; 6] = [
             ..LibraryDefaults::NONE
         },
         render: adopt::fusioncache,
+        reference: Reference::Missing(
+            "FusionCache is a .NET library (NuGet), and no .NET SDK is installed here",
+        ),
     },
 ];
 

@@ -46,7 +46,9 @@ settings! {
 
         /// Simulated app instances [default: 2]
         ///
-        /// Each has its own Redis connections, DB pool and in-process state.
+        /// Each has its own Redis connections, DB pool and in-process state. With --app-cmd,
+        /// the app under test is started once per instance (INSTANCE 0 to N-1, a PORT each)
+        /// and the requests are spread over them likewise.
         #[arg(long, value_name = "N")]
         pub instances: Option<u32> => or, default 2, check at_least(1), check at_most(256, "");
 

@@ -25,6 +25,21 @@ pub struct DropSide {
     pub admin: Admin,
     pub keys: u64,
     pub seed: u64,
+    /// An app under test's cache: its keys under `CACHE_PREFIX` have the app's own names, so
+    /// the drop removes all of them (SCAN + UNLINK) rather than the entries of chosen ids.
+    pub app: bool,
+}
+
+impl DropSide {
+    /// Remove what drop `nth` of `spec` asks for: how many keys went.
+    async fn strike(&self, spec: &FaultSpec, nth: u64) -> anyhow::Result<u64> {
+        if self.app {
+            return self.admin.unlink_app_keys().await;
+        }
+        let order = spec.order.unwrap_or_default();
+        let ids = drop_ids(self.keys, spec.drop_fraction(), order, self.seed, nth);
+        self.admin.unlink_entries(&ids).await
+    }
 }
 
 /// The entries a drop of `fraction` removes, in `order`: the hottest ids are the lowest
@@ -81,17 +96,18 @@ pub(super) async fn lane(
         };
         match spec.kind {
             FaultKind::DropCache => {
-                let order = spec.order.unwrap_or_default();
                 match &side {
                     Some(d) => {
-                        let ids = drop_ids(d.keys, spec.drop_fraction(), order, d.seed, nth as u64);
                         // Before and after the UNLINKs: a key missed while they run, or stored
                         // meanwhile and then removed, is lost to the drop either way.
                         loads.book.cache_lost();
-                        match d.admin.unlink_entries(&ids).await {
+                        match d.strike(spec, nth as u64).await {
                             Ok(n) => {
                                 r.removed = Some(n);
                                 loads.book.cache_lost();
+                                if d.app && n == 0 {
+                                    r.note = Some("the app had no key under CACHE_PREFIX in Redis: its cache is elsewhere (in its own memory?), which a drop-cache cannot reach".into());
+                                }
                             }
                             Err(e) => {
                                 r.injected = false;
