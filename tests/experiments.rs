@@ -144,7 +144,7 @@ fn the_default_run_shows_its_strategy_at_work_from_its_first_second() {
     // The defaults (10k req/s, 10 s, TTL 3 s, 10 ms loads, 2 instances, steady start), shorter.
     let runs: Vec<(&str, Run)> = ["cache-aside", "mutex", "single-flight", "xfetch", "swr"]
         .into_iter()
-        .map(|s| (s, run_ok(&["--strategy", s, "--duration", "6s"])))
+        .map(|s| (s, run_ok_shared(&["--strategy", s, "--duration", "6s"])))
         .collect();
     for (s, r) in &runs {
         let j = &r.json;
@@ -208,7 +208,7 @@ fn codes(r: &Run) -> Vec<String> {
 fn each_diagnosis_appears_when_its_cause_is_there() {
     // The old default: a cold start, a TTL longer than the run, a small pool: no key expires,
     // xfetch never acts, and the cold start sheds at the pool.
-    let r = run_ok(&[
+    let r = run_ok_shared(&[
         "--strategy",
         "xfetch",
         "--start",
@@ -246,7 +246,7 @@ fn each_diagnosis_appears_when_its_cause_is_there() {
         "the bottleneck is named: {shed}"
     );
     // The in-flight cap alone: a tiny cap, a fast database.
-    let r = run_ok(&[
+    let r = run_ok_shared(&[
         "--rps",
         "2000",
         "--duration",

@@ -27,7 +27,7 @@ const FAST: [&str; 4] = ["--rps", "400", "--ttl", "500ms"];
 
 fn with(extra: &[&str]) -> Run {
     let args: Vec<&str> = BASE.iter().chain(extra).copied().collect();
-    let r = run_ok(&args);
+    let r = run_ok_shared(&args);
     r.assert_counts_add_up();
     r
 }

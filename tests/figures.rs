@@ -34,7 +34,7 @@ fn assert_db_calls_refereed(r: &Run) {
 fn a_warm_up_leaks_into_no_figure_and_the_timeline_adds_up() {
     // The reproduction: with a 60 s TTL every key is loaded during the warm-up, so the
     // measured window has no load at all, and nothing of the warm-up's herd may show.
-    let r = run_ok(&[
+    let r = run_ok_shared(&[
         "--warmup",
         "2s",
         "--duration",
@@ -68,7 +68,7 @@ fn a_warm_up_leaks_into_no_figure_and_the_timeline_adds_up() {
 fn a_warm_up_with_loads_on_both_sides_keeps_them_apart() {
     // Loads on both sides of the boundary: each side counted by the tool and, under its own
     // statement text, by Postgres; the timeline adds up to the window's totals.
-    let r = run_ok(&[
+    let r = run_ok_shared(&[
         "--warmup",
         "1s",
         "--duration",
@@ -98,7 +98,7 @@ fn a_warm_up_with_loads_on_both_sides_keeps_them_apart() {
 #[test]
 fn loads_that_never_got_a_connection_are_not_db_calls() {
     // The reproduction: 2 connections, a 30 ms pool wait, 10 ms loads at 2000 misses/s.
-    let r = run_ok(&[
+    let r = run_ok_shared(&[
         "--db-pool",
         "2",
         "--db-timeout",
@@ -132,7 +132,7 @@ fn loads_that_never_got_a_connection_are_not_db_calls() {
 #[test]
 fn peak_concurrency_counts_statements_and_in_flight_counts_queued_loads() {
     // The reproduction: 4 connections, 300 requests allowed in flight.
-    let r = run_ok(&[
+    let r = run_ok_shared(&[
         "--db-pool",
         "4",
         "--max-inflight",
@@ -194,7 +194,7 @@ fn the_stale_lock_timeout_policy_serves_the_value_it_saw() {
         "--warm",
         "1",
     ];
-    let stale = run_ok(&[&common[..], &["--lock-timeout-policy", "stale"]].concat());
+    let stale = run_ok_shared(&[&common[..], &["--lock-timeout-policy", "stale"]].concat());
     assert!(stale.u("/lock/timeouts") > 0, "{}", stale.json["lock"]);
     assert_eq!(
         stale.u("/outcomes/fallback"),
@@ -202,7 +202,7 @@ fn the_stale_lock_timeout_policy_serves_the_value_it_saw() {
         "stale policy: {}",
         stale.json["outcomes"]
     );
-    let load = run_ok(&[&common[..], &["--lock-timeout-policy", "load"]].concat());
+    let load = run_ok_shared(&[&common[..], &["--lock-timeout-policy", "load"]].concat());
     assert!(load.u("/lock/timeouts") > 0, "{}", load.json["lock"]);
     assert!(
         load.u("/outcomes/fallback") > 0,
@@ -310,7 +310,7 @@ fn an_interrupted_run_counts_every_request_once_and_abandons_with_a_latency() {
 fn single_flight_followers_wait_no_longer_than_lock_wait() {
     // A 3 s load with no --db-timeout: the leader waits it out, its followers give up at the
     // coordination's bound (--lock-wait) and apply the policy (error here).
-    let r = run_ok(&[
+    let r = run_ok_shared(&[
         "--strategy",
         "single-flight",
         "--keys",
@@ -364,7 +364,7 @@ fn db_calls_by_cause_are_the_known_split_of_one_hot_key() {
         a.extend(more);
         a
     };
-    let r = run_ok(&with(&["--ttl", "500ms"]));
+    let r = run_ok_shared(&with(&["--ttl", "500ms"]));
     let c = |r: &Run, k: &str| r.u(&format!("/db/by_cause/{k}"));
     eprintln!("cache-aside: {}", r.json["db"]["by_cause"]);
     assert_eq!(c(&r, "first"), 1, "one key, loaded first once");
@@ -393,12 +393,12 @@ fn db_calls_by_cause_are_the_known_split_of_one_hot_key() {
     let predicted = m["predicted_mean"].as_f64().unwrap();
     assert!((3.0..=15.0).contains(&predicted), "model {m}");
 
-    let r = run_ok(&with(&["--ttl", "500ms", "--strategy", "mutex"]));
+    let r = run_ok_shared(&with(&["--ttl", "500ms", "--strategy", "mutex"]));
     eprintln!("mutex: {}", r.json["db"]["by_cause"]);
     assert_eq!(c(&r, "herd"), 0, "the lock holds the herd back");
     assert_eq!(c(&r, "first"), 1);
 
-    let r = run_ok(&with(&["--ttl", "60s", "--drop-cache-at", "1500ms"]));
+    let r = run_ok_shared(&with(&["--ttl", "60s", "--drop-cache-at", "1500ms"]));
     eprintln!("drop-cache: {}", r.json["db"]["by_cause"]);
     assert_eq!(c(&r, "first"), 1);
     assert_eq!(c(&r, "expiry"), 0, "a 60 s TTL does not expire in 3 s");

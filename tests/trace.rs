@@ -6,7 +6,7 @@ use crate::common;
 
 use std::path::{Path, PathBuf};
 
-use common::{run, run_ok, stampede};
+use common::{run, run_ok_shared, stampede};
 
 /// Requests per whole second of the test trace: uneven on purpose (a constant rate would
 /// pass even if the timestamps were ignored).
@@ -58,7 +58,7 @@ fn distinct_keys(p: &Path) -> usize {
 fn a_csv_trace_replays_at_its_own_times_every_request_once() {
     let dir = tempfile::tempdir().expect("temp dir");
     let trace = csv_trace(dir.path());
-    let r = run_ok(&[
+    let r = run_ok_shared(&[
         "--trace",
         trace.to_str().expect("utf-8 path"),
         "--interval",
@@ -107,7 +107,7 @@ fn speed_skip_slice_and_retiming_select_what_is_sent() {
     let trace = csv_trace(dir.path());
     let t = trace.to_str().expect("utf-8 path");
     // Seconds 1 and 2 of the trace (700 + 200 requests), twice as fast: one second of run.
-    let r = run_ok(&[
+    let r = run_ok_shared(&[
         "--trace",
         t,
         "--trace-skip",
@@ -122,7 +122,7 @@ fn speed_skip_slice_and_retiming_select_what_is_sent() {
     assert_eq!(r.u("/requests/scheduled"), 900);
     assert_eq!(r.json["scenario"]["duration"], "1s");
     // Re-timed at a constant rate, keeping the order: 1700 requests at 1000/s.
-    let r = run_ok(&["--trace", t, "--rps", "1000"]);
+    let r = run_ok_shared(&["--trace", t, "--rps", "1000"]);
     assert_eq!(r.u("/requests/scheduled"), 1700);
     assert_eq!(r.json["scenario"]["duration"], "1s 700ms");
 }
@@ -131,7 +131,7 @@ fn speed_skip_slice_and_retiming_select_what_is_sent() {
 fn every_op_replays_the_sets_as_writes() {
     let dir = tempfile::tempdir().expect("temp dir");
     let trace = csv_trace(dir.path());
-    let r = run_ok(&[
+    let r = run_ok_shared(&[
         "--trace",
         trace.to_str().expect("utf-8 path"),
         "--trace-ops",
@@ -265,7 +265,7 @@ fn every_format_replays_its_reads_once() {
     ] {
         let p = dir.path().join(name);
         std::fs::write(&p, body).expect("writing the trace");
-        let r = run_ok(&[
+        let r = run_ok_shared(&[
             "--trace",
             p.to_str().expect("utf-8"),
             "--trace-format",
@@ -285,7 +285,7 @@ fn a_compressed_trace_streams_and_a_truncated_one_is_an_error() {
     let raw = std::fs::read(&csv).expect("read");
     let zst = dir.path().join("trace.csv.zst");
     std::fs::write(&zst, zstd::encode_all(&raw[..], 3).expect("zstd")).expect("write");
-    let r = run_ok(&["--trace", zst.to_str().expect("utf-8"), "--duration", "1s"]);
+    let r = run_ok_shared(&["--trace", zst.to_str().expect("utf-8"), "--duration", "1s"]);
     assert_eq!(r.u("/requests/scheduled"), PER_SECOND[0] as u64);
     let whole = std::fs::read(&zst).expect("read");
     let cut = dir.path().join("cut.csv.zst");
@@ -319,7 +319,7 @@ fn workload_from_takes_a_traces_shape_without_the_trace() {
     let shape = dir.path().join("shape.json");
     std::fs::write(&shape, &out.stdout).expect("write");
     let stats: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    let r = run_ok(&[
+    let r = run_ok_shared(&[
         "--workload-from",
         shape.to_str().expect("utf-8"),
         "--duration",
