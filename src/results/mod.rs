@@ -60,9 +60,10 @@ pub use stores::{DbFigures, LockFigures, RedisFigures};
 /// schemas 2, 3 and 4 together, converting the older forms on reading.
 /// 5: a timeline bucket holds its cost inputs (`timeline[].cost`), and a run with a fault reads
 /// its break-even (`cost.undisturbed`, `cost.hit_rate`, `cost.unknown`) and its herd model
-/// (`db.herd_model.undisturbed`) from the undisturbed part of its window only; `--app-cmd` starts one process per `--instances` (`app.processes` lists them; `app.pid`
-/// and `app.log` are instance 0's), so an app under test's figures with `--instances` N are N
-/// processes' where they were one's; a 1-process built-in run may carry ledger herds
+/// (`db.herd_model.undisturbed`) from the undisturbed part of its window only; `--app-cmd`
+/// starts one process per `--instances` (`app.processes` lists them; `app.pid` and `app.log`
+/// are instance 0's), so an app under test's figures with `--instances` N are N processes'
+/// where they were one's; a 1-process built-in run may carry ledger herds
 /// (`scenario.load_via_ledger`, set by `conform`). `check` reads and judges schemas 2 to 5
 /// together.
 pub const SCHEMA: u32 = 5;
