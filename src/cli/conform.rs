@@ -11,7 +11,7 @@ use super::RunFlags;
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Conform")]
 pub struct ConformCmd {
-    /// The library to measure: symfony, rails or caffeine (or its preset's name).
+    /// The library: symfony, rails or caffeine (or its preset).
     ///
     /// Its `advise --for` name or its preset (rails-race-ttl, …). The preset runs through the built-in app and the library through its reference app in
     /// examples/libraries/<library> (started with --app-cmd, one process per --instances),
