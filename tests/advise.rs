@@ -227,16 +227,17 @@ fn the_search_stays_within_its_time_and_resumes_without_rerunning() {
         "2s",
         "--minimize",
         "db_calls",
+        // Round 0's three named strategies and 3 final trials at 1 s windows need 29 s.
         "--time",
-        "25s",
+        "30s",
         "--ci-out",
         ci_s.as_str(),
     ];
     let (code, v, out, took) = advise(&args, dir.path());
     assert_eq!(code, 0, "{out}");
     assert!(
-        took <= Duration::from_secs(27),
-        "took {took:?} for --time 25s"
+        took <= Duration::from_secs(32),
+        "took {took:?} for --time 30s"
     );
     let runs = v["evidence"]["runs"].as_u64().unwrap();
     assert!(runs >= 5, "{v}");
