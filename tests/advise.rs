@@ -208,7 +208,7 @@ fn a_budget_nothing_meets_is_none_meets_with_the_closest() {
     assert_eq!(c["budget"], "p99_ms_max");
     assert!(c["by"].as_f64().unwrap() > 1.0, "{c}");
     assert!(
-        out.contains("None meets the budgets: the closest is"),
+        out.contains("None meets the budgets") && out.contains(": the closest is"),
         "{out}"
     );
 }
@@ -227,16 +227,17 @@ fn the_search_stays_within_its_time_and_resumes_without_rerunning() {
         "2s",
         "--minimize",
         "db_calls",
+        // Round 0's three named strategies and 3 final trials at 1 s windows need 29 s.
         "--time",
-        "25s",
+        "30s",
         "--ci-out",
         ci_s.as_str(),
     ];
     let (code, v, out, took) = advise(&args, dir.path());
     assert_eq!(code, 0, "{out}");
     assert!(
-        took <= Duration::from_secs(27),
-        "took {took:?} for --time 25s"
+        took <= Duration::from_secs(32),
+        "took {took:?} for --time 30s"
     );
     let runs = v["evidence"]["runs"].as_u64().unwrap();
     assert!(runs >= 5, "{v}");

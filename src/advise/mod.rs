@@ -508,6 +508,9 @@ pub async fn run(cmd: AdvicePlan) -> Result<ExitCode> {
     })
 }
 
+/// A candidate and its trials.
+type Trials = (Candidate, Vec<RunResult>);
+
 /// The candidates no round ran.
 fn unmeasured(candidates: &[Candidate], rounds: &[Round]) -> Vec<String> {
     candidates
@@ -521,10 +524,7 @@ fn unmeasured(candidates: &[Candidate], rounds: &[Round]) -> Vec<String> {
 /// `undecided` (with what was decided so far) when the search stopped (`stopped`: why)
 /// before its final trials were done, never `none-meets` from trials that were not run.
 fn decide(
-    (finals, base): (
-        &[(Candidate, Vec<RunResult>)],
-        Option<&(Candidate, Vec<RunResult>)>,
-    ),
+    (finals, base): (&[Trials], Option<&Trials>),
     (objective, budgets): (Metric, &[(Metric, f64)]),
     (all, never): (usize, &[String]),
     stopped: Option<&str>,

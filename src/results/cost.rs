@@ -123,7 +123,7 @@ impl CostFigures {
     }
 
     /// ", from the undisturbed 3.0 s of …" for a sentence; empty without a fault.
-    pub fn from_words(&self) -> String {
+    pub fn where_words(&self) -> String {
         match &self.undisturbed {
             Some(Known::Value(w)) => format!(", from {w}"),
             _ => String::new(),
@@ -179,7 +179,7 @@ pub fn line(r: &RunResult) -> Option<String> {
         return Some(format!(
             "no cache: every request loads, L {} ms (pool wait + statement){}; the break-even of a caching run in the same comparison takes this L",
             ms(c.load_ms),
-            c.from_words()
+            c.where_words()
         ));
     }
     let from = if c.load_ms_from == THIS_RUN {
@@ -216,7 +216,7 @@ pub fn line(r: &RunResult) -> Option<String> {
         ms(c.write_back_ms),
         ms(c.load_ms),
         ms(c.write_back_ms),
-        c.from_words(),
+        c.where_words(),
     ))
 }
 

@@ -177,7 +177,7 @@ fn below_break_even(r: &RunResult) -> Option<String> {
         ms(c.redis_read_ms),
         ms(c.load_ms),
         ms(c.write_back_ms),
-        c.from_words(),
+        c.where_words(),
     ))
 }
 
