@@ -275,6 +275,46 @@ mod tests {
         assert!(AppSearch::parse(&[], &[]).is_err());
     }
 
+    /// A result with `calls` DB calls (a committed CI result, its other figures kept).
+    fn with_calls(calls: u64) -> RunResult {
+        let p = format!(
+            "{}/results/baseline-ci/cache-aside.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let mut r: RunResult = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        r.db.calls = crate::results::Known::Value(calls);
+        r
+    }
+
+    fn app(settings: &[(&str, &str)]) -> Candidate {
+        Candidate {
+            strategy: APP.into(),
+            settings: settings
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    /// Each setting at its best value of round 0, when it beat the defaults; a setting none of
+    /// whose values did stays out, and one setting alone is no cross.
+    #[test]
+    fn the_cross_takes_each_settings_best_value_that_beat_the_defaults() {
+        let ran = |x: u64| {
+            vec![
+                (app(&[]), with_calls(100)),
+                (app(&[("BETA", "0")]), with_calls(90)),
+                (app(&[("BETA", "2")]), with_calls(80)),
+                (app(&[("LOCK", "off")]), with_calls(101)),
+                (app(&[("LOCK", "on")]), with_calls(x)),
+                (app(&[("POOL", "4")]), with_calls(120)),
+            ]
+        };
+        let c = crossed(&ran(50), Metric::DbCalls, &[]).unwrap();
+        assert_eq!(c.label(), "app BETA=2 LOCK=on");
+        assert_eq!(crossed(&ran(100), Metric::DbCalls, &[]), None);
+    }
+
     #[test]
     fn what_a_target_cannot_measure_is_refused() {
         assert!(refuse_unmeasured(Metric::DbCalls, &[(Metric::P99, 50.0)]).is_ok());
