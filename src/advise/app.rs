@@ -6,9 +6,14 @@
 //! figures are the servers' (DB calls, herds from the ledger, latencies from the answers): a
 //! figure only the built-in app knows is refused before the first run.
 
+use anyhow::Result;
+use tokio_util::sync::CancellationToken;
+
 use crate::error::UsageError;
 use crate::metric::Metric;
 use crate::results::RunResult;
+use crate::scenario::Scenario;
+use crate::session::{Env, Status};
 
 use super::space::Candidate;
 
@@ -188,6 +193,33 @@ pub fn crossed(
         strategy: APP.to_string(),
         settings: best.into_iter().map(|(n, v, _)| (n, v)).collect(),
     })
+}
+
+/// The search's servers started, and the app's start on them measured once (its schema
+/// seeded, the app ready, both removed): every run starts the app again, so the plan counts
+/// that cost in each run's. The scenario returned is the one to plan on: the measured start
+/// joins its warm-up, which the plan counts with a run's cost besides its window (the runs
+/// keep the team's warm-up).
+pub async fn measure_start(
+    base: &Scenario,
+    status: &Status,
+    shutdown: &CancellationToken,
+) -> Result<(Env, Scenario)> {
+    let mut env = Env::start(base, status).await?;
+    let cost = match crate::session::app_run::start_cost(base, &mut env, shutdown).await {
+        Ok(c) => c,
+        Err(e) => {
+            env.stop();
+            return Err(e.context("starting the app at its defaults to measure its start"));
+        }
+    };
+    status.line(&format!(
+        "the app's start and its schema's seeding took {:.1} s: counted in every run's cost",
+        cost.as_secs_f64()
+    ));
+    let mut sc = base.clone();
+    sc.warmup = crate::values::Dur(sc.warmup.0 + cost);
+    Ok((env, sc))
 }
 
 /// An objective or a budget an app under test cannot give, refused before the first run.
