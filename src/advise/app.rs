@@ -6,9 +6,14 @@
 //! figures are the servers' (DB calls, herds from the ledger, latencies from the answers): a
 //! figure only the built-in app knows is refused before the first run.
 
+use anyhow::Result;
+use tokio_util::sync::CancellationToken;
+
 use crate::error::UsageError;
 use crate::metric::Metric;
 use crate::results::RunResult;
+use crate::scenario::Scenario;
+use crate::session::{Env, Status};
 
 use super::space::Candidate;
 
@@ -190,6 +195,33 @@ pub fn crossed(
     })
 }
 
+/// The search's servers started, and the app's start on them measured once (its schema
+/// seeded, the app ready, both removed): every run starts the app again, so the plan counts
+/// that cost in each run's. The scenario returned is the one to plan on: the measured start
+/// joins its warm-up, which the plan counts with a run's cost besides its window (the runs
+/// keep the team's warm-up).
+pub async fn measure_start(
+    base: &Scenario,
+    status: &Status,
+    shutdown: &CancellationToken,
+) -> Result<(Env, Scenario)> {
+    let mut env = Env::start(base, status).await?;
+    let cost = match crate::session::app_run::start_cost(base, &mut env, shutdown).await {
+        Ok(c) => c,
+        Err(e) => {
+            env.stop();
+            return Err(e.context("starting the app at its defaults to measure its start"));
+        }
+    };
+    status.line(&format!(
+        "the app's start and its schema's seeding took {:.1} s: counted in every run's cost",
+        cost.as_secs_f64()
+    ));
+    let mut sc = base.clone();
+    sc.warmup = crate::values::Dur(sc.warmup.0 + cost);
+    Ok((env, sc))
+}
+
 /// An objective or a budget an app under test cannot give, refused before the first run.
 pub fn refuse_unmeasured(objective: Metric, budgets: &[(Metric, f64)]) -> Result<(), UsageError> {
     let why = |m: Metric| -> Option<&'static str> {
@@ -273,6 +305,46 @@ mod tests {
             .to_string();
         assert!(e.contains("names X twice"), "{e}");
         assert!(AppSearch::parse(&[], &[]).is_err());
+    }
+
+    /// A result with `calls` DB calls (a committed CI result, its other figures kept).
+    fn with_calls(calls: u64) -> RunResult {
+        let p = format!(
+            "{}/results/baseline-ci/cache-aside.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let mut r: RunResult = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        r.db.calls = crate::results::Known::Value(calls);
+        r
+    }
+
+    fn app(settings: &[(&str, &str)]) -> Candidate {
+        Candidate {
+            strategy: APP.into(),
+            settings: settings
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    /// Each setting at its best value of round 0, when it beat the defaults; a setting none of
+    /// whose values did stays out, and one setting alone is no cross.
+    #[test]
+    fn the_cross_takes_each_settings_best_value_that_beat_the_defaults() {
+        let ran = |x: u64| {
+            vec![
+                (app(&[]), with_calls(100)),
+                (app(&[("BETA", "0")]), with_calls(90)),
+                (app(&[("BETA", "2")]), with_calls(80)),
+                (app(&[("LOCK", "off")]), with_calls(101)),
+                (app(&[("LOCK", "on")]), with_calls(x)),
+                (app(&[("POOL", "4")]), with_calls(120)),
+            ]
+        };
+        let c = crossed(&ran(50), Metric::DbCalls, &[]).unwrap();
+        assert_eq!(c.label(), "app BETA=2 LOCK=on");
+        assert_eq!(crossed(&ran(100), Metric::DbCalls, &[]), None);
     }
 
     #[test]

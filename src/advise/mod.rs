@@ -139,7 +139,8 @@ struct Runner<'a> {
     /// Runs read back from --out under --resume instead of run again.
     read_back: usize,
     deadline: Instant,
-    /// `--target` with two settings or more: round 0 also runs the cross of their best values.
+    /// `--target` with two settings or more: round 0 keeps a place for the cross of their
+    /// best values, run once the round has run each alone ([`Runner::cross`]).
     cross: bool,
     /// What each candidate's last run cost besides its window, measured: a run that never
     /// came back drains its piled-up requests for tens of seconds, which no plan made before
@@ -228,6 +229,33 @@ impl Runner<'_> {
             write_result(p, &r)?;
         }
         Ok(Some(r))
+    }
+}
+
+impl Runner<'_> {
+    /// Round 0's cross of the app's settings ([`app::crossed`]), run once the round has run
+    /// each setting alone; false when the search was stopped before it.
+    async fn cross(
+        &mut self,
+        round: &str,
+        window: Duration,
+        ran: &mut Vec<(Candidate, RunResult)>,
+        objective: Metric,
+        budgets: &[(Metric, f64)],
+    ) -> Result<bool> {
+        let Some(c) = app::crossed(ran, objective, budgets) else {
+            return Ok(true);
+        };
+        if ran.iter().any(|(r, _)| *r == c) {
+            return Ok(true);
+        }
+        Ok(match self.run(round, &c, window, 0).await? {
+            Some(r) => {
+                ran.push((c, r));
+                true
+            }
+            None => false,
+        })
     }
 }
 
@@ -362,23 +390,7 @@ pub async fn run(cmd: AdvicePlan) -> Result<ExitCode> {
     // cost, measured once on these servers before the plan, is part of every run's.
     let (env, plan_sc) = match &cmd.app {
         Some(_) => {
-            let mut env = Env::start(&base_sc, &status).await?;
-            let cost = crate::session::app_run::start_cost(&base_sc, &mut env, &shutdown).await;
-            let cost = match cost {
-                Ok(c) => c,
-                Err(e) => {
-                    env.stop();
-                    return Err(e.context("starting the app at its defaults to measure its start"));
-                }
-            };
-            status.line(&format!(
-                "the app's start and its schema's seeding took {:.1} s: counted in every run's cost",
-                cost.as_secs_f64()
-            ));
-            let mut sc = base_sc.clone();
-            // The plan counts a run's cost besides its window from the warm-up: the start
-            // joins it there (for the plan only; the runs keep the team's warm-up).
-            sc.warmup = crate::values::Dur(sc.warmup.0 + cost);
+            let (env, sc) = app::measure_start(&base_sc, &status, &shutdown).await?;
             (Some(env), sc)
         }
         None => (None, base_sc.clone()),
@@ -613,7 +625,6 @@ async fn search(
             trials: 1,
             ..Round::default()
         };
-        // Round 0 keeps a place for the cross of the app's settings, run once they are ranked.
         let crossing = i == 0 && runner.cross;
         let room = step.candidates.saturating_sub(usize::from(crossing));
         if alive.len() > room {
@@ -629,19 +640,13 @@ async fn search(
         if let Some(r) = base {
             base_round0 = Some((baseline.clone(), vec![r]));
         }
-        if crossing
-            && !stopped
-            && let Some(c) = app::crossed(&ran, objective, budgets)
-            && !ran.iter().any(|(r, _)| *r == c)
-        {
+        if crossing && !stopped {
             let name = round.round.clone();
-            match runner.run(&name, &c, step.window, 0).await? {
-                Some(r) => {
-                    round.ran.push(c.label());
-                    ran.push((c, r));
-                }
-                None => stopped = true,
-            }
+            let before = ran.len();
+            stopped = !runner
+                .cross(&name, step.window, &mut ran, objective, budgets)
+                .await?;
+            round.ran.extend(ran[before..].iter().map(|(c, _)| c.label()));
         }
         if stopped {
             if !ran.is_empty() {
