@@ -102,6 +102,44 @@ fn a_hot_key_without_stale_answers_gets_a_coordination() {
     assert!(dir.path().join("final/summary.json").is_file());
 }
 
+/// A distributed mutex recommended for Symfony, whose LockRegistry is an flock on one host: the
+/// answer renders Symfony's call and says what it will do instead across the run's 2
+/// instances, and the nearest strategy it can express, not a per-host lock passed off as the
+/// mutex.
+#[test]
+fn for_symfony_a_distributed_mutex_says_what_symfony_does_instead() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, v, out, _) = advise(
+        &[
+            "--scenario",
+            "scenarios/hot-key.toml",
+            "--duration",
+            "2s",
+            "--strategies",
+            "mutex",
+            "--minimize",
+            "db_calls",
+            "--time",
+            "40s",
+            "--for",
+            "symfony",
+        ],
+        dir.path(),
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(recommended(&v), "mutex", "{v}");
+    let adopt = v["adoption"].as_str().unwrap();
+    for part in [
+        "$cache->get('key'",
+        "across instances: mutex lets one load of a key through across instances, and Symfony cannot: its LockRegistry is an flock, local to one host",
+        "Symfony will let one load per key per host through instead: expect one load per host per miss and expiry, 2 here (the run's instances), so up to 2 loads of a key at once",
+        "Nearest Symfony can express: single-flight",
+    ] {
+        assert!(adopt.contains(part), "{part}\nnot in: {adopt}");
+    }
+    assert!(out.contains(adopt), "the terminal prints the same: {out}");
+}
+
 /// Keys each asked about five times a second (200 keys, near-uniform, 1000 req/s) with a 1 s
 /// TTL and 50 ms loads: about one read in six comes after its key expired, so whoever loads in
 /// the request has a p95 on the 50 ms miss path; only a strategy that serves the stale value

@@ -2,22 +2,26 @@
 //! shows its documented gap, or its guarantee, by a count. `laravel-flexible` and
 //! `rails-race-ttl` take no lock on a miss, so the cold miss is a herd; `spring-sync`,
 //! `symfony`, `caffeine-refresh` and `fusion` load a key at most once per instance at a time
-//! (single-flight), and no more; each preset's own mechanism fired (laravel's stale reads and
-//! locked refreshes, rails' push-backs, symfony's early recomputes, caffeine's and fusion's
-//! eager refreshes).
+//! (single-flight), and no more, as does `bentocache` (its lock is in memory) while `dogpile`
+//! loads it once in all (its lock is in Redis); each preset's own mechanism fired (laravel's
+//! stale reads and locked refreshes, rails' push-backs, symfony's early recomputes,
+//! caffeine's and fusion's eager refreshes, bentocache's and dogpile's stale reads refreshed
+//! behind).
 
 use crate::common;
 
 use common::{cpu_turn, read_json, stampede};
 use serde_json::Value;
 
-const PRESETS: [&str; 6] = [
+const PRESETS: [&str; 8] = [
     "laravel-flexible",
     "rails-race-ttl",
     "symfony",
     "caffeine-refresh",
     "spring-sync",
     "fusion",
+    "bentocache",
+    "dogpile",
 ];
 
 fn u(r: &Value, ptr: &str) -> u64 {
@@ -115,6 +119,26 @@ fn each_library_preset_shows_its_gap_by_a_count() {
         let r = result(name);
         assert!(u(&r, "/db/eager_refreshes") > 0, "{name}: {}", r["db"]);
     }
+    // bentocache's grace: the old value served while one factory per instance refreshes it.
+    let bento = result("bentocache");
+    assert!(u(&bento, "/db/peak_key_herd") <= 2, "{}", bento["db"]);
+    assert!(u(&bento, "/outcomes/waited") > 0, "{}", bento["outcomes"]);
+    assert!(u(&bento, "/outcomes/stale") > 0, "{}", bento["outcomes"]);
+    assert!(u(&bento, "/db/background_refreshes") > 0, "{}", bento["db"]);
+    // dogpile's Redis lock: one load of the key at a time across both instances, the cold
+    // miss included; past the TTL the old value is served while the lock's holder reloads.
+    let dogpile = result("dogpile");
+    assert_eq!(u(&dogpile, "/db/peak_key_herd"), 1, "{}", dogpile["db"]);
+    assert!(u(&dogpile, "/lock/acquired") > 0, "{}", dogpile["lock"]);
+    assert!(
+        u(&dogpile, "/outcomes/stale") > 0,
+        "{}",
+        dogpile["outcomes"]
+    );
+    assert_eq!(
+        dogpile["scenario"]["stale"], "1s",
+        "stale defaults to the TTL"
+    );
     let fusion = result("fusion");
     assert_eq!(fusion["scenario"]["fail_safe"]["max"], "10s");
     assert_eq!(fusion["scenario"]["fail_safe"]["soft_timeout"], "100ms");

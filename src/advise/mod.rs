@@ -465,7 +465,11 @@ pub async fn run(cmd: AdvicePlan) -> Result<ExitCode> {
             .and_then(|(_, t)| t.first())
     });
     let adoption = match (cmd.library, &verdict.recommended, rec_run) {
-        (Some(lib), Some(p), Some(r)) => Some(adopt::adopt(lib, p, r).unwrap_or_else(|e| e)),
+        (Some(lib), Some(p), Some(r)) => {
+            // What the library can express instead is looked for among the final trials.
+            let measured: Vec<_> = finals.iter().chain(base_trials.as_ref()).collect();
+            Some(adopt::adopt(lib, p, r, &measured).unwrap_or_else(|e| e))
+        }
         _ => None,
     };
     let advice = Advice {

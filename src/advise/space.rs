@@ -176,4 +176,39 @@ mod tests {
             ]
         );
     }
+
+    /// A library preset enters the search when named, at its library's own settings: no
+    /// knob of the composed strategies is moved on it.
+    #[test]
+    fn a_named_library_preset_is_searched_at_its_own_settings() {
+        let knobs = [Knob {
+            key: "stale",
+            values: "1s,30s",
+            uses: |s| s.serves_stale(),
+            needs_fault: false,
+            with: None,
+        }];
+        let names: Vec<String> = ["swr", "bentocache", "dogpile"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let c = candidates(&names, &[], &knobs, false).unwrap();
+        let labels: Vec<String> = c.iter().map(Candidate::label).collect();
+        assert_eq!(
+            labels,
+            [
+                "swr",
+                "bentocache",
+                "dogpile",
+                "swr stale=1s",
+                "swr stale=30s"
+            ]
+        );
+        assert_eq!(
+            c[2].simplicity(),
+            (3, true, 0),
+            "dogpile's lock is in Redis"
+        );
+        assert_eq!(c[1].simplicity(), (3, false, 0));
+    }
 }

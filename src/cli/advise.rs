@@ -33,7 +33,9 @@ pub struct AdviseCmd {
     /// The default is the six presets, no-cache, swr+mutex, xfetch+mutex and
     /// xfetch+swr+mutex. As compare's
     /// --strategies; each is also tried at its own settings' declared search
-    /// values (β, stale window, jitter, lock wait, lease, eager refresh).
+    /// values (β, stale window, jitter, lock wait, lease, eager refresh). A library preset
+    /// (symfony, bentocache, dogpile …) is searched when named here, at its library's own
+    /// settings.
     #[arg(long, value_name = "LIST")]
     pub strategies: Option<String>,
 
@@ -106,8 +108,11 @@ pub struct AdviseCmd {
 
     /// Write the answer in a library's own terms: laravel, rails, spring …
     ///
-    /// laravel, rails, symfony, caffeine, spring or fusioncache; or say what the library
-    /// cannot express.
+    /// laravel, rails, symfony, caffeine, spring, fusioncache, bentocache or dogpile; or say
+    /// what the library cannot express. Where the recommendation needs a lock wider than the
+    /// library's (a distributed one where Symfony's is per host), the answer says what the
+    /// library does instead, what that costs in the run's figures, and the nearest strategy
+    /// the library can express.
     #[arg(
         long = "for",
         value_parser = library(),

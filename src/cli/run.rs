@@ -179,7 +179,7 @@ pub struct RunSetup {
     /// swr+mutex or swr+lease. no-cache (alone) loads every request, the baseline
     /// of the break-even hit rate. A library preset (alone) reproduces a caching library's
     /// semantics: laravel-flexible, rails-race-ttl, symfony, caffeine-refresh, spring-sync,
-    /// fusion (docs/strategies.md).
+    /// fusion, bentocache, dogpile (docs/strategies.md).
     #[arg(long, short = 's', value_name = "NAME", help_heading = "Strategy")]
     pub strategy: Option<String>,
 

@@ -1,10 +1,61 @@
 //! What a library preset looks like in the library's own code (`advise --for`): each
 //! library's rendering of a recommended strategy and its settings, or what the library cannot
-//! express. Each is named in its library's row of [`super::LIBRARIES`].
+//! express, and how far its coordination reaches across instances ([`Across`]), so that a
+//! rendering never drops a protection silently. Each is named in its library's row of
+//! [`super::LIBRARIES`].
 
 use std::fmt::Write as _;
 
 use super::{Coordination, Freshness, StrategySpec};
+
+/// How far a coordination reaches: who is kept from loading a key another caller is
+/// loading. Ordered: a wider reach does all a narrower one does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Reach {
+    /// No lock: every caller that misses loads.
+    None,
+    /// One load per key per process (an in-memory lock, single-flight).
+    Process,
+    /// One load per key per host (a lock file): one per instance, as instances are hosts here.
+    Host,
+    /// One load per key across every instance (a lock in Redis, a lease).
+    Distributed,
+}
+
+impl Reach {
+    /// What a strategy needs: a token in Redis, else an in-process flight, else nothing;
+    /// for a miss or a background refresh, whichever needs more.
+    pub fn needed(spec: &StrategySpec) -> Reach {
+        let of = |c: Coordination| {
+            if c.redis_token() {
+                Reach::Distributed
+            } else if c.single_flight() {
+                Reach::Process
+            } else {
+                Reach::None
+            }
+        };
+        of(spec.coordination).max(of(spec.refresh))
+    }
+
+    /// "per process", for a sentence.
+    pub fn words(self) -> &'static str {
+        match self {
+            Reach::None => "no lock",
+            Reach::Process => "per process",
+            Reach::Host => "per host",
+            Reach::Distributed => "across instances",
+        }
+    }
+}
+
+/// What a library can coordinate across instances: the widest reach of its own locks, and
+/// the lock that gives it, in a sentence (`its LockRegistry is an flock on the host`).
+#[derive(Debug, Clone, Copy)]
+pub struct Across {
+    pub reach: Reach,
+    pub how: &'static str,
+}
 
 /// What a library's rendering reads: the recommended strategy and the settings its run resolved
 /// (seconds for durations).
@@ -200,5 +251,104 @@ pub fn fusioncache(cx: &Terms) -> Rendered {
             "; across nodes it has no distributed lock of its own: add one around the factory",
         );
     }
+    Ok(o)
+}
+
+/// bentocache 1.6's `getOrSet`: `grace` is an entry's whole life in Redis (not a time added
+/// to the TTL), and with the soft `timeout` 0, its default, a graced read is answered at once
+/// while one factory per process refreshes the key behind it.
+pub fn bentocache(cx: &Terms) -> Rendered {
+    let (ttl, stale) = (cx.ttl, cx.stale);
+    let ms = |s: f64| format!("{:.0}", s * 1000.0);
+    let jitter_note = &cx.jitter_note;
+    if cx.eager_refresh.is_some() {
+        return cx.no(
+            "bentocache",
+            "it has no eager refresh before the expiry; grace with the soft timeout 0 refreshes after it, serving the old value meanwhile",
+        );
+    }
+    Ok(match cx.spec.freshness {
+        Freshness::Swr => format!(
+            "await bento.getOrSet({{ key, factory: () => load(key), ttl: {}, grace: {}, timeout: 0 }})  // ms: fresh {}s, then served stale up to {}s after its write (grace is the entry's whole life) while one factory per key per process refreshes it in the background{jitter_note}",
+            ms(ttl),
+            ms(ttl + stale),
+            fmt_s(ttl),
+            fmt_s(ttl + stale)
+        ),
+        Freshness::Expire => format!(
+            "await bento.getOrSet({{ key, factory: () => load(key), ttl: {} }})  // ms, no grace: a miss runs one factory per key per process, the others in it wait for its value{jitter_note}",
+            ms(ttl)
+        ),
+        _ => {
+            return cx.no(
+                "bentocache",
+                "it has no probabilistic early expiry (XFetch); grace with the soft timeout 0 is its stale-while-revalidate",
+            );
+        }
+    })
+}
+
+/// dogpile.cache 1.5's `get_or_create` on its Redis backend: `expiration_time` is the soft
+/// expiry, `redis_expiration_time` (whole seconds) how long Redis keeps the value to be
+/// served while one caller reloads it, `distributed_lock` makes the lock a Redis one.
+pub fn dogpile(cx: &Terms) -> Rendered {
+    let (ttl, stale) = (cx.ttl, cx.stale);
+    if cx.eager_refresh.is_some() {
+        return cx.no(
+            "dogpile.cache",
+            "it has no eager refresh before the expiry; past expiration_time one caller reloads while the others get the old value",
+        );
+    }
+    let (kept, expiry) = match cx.spec.freshness {
+        Freshness::Swr => (
+            ttl + stale,
+            format!(
+                "past {}s one caller reloads it in its request while the others get the old value, up to {}s",
+                fmt_s(ttl),
+                fmt_s((ttl + stale).ceil())
+            ),
+        ),
+        Freshness::Expire => (
+            ttl,
+            "the value leaves Redis at its expiry, so none is served old: the next reader loads under the lock"
+                .to_string(),
+        ),
+        _ => {
+            return cx.no(
+                "dogpile.cache",
+                "it has no probabilistic early expiry (XFetch); its expiration_time with a longer redis_expiration_time is its stale-while-revalidate",
+            );
+        }
+    };
+    let distributed = cx.spec.coordination.redis_token() || cx.spec.refresh.redis_token();
+    let mut o = format!(
+        "region.configure(\"dogpile.cache.redis\", arguments={{\"url\": REDIS_URL, \"redis_expiration_time\": {}, \"distributed_lock\": {}",
+        fmt_s(kept.ceil()),
+        if distributed { "True" } else { "False" }
+    );
+    if distributed && cx.lock_ttl > 0.0 {
+        let _ = write!(o, ", \"lock_timeout\": {}", fmt_s(cx.lock_ttl));
+    }
+    let _ = write!(
+        o,
+        "}}); region.get_or_create(key, lambda: load(key), expiration_time={})  # {}; {expiry}",
+        fmt_s(ttl),
+        if distributed {
+            "a Redis lock: one caller in all instances loads a missing key, the others wait for the lock and read its value"
+        } else {
+            "a lock per process: one caller per process loads a missing key"
+        }
+    );
+    if kept.fract() != 0.0 {
+        o.push_str(" (redis_expiration_time takes whole seconds: rounded up)");
+    }
+    if cx.spec.coordination.mutex() {
+        let _ = write!(
+            o,
+            "; its waiters wait for the lock without limit, where the recommendation's give up after {}s",
+            fmt_s(cx.lock_wait)
+        );
+    }
+    o.push_str(&cx.jitter_note);
     Ok(o)
 }

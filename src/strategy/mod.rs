@@ -163,10 +163,13 @@ pub struct LibraryDecl {
     pub render: fn(&adopt::Terms) -> adopt::Rendered,
     /// The real library `conform` runs beside the preset, or why there is none here.
     pub reference: reference::Reference,
+    /// What its own locks coordinate across instances: what `--for` compares with what the
+    /// recommendation needs, so a protection the library lacks is said, not dropped.
+    pub across: adopt::Across,
 }
 
 /// The libraries, in the order docs/strategies.md lists their presets.
-pub static LIBRARIES: [LibraryDecl; 6] = [
+pub static LIBRARIES: [LibraryDecl; 8] = [
     // Laravel 11's `Cache::flexible`: swr; a refresh under a lock, a miss under none;
     // `[$fresh, $stale]`: the docs' examples stale for as long again as fresh.
     LibraryDecl {
@@ -185,6 +188,10 @@ pub static LIBRARIES: [LibraryDecl; 6] = [
         reference: Reference::Missing(
             "Laravel 11's Cache::flexible comes with the Laravel framework from Composer (Packagist), which is not installed here; Debian 12 packages no Laravel",
         ),
+        across: adopt::Across {
+            reach: adopt::Reach::Distributed,
+            how: "its Cache::lock and flexible()'s refresh lock are atomic locks in Redis (a miss under flexible() takes none)",
+        },
     },
     // ActiveSupport's `fetch(race_condition_ttl:)`: swr's window, but a stale read pushes the
     // expiry back and recomputes; no lock.
@@ -205,6 +212,10 @@ pub static LIBRARIES: [LibraryDecl; 6] = [
             caveats: reference::rails_caveats,
             tells_stale: false,
         }),
+        across: adopt::Across {
+            reach: adopt::Reach::None,
+            how: "Rails.cache takes no lock",
+        },
     },
     // Symfony Cache's `get($key, $cb, beta: 1.0)`: xfetch with its machine-local lock.
     LibraryDecl {
@@ -224,6 +235,10 @@ pub static LIBRARIES: [LibraryDecl; 6] = [
             caveats: reference::symfony_caveats,
             tells_stale: false,
         }),
+        across: adopt::Across {
+            reach: adopt::Reach::Host,
+            how: "its LockRegistry is an flock, local to one host",
+        },
     },
     // Caffeine's `refreshAfterWrite(0.8 × TTL)` loading cache: eager refresh, single-flight.
     LibraryDecl {
@@ -246,6 +261,10 @@ pub static LIBRARIES: [LibraryDecl; 6] = [
             caveats: reference::caffeine_caveats,
             tells_stale: false,
         }),
+        across: adopt::Across {
+            reach: adopt::Reach::Process,
+            how: "a LoadingCache computes a key once per JVM, and shares nothing across JVMs",
+        },
     },
     // Spring's `@Cacheable(sync = true)`: single-flight per instance on a miss.
     LibraryDecl {
@@ -261,6 +280,10 @@ pub static LIBRARIES: [LibraryDecl; 6] = [
         reference: Reference::Missing(
             "Spring's @Cacheable(sync = true) needs a Spring application built from Maven Central, which is not used here; Debian 12's Spring jars make no working app of it",
         ),
+        across: adopt::Across {
+            reach: adopt::Reach::Process,
+            how: "@Cacheable(sync = true) synchronises a miss in one JVM",
+        },
     },
     // FusionCache with its production options: fail-safe, soft timeout, eager refresh.
     LibraryDecl {
@@ -282,6 +305,63 @@ pub static LIBRARIES: [LibraryDecl; 6] = [
         reference: Reference::Missing(
             "FusionCache is a .NET library (NuGet), and no .NET SDK is installed here",
         ),
+        across: adopt::Across {
+            reach: adopt::Reach::Process,
+            how: "its stampede protection is per node (its distributed locker is optional and off here)",
+        },
+    },
+    // bentocache 1.6's `getOrSet` with `grace` and the soft `timeout` 0 (its default): an
+    // in-memory lock per key and process on a miss; a graced read served at once while one
+    // factory per process refreshes behind it. `--stale` is the grace past the TTL.
+    LibraryDecl {
+        preset: "bentocache",
+        for_name: "bentocache",
+        title: "bentocache",
+        freshness: Freshness::Swr,
+        coordination: Coordination::SingleFlight,
+        refresh: Coordination::SingleFlight,
+        stale_read: StaleRead::RefreshBehind,
+        defaults: LibraryDefaults::NONE,
+        render: adopt::bentocache,
+        reference: Reference::App(RefApp {
+            dir: "bentocache",
+            measured: "bentocache 1.6.1 (npm), ioredis, Node.js 20",
+            env: reference::bentocache_env,
+            caveats: reference::no_caveats,
+            tells_stale: false,
+        }),
+        across: adopt::Across {
+            reach: adopt::Reach::Process,
+            how: "its getOrSet lock is in memory, one per process (its bus only invalidates L1s)",
+        },
+    },
+    // dogpile.cache 1.5's Redis backend with `distributed_lock`: a Redis lock on a miss and
+    // on an expiry (where the others get the old value); Redis keeps the value as long again
+    // as `expiration_time` (the reference app's `redis_expiration_time`).
+    LibraryDecl {
+        preset: "dogpile",
+        for_name: "dogpile",
+        title: "dogpile.cache",
+        freshness: Freshness::Swr,
+        coordination: Coordination::Mutex,
+        refresh: Coordination::Mutex,
+        stale_read: StaleRead::RefreshBehind,
+        defaults: LibraryDefaults {
+            stale_is_ttl: true,
+            ..LibraryDefaults::NONE
+        },
+        render: adopt::dogpile,
+        reference: Reference::App(RefApp {
+            dir: "dogpile",
+            measured: "dogpile.cache 1.5.0 (PyPI), redis-py, Python 3",
+            env: reference::dogpile_env,
+            caveats: reference::no_caveats,
+            tells_stale: false,
+        }),
+        across: adopt::Across {
+            reach: adopt::Reach::Distributed,
+            how: "with distributed_lock its lock is a Redis lock, one for every instance",
+        },
     },
 ];
 
@@ -367,7 +447,7 @@ pub const PRESETS: [&str; 6] = [
 /// The name of the strategy without a cache, which composes with nothing.
 pub const NO_CACHE: &str = "no-cache";
 
-const VALID_FORMS: &str = "valid: no-cache (alone), a library preset (alone: laravel-flexible, rails-race-ttl, symfony, caffeine-refresh, spring-sync, fusion), cache-aside, mutex, single-flight, xfetch, swr, jitter, lease, or `+` \
+const VALID_FORMS: &str = "valid: no-cache (alone), a library preset (alone: laravel-flexible, rails-race-ttl, symfony, caffeine-refresh, spring-sync, fusion, bentocache, dogpile), cache-aside, mutex, single-flight, xfetch, swr, jitter, lease, or `+` \
     joining at most one freshness (cache-aside, xfetch, swr, or xfetch+swr: both) with mutex \
     and/or single-flight, or with lease, and/or jitter, e.g. swr+mutex, xfetch+single-flight, \
     mutex+single-flight, swr+lease, xfetch+swr+mutex";
@@ -676,6 +756,22 @@ mod tests {
             ),
             "rails keeps swr's window, and a stale read extends it and recomputes"
         );
+        // bentocache: swr's window (its grace) and an in-process lock on a miss and a refresh;
+        // dogpile: the same under a Redis lock, its window as long again as the TTL.
+        let bento = StrategySpec::parse("bentocache").unwrap();
+        let dogpile = StrategySpec::parse("dogpile").unwrap();
+        for (p, c) in [
+            (bento, Coordination::SingleFlight),
+            (dogpile, Coordination::Mutex),
+        ] {
+            assert_eq!(
+                (p.freshness, p.coordination, p.refresh, p.stale_read),
+                (Freshness::Swr, c, c, StaleRead::RefreshBehind),
+                "{p}"
+            );
+        }
+        assert!(dogpile.library_defaults().is_some_and(|d| d.stale_is_ttl));
+        assert_eq!(bento.library_defaults(), Some(LibraryDefaults::NONE));
         let n = StrategySpec::parse(" no-cache ").unwrap();
         assert_eq!(n.to_string(), "no-cache");
         assert!(!n.caches() && n.coordination == Coordination::None);
@@ -711,6 +807,8 @@ mod tests {
             "fusion+jitter",
             "swr+laravel-flexible",
             "spring-sync+single-flight",
+            "dogpile+mutex",
+            "bentocache+jitter",
         ] {
             let e = StrategySpec::parse(bad).unwrap_err();
             assert!(e.contains("valid:"), "{bad}: {e}");

@@ -96,6 +96,21 @@ pub fn caffeine_caveats(_: &Scenario) -> Vec<String> {
     ]
 }
 
+/// bentocache's `getOrSet` with the preset's stale window as its grace period, its lock in
+/// memory as the library has it.
+pub fn bentocache_env(sc: &Scenario) -> Vec<(String, String)> {
+    vec![pair("BENTO_GRACE_MS", ms(sc.stale.0))]
+}
+
+/// dogpile.cache's region: `expiration_time` the TTL (CACHE_TTL_MS), Redis keeping the value
+/// for the stale window past it, with `distributed_lock`.
+pub fn dogpile_env(sc: &Scenario) -> Vec<(String, String)> {
+    vec![
+        pair("DOGPILE_REDIS_EXPIRATION_MS", ms(sc.ttl.0 + sc.stale.0)),
+        pair("DOGPILE_DISTRIBUTED_LOCK", "1".into()),
+    ]
+}
+
 pub fn no_caveats(_: &Scenario) -> Vec<String> {
     Vec::new()
 }

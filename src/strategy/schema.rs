@@ -89,7 +89,7 @@ impl JsonSchema for StrategySpec {
             });
         }
         json_schema!({
-            "description": "no-cache (alone: every request loads, nothing is cached), a library preset (alone: laravel-flexible, rails-race-ttl, symfony, caffeine-refresh, spring-sync, fusion), a preset (cache-aside, mutex, single-flight, xfetch, swr, jitter), lease, or a combination with + of at most one of cache-aside|xfetch|swr (expire is another name for cache-aside) with mutex, single-flight and/or jitter, or with lease (and jitter), such as swr+mutex or swr+lease.",
+            "description": "no-cache (alone: every request loads, nothing is cached), a library preset (alone: laravel-flexible, rails-race-ttl, symfony, caffeine-refresh, spring-sync, fusion, bentocache, dogpile), a preset (cache-aside, mutex, single-flight, xfetch, swr, jitter), lease, or a combination with + of at most one of cache-aside|xfetch|swr (expire is another name for cache-aside) with mutex, single-flight and/or jitter, or with lease (and jitter), such as swr+mutex or swr+lease.",
             "type": "string",
             "allOf": [
                 { "pattern": grammar() },
@@ -160,6 +160,6 @@ mod tests {
         for name in canonical_names() {
             assert_eq!(StrategySpec::parse(&name).unwrap().to_string(), name);
         }
-        assert_eq!(canonical_names().len(), 47);
+        assert_eq!(canonical_names().len(), 49);
     }
 }
