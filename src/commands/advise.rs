@@ -41,10 +41,7 @@ fn plan(cmd: AdviseCmd) -> Result<AdvicePlan, UsageError> {
         resume: cmd.resume,
         library: cmd.library,
         ci_out: cmd.ci_out,
-        file: crate::advise::adopt::FileSettings {
-            keys: RunFlags::file_keys(),
-            set: |k, v| RunFlags::default().set(k, v),
-        },
+        file: file_settings(),
         quiet: cmd.quiet,
         plan_only: cmd.plan_only,
         resolve: resolver(cmd.scenario, cmd.flags),
@@ -89,10 +86,20 @@ fn app_plan(cmd: AdviseCmd) -> Result<AdvicePlan, UsageError> {
         resume: cmd.resume,
         library: None,
         ci_out: None,
+        file: file_settings(),
         quiet: cmd.quiet,
+        plan_only: cmd.plan_only,
         resolve: app_resolver(cmd.scenario, cmd.flags, cmd.target),
         app: Some(app),
     })
+}
+
+/// How `run` reads a scenario file: for the one `--ci-out` writes.
+fn file_settings() -> crate::advise::adopt::FileSettings {
+    crate::advise::adopt::FileSettings {
+        keys: RunFlags::file_keys(),
+        set: |k, v| RunFlags::default().set(k, v),
+    }
 }
 
 /// A candidate of the app's: the team's flags and target, the app started with the

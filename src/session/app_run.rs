@@ -159,16 +159,14 @@ pub async fn start_cost(
         heavy_query_ms: None,
     };
     let port = crate::servers::free_port().context("finding a free port for the app")?;
-    let url = t.url_for(Some(port));
     let quiet = Status::new(true);
-    let started = start_app(
+    let started = start_apps(
         sc,
         t,
         env,
         &setup,
         app_role.as_deref(),
-        port,
-        &url,
+        &[port],
         shutdown,
         &quiet,
     )
