@@ -64,9 +64,9 @@ pub struct AdviseCmd {
     #[command(flatten)]
     pub target: TargetFlags,
 
-    /// With --target: search the app's setting NAME over VALUES (repeatable)
+    /// Search the app's setting NAME over VALUES (repeatable)
     ///
-    /// NAME=VALUE,VALUE…, e.g. --app-setting CACHE_BETA=0,1,2 --app-setting CACHE_LOCK=off,on.
+    /// With --target and --app-cmd. NAME=VALUE,VALUE…, e.g. --app-setting CACHE_BETA=0,1,2 --app-setting CACHE_LOCK=off,on.
     /// The app (--app-cmd) is started again for each candidate with NAME=VALUE in its
     /// environment. The baseline is the app at its own defaults (no setting given); each
     /// setting moves alone over its values, then the best value of each (where it beat the
@@ -81,9 +81,9 @@ pub struct AdviseCmd {
     )]
     pub app_setting: Vec<String>,
 
-    /// With --target: a fixed set of the app's settings as one candidate (repeatable)
+    /// A fixed set of the app's settings as one candidate
     ///
-    /// NAME=ENV=VALUE[,ENV=VALUE…], e.g. --variant tuned=CACHE_BETA=2,CACHE_LOCK=on: the app
+    /// Repeatable, with --target and --app-cmd. NAME=ENV=VALUE[,ENV=VALUE…], e.g. --variant tuned=CACHE_BETA=2,CACHE_LOCK=on: the app
     /// started with those variables is one more candidate, named app:NAME.
     #[arg(
         long,
