@@ -96,10 +96,10 @@ pub fn caffeine_caveats(_: &Scenario) -> Vec<String> {
     ]
 }
 
-/// bentocache's `getOrSet` with the preset's stale window as its grace period, its lock in
-/// memory as the library has it.
+/// bentocache's `getOrSet` with its grace (the entry's whole life in Redis) the TTL and the
+/// preset's stale window after it, its lock in memory as the library has it.
 pub fn bentocache_env(sc: &Scenario) -> Vec<(String, String)> {
-    vec![pair("BENTO_GRACE_MS", ms(sc.stale.0))]
+    vec![pair("BENTO_GRACE_MS", ms(sc.ttl.0 + sc.stale.0))]
 }
 
 /// dogpile.cache's region: `expiration_time` the TTL (CACHE_TTL_MS), Redis keeping the value
