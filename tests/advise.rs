@@ -102,44 +102,6 @@ fn a_hot_key_without_stale_answers_gets_a_coordination() {
     assert!(dir.path().join("final/summary.json").is_file());
 }
 
-/// A distributed mutex recommended for Symfony, whose LockRegistry is an flock on one host: the
-/// answer renders Symfony's call and says what it will do instead across the run's 2
-/// instances, and the nearest strategy it can express, not a per-host lock passed off as the
-/// mutex.
-#[test]
-fn for_symfony_a_distributed_mutex_says_what_symfony_does_instead() {
-    let dir = tempfile::tempdir().unwrap();
-    let (code, v, out, _) = advise(
-        &[
-            "--scenario",
-            "scenarios/hot-key.toml",
-            "--duration",
-            "2s",
-            "--strategies",
-            "mutex",
-            "--minimize",
-            "db_calls",
-            "--time",
-            "40s",
-            "--for",
-            "symfony",
-        ],
-        dir.path(),
-    );
-    assert_eq!(code, 0, "{out}");
-    assert_eq!(recommended(&v), "mutex", "{v}");
-    let adopt = v["adoption"].as_str().unwrap();
-    for part in [
-        "$cache->get('key'",
-        "across instances: mutex lets one load of a key through across instances, and Symfony cannot: its LockRegistry is an flock, local to one host",
-        "Symfony will let one load per key per host through instead: expect one load per host per miss and expiry, 2 here (the run's instances), so up to 2 loads of a key at once",
-        "Nearest Symfony can express: single-flight",
-    ] {
-        assert!(adopt.contains(part), "{part}\nnot in: {adopt}");
-    }
-    assert!(out.contains(adopt), "the terminal prints the same: {out}");
-}
-
 /// Keys each asked about five times a second (200 keys, near-uniform, 1000 req/s) with a 1 s
 /// TTL and 50 ms loads: about one read in six comes after its key expired, so whoever loads in
 /// the request has a p95 on the 50 ms miss path; only a strategy that serves the stale value
@@ -313,45 +275,6 @@ fn the_search_stays_within_its_time_and_resumes_without_rerunning() {
     );
 }
 
-const TARGET: &str = "http://127.0.0.1:{port}/items/{key}";
-
-/// `advise --target` on the example app's own settings: one key asked by 40 clients, a 500 ms
-/// TTL and 50 ms loads, redundant loads minimised. The app's single-flight makes the requests
-/// that miss one key wait for one load, where its default (cache-aside) loads once per request
-/// that misses: the answer moves APP_STRATEGY to single-flight, whatever the pool (a second
-/// setting, crossed with the first when it beat the defaults in round 0), and the simplest of
-/// equals is the one with the fewest settings moved.
-#[test]
-fn advise_on_an_apps_own_settings_picks_what_its_mechanism_predicts() {
-    let cmd = format!("exec {}", example_app());
-    let dir = tempfile::tempdir().unwrap();
-    let (code, v, out, _) = advise(
-        &[
-            "--target",
-            TARGET,
-            "--app-cmd",
-            &cmd,
-            "--app-setting",
-            "APP_STRATEGY=cache-aside,single-flight",
-            "--app-setting",
-            "APP_DB_POOL=4,16",
-            "--keys",
-            "1",
-            "--clients",
-            "40",
-            "--ttl",
-            "500ms",
-            "--db-cost",
-            "50ms",
-            "--duration",
-            "1s",
-            "--minimize",
-            "redundant_loads",
-            "--time",
-            "100s",
-        ],
-        dir.path(),
-    );
 /// The search, five strategies named on the metastable scenario with a drop and a
 /// recovery budget: a --time that cannot run each of them once and then 3 final trials is
 /// refused before a server starts (exit 2) with the time it needs; a --time that can plans
@@ -454,6 +377,65 @@ fn a_recovery_budget_is_met_by_the_coordination_that_comes_back() {
         ["recommended", "tie"].contains(&v["verdict"].as_str().unwrap_or("")),
         "{v}"
     );
+    assert!(recommended(&v).contains("mutex"), "{v}");
+    let never = v["evidence"]["never_measured"].as_array().unwrap();
+    assert!(!never.is_empty(), "the variants that did not fit: {v}");
+    assert!(
+        v["text"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("Never measured ({} of", never.len())),
+        "{v}"
+    );
+    // cache-aside stays down: its recovery is unknown, with the reason, never a number.
+    let base = &v["baseline"]["thresholds"][0];
+    assert_eq!(base["passed"], false, "{base}");
+}
+
+const TARGET: &str = "http://127.0.0.1:{port}/items/{key}";
+
+/// `advise --target` on the example app's own settings: one key asked by 40 clients, a 500 ms
+/// TTL and 50 ms loads, redundant loads minimised. The app's single-flight makes the requests
+/// that miss one key wait for one load, where its default (cache-aside) loads once per request
+/// that misses: the answer moves APP_STRATEGY to single-flight, whatever the pool (a second
+/// setting, crossed with the first when it beat the defaults in round 0), and the simplest of
+/// equals is the one with the fewest settings moved.
+#[test]
+fn advise_on_an_apps_own_settings_picks_what_its_mechanism_predicts() {
+    let cmd = format!("exec {}", example_app());
+    let dir = tempfile::tempdir().unwrap();
+    let (code, v, out, _) = advise(
+        &[
+            "--target",
+            TARGET,
+            "--app-cmd",
+            &cmd,
+            "--app-setting",
+            "APP_STRATEGY=cache-aside,single-flight",
+            "--app-setting",
+            "APP_DB_POOL=4,16",
+            "--keys",
+            "1",
+            "--clients",
+            "40",
+            "--ttl",
+            "500ms",
+            "--db-cost",
+            "50ms",
+            "--duration",
+            "1s",
+            "--minimize",
+            "redundant_loads",
+            "--time",
+            "100s",
+        ],
+        dir.path(),
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        ["recommended", "tie"].contains(&v["verdict"].as_str().unwrap_or("")),
+        "{v}"
+    );
     let rec = &v["recommended"];
     assert_eq!(rec["strategy"], "app", "{v}");
     assert_eq!(rec["settings"]["APP_STRATEGY"], "single-flight", "{v}");
@@ -521,17 +503,42 @@ fn advise_on_an_app_refuses_what_it_cannot_measure() {
         assert!(err.contains(why), "{extra:?}: {err}");
         assert!(!err.contains("managed servers up"), "{err}");
     }
-    assert!(recommended(&v).contains("mutex"), "{v}");
-    let never = v["evidence"]["never_measured"].as_array().unwrap();
-    assert!(!never.is_empty(), "the variants that did not fit: {v}");
-    assert!(
-        v["text"]
-            .as_str()
-            .unwrap()
-            .contains(&format!("Never measured ({} of", never.len())),
-        "{v}"
+}
+
+/// A distributed mutex recommended for Symfony, whose LockRegistry is an flock on one host: the
+/// answer renders Symfony's call and says what it will do instead across the run's 2
+/// instances, and the nearest strategy it can express, not a per-host lock passed off as the
+/// mutex.
+#[test]
+fn for_symfony_a_distributed_mutex_says_what_symfony_does_instead() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, v, out, _) = advise(
+        &[
+            "--scenario",
+            "scenarios/hot-key.toml",
+            "--duration",
+            "2s",
+            "--strategies",
+            "mutex",
+            "--minimize",
+            "db_calls",
+            "--time",
+            "40s",
+            "--for",
+            "symfony",
+        ],
+        dir.path(),
     );
-    // cache-aside stays down: its recovery is unknown, with the reason, never a number.
-    let base = &v["baseline"]["thresholds"][0];
-    assert_eq!(base["passed"], false, "{base}");
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(recommended(&v), "mutex", "{v}");
+    let adopt = v["adoption"].as_str().unwrap();
+    for part in [
+        "$cache->get('key'",
+        "across instances: mutex lets one load of a key through across instances, and Symfony cannot: its LockRegistry is an flock, local to one host",
+        "Symfony will let one load per key per host through instead: expect one load per host per miss and expiry, 2 here (the run's instances), so up to 2 loads of a key at once",
+        "Nearest Symfony can express: single-flight",
+    ] {
+        assert!(adopt.contains(part), "{part}\nnot in: {adopt}");
+    }
+    assert!(out.contains(adopt), "the terminal prints the same: {out}");
 }
