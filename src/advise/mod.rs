@@ -650,7 +650,9 @@ async fn search(
             stopped = !runner
                 .cross(&name, step.window, &mut ran, objective, budgets)
                 .await?;
-            round.ran.extend(ran[before..].iter().map(|(c, _)| c.label()));
+            round
+                .ran
+                .extend(ran[before..].iter().map(|(c, _)| c.label()));
         }
         if stopped {
             if !ran.is_empty() {
