@@ -76,6 +76,8 @@ const LAYERS: &[(&str, &[&str])] = &[
             "advise::plan",
             "advise::adopt",
             "advise::render",
+            "advise::app",
+            "conform",
         ],
     ),
     ("commands", &["commands"]),

@@ -17,10 +17,7 @@ use crate::session::{Env, Status};
 
 use super::space::Candidate;
 
-/// The strategy name of the app's candidates: `app CACHE_LOCK=on`.
-pub const APP: &str = "app";
-/// A `--variant`'s candidates are `app:NAME`.
-const VARIANT: &str = "app:";
+pub use super::space::{APP, VARIANT, is_app};
 
 /// Variables the tool itself gives the app: a setting cannot replace them.
 const RESERVED: [&str; 6] = [
@@ -39,11 +36,6 @@ pub struct AppSearch {
     pub settings: Vec<(String, Vec<String>)>,
     /// Each variant's name and the variables it sets.
     pub variants: Vec<(String, Vec<(String, String)>)>,
-}
-
-/// Whether `strategy` names one of the app's candidates (not a built-in strategy).
-pub fn is_app(strategy: &str) -> bool {
-    strategy == APP || strategy.starts_with(VARIANT)
 }
 
 /// What "doing nothing" is for a baseline labelled `label`.

@@ -271,7 +271,7 @@ impl Plan {
             "  final: {} survivors and {} × {} trials of {:.1} s{}; estimate {:.0} s (runs cost ~{:.1} s each besides their window; no window is shorter than {:.1} s: {})",
             self.survivors,
             match candidates.first() {
-                Some(c) if super::app::is_app(&c.strategy) => "the app at its defaults",
+                Some(c) if super::space::is_app(&c.strategy) => "the app at its defaults",
                 _ => "cache-aside",
             },
             self.final_trials,

@@ -6,6 +6,16 @@ use crate::error::UsageError;
 use crate::scenario::sweep::axes;
 use crate::strategy::{Knob, NO_CACHE, PRESETS, StrategySpec};
 
+/// The strategy name of an app under test's candidates (`advise --target`): `app CACHE_LOCK=on`.
+pub const APP: &str = "app";
+/// A `--variant`'s candidates are `app:NAME`.
+pub const VARIANT: &str = "app:";
+
+/// Whether `strategy` names one of the app's candidates (not a built-in strategy).
+pub fn is_app(strategy: &str) -> bool {
+    strategy == APP || strategy.starts_with(VARIANT)
+}
+
 /// The strategies searched when `--strategies` is not given: the presets, no-cache and the
 /// compositions the stampede write-ups recommend.
 pub fn default_strategies() -> Vec<String> {
@@ -49,7 +59,7 @@ impl Candidate {
     /// cache-aside, a distributed coordination, settings moved). An app under test's
     /// candidates differ only by the settings moved from the app's defaults.
     pub fn simplicity(&self) -> (usize, bool, usize) {
-        if super::app::is_app(&self.strategy) {
+        if is_app(&self.strategy) {
             return (0, false, self.settings.len());
         }
         let spec = StrategySpec::parse(&self.strategy).ok();
