@@ -87,7 +87,7 @@ const LAYERS: &[(&str, &[&str])] = &[
 /// scenarios), the orchestration (the audit's included), results and report (and the exit codes
 /// of `error`).
 const COMMANDS_MAY_IMPORT: &[&str] = &[
-    "cli", "scenario", "session", "audit", "advise", "results", "report", "error",
+    "cli", "scenario", "session", "audit", "advise", "conform", "results", "report", "error",
 ];
 
 /// No file of `commands/` past this many lines: a command reads, calls and ends.

@@ -28,7 +28,7 @@ pub async fn run(cmd: ConformCmd) -> Result<ExitCode> {
     let mut dir = cmd.out.clone().map(|dir| TrialDir { dir });
     let mut env = Env::start(&sides.preset, &status).await?;
     let n = cmd.trials();
-    let order = crate::stats::interleaved_order(2, n as usize);
+    let order = conform::trial_order(n as usize);
     let mut done: [Vec<RunResult>; 2] = [Vec::new(), Vec::new()];
     let mut failure = None;
     let mut interrupted = false;

@@ -311,7 +311,7 @@ pub fn build(
         preset: sides.decl.preset.to_string(),
         measured: sides.app.measured.to_string(),
         app: format!("examples/libraries/{}", sides.app.dir),
-        app_env: (sides.app.env)(&sides.preset)
+        app_env: (sides.app.env)(&super::ref_settings(&sides.preset))
             .into_iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect(),

@@ -156,9 +156,9 @@ pub fn sides(cmd: &ConformCmd) -> Result<Sides, UsageError> {
         .map_err(|e| UsageError::new(format!("the library's side: {e}")))?;
     if let Some(t) = library.target.as_mut() {
         t.variant = Some(format!("{}-library", decl.for_name));
-        t.app_env = (app.env)(&preset);
+        t.app_env = (app.env)(&ref_settings(&preset));
     }
-    let caveats = (app.caveats)(&preset);
+    let caveats = (app.caveats)(&ref_settings(&preset));
     Ok(Sides {
         decl,
         app,
@@ -166,4 +166,19 @@ pub fn sides(cmd: &ConformCmd) -> Result<Sides, UsageError> {
         library,
         caveats,
     })
+}
+
+/// The preset's settings a reference app's environment is written from.
+pub(crate) fn ref_settings(sc: &Scenario) -> crate::strategy::reference::Settings {
+    crate::strategy::reference::Settings {
+        ttl: sc.ttl,
+        stale: sc.stale,
+        beta: sc.beta,
+        eager_refresh: sc.eager_refresh,
+    }
+}
+
+/// The order of the trials: (trial, side), the sides alternating from one trial to the next.
+pub fn trial_order(trials: usize) -> Vec<(usize, usize)> {
+    crate::stats::interleaved_order(2, trials)
 }

@@ -4,7 +4,16 @@
 //! declared in its row of [`super::LIBRARIES`]; a new row names its app and writes one `env`
 //! function here.
 
-use crate::scenario::Scenario;
+use crate::values::{Dur, Percent};
+
+/// The preset's resolved settings an app's environment is written from (conform reads them
+/// off the preset's scenario).
+pub struct Settings {
+    pub ttl: Dur,
+    pub stale: Dur,
+    pub beta: f64,
+    pub eager_refresh: Option<Percent>,
+}
 
 /// What `conform` runs beside a preset.
 pub enum Reference {
@@ -23,9 +32,9 @@ pub struct RefApp {
     pub measured: &'static str,
     /// The preset's settings in the app's own variables (the TTL and the pool go in
     /// CACHE_TTL_MS and DB_POOL for every app).
-    pub env: fn(&Scenario) -> Vec<(String, String)>,
+    pub env: fn(&Settings) -> Vec<(String, String)>,
     /// Where the app cannot take a setting as the preset has it, said beside the figures.
-    pub caveats: fn(&Scenario) -> Vec<String>,
+    pub caveats: fn(&Settings) -> Vec<String>,
     /// Whether its answers say when they were stale (else stale answers are `unknown` on the
     /// library's side).
     pub tells_stale: bool,
@@ -40,14 +49,14 @@ fn pair(k: &str, v: String) -> (String, String) {
 }
 
 /// Symfony's `get($key, $cb, $beta)`: β as the preset's, its flock on.
-pub fn symfony_env(sc: &Scenario) -> Vec<(String, String)> {
+pub fn symfony_env(sc: &Settings) -> Vec<(String, String)> {
     vec![
         pair("SYMFONY_BETA", format!("{}", sc.beta)),
         pair("SYMFONY_LOCK", "1".into()),
     ]
 }
 
-pub fn symfony_caveats(sc: &Scenario) -> Vec<String> {
+pub fn symfony_caveats(sc: &Settings) -> Vec<String> {
     let mut out = vec![
         "Symfony's lock is an flock on the host: each instance has lock files of its own, as separate hosts would, so the library loads once per instance".to_string(),
     ];
@@ -63,11 +72,11 @@ pub fn symfony_caveats(sc: &Scenario) -> Vec<String> {
 
 /// ActiveSupport's `fetch(expires_in:, race_condition_ttl:)`: the race TTL is the preset's
 /// stale window.
-pub fn rails_env(sc: &Scenario) -> Vec<(String, String)> {
+pub fn rails_env(sc: &Settings) -> Vec<(String, String)> {
     vec![pair("RAILS_RACE_TTL_MS", ms(sc.stale.0))]
 }
 
-pub fn rails_caveats(sc: &Scenario) -> Vec<String> {
+pub fn rails_caveats(sc: &Settings) -> Vec<String> {
     let mut out =
         vec!["ActiveSupport 6.1 is measured (Debian 12); the preset names Rails 7".to_string()];
     let s = sc.stale.0.as_millis();
@@ -82,14 +91,14 @@ pub fn rails_caveats(sc: &Scenario) -> Vec<String> {
 }
 
 /// Caffeine's `refreshAfterWrite` at the preset's eager-refresh share of the TTL.
-pub fn caffeine_env(sc: &Scenario) -> Vec<(String, String)> {
+pub fn caffeine_env(sc: &Settings) -> Vec<(String, String)> {
     let refresh = sc
         .eager_refresh
         .map_or(0, |p| (sc.ttl.0.as_millis() as f64 * p.0).round() as u64);
     vec![pair("CAFFEINE_REFRESH_MS", refresh.to_string())]
 }
 
-pub fn caffeine_caveats(_: &Scenario) -> Vec<String> {
+pub fn caffeine_caveats(_: &Settings) -> Vec<String> {
     vec![
         "Caffeine is in-process: the app keeps its entries in its own memory (no Redis), one cache per instance, and a drop-cache cannot reach them; the preset keeps its entries in Redis".to_string(),
         "Caffeine 2.6.2 is measured (Debian 12); the current line is 3.x, with the same refreshAfterWrite".to_string(),
@@ -98,19 +107,19 @@ pub fn caffeine_caveats(_: &Scenario) -> Vec<String> {
 
 /// bentocache's `getOrSet` with its grace (the entry's whole life in Redis) the TTL and the
 /// preset's stale window after it, its lock in memory as the library has it.
-pub fn bentocache_env(sc: &Scenario) -> Vec<(String, String)> {
+pub fn bentocache_env(sc: &Settings) -> Vec<(String, String)> {
     vec![pair("BENTO_GRACE_MS", ms(sc.ttl.0 + sc.stale.0))]
 }
 
 /// dogpile.cache's region: `expiration_time` the TTL (CACHE_TTL_MS), Redis keeping the value
 /// for the stale window past it, with `distributed_lock`.
-pub fn dogpile_env(sc: &Scenario) -> Vec<(String, String)> {
+pub fn dogpile_env(sc: &Settings) -> Vec<(String, String)> {
     vec![
         pair("DOGPILE_REDIS_EXPIRATION_MS", ms(sc.ttl.0 + sc.stale.0)),
         pair("DOGPILE_DISTRIBUTED_LOCK", "1".into()),
     ]
 }
 
-pub fn no_caveats(_: &Scenario) -> Vec<String> {
+pub fn no_caveats(_: &Settings) -> Vec<String> {
     Vec::new()
 }
