@@ -260,7 +260,7 @@ impl Runner<'_> {
 }
 
 /// The figure `--minimize` names: one of the metric list's lower-is-better figures.
-fn objective_of(name: &str) -> Result<Metric, UsageError> {
+pub fn objective_of(name: &str) -> Result<Metric, UsageError> {
     Metric::by_name(name)
         .filter(|m| m.def().better == crate::metric::Better::Lower)
         .ok_or_else(|| {

@@ -166,7 +166,13 @@ fn the_ci_scenario_reads_back_as_the_run_it_was_written_from() {
             objective: Default::default(),
             thresholds: Vec::new(),
         };
-        let text = ci_scenario(&pick, &r, &file, crate::metric::Metric::P99, &[]);
+        let text = ci_scenario(
+            &pick,
+            &r,
+            &file,
+            crate::advise::objective_of("p99").unwrap(),
+            &[],
+        );
         let path = dir.path().join(format!("{strategy}.toml"));
         std::fs::write(&path, &text).unwrap();
         let back = crate::scenario::resolve(Some(&path), RunFlags::default())
