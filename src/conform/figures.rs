@@ -305,6 +305,7 @@ pub fn build(
             }
         }
     }
+    notes.extend(read_rates(&sides.preset, preset, library));
     let seeds = preset.iter().map(|r| r.scenario.seed).collect();
     Conformity {
         library: sides.decl.for_name.to_string(),
@@ -323,6 +324,38 @@ pub fn build(
         notes,
         interrupted,
     }
+}
+
+/// In a closed loop each side asks as fast as it answers, so the two sides read at their own
+/// rates: said when they differ by more than 2×, since a herd that grows with the read rate
+/// (the readers inside a race window, before a push or a lock lands) then differs by the rate
+/// and not by the mechanism.
+fn read_rates(
+    sc: &crate::scenario::Scenario,
+    preset: &[RunResult],
+    library: &[RunResult],
+) -> Option<String> {
+    if !matches!(sc.load, crate::workload::LoadShape::Closed { .. }) {
+        return None;
+    }
+    let rate = |runs: &[RunResult]| {
+        let per_s: Vec<f64> = runs
+            .iter()
+            .filter(|r| !r.scenario.duration.0.is_zero())
+            .map(|r| r.requests.completed as f64 / r.scenario.duration.0.as_secs_f64())
+            .collect();
+        crate::stats::median(&per_s)
+    };
+    let (p, l) = (rate(preset)?, rate(library)?);
+    if p <= 0.0 || l <= 0.0 || (p / l).max(l / p) <= 2.0 {
+        return None;
+    }
+    Some(format!(
+        "closed loop: each side asks as fast as it answers, the preset {:.0} req/s and the library {:.0} req/s ({:.1}×): a herd that grows with the read rate (readers inside a race window, before a push or a lock lands) differs by that, not by the mechanism; --rps R gives both sides the same rate",
+        p,
+        l,
+        (p / l).max(l / p)
+    ))
 }
 
 #[cfg(test)]

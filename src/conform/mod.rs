@@ -15,10 +15,10 @@ use crate::cli::{ConformCmd, TargetFlags};
 use crate::error::UsageError;
 use crate::origin::DbQuery;
 use crate::scenario::{self, Scenario};
-use crate::strategy::reference::{RefApp, Reference};
+use crate::strategy::reference::{AtOnce, RefApp, Reference};
 use crate::strategy::{LIBRARIES, LibraryDecl};
 use crate::values::Dur;
-use crate::workload::Start;
+use crate::workload::{LoadShape, Start};
 
 /// The URL every reference app serves its items on.
 const APP_URL: &str = "http://127.0.0.1:{port}/items/{key}";
@@ -133,6 +133,7 @@ pub fn sides(cmd: &ConformCmd) -> Result<Sides, UsageError> {
             "the reference apps load through the run's stampede_load(id), which spends --db-cost: drop --db-query heavy and --db-sql with conform",
         ));
     }
+    let admission = admit_as_the_app(cmd, app, &mut preset);
     preset.start = Start::Cold;
     preset.warm = 0;
     preset.warmup = Dur(Duration::ZERO);
@@ -158,7 +159,8 @@ pub fn sides(cmd: &ConformCmd) -> Result<Sides, UsageError> {
         t.variant = Some(format!("{}-library", decl.for_name));
         t.app_env = (app.env)(&ref_settings(&preset));
     }
-    let caveats = (app.caveats)(&ref_settings(&preset));
+    let mut caveats = (app.caveats)(&ref_settings(&preset));
+    caveats.extend(admission);
     Ok(Sides {
         decl,
         app,
@@ -166,6 +168,47 @@ pub fn sides(cmd: &ConformCmd) -> Result<Sides, UsageError> {
         library,
         caveats,
     })
+}
+
+/// The backlog both sides get when conform gives them the app's admission: more than a
+/// second's requests of any rate these apps serve, so none is shed.
+const ADMIT_BACKLOG: u32 = 4096;
+/// `--max-inflight`'s default: the generator's cap, not a server's.
+const MAX_INFLIGHT_DEFAULT: u32 = 2048;
+
+/// Where the app's server serves DB_POOL requests at once per instance (puma's threads,
+/// php-fpm's workers) and queues the rest, an open loop gives the built-in side (and the
+/// generator in front of the app) the same admission: `--max-inflight` DB_POOL with a
+/// backlog, unless the command sets its own. Without it the built-in side would let every
+/// reader of a cold miss load at once where the library's server lets DB_POOL through. A
+/// closed loop with more clients per instance than DB_POOL is said, not changed.
+fn admit_as_the_app(cmd: &ConformCmd, app: &RefApp, sc: &mut Scenario) -> Option<String> {
+    let AtOnce::DbPool(server) = app.at_once else {
+        return None;
+    };
+    let pool = sc.db_pool;
+    match sc.load {
+        LoadShape::Open { .. } => {
+            if cmd.flags.load.max_inflight.is_some() || sc.max_inflight != MAX_INFLIGHT_DEFAULT {
+                return Some(format!(
+                    "{server} serve DB_POOL ({pool}) requests at once per instance and queue the rest; this run's --max-inflight {} is the command's",
+                    sc.max_inflight
+                ));
+            }
+            sc.max_inflight = pool;
+            sc.backlog = sc.backlog.max(ADMIT_BACKLOG);
+            Some(format!(
+                "{server} serve DB_POOL ({pool}) requests at once per instance and queue the rest: both sides admit {pool} per instance and queue up to {} (--max-inflight {pool} --backlog {})",
+                sc.backlog, sc.backlog
+            ))
+        }
+        LoadShape::Closed { clients } => {
+            let per = clients.div_ceil(sc.instances.max(1));
+            (per > pool).then(|| format!(
+                "{server} serve DB_POOL ({pool}) requests at once per instance and queue the rest, while the built-in side serves each of its {per} clients per instance at once: its cold miss can load {per} times per instance where the library's loads at most {pool}; with --rps both sides admit {pool} per instance"
+            ))
+        }
+    }
 }
 
 /// The preset's settings a reference app's environment is written from.
@@ -181,4 +224,69 @@ pub(crate) fn ref_settings(sc: &Scenario) -> crate::strategy::reference::Setting
 /// The order of the trials: (trial, side), the sides alternating from one trial to the next.
 pub fn trial_order(trials: usize) -> Vec<(usize, usize)> {
     crate::stats::interleaved_order(2, trials)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    /// Both sides of `stampede conform --library LIB ARGS` (run from the repository's root,
+    /// where the reference apps are).
+    fn sides_of(args: &[&str]) -> Sides {
+        use clap::Parser;
+        let all = ["stampede", "conform"].iter().chain(args);
+        match Cli::try_parse_from(all).unwrap().command {
+            Command::Conform(c) => sides(&c).unwrap(),
+            _ => unreachable!("parsed as conform"),
+        }
+    }
+
+    #[test]
+    fn an_open_loop_admits_what_pumas_threads_admit_on_both_sides() {
+        let s = sides_of(&["--library", "rails", "--rps", "1000", "--db-pool", "12"]);
+        for sc in [&s.preset, &s.library] {
+            assert_eq!((sc.max_inflight, sc.backlog), (12, ADMIT_BACKLOG));
+        }
+        assert!(
+            s.caveats
+                .iter()
+                .any(|c| c.contains("puma's threads serve DB_POOL (12)")),
+            "{:?}",
+            s.caveats
+        );
+        // The command's own --max-inflight stands, and is said.
+        let s = sides_of(&["--library", "rails", "--rps", "1000", "--max-inflight", "5"]);
+        assert_eq!(s.preset.max_inflight, 5);
+        assert_eq!(s.library.max_inflight, 5);
+    }
+
+    #[test]
+    fn an_app_that_serves_every_request_keeps_the_generators_cap() {
+        let s = sides_of(&["--library", "dogpile", "--rps", "1000"]);
+        assert_eq!(s.preset.max_inflight, MAX_INFLIGHT_DEFAULT);
+        assert!(!s.caveats.iter().any(|c| c.contains("at once per instance")));
+    }
+
+    #[test]
+    fn a_closed_loop_with_more_clients_than_threads_is_said_not_changed() {
+        let s = sides_of(&[
+            "--library",
+            "symfony",
+            "--clients",
+            "60",
+            "--instances",
+            "2",
+        ]);
+        assert_eq!(s.preset.max_inflight, MAX_INFLIGHT_DEFAULT);
+        assert!(
+            s.caveats
+                .iter()
+                .any(|c| c.contains("each of its 30 clients per instance at once")),
+            "{:?}",
+            s.caveats
+        );
+        let s = sides_of(&["--library", "symfony", "--clients", "8"]);
+        assert!(!s.caveats.iter().any(|c| c.contains("clients per instance")));
+    }
 }

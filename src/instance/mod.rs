@@ -119,7 +119,9 @@ fn now_ms_f64() -> f64 {
 
 /// What a cache read found.
 enum Found {
-    Entry(Meta),
+    /// The entry's header, and the bytes read (header and value) for a push-back that writes
+    /// the entry it read back (Rails' race TTL).
+    Entry(Meta, Vec<u8>),
     Absent,
     /// The read failed (fail open: served as absent, loaded blind).
     Failed,
@@ -224,7 +226,7 @@ impl Instance {
         // Holding the lock, look again: another instance may have recomputed it just now
         // (its value is newer than the one that drew us), and a second load would be wasted.
         if claim.locked()
-            && let Found::Entry(m) = self.read(id).await
+            && let Found::Entry(m, _) = self.read(id).await
             && m.computed_at_ms > seen.computed_at_ms
         {
             claim
@@ -258,7 +260,7 @@ impl Instance {
         stale: Option<&Meta>,
         why: Why,
     ) -> Served {
-        if let Found::Entry(m) = self.read(id).await
+        if let Found::Entry(m, _) = self.read(id).await
             && m.soft_expiry_ms as f64 > now_ms_f64()
         {
             claim
@@ -358,7 +360,7 @@ impl Instance {
                 .poll_pause(rand::rng().random::<f64>())
                 .min(deadline - now);
             tokio::time::sleep(pause).await;
-            if let Found::Entry(m) = self.read(id).await
+            if let Found::Entry(m, _) = self.read(id).await
                 && m.soft_expiry_ms as f64 > now_ms_f64()
             {
                 *ended = Some(Instant::now());
@@ -470,27 +472,23 @@ impl Instance {
         }
     }
 
-    /// [`StaleRead::ExtendAndRecompute`] (Rails' race TTL): the first reader of an entry in
-    /// its stale window writes it back with its expiry pushed by the window (`--stale`), then
-    /// recomputes it in the request. The read and the push are separate commands (as Rails'
-    /// are), so readers that read before the push recompute too.
+    /// [`StaleRead::ExtendAndRecompute`] (Rails' race TTL): a reader of an entry in its stale
+    /// window writes the entry it read back with its expiry pushed by the window (`--stale`),
+    /// then recomputes it in the request, as ActiveSupport's `handle_expired_entry` does: no
+    /// second read before the push, so the readers that recompute too are those whose read
+    /// came between the expiry and the push landing.
     ///
     /// [`StaleRead::ExtendAndRecompute`]: crate::strategy::StaleRead::ExtendAndRecompute
-    pub(super) async fn extend_and_recompute(&self, id: u64, meta: Meta) -> Served {
-        if let Ok(Some(bytes)) = self.cache.get(id).await
-            && let Some(now) = Meta::decode(&bytes)
-            && now.computed_at_ms == meta.computed_at_ms
+    pub(super) async fn extend_and_recompute(&self, id: u64, meta: Meta, bytes: &[u8]) -> Served {
+        let (pushed, px) = self.policy.freshness.extend(&meta, now_ms());
+        // A failed push leaves the entry as it was: more readers recompute (fail open).
+        if self
+            .cache
+            .set(id, &pushed.encode(&bytes[HEADER_LEN..]), px)
+            .await
+            .is_ok()
         {
-            let (pushed, px) = self.policy.freshness.extend(&now, now_ms());
-            // A failed push leaves the entry as it was: more readers recompute (fail open).
-            if self
-                .cache
-                .set(id, &pushed.encode(&bytes[HEADER_LEN..]), px)
-                .await
-                .is_ok()
-            {
-                bump(&self.run.counters.race_pushes);
-            }
+            bump(&self.run.counters.race_pushes);
         }
         self.fill(id, Some(meta), Why::Expired).await
     }

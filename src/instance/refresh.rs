@@ -67,7 +67,7 @@ impl Instance {
         // Holding the lock: the instance that refreshed before us may have released just now
         // (a value computed after the one that called for this refresh).
         if claim.locked()
-            && let Found::Entry(m) = self.read(id).await
+            && let Found::Entry(m, _) = self.read(id).await
             && m.computed_at_ms > seen_at
         {
             bump(&self.run.counters.refreshes_skipped);

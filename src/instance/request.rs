@@ -69,8 +69,8 @@ impl Instance {
         let began = Instant::now();
         let found = self.read(id).await;
         self.run.cost.read(began);
-        let meta = match found {
-            Found::Entry(m) => m,
+        let (meta, bytes) = match found {
+            Found::Entry(m, b) => (m, b),
             Found::Absent | Found::Failed => {
                 drop(l1);
                 bump(&self.run.counters.cold_misses);
@@ -98,7 +98,7 @@ impl Instance {
                     (Outcome::Stale, meta.version)
                 }
                 StaleRead::ExtendAndRecompute => {
-                    Box::pin(self.extend_and_recompute(id, meta)).await
+                    Box::pin(self.extend_and_recompute(id, meta, &bytes)).await
                 }
             },
             Verdict::RefreshAhead => {
@@ -120,7 +120,10 @@ impl Instance {
     /// open).
     pub(super) async fn read(&self, id: u64) -> Found {
         match self.cache.get(id).await {
-            Ok(Some(bytes)) => Meta::decode(&bytes).map_or(Found::Absent, Found::Entry),
+            Ok(Some(bytes)) => match Meta::decode(&bytes) {
+                Some(m) => Found::Entry(m, bytes),
+                None => Found::Absent,
+            },
             Ok(None) => Found::Absent,
             Err(_) => Found::Failed,
         }

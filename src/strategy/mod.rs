@@ -20,7 +20,7 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use reference::{RefApp, Reference};
+use reference::{AtOnce, RefApp, Reference};
 
 /// When a cached value is loaded again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -211,6 +211,7 @@ pub static LIBRARIES: [LibraryDecl; 8] = [
             env: reference::rails_env,
             caveats: reference::rails_caveats,
             tells_stale: false,
+            at_once: AtOnce::DbPool("puma's threads"),
         }),
         across: adopt::Across {
             reach: adopt::Reach::None,
@@ -234,6 +235,7 @@ pub static LIBRARIES: [LibraryDecl; 8] = [
             env: reference::symfony_env,
             caveats: reference::symfony_caveats,
             tells_stale: false,
+            at_once: AtOnce::DbPool("php-fpm's workers"),
         }),
         across: adopt::Across {
             reach: adopt::Reach::Host,
@@ -260,6 +262,7 @@ pub static LIBRARIES: [LibraryDecl; 8] = [
             env: reference::caffeine_env,
             caveats: reference::caffeine_caveats,
             tells_stale: false,
+            at_once: AtOnce::Every,
         }),
         across: adopt::Across {
             reach: adopt::Reach::Process,
@@ -329,6 +332,7 @@ pub static LIBRARIES: [LibraryDecl; 8] = [
             env: reference::bentocache_env,
             caveats: reference::no_caveats,
             tells_stale: false,
+            at_once: AtOnce::Every,
         }),
         across: adopt::Across {
             reach: adopt::Reach::Process,
@@ -357,6 +361,7 @@ pub static LIBRARIES: [LibraryDecl; 8] = [
             env: reference::dogpile_env,
             caveats: reference::no_caveats,
             tells_stale: false,
+            at_once: AtOnce::Every,
         }),
         across: adopt::Across {
             reach: adopt::Reach::Distributed,

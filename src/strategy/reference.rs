@@ -38,6 +38,19 @@ pub struct RefApp {
     /// Whether its answers say when they were stale (else stale answers are `unknown` on the
     /// library's side).
     pub tells_stale: bool,
+    /// How many requests one process serves at once.
+    pub at_once: AtOnce,
+}
+
+/// How many requests one process of a reference app serves at once: what decides how many of
+/// a cold miss's readers can reach the library at the same moment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtOnce {
+    /// DB_POOL, by the server named (puma's threads, php-fpm's workers); the rest queue in
+    /// front of the app, as they do in production behind that server.
+    DbPool(&'static str),
+    /// Every request in flight (an event loop, a thread per connection), as the built-in app.
+    Every,
 }
 
 fn ms(d: std::time::Duration) -> String {

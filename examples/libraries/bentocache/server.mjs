@@ -37,7 +37,10 @@ const hardTimeout = ms('BENTO_HARD_TIMEOUT_MS', 0)
 const lockTimeout = ms('BENTO_LOCK_TIMEOUT_MS', 0)
 const useL1 = env('BENTO_L1', '0') === '1'
 
-const db = new pg.Pool({ connectionString: env('DATABASE_URL'), max: dbPool })
+// Every connection opened before the first request and kept (no idle timeout), as the
+// built-in app opens its pool: a herd must not pay for connecting.
+const db = new pg.Pool({ connectionString: env('DATABASE_URL'), max: dbPool, idleTimeoutMillis: 0 })
+for (const c of await Promise.all(Array.from({ length: dbPool }, () => db.connect()))) c.release()
 const sql = `SELECT payload FROM ${schema}.stampede_load($1)`
 // One connection for the cache, as an app would hold; a failed command is an error, not a hang.
 const redis = new Redis(env('REDIS_URL'), { maxRetriesPerRequest: 1, enableOfflineQueue: false })

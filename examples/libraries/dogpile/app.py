@@ -60,8 +60,9 @@ region = make_region(key_mangler=lambda key: PREFIX + key).configure(
 )
 
 # psycopg2's ThreadedConnectionPool raises when empty; the semaphore makes callers wait for a
-# connection instead, as an app's pool does.
-pool = psycopg2.pool.ThreadedConnectionPool(1, DB_POOL, env("DATABASE_URL"))
+# connection instead, as an app's pool does. Every connection is opened now, as the built-in
+# app opens its pool: a herd must not pay for connecting.
+pool = psycopg2.pool.ThreadedConnectionPool(DB_POOL, DB_POOL, env("DATABASE_URL"))
 pool_slots = threading.BoundedSemaphore(DB_POOL)
 
 

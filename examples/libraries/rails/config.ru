@@ -37,7 +37,11 @@ CACHE = ActiveSupport::Cache::RedisCacheStore.new(
   pool_size: Integer(env("PUMA_THREADS", db_pool.to_s)),
   pool_timeout: 5,
 )
-DB = ConnectionPool.new(size: db_pool, timeout: 30) { PG.connect(env("DATABASE_URL")) }
+# Every connection opened now, as the built-in app opens its pool: a herd must not pay for
+# connecting (ConnectionPool asks its block lazily, and is handed the open ones).
+opened = Queue.new
+db_pool.times { opened << PG.connect(env("DATABASE_URL")) }
+DB = ConnectionPool.new(size: db_pool, timeout: 30) { opened.pop }
 
 run(lambda do |rack_env|
   path = rack_env["PATH_INFO"]
