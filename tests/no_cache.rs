@@ -104,7 +104,7 @@ fn compare(extra: &[&str]) -> (f64, f64, f64, f64) {
         "--scenario",
         "scenarios/break-even.toml",
         "--duration",
-        "3s",
+        "2s",
         "--repeat",
         trials_arg.as_str(),
         "--out",

@@ -493,4 +493,29 @@ mod tests {
             "{x}"
         );
     }
+
+    #[test]
+    fn an_eager_refresh_is_rendered_or_said_never_dropped() {
+        // caffeine-refresh as its run resolved it: refreshAfterWrite at 80% of a 1 s TTL.
+        let mut r = run("swr");
+        r.scenario.eager_refresh = Some(crate::values::Percent(0.8));
+        let c = adopt(lib("caffeine"), &pick("caffeine-refresh"), &r, &[]).unwrap();
+        assert!(
+            c.starts_with("Caffeine.newBuilder().refreshAfterWrite(Duration.ofMillis(800)).expireAfterWrite(Duration.ofMillis(1000))"),
+            "{c}"
+        );
+        // A library with no refresh before the expiry says so instead of rendering without it.
+        for (l, name) in [
+            ("rails", "Rails"),
+            ("laravel", "Laravel"),
+            ("spring", "Spring"),
+        ] {
+            let e = adopt(lib(l), &pick("cache-aside"), &r, &[]).unwrap_err();
+            assert!(
+                e.starts_with(&format!("{name} cannot express cache-aside: "))
+                    && e.contains("--eager-refresh"),
+                "{e}"
+            );
+        }
+    }
 }

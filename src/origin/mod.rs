@@ -658,13 +658,24 @@ impl Db {
             .context("writing the run's heartbeat")
     }
 
-    /// Drop the run's schema (on an external server this is the whole clean-up).
+    /// Drop the run's schema (on an external server this is the whole clean-up). Loads the
+    /// run abandoned may still be running in the server (a 30 s load after a Ctrl-C): their
+    /// statements are cancelled first, since the DROP would otherwise wait for their locks
+    /// until they end by themselves. Only statements that name this run's schema are
+    /// cancelled; a cancel refused (another role's backend) leaves the DROP to wait as before.
     pub async fn teardown(&self) -> Result<()> {
         if self.own.is_some() {
             return Ok(());
         }
-        self.admin()
-            .await?
+        let admin = self.admin().await?;
+        let _ = admin
+            .execute(
+                "SELECT pg_cancel_backend(pid) FROM pg_stat_activity \
+                 WHERE pid <> pg_backend_pid() AND state = 'active' AND strpos(query, $1) > 0",
+                &[&format!("{}.", self.schema)],
+            )
+            .await;
+        admin
             .batch_execute(&format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema))
             .await
             .with_context(|| format!("dropping schema {}", self.schema))

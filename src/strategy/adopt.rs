@@ -93,6 +93,9 @@ pub fn fmt_s(s: f64) -> String {
 }
 
 pub fn laravel(cx: &Terms) -> Rendered {
+    if cx.eager_refresh.is_some() {
+        return cx.no("Laravel", "it has no refresh before the expiry (--eager-refresh); Cache::flexible refreshes after it, serving the old value meanwhile");
+    }
     let (ttl, stale, lock_ttl, lock_wait) = (cx.ttl, cx.stale, cx.lock_ttl, cx.lock_wait);
     let jitter_note = &cx.jitter_note;
     Ok(match (cx.spec.freshness, cx.spec.coordination) {
@@ -136,6 +139,9 @@ pub fn laravel(cx: &Terms) -> Rendered {
 }
 
 pub fn rails(cx: &Terms) -> Rendered {
+    if cx.eager_refresh.is_some() {
+        return cx.no("Rails", "it has no refresh before the expiry (--eager-refresh); race_condition_ttl recomputes after it");
+    }
     let (ttl, stale) = (cx.ttl, cx.stale);
     let jitter_note = &cx.jitter_note;
     Ok(match (cx.spec.freshness, cx.spec.coordination) {
@@ -159,6 +165,9 @@ pub fn rails(cx: &Terms) -> Rendered {
 }
 
 pub fn symfony(cx: &Terms) -> Rendered {
+    if cx.eager_refresh.is_some() {
+        return cx.no("Symfony", "it has no fixed-share refresh before the expiry (--eager-refresh); its early recomputation is XFetch's probabilistic one (β)");
+    }
     let (ttl, beta) = (cx.ttl, cx.beta);
     Ok(match cx.spec.freshness {
         Freshness::Xfetch => format!(
@@ -177,16 +186,30 @@ pub fn symfony(cx: &Terms) -> Rendered {
 
 pub fn caffeine(cx: &Terms) -> Rendered {
     let (ttl, stale) = (cx.ttl, cx.stale);
+    // refreshAfterWrite is Caffeine's eager refresh: a read past it gets the old value while
+    // one reload runs per key per JVM. Under swr it is the TTL, with the value kept the stale
+    // window after it; an --eager-refresh share moves it before the TTL.
+    let refresh_ms = |until: f64| cx.eager_refresh.map_or(until, |p| p * ttl) * 1000.0;
     Ok(match (cx.spec.freshness, cx.spec.coordination) {
         (Freshness::Swr, _) => format!(
             "Caffeine.newBuilder().refreshAfterWrite(Duration.ofMillis({:.0})).expireAfterWrite(Duration.ofMillis({:.0})).build(key -> load(key));  // serves the old value while one refresh runs",
-            ttl * 1000.0,
+            refresh_ms(ttl),
             (ttl + stale) * 1000.0
         ),
-        (Freshness::Expire, Coordination::None | Coordination::SingleFlight) => format!(
-            "Caffeine.newBuilder().expireAfterWrite(Duration.ofMillis({:.0})).build(key -> load(key));  // a LoadingCache computes a key once per JVM: single-flight",
-            ttl * 1000.0
-        ),
+        (Freshness::Expire, Coordination::None | Coordination::SingleFlight) => {
+            match cx.eager_refresh {
+                Some(p) => format!(
+                    "Caffeine.newBuilder().refreshAfterWrite(Duration.ofMillis({:.0})).expireAfterWrite(Duration.ofMillis({:.0})).build(key -> load(key));  // reloaded in the background once {:.0}% of the TTL has passed, one reload per key per JVM, the old value served meanwhile",
+                    refresh_ms(ttl),
+                    ttl * 1000.0,
+                    p * 100.0
+                ),
+                None => format!(
+                    "Caffeine.newBuilder().expireAfterWrite(Duration.ofMillis({:.0})).build(key -> load(key));  // a LoadingCache computes a key once per JVM: single-flight",
+                    ttl * 1000.0
+                ),
+            }
+        }
         _ => {
             return cx.no(
                 "Caffeine",
@@ -197,6 +220,12 @@ pub fn caffeine(cx: &Terms) -> Rendered {
 }
 
 pub fn spring(cx: &Terms) -> Rendered {
+    if cx.eager_refresh.is_some() {
+        return cx.no(
+            "Spring",
+            "@Cacheable has no refresh before the expiry (--eager-refresh)",
+        );
+    }
     let ttl = cx.ttl;
     Ok(match (cx.spec.freshness, cx.spec.coordination) {
         (Freshness::Expire, c @ (Coordination::SingleFlight | Coordination::None)) => format!(
