@@ -6,6 +6,9 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::RunFlags;
+use crate::error::UsageError;
+use crate::values::Dur;
+use crate::workload::Start;
 
 /// `stampede conform`: a library preset beside the real library (docs/conform.md).
 #[derive(Debug, Args)]
@@ -69,5 +72,37 @@ impl ConformCmd {
     /// `--trials`, 3 when not given.
     pub fn trials(&self) -> u32 {
         self.trials.unwrap_or(3)
+    }
+
+    /// `--app-ready-timeout`, 60 s when not given.
+    pub fn app_ready_timeout(&self) -> Dur {
+        self.app_ready_timeout
+            .unwrap_or(Dur(std::time::Duration::from_secs(60)))
+    }
+
+    /// The start both sides share: cold, without a warm-up (a target's cache cannot be
+    /// warmed by the tool, and a warm-up would fill the two caches differently); the
+    /// library's own preset, never `--strategy`'s.
+    pub fn refuse_warm(&self) -> Result<(), UsageError> {
+        let f = &self.flags;
+        if f.cache.strategy.is_some() {
+            return Err(UsageError::new(
+                "--strategy: conform runs the library's own preset on the built-in side; drop --strategy (use compare for other strategies)",
+            ));
+        }
+        if f.data.start.is_some_and(|s| s != Start::Cold) || f.data.warm.is_some_and(|w| w > 0) {
+            return Err(UsageError::new(
+                "--start and --warm fill the built-in app's cache, and the library's cache cannot be filled by stampede: conform starts both sides cold",
+            ));
+        }
+        if f.load.warmup.is_some_and(|w| !w.0.is_zero()) {
+            return Err(UsageError::new(
+                "--warmup: conform measures both sides from the same cold start; drop --warmup",
+            ));
+        }
+        if self.trials() == 0 {
+            return Err(UsageError::new("--trials must be 1 or more"));
+        }
+        Ok(())
     }
 }

@@ -6,15 +6,15 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 
-use crate::cli::ConformCmd;
-use crate::conform::{self, figures, render};
-use crate::error::EXIT_INTERRUPTED;
+use crate::cli::{ConformCmd, TargetFlags};
+use crate::conform::{self, Sides, figures, render};
+use crate::error::{EXIT_INTERRUPTED, UsageError};
 use crate::report::sink::{Sink, TrialDir};
 use crate::results::RunResult;
 use crate::session::{Env, Progress, Status, run_on, shutdown_on_signals};
 
 pub async fn run(cmd: ConformCmd) -> Result<ExitCode> {
-    let sides = conform::sides(&cmd)?;
+    let sides = sides(&cmd)?;
     if let Some(dir) = &cmd.out {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("creating the output directory {}", dir.display()))?;
@@ -107,3 +107,30 @@ pub async fn run(cmd: ConformCmd) -> Result<ExitCode> {
         ExitCode::SUCCESS
     })
 }
+
+/// The command's flags turned into both sides, checked before any server starts: the preset
+/// resolved as `run` resolves it, the library's app attached as `--target` attaches one.
+fn sides(cmd: &ConformCmd) -> Result<Sides, UsageError> {
+    let (decl, app) = conform::library(&cmd.library)?;
+    cmd.refuse_warm()?;
+    let sh = conform::run_sh(cmd.apps.as_deref(), app)?;
+    let mut flags = cmd.flags.clone();
+    flags.cache.strategy = Some(decl.preset.to_string());
+    let resolved = crate::scenario::resolve(cmd.scenario.as_ref(), flags.clone())?;
+    let (preset, admission) =
+        conform::preset_side(app, resolved, cmd.flags.load.max_inflight.is_some())?;
+    let target = TargetFlags {
+        target: Some(conform::APP_URL.to_string()),
+        app_cmd: Some(conform::app_cmd(&sh)),
+        app_ready_timeout: Some(cmd.app_ready_timeout()),
+        ..TargetFlags::default()
+    };
+    let library =
+        crate::scenario::target::with_target(conform::library_base(&preset), &flags, &target)
+            .map_err(|e| UsageError::new(format!("the library's side: {e}")))?;
+    Ok(conform::sides(decl, app, preset, library, admission))
+}
+
+#[cfg(test)]
+#[path = "conform_tests.rs"]
+mod tests;

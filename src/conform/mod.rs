@@ -11,7 +11,6 @@ pub mod render;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::cli::{ConformCmd, TargetFlags};
 use crate::error::UsageError;
 use crate::origin::DbQuery;
 use crate::scenario::{self, Scenario};
@@ -21,7 +20,7 @@ use crate::values::Dur;
 use crate::workload::{LoadShape, Start};
 
 /// The URL every reference app serves its items on.
-const APP_URL: &str = "http://127.0.0.1:{port}/items/{key}";
+pub const APP_URL: &str = "http://127.0.0.1:{port}/items/{key}";
 /// Where the reference apps are, under the current directory, by default.
 const APPS_DIR: &str = "examples/libraries";
 
@@ -45,7 +44,7 @@ impl Sides {
 }
 
 /// The library named by `--library`: its `advise --for` name or its preset's.
-fn library(name: &str) -> Result<(&'static LibraryDecl, &'static RefApp), UsageError> {
+pub fn library(name: &str) -> Result<(&'static LibraryDecl, &'static RefApp), UsageError> {
     let name = name.trim();
     let runnable = || {
         LIBRARIES
@@ -75,34 +74,9 @@ fn library(name: &str) -> Result<(&'static LibraryDecl, &'static RefApp), UsageE
     }
 }
 
-/// The start both sides share: cold, without a warm-up (a target's cache cannot be warmed
-/// by the tool, and a warm-up would fill the two caches differently).
-fn refuse_warm(cmd: &ConformCmd) -> Result<(), UsageError> {
-    let f = &cmd.flags;
-    if f.cache.strategy.is_some() {
-        return Err(UsageError::new(
-            "--strategy: conform runs the library's own preset on the built-in side; drop --strategy (use compare for other strategies)",
-        ));
-    }
-    if f.data.start.is_some_and(|s| s != Start::Cold) || f.data.warm.is_some_and(|w| w > 0) {
-        return Err(UsageError::new(
-            "--start and --warm fill the built-in app's cache, and the library's cache cannot be filled by stampede: conform starts both sides cold",
-        ));
-    }
-    if f.load.warmup.is_some_and(|w| !w.0.is_zero()) {
-        return Err(UsageError::new(
-            "--warmup: conform measures both sides from the same cold start; drop --warmup",
-        ));
-    }
-    if cmd.trials() == 0 {
-        return Err(UsageError::new("--trials must be 1 or more"));
-    }
-    Ok(())
-}
-
-/// The reference app's `run.sh`, checked.
-fn run_sh(cmd: &ConformCmd, app: &RefApp) -> Result<PathBuf, UsageError> {
-    let dir = cmd.apps.clone().unwrap_or_else(|| PathBuf::from(APPS_DIR));
+/// The reference app's `run.sh` under `apps` (else examples/libraries), checked.
+pub fn run_sh(apps: Option<&Path>, app: &RefApp) -> Result<PathBuf, UsageError> {
+    let dir = apps.map_or_else(|| PathBuf::from(APPS_DIR), Path::to_path_buf);
     let sh = dir.join(app.dir).join("run.sh");
     if !sh.is_file() {
         return Err(UsageError::new(format!(
@@ -119,62 +93,75 @@ fn shell_quoted(path: &Path) -> String {
     format!("'{}'", path.display().to_string().replace('\'', r"'\''"))
 }
 
-/// Both sides of `cmd`, checked before any server starts.
-pub fn sides(cmd: &ConformCmd) -> Result<Sides, UsageError> {
-    let (decl, app) = library(&cmd.library)?;
-    refuse_warm(cmd)?;
-    let sh = run_sh(cmd, app)?;
-    let mut flags = cmd.flags.clone();
-    flags.cache.strategy = Some(decl.preset.to_string());
-    let mut preset = scenario::resolve(cmd.scenario.as_ref(), flags.clone())?;
+/// The `--app-cmd` that starts the reference app at `run_sh`.
+pub fn app_cmd(run_sh: &Path) -> String {
+    format!("exec {}", shell_quoted(run_sh))
+}
+
+/// The preset's side from its resolved scenario (the library's preset, the command's flags):
+/// loads through the ledger, a cold start, and the admission of the library's server
+/// ([`admit_as_the_app`]; `max_inflight_given` when the command set `--max-inflight`). The
+/// admission said, if any, is returned beside it.
+pub fn preset_side(
+    app: &RefApp,
+    mut preset: Scenario,
+    max_inflight_given: bool,
+) -> Result<(Scenario, Option<String>), UsageError> {
     scenario::invocation::refuse_boundary(&preset)?;
     if preset.db_query != DbQuery::Sleep || preset.own_load.is_some() {
         return Err(UsageError::new(
             "the reference apps load through the run's stampede_load(id), which spends --db-cost: drop --db-query heavy and --db-sql with conform",
         ));
     }
-    let admission = admit_as_the_app(cmd, app, &mut preset);
+    let admission = admit_as_the_app(app, &mut preset, max_inflight_given);
     preset.start = Start::Cold;
     preset.warm = 0;
     preset.warmup = Dur(Duration::ZERO);
     // The preset's herds from the ledger too, as the library's are.
     preset.load_via_ledger = true;
+    Ok((preset, admission))
+}
+
+/// The library's side before its app is attached: the preset's workload, with the library's
+/// own settings (the preset's go into the app's environment) and its loads counted by the
+/// server, not the built-in app's ledger.
+pub fn library_base(preset: &Scenario) -> Scenario {
     let mut library = preset.clone();
     library.load_via_ledger = false;
-    // The library's own settings: the preset's defaults go into the app's environment.
     library.eager_refresh = None;
     library.fail_safe = None;
-    let target = TargetFlags {
-        target: Some(APP_URL.to_string()),
-        app_cmd: Some(format!("exec {}", shell_quoted(&sh))),
-        app_ready_timeout: Some(
-            cmd.app_ready_timeout
-                .unwrap_or(Dur(Duration::from_secs(60))),
-        ),
-        ..TargetFlags::default()
-    };
-    let mut library = scenario::target::with_target(library, &flags, &target)
-        .map_err(|e| UsageError::new(format!("the library's side: {e}")))?;
+    library
+}
+
+/// Both sides, the library's with its app attached (`scenario::target::with_target` on
+/// [`library_base`], started by [`app_cmd`] at [`APP_URL`]).
+pub fn sides(
+    decl: &'static LibraryDecl,
+    app: &'static RefApp,
+    preset: Scenario,
+    mut library: Scenario,
+    admission: Option<String>,
+) -> Sides {
     if let Some(t) = library.target.as_mut() {
         t.variant = Some(format!("{}-library", decl.for_name));
         t.app_env = (app.env)(&ref_settings(&preset));
     }
     let mut caveats = (app.caveats)(&ref_settings(&preset));
     caveats.extend(admission);
-    Ok(Sides {
+    Sides {
         decl,
         app,
         preset,
         library,
         caveats,
-    })
+    }
 }
 
 /// The backlog both sides get when conform gives them the app's admission: more than a
 /// second's requests of any rate these apps serve, so none is shed.
-const ADMIT_BACKLOG: u32 = 4096;
+pub const ADMIT_BACKLOG: u32 = 4096;
 /// `--max-inflight`'s default: the generator's cap, not a server's.
-const MAX_INFLIGHT_DEFAULT: u32 = 2048;
+pub const MAX_INFLIGHT_DEFAULT: u32 = 2048;
 
 /// Where the app's server serves DB_POOL requests at once per instance (puma's threads,
 /// php-fpm's workers) and queues the rest, an open loop gives the built-in side (and the
@@ -182,14 +169,14 @@ const MAX_INFLIGHT_DEFAULT: u32 = 2048;
 /// backlog, unless the command sets its own. Without it the built-in side would let every
 /// reader of a cold miss load at once where the library's server lets DB_POOL through. A
 /// closed loop with more clients per instance than DB_POOL is said, not changed.
-fn admit_as_the_app(cmd: &ConformCmd, app: &RefApp, sc: &mut Scenario) -> Option<String> {
+fn admit_as_the_app(app: &RefApp, sc: &mut Scenario, max_inflight_given: bool) -> Option<String> {
     let AtOnce::DbPool(server) = app.at_once else {
         return None;
     };
     let pool = sc.db_pool;
     match sc.load {
         LoadShape::Open { .. } => {
-            if cmd.flags.load.max_inflight.is_some() || sc.max_inflight != MAX_INFLIGHT_DEFAULT {
+            if max_inflight_given || sc.max_inflight != MAX_INFLIGHT_DEFAULT {
                 return Some(format!(
                     "{server} serve DB_POOL ({pool}) requests at once per instance and queue the rest; this run's --max-inflight {} is the command's",
                     sc.max_inflight
@@ -224,69 +211,4 @@ pub(crate) fn ref_settings(sc: &Scenario) -> crate::strategy::reference::Setting
 /// The order of the trials: (trial, side), the sides alternating from one trial to the next.
 pub fn trial_order(trials: usize) -> Vec<(usize, usize)> {
     crate::stats::interleaved_order(2, trials)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cli::{Cli, Command};
-
-    /// Both sides of `stampede conform --library LIB ARGS` (run from the repository's root,
-    /// where the reference apps are).
-    fn sides_of(args: &[&str]) -> Sides {
-        use clap::Parser;
-        let all = ["stampede", "conform"].iter().chain(args);
-        match Cli::try_parse_from(all).unwrap().command {
-            Command::Conform(c) => sides(&c).unwrap(),
-            _ => unreachable!("parsed as conform"),
-        }
-    }
-
-    #[test]
-    fn an_open_loop_admits_what_pumas_threads_admit_on_both_sides() {
-        let s = sides_of(&["--library", "rails", "--rps", "1000", "--db-pool", "12"]);
-        for sc in [&s.preset, &s.library] {
-            assert_eq!((sc.max_inflight, sc.backlog), (12, ADMIT_BACKLOG));
-        }
-        assert!(
-            s.caveats
-                .iter()
-                .any(|c| c.contains("puma's threads serve DB_POOL (12)")),
-            "{:?}",
-            s.caveats
-        );
-        // The command's own --max-inflight stands, and is said.
-        let s = sides_of(&["--library", "rails", "--rps", "1000", "--max-inflight", "5"]);
-        assert_eq!(s.preset.max_inflight, 5);
-        assert_eq!(s.library.max_inflight, 5);
-    }
-
-    #[test]
-    fn an_app_that_serves_every_request_keeps_the_generators_cap() {
-        let s = sides_of(&["--library", "dogpile", "--rps", "1000"]);
-        assert_eq!(s.preset.max_inflight, MAX_INFLIGHT_DEFAULT);
-        assert!(!s.caveats.iter().any(|c| c.contains("at once per instance")));
-    }
-
-    #[test]
-    fn a_closed_loop_with_more_clients_than_threads_is_said_not_changed() {
-        let s = sides_of(&[
-            "--library",
-            "symfony",
-            "--clients",
-            "60",
-            "--instances",
-            "2",
-        ]);
-        assert_eq!(s.preset.max_inflight, MAX_INFLIGHT_DEFAULT);
-        assert!(
-            s.caveats
-                .iter()
-                .any(|c| c.contains("each of its 30 clients per instance at once")),
-            "{:?}",
-            s.caveats
-        );
-        let s = sides_of(&["--library", "symfony", "--clients", "8"]);
-        assert!(!s.caveats.iter().any(|c| c.contains("clients per instance")));
-    }
 }
