@@ -2,12 +2,14 @@
 `stampede conform`, on the workloads docs/conform.md tabulates, printed as the Markdown tables
 that go into it.
 
-The workloads, all on scenarios/hot-key.toml (one key, 2 instances, --ttl 2s, 50 ms loads, a
-cold start):
+The workloads (STAMPEDE_BENCH_WORKLOADS=closed,rate,… runs some of them), the first three on
+scenarios/hot-key.toml (one key, 2 instances, --ttl 2s, 50 ms loads, a cold start):
   * closed: its 60 closed-loop clients for 8 s (each side asks as fast as it answers);
   * rate: an open loop at 1000 req/s for 8 s (the same rate, and the admission of the
     library's server, on both sides);
-  * drop: the closed loop for 16 s with the whole cache dropped at 4 s.
+  * drop: the closed loop for 16 s with the whole cache dropped at 4 s;
+  * defaults: the tool's default workload, from a cold start (conform starts both sides cold);
+  * metastable: scenarios/metastable.toml, its drop of the whole cache included.
 Each is `--trials REPS` trials (seeds 42, 43, …). The reference apps' runtimes come from
 `scripts/install-deps --for-libraries`. Everything is run by conform, which starts and stops
 its own servers and apps (Ctrl-C stops it, and it stops them).
@@ -18,11 +20,15 @@ import os
 import subprocess
 import tempfile
 
+HOT = ["--scenario", "scenarios/hot-key.toml"]
 WORKLOADS = [
-    ("closed", "hot key, 60 closed-loop clients, 8 s", []),
-    ("rate", "hot key, open loop 1000 req/s, 8 s", ["--rps", "1000"]),
+    ("closed", "hot key, 60 closed-loop clients, 8 s", HOT),
+    ("rate", "hot key, open loop 1000 req/s, 8 s", HOT + ["--rps", "1000"]),
     ("drop", "hot key, 60 clients, 16 s, whole cache dropped at 4 s",
-     ["--duration", "16s", "--fault", "drop-cache@4s"]),
+     HOT + ["--duration", "16s", "--fault", "drop-cache@4s"]),
+    ("defaults", "the defaults (10 000 req/s over 10 000 keys, TTL 3 s, 10 ms loads), cold, 10 s", []),
+    ("metastable", "scenarios/metastable.toml (2000 req/s over 500 keys, db-pool 2, 20 s, the whole cache dropped at 5 s)",
+     ["--scenario", "scenarios/metastable.toml"]),
 ]
 FIGURES = [("db_calls", "DB calls"), ("peak_herd", "peak herd"),
            ("redundant_loads", "redundant loads"), ("db_calls_after_shock", "DB calls in the 1 s after the drop"), ("recovery_ms", "recovery after the drop")]
@@ -38,8 +44,8 @@ def libraries(stampede_bin):
 
 def conform(stampede_bin, root, lib, extra, trials, log):
     with tempfile.TemporaryDirectory(prefix="bench-conform-") as out:
-        cmd = [stampede_bin, "conform", "--library", lib, "--scenario",
-               "scenarios/hot-key.toml", "--trials", str(trials), "--quiet", "--out", out] + extra
+        cmd = [stampede_bin, "conform", "--library", lib, "--trials", str(trials), "--quiet",
+               "--out", out] + extra
         log("$ " + " ".join(cmd[1:]))
         p = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
         if p.returncode != 0:
@@ -70,16 +76,20 @@ def cell(c, key):
 def run(stampede_bin, root, trials, log):
     """Every library on every workload; the tables as text."""
     libs = libraries(stampede_bin)
+    only = [w for w in os.environ.get("STAMPEDE_BENCH_WORKLOADS", "").split(",") if w]
     log(f"libraries with a reference app: {', '.join(libs)}")
     out = []
     for key, title, extra in WORKLOADS:
+        if only and key not in only:
+            continue
         rows = []
+        shock = key in ("drop", "metastable")
         keys = [k for k, _ in FIGURES
-                if k not in ("recovery_ms", "db_calls_after_shock") or key == "drop"]
+                if k not in ("recovery_ms", "db_calls_after_shock") or shock]
         for lib in libs:
             c = conform(stampede_bin, root, lib, extra, trials, log)
             if "error" in c:
-                rows.append(f"| {lib} | not run: {c['error']} |" + " |" * len(keys))
+                rows.append(f"| {lib} | not run: {c['error'].strip()} |" + " |" * len(keys))
                 continue
             cells = [cell(c, k) or "—" for k in keys]
             p99 = next((x for x in c["latencies"] if x["title"] == "p99 latency"), None)
