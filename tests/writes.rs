@@ -395,7 +395,7 @@ fn writes_left_wrong_order_the_invalidations_as_the_lab_did() {
         "--rps",
         "1000",
         "--duration",
-        "2s",
+        "3s",
         "--keys",
         "20",
         "--zipf",
@@ -445,7 +445,7 @@ fn writes_left_wrong_order_the_invalidations_as_the_lab_did() {
         );
         c["writes_left_wrong_ratio"].as_f64().unwrap()
     };
-    // set and delete each leave a few dozen of the 4000 wrong (a load in flight across the
+    // set and delete each leave a few dozen of the 6000 wrong (a load in flight across the
     // write; under set also two writers' SETs landing out of order), and which is higher
     // changes from trial to trial on one build (27 vs 18 and 18 vs 32 here): set is held to
     // leaving some wrong, and below delete-first, not above delete.
