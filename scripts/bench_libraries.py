@@ -10,7 +10,7 @@ scenarios/hot-key.toml (one key, 2 instances, --ttl 2s, 50 ms loads, a cold star
   * drop: the closed loop for 16 s with the whole cache dropped at 4 s;
   * defaults: the tool's default workload, from a cold start (conform starts both sides cold);
   * metastable: scenarios/metastable.toml, its drop of the whole cache included.
-Each is `--trials REPS` trials (seeds 42, 43, …). The reference apps' runtimes come from
+STAMPEDE_BENCH_LIBRARIES=symfony,… runs some of the libraries. Each is `--trials REPS` trials (seeds 42, 43, …). The reference apps' runtimes come from
 `scripts/install-deps --for-libraries`. Everything is run by conform, which starts and stops
 its own servers and apps (Ctrl-C stops it, and it stops them).
 """
@@ -76,6 +76,12 @@ def cell(c, key):
 def run(stampede_bin, root, trials, log):
     """Every library on every workload; the tables as text."""
     libs = libraries(stampede_bin)
+    picked = [n for n in os.environ.get("STAMPEDE_BENCH_LIBRARIES", "").split(",") if n]
+    unknown = [n for n in picked if n not in libs]
+    if unknown:
+        raise SystemExit(f"STAMPEDE_BENCH_LIBRARIES: no reference app for {', '.join(unknown)} "
+                         f"(there is one for {', '.join(libs)})")
+    libs = [n for n in libs if not picked or n in picked]
     only = [w for w in os.environ.get("STAMPEDE_BENCH_WORKLOADS", "").split(",") if w]
     log(f"libraries with a reference app: {', '.join(libs)}")
     out = []

@@ -563,7 +563,8 @@ fn rails_and_its_preset_herd_every_client_at_a_cold_miss() {
 #[test]
 fn symfony_and_its_preset_load_once_per_instance_and_after_a_drop() {
     let (c, dir) = conform("symfony", &["--fault", "drop-cache@1500ms"]);
-    assert_eq!(c["preset"], "symfony");
+    // Debian's Symfony Cache is 5.4: its own preset is the one measured beside it.
+    assert_eq!(c["preset"], "symfony-5.4");
     let (verdict, preset, library) = figure(&c, "peak_herd");
     assert_eq!(verdict, "agrees", "{c}");
     for (side, (lo, hi)) in [("preset", preset), ("library", library)] {

@@ -1,7 +1,7 @@
 //! The library presets on real servers, in one `compare` on a hot key from a cold start: each
 //! shows its documented gap, or its guarantee, by a count. `laravel-flexible` and
 //! `rails-race-ttl` take no lock on a miss, so the cold miss is a herd; `spring-sync`,
-//! `symfony`, `caffeine-refresh` and `fusion` load a key at most once per instance at a time
+//! `symfony` (and `symfony-5.4`), `caffeine-refresh` and `fusion` load a key at most once per instance at a time
 //! (single-flight), and no more, as does `bentocache` (its lock is in memory) while `dogpile`
 //! loads it once in all (its lock is in Redis); each preset's own mechanism fired (laravel's
 //! stale reads and locked refreshes, rails' push-backs, symfony's early recomputes,
@@ -13,10 +13,11 @@ use crate::common;
 use common::{cpu_turn, read_json, stampede};
 use serde_json::Value;
 
-const PRESETS: [&str; 8] = [
+const PRESETS: [&str; 9] = [
     "laravel-flexible",
     "rails-race-ttl",
     "symfony",
+    "symfony-5.4",
     "caffeine-refresh",
     "spring-sync",
     "fusion",
@@ -104,7 +105,13 @@ fn each_library_preset_shows_its_gap_by_a_count() {
 
     // Single-flight per instance: one load of the key per instance at a time, no fewer
     // instances' worth on the cold miss.
-    for name in ["symfony", "caffeine-refresh", "spring-sync", "fusion"] {
+    for name in [
+        "symfony",
+        "symfony-5.4",
+        "caffeine-refresh",
+        "spring-sync",
+        "fusion",
+    ] {
         let r = result(name);
         assert!(u(&r, "/db/peak_key_herd") <= 2, "{name}: {}", r["db"]);
         assert!(u(&r, "/outcomes/waited") > 0, "{name}: {}", r["outcomes"]);
@@ -114,7 +121,9 @@ fn each_library_preset_shows_its_gap_by_a_count() {
         2,
         "one load per instance on the cold miss: both instances load"
     );
-    assert!(u(&result("symfony"), "/db/early_recomputes") > 0);
+    for name in ["symfony", "symfony-5.4"] {
+        assert!(u(&result(name), "/db/early_recomputes") > 0, "{name}");
+    }
     for name in ["caffeine-refresh", "fusion"] {
         let r = result(name);
         assert!(u(&r, "/db/eager_refreshes") > 0, "{name}: {}", r["db"]);

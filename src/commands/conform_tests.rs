@@ -81,3 +81,16 @@ fn a_warm_start_is_refused_before_anything_starts() {
         assert!(e.contains(why), "{e}");
     }
 }
+
+#[test]
+fn symfony_is_measured_beside_the_preset_of_the_version_installed_here() {
+    for name in ["symfony", "symfony-5.4"] {
+        let (decl, _) = crate::conform::library(name).unwrap();
+        assert_eq!(decl.preset, "symfony-5.4", "{name}");
+    }
+    let e = crate::conform::library("laravel")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("cannot be run here"), "{e}");
+}

@@ -54,9 +54,14 @@ pub fn library(name: &str) -> Result<(&'static LibraryDecl, &'static RefApp), Us
             .collect::<Vec<_>>()
             .join(", ")
     };
+    // A library's name picks the row of the version installed here (Symfony 5.4 for
+    // `symfony`), else its first, which says why it cannot run.
+    let named = |d: &&LibraryDecl| d.for_name == name || d.preset == name;
     let decl = LIBRARIES
         .iter()
-        .find(|d| d.for_name == name || d.preset == name)
+        .filter(named)
+        .find(|d| matches!(d.reference, Reference::App(_)))
+        .or_else(|| LIBRARIES.iter().find(named))
         .ok_or_else(|| {
             UsageError::new(format!(
                 "--library {name}: no library preset of that name; the libraries with a reference app here: {}",

@@ -38,6 +38,10 @@ pub fn of(sc: &Scenario, bench: Bench) -> RunPolicy {
             negative_ttl_ms: sc.negative_ttl.map(|d| ms(d.0).max(1)),
             grace_ms: grace_ms(sc.lock.lock_timeout_policy, lock_hold_ms, fail_safe_ms),
             eager: sc.eager_refresh.map(|p| p.0),
+            expiry: sc
+                .strategy
+                .library
+                .map_or(freshness::ExpiryStamp::Exact, |l| l.decl().expiry),
         },
         coordination: sc.strategy.coordination,
         refresh: sc.strategy.refresh,

@@ -24,6 +24,28 @@ pub enum Verdict {
     Expired,
 }
 
+/// How the expiry a reader judges an entry by is written into the entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpiryStamp {
+    /// To the millisecond, as computed.
+    Exact,
+    /// Rounded down to the wall clock's second (after adding 0.1 s), as Symfony Cache 5.4's
+    /// `AbstractAdapter` packs it (`(int) (0.1 + $expiry - METADATA_EXPIRY_OFFSET)`): its
+    /// readers see an entry expire up to 0.9 s before Redis drops it, and draw early
+    /// recomputes against that. Redis still keeps the entry for its whole TTL.
+    WholeSeconds,
+}
+
+impl ExpiryStamp {
+    /// The expiry written for one that falls at `exact_ms` (wall clock, ms since the epoch).
+    pub fn of(self, exact_ms: u64) -> u64 {
+        match self {
+            ExpiryStamp::Exact => exact_ms,
+            ExpiryStamp::WholeSeconds => (exact_ms + 100) / 1000 * 1000,
+        }
+    }
+}
+
 /// The freshness choice with its parameters, in milliseconds.
 #[derive(Debug, Clone, Copy)]
 pub struct Policy {
@@ -42,6 +64,8 @@ pub struct Policy {
     pub grace_ms: u64,
     /// `--eager-refresh P`: refresh once an entry has lived this fraction of its TTL.
     pub eager: Option<f64>,
+    /// How the expiries it judges by are written (a library preset's; exact otherwise).
+    pub expiry: ExpiryStamp,
 }
 
 impl Policy {
@@ -156,8 +180,8 @@ impl Policy {
         let meta = Meta {
             computed_at_ms: now_ms,
             delta_us,
-            soft_expiry_ms: soft,
-            hard_expiry_ms: hard,
+            soft_expiry_ms: self.expiry.of(soft),
+            hard_expiry_ms: self.expiry.of(hard),
             version,
             negative: false,
         };
@@ -197,8 +221,8 @@ impl Policy {
         let meta = Meta {
             computed_at_ms: now_ms.saturating_sub(life_ms - remaining),
             delta_us,
-            soft_expiry_ms: soft,
-            hard_expiry_ms: hard,
+            soft_expiry_ms: self.expiry.of(soft),
+            hard_expiry_ms: self.expiry.of(hard),
             version,
             negative: false,
         };
@@ -235,7 +259,34 @@ mod tests {
             negative_ttl_ms: Some(50),
             grace_ms: 0,
             eager: None,
+            expiry: ExpiryStamp::Exact,
         }
+    }
+
+    #[test]
+    fn whole_second_expiries_are_judged_early_and_kept_their_ttl() {
+        let p = Policy {
+            expiry: ExpiryStamp::WholeSeconds,
+            ttl_ms: 2000,
+            ..policy(Freshness::Xfetch)
+        };
+        // Computed at x.350 s: it expires at (x+2).350, written as (x+2).000. u = 1 draws no
+        // lead (ln 1 = 0): only the written expiry decides.
+        let (meta, px) = p.stamp(10_350, 1, 1, 0.5);
+        assert_eq!((meta.hard_expiry_ms, px), (12_000, 2000));
+        assert_eq!(p.judge(&meta, 11_999.0, 1.0), Verdict::Fresh);
+        assert!(matches!(
+            p.judge(&meta, 12_000.0, 1.0),
+            Verdict::Recompute { .. }
+        ));
+        let exact = Policy {
+            expiry: ExpiryStamp::Exact,
+            ..p
+        };
+        assert_eq!(exact.stamp(10_350, 1, 1, 0.5).0.hard_expiry_ms, 12_350);
+        // Within 0.1 s of the next second, it rounds up to it (Symfony adds 0.1 first).
+        assert_eq!(p.stamp(10_950, 1, 1, 0.5).0.hard_expiry_ms, 13_000);
+        assert_eq!(ExpiryStamp::Exact.of(12_345), 12_345);
     }
 
     #[test]

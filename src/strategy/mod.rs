@@ -150,6 +150,8 @@ impl fmt::Debug for Library {
 /// ([`adopt`]), with what it cannot express.
 pub struct LibraryDecl {
     pub preset: &'static str,
+    /// `advise --for`'s name; the rows of one library's versions share it, and `--for` takes
+    /// the first (they render the same code).
     pub for_name: &'static str,
     pub title: &'static str,
     pub freshness: Freshness,
@@ -160,6 +162,8 @@ pub struct LibraryDecl {
     /// What a read inside swr's stale window does.
     pub stale_read: StaleRead,
     pub defaults: LibraryDefaults,
+    /// How it writes the expiry its reads judge by (Symfony's whole seconds).
+    pub expiry: freshness::ExpiryStamp,
     pub render: fn(&adopt::Terms) -> adopt::Rendered,
     /// The real library `conform` runs beside the preset, or why there is none here.
     pub reference: reference::Reference,
@@ -169,7 +173,7 @@ pub struct LibraryDecl {
 }
 
 /// The libraries, in the order docs/strategies.md lists their presets.
-pub static LIBRARIES: [LibraryDecl; 8] = [
+pub static LIBRARIES: [LibraryDecl; 9] = [
     // Laravel 11's `Cache::flexible`: swr; a refresh under a lock, a miss under none;
     // `[$fresh, $stale]`: the docs' examples stale for as long again as fresh.
     LibraryDecl {
@@ -184,6 +188,7 @@ pub static LIBRARIES: [LibraryDecl; 8] = [
             stale_is_ttl: true,
             ..LibraryDefaults::NONE
         },
+        expiry: freshness::ExpiryStamp::Exact,
         render: adopt::laravel,
         reference: Reference::Missing(
             "Laravel 11's Cache::flexible comes with the Laravel framework from Composer (Packagist), which is not installed here; Debian 12 packages no Laravel",
@@ -204,6 +209,7 @@ pub static LIBRARIES: [LibraryDecl; 8] = [
         refresh: Coordination::None,
         stale_read: StaleRead::ExtendAndRecompute,
         defaults: LibraryDefaults::NONE,
+        expiry: freshness::ExpiryStamp::Exact,
         render: adopt::rails,
         reference: Reference::App(RefApp {
             dir: "rails",
@@ -218,7 +224,8 @@ pub static LIBRARIES: [LibraryDecl; 8] = [
             how: "Rails.cache takes no lock",
         },
     },
-    // Symfony Cache's `get($key, $cb, beta: 1.0)`: xfetch with its machine-local lock.
+    // Symfony Cache's `get($key, $cb, beta: 1.0)` (6.1 and later, 7 included): xfetch with its
+    // machine-local lock, judged against the expiry it stores exactly.
     LibraryDecl {
         preset: "symfony",
         for_name: "symfony",
@@ -228,6 +235,28 @@ pub static LIBRARIES: [LibraryDecl; 8] = [
         refresh: Coordination::SingleFlight,
         stale_read: StaleRead::RefreshBehind,
         defaults: LibraryDefaults::NONE,
+        expiry: freshness::ExpiryStamp::Exact,
+        render: adopt::symfony,
+        reference: Reference::Missing(
+            "Symfony Cache 6.1 and later (7 included) come from Composer (Packagist), which is not used here; Debian 12 packages Symfony Cache 5.4, which `conform --library symfony` runs beside its own preset, symfony-5.4 (the same mechanism, with the expiry written in whole seconds as 5.4 writes it)",
+        ),
+        across: adopt::Across {
+            reach: adopt::Reach::Host,
+            how: "its LockRegistry is an flock, local to one host",
+        },
+    },
+    // Symfony Cache 5.4 (Debian 12's): the same, but its AbstractAdapter packs the expiry its
+    // readers judge by in whole seconds, rounded down (6.1 stores it exactly).
+    LibraryDecl {
+        preset: "symfony-5.4",
+        for_name: "symfony",
+        title: "Symfony 5.4",
+        freshness: Freshness::Xfetch,
+        coordination: Coordination::SingleFlight,
+        refresh: Coordination::SingleFlight,
+        stale_read: StaleRead::RefreshBehind,
+        defaults: LibraryDefaults::NONE,
+        expiry: freshness::ExpiryStamp::WholeSeconds,
         render: adopt::symfony,
         reference: Reference::App(RefApp {
             dir: "symfony",
@@ -255,6 +284,7 @@ pub static LIBRARIES: [LibraryDecl; 8] = [
             eager_refresh: Some(0.8),
             ..LibraryDefaults::NONE
         },
+        expiry: freshness::ExpiryStamp::Exact,
         render: adopt::caffeine,
         reference: Reference::App(RefApp {
             dir: "caffeine",
@@ -279,6 +309,7 @@ pub static LIBRARIES: [LibraryDecl; 8] = [
         refresh: Coordination::SingleFlight,
         stale_read: StaleRead::RefreshBehind,
         defaults: LibraryDefaults::NONE,
+        expiry: freshness::ExpiryStamp::Exact,
         render: adopt::spring,
         reference: Reference::Missing(
             "Spring's @Cacheable(sync = true) needs a Spring application built from Maven Central, which is not used here; Debian 12's Spring jars make no working app of it",
@@ -304,6 +335,7 @@ pub static LIBRARIES: [LibraryDecl; 8] = [
             eager_refresh: Some(0.9),
             ..LibraryDefaults::NONE
         },
+        expiry: freshness::ExpiryStamp::Exact,
         render: adopt::fusioncache,
         reference: Reference::Missing(
             "FusionCache is a .NET library (NuGet), and no .NET SDK is installed here",
@@ -325,6 +357,7 @@ pub static LIBRARIES: [LibraryDecl; 8] = [
         refresh: Coordination::SingleFlight,
         stale_read: StaleRead::RefreshBehind,
         defaults: LibraryDefaults::NONE,
+        expiry: freshness::ExpiryStamp::Exact,
         render: adopt::bentocache,
         reference: Reference::App(RefApp {
             dir: "bentocache",
@@ -354,6 +387,7 @@ pub static LIBRARIES: [LibraryDecl; 8] = [
             stale_is_ttl: true,
             ..LibraryDefaults::NONE
         },
+        expiry: freshness::ExpiryStamp::Exact,
         render: adopt::dogpile,
         reference: Reference::App(RefApp {
             dir: "dogpile",
@@ -386,7 +420,8 @@ impl Library {
         self.0.preset
     }
 
-    /// The library `advise --for NAME` names (`laravel`).
+    /// The library `advise --for NAME` names (`laravel`): the first row of that name, the
+    /// current version where a library has a row per version (`symfony`, `symfony-5.4`).
     pub fn for_name(name: &str) -> Option<Library> {
         Library::all().find(|l| l.0.for_name == name)
     }
@@ -743,7 +778,13 @@ mod tests {
             let d = l.decl();
             let p = StrategySpec::parse(d.preset).unwrap();
             assert_eq!((p.to_string(), p.library), (d.preset.to_string(), Some(l)));
-            assert_eq!(Library::for_name(d.for_name), Some(l));
+            // `--for` names the library, and its first row: one rendering for every version.
+            let named = Library::for_name(d.for_name).unwrap();
+            assert!(
+                std::ptr::fn_addr_eq(named.decl().render, d.render),
+                "{}",
+                d.preset
+            );
         }
         let laravel = StrategySpec::parse("laravel-flexible").unwrap();
         assert_eq!(

@@ -160,6 +160,6 @@ mod tests {
         for name in canonical_names() {
             assert_eq!(StrategySpec::parse(&name).unwrap().to_string(), name);
         }
-        assert_eq!(canonical_names().len(), 49);
+        assert_eq!(canonical_names().len(), 50);
     }
 }

@@ -110,17 +110,43 @@ pub struct CpuTurn {
     /// When the turn began and how long it was waited for, for `STAMPEDE_TEST_TURNS`.
     began: std::time::Instant,
     waited: std::time::Duration,
+    /// The machine's CPU time (busy, all) at the start, for `STAMPEDE_TEST_TURNS`.
+    cpu: Option<(u64, u64)>,
 }
 
-/// With `STAMPEDE_TEST_TURNS=FILE`, each turn appends "test<TAB>waited s<TAB>held s" to FILE:
-/// where the suite's time goes, since the heavy work of every test takes turns.
+/// The machine's busy and total CPU time so far (jiffies, all cores), from /proc/stat.
+fn machine_cpu() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = stat.lines().next()?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|f| f.parse().ok())
+        .collect();
+    let total: u64 = v.iter().sum();
+    // idle and iowait are the 4th and 5th fields.
+    let idle = v.get(3)? + v.get(4).copied().unwrap_or(0);
+    Some((total - idle, total))
+}
+
+/// With `STAMPEDE_TEST_TURNS=FILE`, each turn appends "test<TAB>waited s<TAB>held s<TAB>busy
+/// cores" to FILE (busy cores: the whole machine's CPU time during the turn over its length):
+/// where the suite's time goes, since the heavy work of every test takes turns, and how heavy
+/// each turn's work was.
 impl Drop for CpuTurn {
     fn drop(&mut self) {
         let Some(path) = std::env::var_os("STAMPEDE_TEST_TURNS") else {
             return;
         };
+        let busy = match (self.cpu, machine_cpu()) {
+            (Some((b0, t0)), Some((b1, t1))) if t1 > t0 => {
+                let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                format!("{:.2}", (b1 - b0) as f64 / (t1 - t0) as f64 * cores as f64)
+            }
+            _ => "?".to_string(),
+        };
         let line = format!(
-            "{}\t{:.2}\t{:.2}\n",
+            "{}\t{:.2}\t{:.2}\t{busy}\n",
             std::thread::current().name().unwrap_or("?"),
             self.waited.as_secs_f64(),
             self.began.elapsed().as_secs_f64()
@@ -163,6 +189,7 @@ pub fn cpu_turn() -> CpuTurn {
         _file: file,
         began: std::time::Instant::now(),
         waited: asked.elapsed(),
+        cpu: std::env::var_os("STAMPEDE_TEST_TURNS").and_then(|_| machine_cpu()),
     }
 }
 
