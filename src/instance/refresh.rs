@@ -65,8 +65,10 @@ impl Instance {
             return;
         };
         // Holding the lock: the instance that refreshed before us may have released just now
-        // (a value computed after the one that called for this refresh).
-        if claim.locked()
+        // (a value computed after the one that called for this refresh). Laravel looks; a
+        // library that regenerates on taking the lock (dogpile.cache) loads again.
+        if self.policy.refresh_rechecks
+            && claim.locked()
             && let Found::Entry(m, _) = self.read(id).await
             && m.computed_at_ms > seen_at
         {

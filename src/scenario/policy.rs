@@ -45,6 +45,10 @@ pub fn of(sc: &Scenario, bench: Bench) -> RunPolicy {
         },
         coordination: sc.strategy.coordination,
         refresh: sc.strategy.refresh,
+        refresh_rechecks: sc
+            .strategy
+            .library
+            .is_none_or(|l| l.decl().refresh_rechecks),
         fail_safe: sc
             .fail_safe
             .map_or_else(Default::default, |f| failsafe::Settings {
@@ -177,5 +181,23 @@ mod tests {
             (p.refresh, p.freshness.stale_read),
             (Coordination::None, StaleRead::ExtendAndRecompute)
         );
+    }
+
+    #[test]
+    fn a_library_s_refresh_and_expiry_are_its_own() {
+        let of_strategy = |name: &str| {
+            let mut sc = scenario();
+            sc.strategy = StrategySpec::parse(name).unwrap();
+            of(&sc, Bench::default())
+        };
+        // dogpile.cache regenerates on taking its lock; Laravel and a plain strategy look first.
+        assert!(!of_strategy("dogpile").refresh_rechecks);
+        assert!(of_strategy("laravel-flexible").refresh_rechecks);
+        assert!(of_strategy("swr+mutex").refresh_rechecks);
+        // Symfony 5.4 writes its expiry in whole seconds; 7 and every plain strategy exactly.
+        use freshness::ExpiryStamp::{Exact, WholeSeconds};
+        assert_eq!(of_strategy("symfony-5.4").freshness.expiry, WholeSeconds);
+        assert_eq!(of_strategy("symfony").freshness.expiry, Exact);
+        assert_eq!(of_strategy("xfetch").freshness.expiry, Exact);
     }
 }

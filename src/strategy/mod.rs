@@ -159,6 +159,13 @@ pub struct LibraryDecl {
     pub coordination: Coordination,
     /// Who performs a background refresh (swr's, an eager refresh).
     pub refresh: Coordination,
+    /// Whether a refresher that takes the key's lock reads the entry again first and skips
+    /// when a newer one is there, as Laravel's flexible() checks the created time; dogpile.cache
+    /// regenerates an expired value as soon as it takes the lock (lock.py's `_enter_create`
+    /// re-reads only when there was no value), so a reader that read the old value just before
+    /// the last refresh wrote the new one, and takes the lock just after it was released,
+    /// loads again. Only a refresh under a lock (`refresh: Mutex`) is concerned.
+    pub refresh_rechecks: bool,
     /// What a read inside swr's stale window does.
     pub stale_read: StaleRead,
     pub defaults: LibraryDefaults,
@@ -183,6 +190,7 @@ pub static LIBRARIES: [LibraryDecl; 9] = [
         freshness: Freshness::Swr,
         coordination: Coordination::None,
         refresh: Coordination::Mutex,
+        refresh_rechecks: true,
         stale_read: StaleRead::RefreshBehind,
         defaults: LibraryDefaults {
             stale_is_ttl: true,
@@ -207,6 +215,7 @@ pub static LIBRARIES: [LibraryDecl; 9] = [
         freshness: Freshness::Swr,
         coordination: Coordination::None,
         refresh: Coordination::None,
+        refresh_rechecks: true,
         stale_read: StaleRead::ExtendAndRecompute,
         defaults: LibraryDefaults::NONE,
         expiry: freshness::ExpiryStamp::Exact,
@@ -233,6 +242,7 @@ pub static LIBRARIES: [LibraryDecl; 9] = [
         freshness: Freshness::Xfetch,
         coordination: Coordination::SingleFlight,
         refresh: Coordination::SingleFlight,
+        refresh_rechecks: true,
         stale_read: StaleRead::RefreshBehind,
         defaults: LibraryDefaults::NONE,
         expiry: freshness::ExpiryStamp::Exact,
@@ -254,6 +264,7 @@ pub static LIBRARIES: [LibraryDecl; 9] = [
         freshness: Freshness::Xfetch,
         coordination: Coordination::SingleFlight,
         refresh: Coordination::SingleFlight,
+        refresh_rechecks: true,
         stale_read: StaleRead::RefreshBehind,
         defaults: LibraryDefaults::NONE,
         expiry: freshness::ExpiryStamp::WholeSeconds,
@@ -279,6 +290,7 @@ pub static LIBRARIES: [LibraryDecl; 9] = [
         freshness: Freshness::Expire,
         coordination: Coordination::SingleFlight,
         refresh: Coordination::SingleFlight,
+        refresh_rechecks: true,
         stale_read: StaleRead::RefreshBehind,
         defaults: LibraryDefaults {
             eager_refresh: Some(0.8),
@@ -307,6 +319,7 @@ pub static LIBRARIES: [LibraryDecl; 9] = [
         freshness: Freshness::Expire,
         coordination: Coordination::SingleFlight,
         refresh: Coordination::SingleFlight,
+        refresh_rechecks: true,
         stale_read: StaleRead::RefreshBehind,
         defaults: LibraryDefaults::NONE,
         expiry: freshness::ExpiryStamp::Exact,
@@ -327,6 +340,7 @@ pub static LIBRARIES: [LibraryDecl; 9] = [
         freshness: Freshness::Expire,
         coordination: Coordination::SingleFlight,
         refresh: Coordination::SingleFlight,
+        refresh_rechecks: true,
         stale_read: StaleRead::RefreshBehind,
         defaults: LibraryDefaults {
             fail_safe_ttls: Some(10),
@@ -355,6 +369,7 @@ pub static LIBRARIES: [LibraryDecl; 9] = [
         freshness: Freshness::Swr,
         coordination: Coordination::SingleFlight,
         refresh: Coordination::SingleFlight,
+        refresh_rechecks: true,
         stale_read: StaleRead::RefreshBehind,
         defaults: LibraryDefaults::NONE,
         expiry: freshness::ExpiryStamp::Exact,
@@ -373,8 +388,9 @@ pub static LIBRARIES: [LibraryDecl; 9] = [
         },
     },
     // dogpile.cache 1.5's Redis backend with `distributed_lock`: a Redis lock on a miss and
-    // on an expiry (where the others get the old value); Redis keeps the value as long again
-    // as `expiration_time` (the reference app's `redis_expiration_time`).
+    // on an expiry (where the others get the old value, and the one that takes it reloads
+    // without looking again); Redis keeps the value as long again as `expiration_time` (the
+    // reference app's `redis_expiration_time`).
     LibraryDecl {
         preset: "dogpile",
         for_name: "dogpile",
@@ -382,6 +398,7 @@ pub static LIBRARIES: [LibraryDecl; 9] = [
         freshness: Freshness::Swr,
         coordination: Coordination::Mutex,
         refresh: Coordination::Mutex,
+        refresh_rechecks: false,
         stale_read: StaleRead::RefreshBehind,
         defaults: LibraryDefaults {
             stale_is_ttl: true,

@@ -19,6 +19,9 @@ pub struct RunPolicy {
     pub coordination: Coordination,
     /// Who performs a background refresh (the coordination, unless the strategy says else).
     pub refresh: Coordination,
+    /// Whether a refresher that takes the key's lock reads the entry again first and skips
+    /// when a newer one is there (a library preset's choice: see `LibraryDecl`).
+    pub refresh_rechecks: bool,
     /// `--fail-safe`, `--fail-safe-throttle`, `--soft-timeout`.
     pub fail_safe: failsafe::Settings,
     pub lock: lock::Settings,
