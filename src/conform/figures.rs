@@ -78,7 +78,7 @@ const REDUNDANT: Rule = Rule {
 };
 const RECOVERY: Rule = Rule {
     key: "recovery_ms",
-    title: "recovery after the shock",
+    title: "recovery after the shock (goodput)",
     unit: "ms",
     // The recovery verdict reads whole seconds.
     abs: 1000.0,
@@ -253,12 +253,27 @@ pub fn build(
         ),
     ];
     if !sides.preset.faults.is_empty() {
-        let back = |r: &RunResult| u(r.recovery.as_ref().and_then(|v| v.back_ms));
+        // One rule on both sides: the app's answers do not show its hit rate, so its
+        // recovery is judged by goodput alone; the preset's run judges the hit rate too (its
+        // own verdict, in its results), which after a drop comes back seconds after the
+        // goodput. The preset's is read again here by the app's rule.
+        let as_app = |r: &RunResult| {
+            crate::results::recovery::judge(
+                &r.scenario,
+                &r.faults,
+                crate::results::whole(&r.timeline),
+                true,
+            )
+        };
+        let preset_recovery: Vec<_> = preset.iter().map(as_app).collect();
+        let library_recovery: Vec<_> = library.iter().map(|r| r.recovery.clone()).collect();
+        let back =
+            |v: &Option<crate::results::recovery::Recovery>| u(v.as_ref().and_then(|v| v.back_ms));
         // Unknown on a side when no trial of it came back: its verdict's reason says why.
-        let why = |runs: &[RunResult]| {
+        let why = |runs: &[Option<crate::results::recovery::Recovery>]| {
             runs.iter().all(|r| back(r).is_none()).then(|| {
                 runs.iter()
-                    .find_map(|r| r.recovery.as_ref())
+                    .find_map(|r| r.as_ref())
                     .map_or("no trial judged the recovery".to_string(), |v| {
                         format!("{}: {}", v.verdict.name(), v.reason)
                     })
@@ -273,8 +288,14 @@ pub fn build(
         ));
         figures.push(judge(
             RECOVERY,
-            SideValues::of(values(preset, back), why(preset)),
-            SideValues::of(values(library, back), why(library)),
+            SideValues::of(
+                preset_recovery.iter().map(back).collect(),
+                why(&preset_recovery),
+            ),
+            SideValues::of(
+                library_recovery.iter().map(back).collect(),
+                why(&library_recovery),
+            ),
         ));
     }
     let stale_unknown = (!sides.app.tells_stale).then(|| {
@@ -306,6 +327,11 @@ pub fn build(
         }
     }
     notes.extend(read_rates(&sides.preset, preset, library));
+    if !sides.preset.faults.is_empty() {
+        notes.push(
+            "recovery is read by goodput alone on both sides, as the app's answers allow (its hit rate is not seen); the preset's own verdict in its trials waits for its hit rate too, which after a drop comes back later".to_string(),
+        );
+    }
     let seeds = preset.iter().map(|r| r.scenario.seed).collect();
     Conformity {
         library: sides.decl.for_name.to_string(),
