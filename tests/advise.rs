@@ -110,6 +110,7 @@ fn a_hot_key_without_stale_answers_gets_a_coordination() {
 /// request), and swr: nothing but swr can bring p95 below a load.
 #[test]
 fn keys_asked_a_few_times_a_second_get_a_stale_serving_strategy_for_p95() {
+    crate::common::light_turns();
     let dir = tempfile::tempdir().unwrap();
     let (code, v, out, _) = advise(
         &[
@@ -338,6 +339,7 @@ fn every_named_strategy_is_planned_into_round_0_or_the_time_it_needs_is_refused(
 /// settings variants that did not fit are named as never measured.
 #[test]
 fn a_recovery_budget_is_met_by_the_coordination_that_comes_back() {
+    crate::common::light_turns();
     let dir = tempfile::tempdir().unwrap();
     let args = [
         "--scenario",

@@ -50,6 +50,7 @@ fn gone(pid: u32) -> bool {
 
 #[test]
 fn variants_herd_only_under_cache_aside_and_db_calls_match_the_ledger() {
+    crate::common::light_turns();
     let app = app();
     let _turn = cpu_turn();
     let dir = tempfile::tempdir().expect("temp dir");
@@ -129,6 +130,7 @@ fn variants_herd_only_under_cache_aside_and_db_calls_match_the_ledger() {
 /// can see carry their own names.
 #[test]
 fn an_app_that_bypasses_the_ledger_leaves_its_herds_unknown_and_a_limit_on_them_fails() {
+    crate::common::light_turns();
     let app = format!("APP_LOADER=query {}", app());
     let _turn = cpu_turn();
     let dir = tempfile::tempdir().expect("temp dir");
@@ -182,6 +184,7 @@ fn an_app_that_bypasses_the_ledger_leaves_its_herds_unknown_and_a_limit_on_them_
 /// (the wait counted in their latency) instead of each in flight opening its own.
 #[test]
 fn the_open_loop_keeps_to_its_connections() {
+    crate::common::light_turns();
     let app = app();
     let _turn = cpu_turn();
     let dir = tempfile::tempdir().expect("temp dir");
@@ -214,6 +217,7 @@ fn the_open_loop_keeps_to_its_connections() {
 
 #[test]
 fn killing_redis_shows_in_the_apps_db_calls_and_latency() {
+    crate::common::light_turns();
     let app = app();
     let _turn = cpu_turn();
     let dir = tempfile::tempdir().expect("temp dir");

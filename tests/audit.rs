@@ -68,6 +68,7 @@ fn test_app_args(bugs: &str) -> Vec<String> {
 
 #[test]
 fn every_bug_on_fails_each_check_for_its_own_reason() {
+    crate::common::light_turns();
     let dir = tempfile::tempdir().expect("temp dir");
     let args = test_app_args("all");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -103,6 +104,7 @@ fn every_bug_on_fails_each_check_for_its_own_reason() {
 
 #[test]
 fn every_bug_off_passes_every_check_and_a_volatile_route_passes_users() {
+    crate::common::light_turns();
     let dir = tempfile::tempdir().expect("temp dir");
     let args = test_app_args("");
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -172,6 +174,7 @@ fn a_numeric_update_body_takes_num() {
 
 #[test]
 fn the_example_app_passes_the_checks_that_apply_to_it() {
+    crate::common::light_turns();
     let dir = tempfile::tempdir().expect("temp dir");
     let cmd = format!("APP_STRATEGY=single-flight exec {}", common::example_app());
     let (code, a, card) = audit(
@@ -279,6 +282,7 @@ impl Drop for DaemonRedis {
 /// the app reconnects; without them it is SKIP, naming both flags.
 #[tokio::test]
 async fn the_outage_check_kills_an_external_redis_only_when_allowed() {
+    crate::common::light_turns();
     let pg = common::postgres(false).await;
     let redis = DaemonRedis::start();
     let redis_url = format!("redis://127.0.0.1:{}", redis.port);

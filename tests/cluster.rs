@@ -43,6 +43,7 @@ fn nodes(r: &Run) -> Vec<Value> {
 
 #[test]
 fn counts_add_up_on_a_cluster_as_on_one_server() {
+    crate::common::light_turns();
     // No warm-up: INFO has no windows, so only the measured traffic may reach the nodes.
     let r = run_ok(&[
         "--redis-cluster",
@@ -124,6 +125,7 @@ fn compare_without_redis_errors(strategies: &str, extra: &[&str]) -> Vec<Value> 
 
 #[test]
 fn every_strategy_invalidation_and_preset_runs_without_crossslot() {
+    crate::common::light_turns();
     // The Lua scripts: the lock's release (mutex), the lease's and the checked SET
     // (lease strategies), the writer's SET (set, versioned), the DEL of entry and lease
     // (delete), the global rate limit; and every library preset.
@@ -181,6 +183,7 @@ fn a_hot_key_gets_the_hot_shard_diagnosis() {
 
 #[test]
 fn a_killed_primary_is_replaced_and_the_run_recovers() {
+    crate::common::light_turns();
     let started = Instant::now();
     let r = run_ok(&[
         "--redis-cluster",
@@ -228,6 +231,7 @@ fn a_killed_primary_is_replaced_and_the_run_recovers() {
 
 #[test]
 fn a_failover_and_a_slot_migration_lose_no_request() {
+    crate::common::light_turns();
     let r = run_ok(&[
         "--redis-cluster",
         "--rps",
@@ -361,6 +365,7 @@ impl Drop for ClusterRun {
 
 #[test]
 fn no_node_outlives_a_ctrl_c_or_a_sigkill_of_the_tool() {
+    crate::common::light_turns();
     let _turn = cpu_turn();
     let mut run = ClusterRun::spawn();
     let pids = run.wait_for_nodes();
@@ -540,6 +545,7 @@ fn what_a_cluster_run_cannot_do_is_refused_up_front() {
 
 #[test]
 fn reads_from_replicas_leave_the_primaries_to_the_writes() {
+    crate::common::light_turns();
     let r = run_ok(&[
         "--redis-cluster",
         "--read-from-replicas",

@@ -19,6 +19,7 @@ fn json(p: &Path) -> Value {
 
 #[test]
 fn broken_threshold_exits_1_and_names_it() {
+    crate::common::light_turns();
     let _turn = cpu_turn();
     let dir = tempfile::tempdir().unwrap();
     let scenario = dir.path().join("s.toml");
@@ -126,6 +127,7 @@ fn unknown_threshold_exits_2_and_lists_the_valid_ones() {
 
 #[test]
 fn compare_writes_every_file_and_runs_every_strategy_on_the_same_keys() {
+    crate::common::light_turns();
     let _turn = cpu_turn();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cmp");
@@ -305,6 +307,7 @@ fn compare_refuses_bad_lists_before_starting_anything() {
 
 #[test]
 fn ctrl_c_during_compare_keeps_what_finished_and_marks_the_rest() {
+    crate::common::light_turns();
     let _turn = cpu_turn();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cmp");

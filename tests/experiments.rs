@@ -269,6 +269,7 @@ fn each_diagnosis_appears_when_its_cause_is_there() {
 
 #[test]
 fn repeated_trials_give_intervals_ties_and_a_pareto_front() {
+    crate::common::light_turns();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("cmp");
     let _turn = cpu_turn();

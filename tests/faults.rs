@@ -52,6 +52,7 @@ fn assert_every_server_gone(r: &common::Run, expected_redis: usize) {
 
 #[test]
 fn outage_fails_open_within_the_deadlines_and_hits_return() {
+    crate::common::light_turns();
     let r = run_ok(&[
         "--rps",
         "2000",
@@ -280,6 +281,7 @@ fn restart_cmd(port: u16, dir: &Path) -> String {
 
 #[test]
 fn external_redis_fault_shuts_it_down_and_runs_the_restart_command() {
+    crate::common::light_turns();
     let rt = tokio::runtime::Runtime::new().expect("runtime");
     // The "user's" Redis: started by the test, so the run treats it as external.
     let redis = rt

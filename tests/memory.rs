@@ -91,6 +91,7 @@ fn mutex_under_noeviction_oom_takes_the_lock_as_unavailable_and_answers_every_re
 
 #[test]
 fn allkeys_lru_at_the_same_limit_evicts_and_hits_less_than_without_a_limit() {
+    crate::common::light_turns();
     let lru = run_ok(&with(&[
         "--maxmemory",
         "3mb",

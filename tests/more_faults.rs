@@ -180,6 +180,7 @@ fn postgres_crash_fails_loads_fast_and_they_succeed_after_the_restart() {
 
 #[test]
 fn redis_pause_ends_every_command_at_its_deadline() {
+    crate::common::light_turns();
     // Every key cached with a long TTL: before and after the pause every request is a hit.
     let r = run_ok(&[
         "--rps",
@@ -265,6 +266,7 @@ fn redis_pause_ends_every_command_at_its_deadline() {
 
 #[test]
 fn a_postgres_crash_and_a_redis_pause_at_once() {
+    crate::common::light_turns();
     // Different servers may be down at the same time: the pause falls inside the crash.
     let r = run_ok(&[
         "--rps",

@@ -26,6 +26,7 @@ fn hits(extra: &[&str]) -> common::Run {
 
 #[test]
 fn a_round_trip_is_what_the_requests_see_and_the_servers_still_count_everything() {
+    crate::common::light_turns();
     let plain = hits(&[]);
     let rtt = hits(&["--net-rtt", "2ms"]);
     for r in [&plain, &rtt] {
@@ -79,6 +80,7 @@ fn instance(r: &common::Run, i: u64) -> &serde_json::Value {
 
 #[test]
 fn a_partition_of_one_instance_holds_its_requests_to_the_deadline_and_leaves_the_other_alone() {
+    crate::common::light_turns();
     let r = run_ok(&[
         "--keys",
         "200",
@@ -125,6 +127,7 @@ fn a_partition_of_one_instance_holds_its_requests_to_the_deadline_and_leaves_the
 
 #[test]
 fn under_a_partition_a_5s_timeout_costs_two_timeouts_and_node_redis_holds_until_it_heals() {
+    crate::common::light_turns();
     // The lab's trap: GET waits its 5 s, then the write-back's SET its 5 s.
     let lab = run_ok(&[
         "--keys",
@@ -176,6 +179,7 @@ fn under_a_partition_a_5s_timeout_costs_two_timeouts_and_node_redis_holds_until_
 
 #[test]
 fn a_held_close_keeps_the_app_waiting_on_a_dead_redis_until_the_close_arrives() {
+    crate::common::light_turns();
     // Redis dies at 2 s while closes are held 1.5 s: the app's connection stays half-open, so
     // its commands wait (the 5 s deadline never passes) until the close arrives, then fail.
     let r = run_ok(&[
@@ -267,6 +271,7 @@ fn listening_ports(pid: u32) -> Vec<u16> {
 
 #[test]
 fn ctrl_c_during_a_partition_ends_the_run_and_leaves_no_proxy_listening() {
+    crate::common::light_turns();
     // A partition holds the app's connections open with bytes held: the run must still end at
     // Ctrl-C, its proxies' listeners closed and its servers stopped.
     let dir = tempfile::tempdir().unwrap();
@@ -346,6 +351,7 @@ fn ctrl_c_during_a_partition_ends_the_run_and_leaves_no_proxy_listening() {
 /// within 2× of the same run without the fault. A window under a fault throughout has none.
 #[test]
 fn a_partitions_commands_stay_out_of_the_break_even() {
+    crate::common::light_turns();
     let base = [
         "--rps",
         "1000",

@@ -261,6 +261,7 @@ fn private_tmp() -> tempfile::TempDir {
 
 #[test]
 fn sigkill_mid_run_leaves_no_server_and_no_temp_dir() {
+    crate::common::light_turns();
     let _turn = common::cpu_turn();
     let started = Instant::now();
     // Redis is killed and restarted early on: the restarted process must be covered too.

@@ -34,6 +34,7 @@ fn split_keys(keys: &[String]) -> (usize, Vec<String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cache_drop_removes_the_entries_and_leaves_the_rest_alone() {
+    crate::common::light_turns();
     let servers = Servers::start(None).await;
     let (redis_url, pg_url) = servers.urls();
     let _turn = cpu_turn();
@@ -118,6 +119,7 @@ async fn a_cache_drop_removes_the_entries_and_leaves_the_rest_alone() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_database_is_slower_by_the_servers_clock() {
+    crate::common::light_turns();
     let servers = Servers::start(None).await;
     let (redis_url, pg_url) = servers.urls();
     let pg = common::pg(&pg_url).await;
@@ -183,6 +185,7 @@ async fn a_slow_database_is_slower_by_the_servers_clock() {
 
 #[test]
 fn a_spike_multiplies_the_schedule_exactly() {
+    crate::common::light_turns();
     // 200/s for 3 s, ×3 from 1 s for 1 s: 600 + 2 × 200 more requests, exactly.
     let r = run_ok(&[
         "--rps",
@@ -317,6 +320,7 @@ fn timeouts_retries_and_goodput_add_up() {
 
 #[test]
 fn the_verdict_tells_a_run_that_comes_back_from_one_that_cannot() {
+    crate::common::light_turns();
     // A warm cache dropped at 2 s: the database (4 connections, 5 ms loads: ~800/s) refills
     // 300 keys in well under a second.
     let back = run_ok(&[

@@ -110,6 +110,8 @@ pub struct CpuTurn {
     /// When the turn began and how long it was waited for, for `STAMPEDE_TEST_TURNS`.
     began: std::time::Instant,
     waited: std::time::Duration,
+    /// Whether the turn was shared with other light tests' ([`light_turns`]).
+    light: bool,
     /// The machine's CPU time (busy, all) at the start, for `STAMPEDE_TEST_TURNS`.
     cpu: Option<(u64, u64)>,
 }
@@ -130,7 +132,8 @@ fn machine_cpu() -> Option<(u64, u64)> {
 }
 
 /// With `STAMPEDE_TEST_TURNS=FILE`, each turn appends "test<TAB>waited s<TAB>held s<TAB>busy
-/// cores" to FILE (busy cores: the whole machine's CPU time during the turn over its length):
+/// cores<TAB>shared|alone" to FILE (busy cores: the whole machine's CPU time during the turn
+/// over its length):
 /// where the suite's time goes, since the heavy work of every test takes turns, and how heavy
 /// each turn's work was.
 impl Drop for CpuTurn {
@@ -146,10 +149,11 @@ impl Drop for CpuTurn {
             _ => "?".to_string(),
         };
         let line = format!(
-            "{}\t{:.2}\t{:.2}\t{busy}\n",
+            "{}\t{:.2}\t{:.2}\t{busy}\t{}\n",
             std::thread::current().name().unwrap_or("?"),
             self.waited.as_secs_f64(),
-            self.began.elapsed().as_secs_f64()
+            self.began.elapsed().as_secs_f64(),
+            if self.light { "shared" } else { "alone" }
         );
         if let Ok(mut f) = std::fs::OpenOptions::new()
             .create(true)
@@ -161,7 +165,26 @@ impl Drop for CpuTurn {
     }
 }
 
+thread_local! {
+    /// Set by [`light_turns`] for the rest of the test (libtest runs each test on a thread
+    /// of its own).
+    static LIGHT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Declares that this test's runs mostly wait (a fault's window, a partition, a recovery, a
+/// sweep of slow cells): its turns are shared with other light tests' and exclusive of
+/// every heavy one. A test is declared light when its turns kept the whole machine under
+/// 0.6 busy cores on average in a CI run (`STAMPEDE_TEST_TURNS`'s 4th column), so two light
+/// runs side by side stay under the one core that a heavy run alone may use, and leave the
+/// database its round trips. Nothing that measures the CPU (the generator's cost, a rate's
+/// schedule) is light. Only the test's own thread's turns are concerned.
+pub fn light_turns() {
+    LIGHT.with(|l| l.set(true));
+}
+
 /// Wait for this test's turn at the CPU-heavy work; the turn lasts as long as the guard.
+/// A light test's turn ([`light_turns`]) is shared with other light ones (`LOCK_SH`); any
+/// other is the machine's alone (`LOCK_EX`).
 pub fn cpu_turn() -> CpuTurn {
     use std::os::fd::AsRawFd;
     let path = std::env::temp_dir().join("stampede-tests-cpu-heavy.lock");
@@ -170,10 +193,12 @@ pub fn cpu_turn() -> CpuTurn {
         .append(true)
         .open(&path)
         .unwrap_or_else(|e| panic!("opening {}: {e}", path.display()));
+    let light = LIGHT.with(std::cell::Cell::get);
+    let mode = if light { libc::LOCK_SH } else { libc::LOCK_EX };
     let asked = std::time::Instant::now();
     loop {
         // SAFETY: flock on a descriptor this function owns for the guard's lifetime.
-        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+        let rc = unsafe { libc::flock(file.as_raw_fd(), mode) };
         if rc == 0 {
             break;
         }
@@ -189,6 +214,7 @@ pub fn cpu_turn() -> CpuTurn {
         _file: file,
         began: std::time::Instant::now(),
         waited: asked.elapsed(),
+        light,
         cpu: std::env::var_os("STAMPEDE_TEST_TURNS").and_then(|_| machine_cpu()),
     }
 }
