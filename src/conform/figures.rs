@@ -228,6 +228,57 @@ fn u(x: Option<u64>) -> Option<f64> {
     x.map(|v| v as f64)
 }
 
+/// The figures of a run with a shock: the DB calls in the second after it, and the recovery
+/// by one rule on both sides.
+fn shock_figures(preset: &[RunResult], library: &[RunResult]) -> Vec<Figure> {
+    // One rule on both sides: the app's answers do not show its hit rate, so its
+    // recovery is judged by goodput alone; the preset's run judges the hit rate too (its
+    // own verdict, in its results), which after a drop comes back seconds after the
+    // goodput. The preset's is read again here by the app's rule.
+    let as_app = |r: &RunResult| {
+        crate::results::recovery::judge(
+            &r.scenario,
+            &r.faults,
+            crate::results::whole(&r.timeline),
+            true,
+        )
+    };
+    let preset_recovery: Vec<_> = preset.iter().map(as_app).collect();
+    let library_recovery: Vec<_> = library.iter().map(|r| r.recovery.clone()).collect();
+    let back =
+        |v: &Option<crate::results::recovery::Recovery>| u(v.as_ref().and_then(|v| v.back_ms));
+    // Unknown on a side when no trial of it came back: its verdict's reason says why.
+    let why = |runs: &[Option<crate::results::recovery::Recovery>]| {
+        runs.iter().all(|r| back(r).is_none()).then(|| {
+            runs.iter()
+                .find_map(|r| r.as_ref())
+                .map_or("no trial judged the recovery".to_string(), |v| {
+                    format!("{}: {}", v.verdict.name(), v.reason)
+                })
+        })
+    };
+    // The herd the shock set off: the DB calls in the second after its first fault.
+    let after = |r: &RunResult| u(r.faults.first().map(|f| f.recovery_stampede));
+    vec![
+        judge(
+            AFTER_SHOCK,
+            SideValues::of(values(preset, after), None),
+            SideValues::of(values(library, after), None),
+        ),
+        judge(
+            RECOVERY,
+            SideValues::of(
+                preset_recovery.iter().map(back).collect(),
+                why(&preset_recovery),
+            ),
+            SideValues::of(
+                library_recovery.iter().map(back).collect(),
+                why(&library_recovery),
+            ),
+        ),
+    ]
+}
+
 /// Build the figures of `preset` and `library` (each side's results in trial order).
 pub fn build(
     sides: &super::Sides,
@@ -253,50 +304,7 @@ pub fn build(
         ),
     ];
     if !sides.preset.faults.is_empty() {
-        // One rule on both sides: the app's answers do not show its hit rate, so its
-        // recovery is judged by goodput alone; the preset's run judges the hit rate too (its
-        // own verdict, in its results), which after a drop comes back seconds after the
-        // goodput. The preset's is read again here by the app's rule.
-        let as_app = |r: &RunResult| {
-            crate::results::recovery::judge(
-                &r.scenario,
-                &r.faults,
-                crate::results::whole(&r.timeline),
-                true,
-            )
-        };
-        let preset_recovery: Vec<_> = preset.iter().map(as_app).collect();
-        let library_recovery: Vec<_> = library.iter().map(|r| r.recovery.clone()).collect();
-        let back =
-            |v: &Option<crate::results::recovery::Recovery>| u(v.as_ref().and_then(|v| v.back_ms));
-        // Unknown on a side when no trial of it came back: its verdict's reason says why.
-        let why = |runs: &[Option<crate::results::recovery::Recovery>]| {
-            runs.iter().all(|r| back(r).is_none()).then(|| {
-                runs.iter()
-                    .find_map(|r| r.as_ref())
-                    .map_or("no trial judged the recovery".to_string(), |v| {
-                        format!("{}: {}", v.verdict.name(), v.reason)
-                    })
-            })
-        };
-        // The herd the shock set off: the DB calls in the second after its first fault.
-        let after = |r: &RunResult| u(r.faults.first().map(|f| f.recovery_stampede));
-        figures.push(judge(
-            AFTER_SHOCK,
-            SideValues::of(values(preset, after), None),
-            SideValues::of(values(library, after), None),
-        ));
-        figures.push(judge(
-            RECOVERY,
-            SideValues::of(
-                preset_recovery.iter().map(back).collect(),
-                why(&preset_recovery),
-            ),
-            SideValues::of(
-                library_recovery.iter().map(back).collect(),
-                why(&library_recovery),
-            ),
-        ));
+        figures.extend(shock_figures(preset, library));
     }
     let stale_unknown = (!sides.app.tells_stale).then(|| {
         format!(

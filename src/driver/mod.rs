@@ -379,19 +379,7 @@ impl Driver {
                 .clone()
                 .map(|e| timeline::Feed::new(e, self.shed_live.clone())),
         );
-        // A replay's reader thread starts now, ahead of the window's start by the lead.
-        let (read_feed, write_feed) = match &sc.trace {
-            Some(t) => {
-                let f = crate::trace::replay::spawn(
-                    t,
-                    sc.value_size as u32,
-                    crate::stats::derive_seed(sc.seed, crate::stats::Purpose::Arrivals, 1),
-                )
-                .map_err(anyhow::Error::msg)?;
-                (Some(f.reads), f.writes)
-            }
-            None => (None, None),
-        };
+        let (read_feed, write_feed) = replay_feeds(sc)?;
         let writer = writes::spawn(self, window, &shutdown, write_feed)?;
         let rewarm = rewarm::spawn(self, window, &shutdown);
         let traffic = match sc.load {
@@ -541,6 +529,26 @@ pub struct Window {
     start: Instant,
     measure: Instant,
     end: Instant,
+}
+
+/// A replay's feeds of reads and writes (none without `--trace`): its reader thread starts
+/// now, ahead of the window's start by the lead.
+fn replay_feeds(
+    sc: &Scenario,
+) -> Result<(
+    Option<crate::trace::replay::Feed>,
+    Option<crate::trace::replay::Feed>,
+)> {
+    let Some(t) = &sc.trace else {
+        return Ok((None, None));
+    };
+    let f = crate::trace::replay::spawn(
+        t,
+        sc.value_size as u32,
+        crate::stats::derive_seed(sc.seed, crate::stats::Purpose::Arrivals, 1),
+    )
+    .map_err(anyhow::Error::msg)?;
+    Ok((Some(f.reads), f.writes))
 }
 
 /// How long the drain may take once traffic stops: requests still in flight then are

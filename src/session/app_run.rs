@@ -421,34 +421,7 @@ async fn measure(
     let after = Readings::read(setup.admin).await;
     let restarted = lifecycle::redis_restarted(faults.as_ref());
     let memory = super::memory::figures(sc, setup.admin, memory_config.as_ref(), restarted).await;
-    let mut notes = Vec::new();
-    if t.app_cmd.is_some() && !own_ports && sc.instances > 1 {
-        notes.push(format!(
-            "--target has no {}: one process of the app was started, not --instances {} (each instance needs a port of its own)",
-            target::PORT_MARK,
-            sc.instances
-        ));
-    }
-    let several = started.len() > 1;
-    let mut processes = Vec::with_capacity(started.len());
-    for (i, s) in started.iter_mut().enumerate() {
-        if let Some(st) = s.app.exited() {
-            let which = if several {
-                format!("the app's instance {i}")
-            } else {
-                "the app".to_string()
-            };
-            notes.push(format!(
-                "{which} exited during the run ({st}): requests after that failed; see its log"
-            ));
-        }
-        processes.push(AppProcess {
-            instance: i as u32,
-            port: s.port,
-            pid: s.app.pid(),
-            log: s.app.log().display().to_string(),
-        });
-    }
+    let (processes, notes) = processes(sc, t, own_ports, &mut started);
     let ready_ms = started.iter().map(|s| s.ready_ms).max();
     let ledger = crate::app::ledger::read(setup.db, &sampled).await;
     // Stopped before the result is built, so nothing of the app outlives its figures.
@@ -482,6 +455,45 @@ async fn measure(
     );
     lifecycle::warn_fault_notes(&r);
     Ok(r)
+}
+
+/// The app's processes as they ran, and what to say of them: one process where the target
+/// had no port mark for each instance, and any instance that exited during the run.
+fn processes(
+    sc: &Scenario,
+    t: &TargetSpec,
+    own_ports: bool,
+    started: &mut [Started],
+) -> (Vec<AppProcess>, Vec<String>) {
+    let mut notes = Vec::new();
+    if t.app_cmd.is_some() && !own_ports && sc.instances > 1 {
+        notes.push(format!(
+            "--target has no {}: one process of the app was started, not --instances {} (each instance needs a port of its own)",
+            target::PORT_MARK,
+            sc.instances
+        ));
+    }
+    let several = started.len() > 1;
+    let mut processes = Vec::with_capacity(started.len());
+    for (i, s) in started.iter_mut().enumerate() {
+        if let Some(st) = s.app.exited() {
+            let which = if several {
+                format!("the app's instance {i}")
+            } else {
+                "the app".to_string()
+            };
+            notes.push(format!(
+                "{which} exited during the run ({st}): requests after that failed; see its log"
+            ));
+        }
+        processes.push(AppProcess {
+            instance: i as u32,
+            port: s.port,
+            pid: s.app.pid(),
+            log: s.app.log().display().to_string(),
+        });
+    }
+    (processes, notes)
 }
 
 /// Redis's server-wide hit ratio over the window, said for what it is.

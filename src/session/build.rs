@@ -59,13 +59,6 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
     let o = |x: Outcome| t.outcomes[x as usize];
     let completed = t.completed();
     let c = &raw.counters;
-    let mut by_outcome = std::collections::BTreeMap::new();
-    for x in Outcome::ALL {
-        let h = &t.by_outcome[x as usize];
-        if !h.is_empty() {
-            by_outcome.insert(x.name().to_string(), results::Latency::of(h));
-        }
-    }
     let fault_reports = faults
         .as_ref()
         .map(|d| results::faults::reports(&d.records, results::whole(&raw.timeline)))
@@ -117,19 +110,10 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
             memory,
             cluster,
         ),
-        lock: results::LockFigures {
-            acquired: c.lock_acquired,
-            contended: c.lock_contended,
-            timeouts: c.lock_timeouts,
-            lost: c.lock_lost,
-            unavailable: c.lock_unavailable,
-            extended: c.lock_extended,
-            unkept: c.lock_unkept,
-            lease_ms_max: raw.lease_max_ms,
-        },
+        lock: lock_figures(&raw),
         latency_ms: results::Latency::of(&t.latency),
         service_ms: results::Latency::of(&t.service),
-        latency_by_outcome_ms: by_outcome,
+        latency_by_outcome_ms: latency_by_outcome(&raw),
         histograms: results::Histograms {
             encoding: "hdrhistogram-v2-deflate-base64".to_string(),
             latency_us: results::encode_histogram(&t.latency),
@@ -163,6 +147,33 @@ pub(crate) fn build(sc: &Scenario, m: Measured, setup: &Setup<'_>, env: &Env) ->
     r.thresholds = r.judge(&sc.thresholds);
     r.diagnoses = results::diagnose::diagnose(&r);
     r
+}
+
+/// What the run's locks did.
+fn lock_figures(raw: &Raw) -> results::LockFigures {
+    let c = &raw.counters;
+    results::LockFigures {
+        acquired: c.lock_acquired,
+        contended: c.lock_contended,
+        timeouts: c.lock_timeouts,
+        lost: c.lock_lost,
+        unavailable: c.lock_unavailable,
+        extended: c.lock_extended,
+        unkept: c.lock_unkept,
+        lease_ms_max: raw.lease_max_ms,
+    }
+}
+
+/// The latencies of each outcome that occurred.
+fn latency_by_outcome(raw: &Raw) -> std::collections::BTreeMap<String, results::Latency> {
+    let mut by_outcome = std::collections::BTreeMap::new();
+    for x in Outcome::ALL {
+        let h = &raw.totals.by_outcome[x as usize];
+        if !h.is_empty() {
+            by_outcome.insert(x.name().to_string(), results::Latency::of(h));
+        }
+    }
+    by_outcome
 }
 
 /// What became of the requests scheduled.
