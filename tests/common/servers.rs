@@ -75,6 +75,7 @@ pub fn shared_servers() -> Arc<Servers> {
 /// `args` with the shared servers' `--redis-url` and `--pg-url` added, for `run`, `compare`
 /// and `sweep`; the handle keeps the servers up while the caller holds it.
 pub fn on_shared(args: &[&str]) -> (Arc<Servers>, Vec<String>) {
+    super::on_shared_servers();
     let s = shared_servers();
     let (redis, pg) = s.urls();
     let mut v: Vec<String> = args.iter().map(|a| a.to_string()).collect();
