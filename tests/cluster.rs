@@ -183,7 +183,8 @@ fn a_hot_key_gets_the_hot_shard_diagnosis() {
 
 #[test]
 fn a_killed_primary_is_replaced_and_the_run_recovers() {
-    crate::common::light_turns();
+    // Not light: the killed node has the last 3 s of the window to start again and rejoin,
+    // and beside another run it did not (recovered_ms null in CI, 18 s held against 13).
     let started = Instant::now();
     let r = run_ok(&[
         "--redis-cluster",
