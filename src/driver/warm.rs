@@ -243,7 +243,14 @@ impl Budget {
         } else {
             "the budget was reached"
         };
-        if cached >= drawn {
+        if drawn == 0 && self.used > self.maxmemory {
+            // A cold start holds nothing: what matters is that Redis alone is already over.
+            format!(
+                " (maxmemory {}: Redis's own used_memory {} is over it before any entry, so every write will be refused)",
+                Size(self.maxmemory),
+                self.used
+            )
+        } else if cached >= drawn {
             format!(
                 " (under maxmemory {}: all fit, used_memory {} of a {} budget)",
                 Size(self.maxmemory),

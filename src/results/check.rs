@@ -44,14 +44,15 @@ pub fn tolerances(args: &[String]) -> Result<Vec<(Metric, Tolerance)>, UsageErro
         let unit = slot.0.def().unit;
         let v = value.trim();
         let bad = || {
-            UsageError::new(format!(
-                "--tolerance {a}: expected a percentage (10%) or a number of {} 0 or more",
-                match unit {
-                    Unit::Count => "calls",
-                    Unit::Ms => "ms",
-                    Unit::Share => "percentage points, written 1%",
-                }
-            ))
+            UsageError::new(match unit {
+                Unit::Share => format!(
+                    "--tolerance {a}: a rate's tolerance is in percentage points, written N% with N 0 or more ({name}=1% allows 1 point of worsening)"
+                ),
+                Unit::Count | Unit::Ms => format!(
+                    "--tolerance {a}: expected a percentage (10%) or a number of {} 0 or more",
+                    if unit == Unit::Count { "calls" } else { "ms" }
+                ),
+            })
         };
         let parsed = match v.strip_suffix('%') {
             Some(p) => p.trim().parse::<f64>().map(|x| x / 100.0),
