@@ -1,18 +1,57 @@
 //! The JSON Schemas that `stampede schema` prints hold the files that exist: every shipped
 //! scenario and every run result of the CI baseline validates against them, judged by an
-//! independent validator (the jsonschema crate); and a scenario the run refuses (a misspelled
-//! key, a duration without a unit or with an unknown one) fails the schema as it fails
+//! independent validator (Python's jsonschema, the reference implementation, installed by
+//! `scripts/install-deps --for-tests`); and a scenario the run refuses (a misspelled key, a
+//! duration without a unit or with an unknown one) fails the schema as it fails
 //! `stampede run`, with exit 2.
 
 use crate::common;
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
 
 use common::stampede;
 use serde_json::Value;
 
-/// What `stampede schema WHICH` prints, parsed, checked to be a draft-07 schema, and compiled.
-fn validator(which: &str) -> (Value, jsonschema::Validator) {
+/// Validates documents against one schema with Python's jsonschema (Draft 7): the schema is
+/// first checked against the draft's meta-schema, then each document's errors are listed,
+/// one line each with where they are.
+const VALIDATE_PY: &str = r#"
+import json, sys
+import jsonschema
+schema, docs = json.load(sys.stdin)
+try:
+    jsonschema.Draft7Validator.check_schema(schema)
+except jsonschema.exceptions.SchemaError as e:
+    print(json.dumps({"not_a_schema": str(e)}))
+    sys.exit(0)
+v = jsonschema.Draft7Validator(schema)
+out = []
+for d in docs:
+    out.append(["/" + "/".join(str(p) for p in e.absolute_path) + ": " + e.message
+                for e in v.iter_errors(d)])
+print(json.dumps({"errors": out}))
+"#;
+
+/// A Python with jsonschema: the one on PATH, else the system's (where the Debian package
+/// goes when PATH leads to another Python).
+fn python() -> &'static str {
+    static PY: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+    PY.get_or_init(|| {
+        ["python3", "/usr/bin/python3"]
+            .into_iter()
+            .find(|py| {
+                Command::new(py)
+                    .args(["-c", "import jsonschema"])
+                    .output()
+                    .is_ok_and(|o| o.status.success())
+            })
+            .expect("no python3 with jsonschema: run scripts/install-deps --for-tests")
+    })
+}
+
+/// What `stampede schema WHICH` prints, parsed and checked to be a draft-07 schema.
+fn validator(which: &str) -> Value {
     let out = stampede().args(["schema", which]).output().unwrap();
     assert!(
         out.status.success(),
@@ -22,16 +61,38 @@ fn validator(which: &str) -> (Value, jsonschema::Validator) {
     let schema: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(schema["$schema"], "http://json-schema.org/draft-07/schema#");
     // The schema is itself valid under its draft's meta-schema.
-    jsonschema::meta::validate(&schema).unwrap_or_else(|e| panic!("{which}: not a schema: {e}"));
-    let v = jsonschema::validator_for(&schema).unwrap();
-    (schema, v)
+    validate(&schema, &[]);
+    schema
 }
 
-/// The errors of `doc` against `v`, one line each with where they are.
-fn errors(v: &jsonschema::Validator, doc: &Value) -> Vec<String> {
-    v.iter_errors(doc)
-        .map(|e| format!("{}: {e}", e.instance_path()))
-        .collect()
+/// The errors of each of `docs` against `schema`.
+fn validate(schema: &Value, docs: &[Value]) -> Vec<Vec<String>> {
+    use std::io::Write;
+    let mut child = Command::new(python())
+        .args(["-c", VALIDATE_PY])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input = serde_json::to_vec(&(schema, docs)).unwrap();
+    child.stdin.take().unwrap().write_all(&input).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "the validator failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said: Value = serde_json::from_slice(&out.stdout).unwrap();
+    if let Some(e) = said.get("not_a_schema") {
+        panic!("not a schema: {e}");
+    }
+    serde_json::from_value(said["errors"].clone()).unwrap()
+}
+
+/// The errors of one document.
+fn errors(schema: &Value, doc: &Value) -> Vec<String> {
+    validate(schema, std::slice::from_ref(doc)).remove(0)
 }
 
 fn root() -> PathBuf {
@@ -57,7 +118,7 @@ fn json_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 #[test]
 fn every_shipped_scenario_validates() {
-    let (_, v) = validator("scenario");
+    let v = validator("scenario");
     let mut n = 0;
     for e in std::fs::read_dir(root().join("scenarios")).unwrap() {
         let p = e.unwrap().path();
@@ -73,7 +134,7 @@ fn every_shipped_scenario_validates() {
 
 #[test]
 fn every_run_result_of_the_ci_baseline_validates() {
-    let (_, v) = validator("results");
+    let v = validator("results");
     let mut files = Vec::new();
     json_files(&root().join("results/baseline-ci"), &mut files);
     let mut n = 0;
@@ -92,7 +153,7 @@ fn every_run_result_of_the_ci_baseline_validates() {
 
 /// A scenario the schema accepts only if the run does: `body` fails validation at `key`, and
 /// `stampede run --scenario` on it exits 2 naming the key, before any server starts.
-fn refused_like_the_run(v: &jsonschema::Validator, body: &str, key: &str, said: &str) {
+fn refused_like_the_run(v: &Value, body: &str, key: &str, said: &str) {
     let doc: Value = toml::from_str(body).unwrap();
     let errs = errors(v, &doc);
     assert!(!errs.is_empty(), "the schema accepts {body:?}");
@@ -118,7 +179,7 @@ fn refused_like_the_run(v: &jsonschema::Validator, body: &str, key: &str, said: 
 
 #[test]
 fn a_misspelled_key_or_a_bad_duration_fails_the_schema_as_it_fails_the_run() {
-    let (_, v) = validator("scenario");
+    let v = validator("scenario");
     let quickstart = std::fs::read_to_string(root().join("scenarios/quickstart.toml")).unwrap();
     // A key one letter off, the rest of the file as shipped.
     let misspelled = format!("{quickstart}\ndb_cots = \"10ms\"\n");
@@ -145,7 +206,7 @@ fn a_misspelled_key_or_a_bad_duration_fails_the_schema_as_it_fails_the_run() {
 
 #[test]
 fn the_forms_the_parsers_accept_pass() {
-    let (_, v) = validator("scenario");
+    let v = validator("scenario");
     let doc: Value = toml::from_str(
         r#"
         strategy = " swr + mutex "
