@@ -32,6 +32,7 @@ fn assert_db_calls_refereed(r: &Run) {
 
 #[test]
 fn a_warm_up_leaks_into_no_figure_and_the_timeline_adds_up() {
+    crate::common::light_turns();
     // The reproduction: with a 60 s TTL every key is loaded during the warm-up, so the
     // measured window has no load at all, and nothing of the warm-up's herd may show.
     let r = run_ok_shared(&[
@@ -66,6 +67,7 @@ fn a_warm_up_leaks_into_no_figure_and_the_timeline_adds_up() {
 
 #[test]
 fn a_warm_up_with_loads_on_both_sides_keeps_them_apart() {
+    crate::common::light_turns();
     // Loads on both sides of the boundary: each side counted by the tool and, under its own
     // statement text, by Postgres; the timeline adds up to the window's totals.
     let r = run_ok_shared(&[
@@ -97,6 +99,7 @@ fn a_warm_up_with_loads_on_both_sides_keeps_them_apart() {
 
 #[test]
 fn loads_that_never_got_a_connection_are_not_db_calls() {
+    crate::common::light_turns();
     // The reproduction: 2 connections, a 30 ms pool wait, 10 ms loads at 2000 misses/s.
     let r = run_ok_shared(&[
         "--db-pool",
@@ -131,6 +134,7 @@ fn loads_that_never_got_a_connection_are_not_db_calls() {
 
 #[test]
 fn peak_concurrency_counts_statements_and_in_flight_counts_queued_loads() {
+    crate::common::light_turns();
     // The reproduction: 4 connections, 300 requests allowed in flight.
     let r = run_ok_shared(&[
         "--db-pool",
@@ -348,6 +352,7 @@ fn single_flight_followers_wait_no_longer_than_lock_wait() {
 /// `after_fault`.
 #[test]
 fn db_calls_by_cause_are_the_known_split_of_one_hot_key() {
+    crate::common::light_turns();
     let base = [
         "--keys",
         "1",

@@ -11,6 +11,7 @@ use serde_json::Value;
 
 #[test]
 fn no_cache_sends_every_request_to_the_database_and_none_to_redis() {
+    crate::common::light_turns();
     let r = run_ok_shared(&[
         "--scenario",
         "scenarios/break-even.toml",

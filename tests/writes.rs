@@ -74,6 +74,7 @@ fn assert_writes_counted(r: &Value) {
 
 #[test]
 fn without_writes_every_strategy_is_consistent() {
+    crate::common::light_turns();
     let dir = tempfile::tempdir().unwrap();
     let runs = compare(
         &[
@@ -470,6 +471,7 @@ fn writes_left_wrong_order_the_invalidations_as_the_lab_did() {
 /// a write writing back the old version), a small share of them.
 #[test]
 fn staleness_is_bounded_by_the_ttl_and_grows_with_it() {
+    crate::common::light_turns();
     let _servers = shared_servers();
     let stale = |ttl: &str, invalidate: &str| {
         let r = run_ok_shared(&[

@@ -107,6 +107,8 @@ pub fn run_ok_shared(args: &[&str]) -> Run {
 /// by side on the machine; the kernel releases it when the holder exits, however it ends.
 pub struct CpuTurn {
     _file: std::fs::File,
+    /// A light turn on the shared servers: their lock, held for the turn.
+    _servers: Option<std::fs::File>,
     /// When the turn began and how long it was waited for, for `STAMPEDE_TEST_TURNS`.
     began: std::time::Instant,
     waited: std::time::Duration,
@@ -187,33 +189,28 @@ thread_local! {
     static ON_SHARED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// This test runs on the binary's shared servers: its turns are the machine's alone even when
-/// it is light, since Redis's counters that a run reads (keyspace hits and misses) are the
-/// whole server's, and another run beside it on the same server would count in them.
+/// This test runs on the binary's shared servers: its runs go there one at a time, even
+/// when it is light, since Redis's counters that a run reads (keyspace hits and misses) are
+/// the whole server's, and another run beside it on the same server would count in them.
 pub(crate) fn on_shared_servers() {
     ON_SHARED.with(|s| s.set(true));
 }
 
-/// Wait for this test's turn at the CPU-heavy work; the turn lasts as long as the guard.
-/// A light test's turn ([`light_turns`]) is shared with other light ones (`LOCK_SH`) unless
-/// the test runs on the shared servers ([`on_shared_servers`]); any other is the machine's
-/// alone (`LOCK_EX`).
-pub fn cpu_turn() -> CpuTurn {
+/// `flock(mode)` on the lock file `name` in the temp dir, waited for (through EINTR); the
+/// lock lasts as long as the file.
+fn lock_file(name: &str, mode: libc::c_int) -> std::fs::File {
     use std::os::fd::AsRawFd;
-    let path = std::env::temp_dir().join("stampede-tests-cpu-heavy.lock");
+    let path = std::env::temp_dir().join(name);
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&path)
         .unwrap_or_else(|e| panic!("opening {}: {e}", path.display()));
-    let light = LIGHT.with(std::cell::Cell::get) && !ON_SHARED.with(std::cell::Cell::get);
-    let mode = if light { libc::LOCK_SH } else { libc::LOCK_EX };
-    let asked = std::time::Instant::now();
     loop {
-        // SAFETY: flock on a descriptor this function owns for the guard's lifetime.
+        // SAFETY: flock on a descriptor this function owns; the caller holds it.
         let rc = unsafe { libc::flock(file.as_raw_fd(), mode) };
         if rc == 0 {
-            break;
+            return file;
         }
         let e = std::io::Error::last_os_error();
         assert_eq!(
@@ -223,8 +220,25 @@ pub fn cpu_turn() -> CpuTurn {
             path.display()
         );
     }
+}
+
+/// Wait for this test's turn at the CPU-heavy work; the turn lasts as long as the guard.
+/// A light test's turn ([`light_turns`]) is shared with other light ones (`LOCK_SH`); any
+/// other is the machine's alone (`LOCK_EX`). A light turn on the shared servers
+/// ([`on_shared_servers`]) also holds their own lock, so it shares the machine with light
+/// runs on other servers but never the shared servers with another run (a heavy turn has
+/// them already, having everything).
+pub fn cpu_turn() -> CpuTurn {
+    let light = LIGHT.with(std::cell::Cell::get);
+    let asked = std::time::Instant::now();
+    // The servers' lock first, then the machine's, in every turn that takes both: no cycle.
+    let servers = (light && ON_SHARED.with(std::cell::Cell::get))
+        .then(|| lock_file("stampede-tests-shared-servers.lock", libc::LOCK_EX));
+    let mode = if light { libc::LOCK_SH } else { libc::LOCK_EX };
+    let file = lock_file("stampede-tests-cpu-heavy.lock", mode);
     CpuTurn {
         _file: file,
+        _servers: servers,
         began: std::time::Instant::now(),
         waited: asked.elapsed(),
         light,
