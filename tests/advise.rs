@@ -339,7 +339,7 @@ fn every_named_strategy_is_planned_into_round_0_or_the_time_it_needs_is_refused(
 /// settings variants that did not fit are named as never measured.
 #[test]
 fn a_recovery_budget_is_met_by_the_coordination_that_comes_back() {
-    crate::common::light_turns();
+    crate::common::waiting_turns();
     let dir = tempfile::tempdir().unwrap();
     let args = [
         "--scenario",

@@ -174,7 +174,7 @@ fn a_numeric_update_body_takes_num() {
 
 #[test]
 fn the_example_app_passes_the_checks_that_apply_to_it() {
-    crate::common::light_turns();
+    crate::common::waiting_turns();
     let dir = tempfile::tempdir().expect("temp dir");
     let cmd = format!("APP_STRATEGY=single-flight exec {}", common::example_app());
     let (code, a, card) = audit(
@@ -282,7 +282,7 @@ impl Drop for DaemonRedis {
 /// the app reconnects; without them it is SKIP, naming both flags.
 #[tokio::test]
 async fn the_outage_check_kills_an_external_redis_only_when_allowed() {
-    crate::common::light_turns();
+    crate::common::waiting_turns();
     let pg = common::postgres(false).await;
     let redis = DaemonRedis::start();
     let redis_url = format!("redis://127.0.0.1:{}", redis.port);

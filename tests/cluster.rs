@@ -232,7 +232,7 @@ fn a_killed_primary_is_replaced_and_the_run_recovers() {
 
 #[test]
 fn a_failover_and_a_slot_migration_lose_no_request() {
-    crate::common::light_turns();
+    crate::common::waiting_turns();
     let r = run_ok(&[
         "--redis-cluster",
         "--rps",

@@ -39,7 +39,7 @@ fn with(extra: &[&str]) -> Run {
 /// gone 1 s into the run, and from then on the failing loads are errors.
 #[test]
 fn the_fail_safe_serves_the_kept_value_only_while_loads_fail_and_within_its_window() {
-    crate::common::light_turns();
+    crate::common::waiting_turns();
     let failing = [&FAST[..], &["--db-cost", "50ms", "--db-timeout", "10ms"]].concat();
     let long = with(&[&failing[..], &["--fail-safe", "30s"]].concat());
     let db = &long.json["db"];
@@ -86,7 +86,7 @@ fn the_fail_safe_serves_the_kept_value_only_while_loads_fail_and_within_its_wind
 /// load (misses) and none is answered early.
 #[test]
 fn the_soft_timeout_answers_with_the_kept_value_and_the_load_writes_back_after() {
-    crate::common::light_turns();
+    crate::common::waiting_turns();
     let slow = [&FAST[..], &["--db-cost", "200ms", "--fail-safe", "30s"]].concat();
     let soft = with(&[&slow[..], &["--soft-timeout", "20ms"]].concat());
     let db = &soft.json["db"];
@@ -133,7 +133,7 @@ fn the_soft_timeout_answers_with_the_kept_value_and_the_load_writes_back_after()
 /// per instance.
 #[test]
 fn eager_refresh_loads_before_expiry_and_never_twice_per_key_per_instance() {
-    crate::common::light_turns();
+    crate::common::waiting_turns();
     let r = with(&[
         "--ttl",
         "1s",

@@ -32,7 +32,7 @@ fn assert_db_calls_refereed(r: &Run) {
 
 #[test]
 fn a_warm_up_leaks_into_no_figure_and_the_timeline_adds_up() {
-    crate::common::light_turns();
+    crate::common::waiting_turns();
     // The reproduction: with a 60 s TTL every key is loaded during the warm-up, so the
     // measured window has no load at all, and nothing of the warm-up's herd may show.
     let r = run_ok_shared(&[
@@ -352,7 +352,7 @@ fn single_flight_followers_wait_no_longer_than_lock_wait() {
 /// `after_fault`.
 #[test]
 fn db_calls_by_cause_are_the_known_split_of_one_hot_key() {
-    crate::common::light_turns();
+    crate::common::waiting_turns();
     let base = [
         "--keys",
         "1",

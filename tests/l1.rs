@@ -65,7 +65,7 @@ fn experiment(mode: &str) -> Run {
 
 #[test]
 fn ttl_serves_the_old_value_until_its_ttl_pubsub_and_tracking_do_not() {
-    crate::common::light_turns();
+    crate::common::waiting_turns();
     let ttl = experiment("ttl");
     let pubsub = experiment("pubsub");
     let tracking = experiment("tracking");
@@ -138,7 +138,7 @@ fn tracking_clients(c: &mut redis::Connection) -> Vec<String> {
 
 #[test]
 fn tracking_flushes_the_tier_when_its_invalidation_connection_drops() {
-    crate::common::light_turns();
+    crate::common::waiting_turns();
     let redis_node = OwnRedis::start(&[], false);
     let url = format!("redis://127.0.0.1:{}", redis_node.port);
     let _turn = cpu_turn();

@@ -127,7 +127,7 @@ fn a_partition_of_one_instance_holds_its_requests_to_the_deadline_and_leaves_the
 
 #[test]
 fn under_a_partition_a_5s_timeout_costs_two_timeouts_and_node_redis_holds_until_it_heals() {
-    crate::common::light_turns();
+    crate::common::waiting_turns();
     // The lab's trap: GET waits its 5 s, then the write-back's SET its 5 s.
     let lab = run_ok(&[
         "--keys",

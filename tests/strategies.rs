@@ -212,7 +212,7 @@ fn swr_mutex_refreshes_once_per_expiry_across_instances() {
 
 #[test]
 fn xfetch_refreshes_before_expiry() {
-    crate::common::light_turns();
+    crate::common::waiting_turns();
     let r = run_ok_shared(&[
         "--strategy",
         "xfetch",
@@ -322,7 +322,7 @@ fn jitter_spreads_a_synchronised_expiry() {
 
 #[test]
 fn negative_caching_stops_repeated_loads_of_a_missing_id() {
-    crate::common::light_turns();
+    crate::common::waiting_turns();
     let _servers = shared_servers();
     let base = [
         "--keys",
@@ -458,7 +458,7 @@ async fn lock_is_released_only_by_its_owner() {
 
 #[test]
 fn xfetch_with_swr_recomputes_early_before_the_soft_expiry_and_serves_stale_after_it() {
-    crate::common::light_turns();
+    crate::common::waiting_turns();
     // 200 keys at 400 req/s, 1 s TTL, 20 ms loads, β 3: the hot keys are read often enough
     // before their soft expiry for XFetch's draw to pick a reader; the cold ones are first read
     // after it, inside the 10 s window, and served stale while one refresh runs.

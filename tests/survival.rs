@@ -34,7 +34,7 @@ fn split_keys(keys: &[String]) -> (usize, Vec<String>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cache_drop_removes_the_entries_and_leaves_the_rest_alone() {
-    crate::common::light_turns();
+    crate::common::waiting_turns();
     let servers = Servers::start(None).await;
     let (redis_url, pg_url) = servers.urls();
     let _turn = cpu_turn();
@@ -119,7 +119,7 @@ async fn a_cache_drop_removes_the_entries_and_leaves_the_rest_alone() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_database_is_slower_by_the_servers_clock() {
-    crate::common::light_turns();
+    crate::common::waiting_turns();
     let servers = Servers::start(None).await;
     let (redis_url, pg_url) = servers.urls();
     let pg = common::pg(&pg_url).await;
@@ -320,7 +320,7 @@ fn timeouts_retries_and_goodput_add_up() {
 
 #[test]
 fn the_verdict_tells_a_run_that_comes_back_from_one_that_cannot() {
-    crate::common::light_turns();
+    crate::common::waiting_turns();
     // A warm cache dropped at 2 s: the database (4 connections, 5 ms loads: ~800/s) refills
     // 300 keys in well under a second.
     let back = run_ok(&[

@@ -41,7 +41,7 @@ const GRID: &[&str] = &[
 
 #[test]
 fn a_two_by_two_sweep_writes_its_cells_resumes_and_draws_its_map() {
-    crate::common::light_turns();
+    crate::common::waiting_turns();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("sweep");
     let o = {
@@ -160,7 +160,7 @@ fn a_two_by_two_sweep_writes_its_cells_resumes_and_draws_its_map() {
 
 #[test]
 fn the_boundary_is_the_capacity_of_a_workload_built_to_have_one() {
-    crate::common::light_turns();
+    crate::common::waiting_turns();
     // Every request asks for an id absent from the database (--missing-ratio 100%) and no
     // not-found sentinel is cached (no --negative-ttl), so every request is one load; one
     // instance with 2 connections and loads of pg_sleep(20ms) serves at most
@@ -239,7 +239,7 @@ fn the_boundary_is_the_capacity_of_a_workload_built_to_have_one() {
 
 #[test]
 fn a_shocked_map_has_a_verdict_in_every_cell() {
-    crate::common::light_turns();
+    crate::common::waiting_turns();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("c");
     let o = {
@@ -306,7 +306,7 @@ fn a_shocked_map_has_a_verdict_in_every_cell() {
 /// that kind, here given with `--fault`: each cell's drop removes its own share.
 #[test]
 fn a_fault_key_is_an_axis() {
-    crate::common::light_turns();
+    crate::common::waiting_turns();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("k");
     let o = {

@@ -104,7 +104,7 @@ fn a_csv_trace_replays_at_its_own_times_every_request_once() {
 
 #[test]
 fn speed_skip_slice_and_retiming_select_what_is_sent() {
-    crate::common::light_turns();
+    crate::common::waiting_turns();
     let dir = tempfile::tempdir().expect("temp dir");
     let trace = csv_trace(dir.path());
     let t = trace.to_str().expect("utf-8 path");
@@ -131,7 +131,7 @@ fn speed_skip_slice_and_retiming_select_what_is_sent() {
 
 #[test]
 fn every_op_replays_the_sets_as_writes() {
-    crate::common::light_turns();
+    crate::common::waiting_turns();
     let dir = tempfile::tempdir().expect("temp dir");
     let trace = csv_trace(dir.path());
     let r = run_ok_shared(&[
@@ -227,7 +227,7 @@ fn check_refuses_to_compare_runs_of_different_traces() {
 /// skips) in each format: each replays exactly its reads, `op_count` expanded.
 #[test]
 fn every_format_replays_its_reads_once() {
-    crate::common::light_turns();
+    crate::common::waiting_turns();
     let dir = tempfile::tempdir().expect("temp dir");
     let reqs: Vec<(u64, u64)> = (0..600u64).map(|i| (i / 200, (i * 7) % 50)).collect();
     let t0 = 1_700_000_000u64;

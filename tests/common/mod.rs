@@ -102,20 +102,55 @@ pub fn run_ok_shared(args: &[&str]) -> Run {
 
 /// Held while a CPU-bound run is going: a closed loop on a hot key keeps both cores busy, and
 /// two such runs side by side starve each other's database round trips (loads of 50 ms
-/// measured at 1-2 s), which changes what the strategies do. A lock on a file in the temp dir
+/// measured at 1-2 s), which changes what the strategies do. Locks on files in the temp dir
 /// (flock), so runs take turns across threads, test binaries and whole test suites run side
-/// by side on the machine; the kernel releases it when the holder exits, however it ends.
+/// by side on the machine; the kernel releases them when the holder exits, however it ends.
 pub struct CpuTurn {
     _file: std::fs::File,
-    /// A light turn on the shared servers: their lock, held for the turn.
+    /// A turn that shares the machine: the share it holds ([`UNITS`] files).
+    _units: Vec<std::fs::File>,
+    /// A shared turn on the shared servers: their lock, held for the turn.
     _servers: Option<std::fs::File>,
     /// When the turn began and how long it was waited for, for `STAMPEDE_TEST_TURNS`.
     began: std::time::Instant,
     waited: std::time::Duration,
-    /// Whether the turn was shared with other light tests' ([`light_turns`]).
-    light: bool,
+    /// How the turn was taken ([`light_turns`], [`waiting_turns`]).
+    weight: Weight,
     /// The machine's CPU time (busy, all) at the start, for `STAMPEDE_TEST_TURNS`.
     cpu: Option<(u64, u64)>,
+}
+
+/// How much of the machine a test's turns take.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Weight {
+    /// The whole machine (`LOCK_EX`): every test that has not declared otherwise.
+    Alone,
+    /// Half of what the shared turns may use together ([`light_turns`]).
+    Light,
+    /// A quarter ([`waiting_turns`]).
+    Waiting,
+}
+
+/// The shares that turns beside each other hold between them: two light ones, four waiting
+/// ones, or one light and two waiting, about one busy core in all by the CI runs' turn log,
+/// the most a heavy run alone uses beside the database.
+const UNITS: usize = 4;
+
+impl Weight {
+    fn units(self) -> usize {
+        match self {
+            Weight::Alone => 0,
+            Weight::Light => 2,
+            Weight::Waiting => 1,
+        }
+    }
+    fn name(self) -> &'static str {
+        match self {
+            Weight::Alone => "alone",
+            Weight::Light => "shared",
+            Weight::Waiting => "waiting",
+        }
+    }
 }
 
 /// The machine's busy and total CPU time so far (jiffies, all cores), from /proc/stat.
@@ -134,10 +169,10 @@ fn machine_cpu() -> Option<(u64, u64)> {
 }
 
 /// With `STAMPEDE_TEST_TURNS=FILE`, each turn appends "test<TAB>waited s<TAB>held s<TAB>busy
-/// cores<TAB>shared|alone" to FILE (busy cores: the whole machine's CPU time during the turn
-/// over its length):
-/// where the suite's time goes, since the heavy work of every test takes turns, and how heavy
-/// each turn's work was.
+/// cores<TAB>alone|shared|waiting<TAB>began (Unix s)" to FILE (busy cores: the whole
+/// machine's CPU time during the turn over its length): where the suite's time goes, since
+/// the heavy work of every test takes turns, how heavy each turn's work was, and (from the
+/// start times) when no turn was held at all.
 impl Drop for CpuTurn {
     fn drop(&mut self) {
         let Some(path) = std::env::var_os("STAMPEDE_TEST_TURNS") else {
@@ -150,12 +185,18 @@ impl Drop for CpuTurn {
             }
             _ => "?".to_string(),
         };
+        let held = self.began.elapsed();
+        let began = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .saturating_sub(held);
         let line = format!(
-            "{}\t{:.2}\t{:.2}\t{busy}\t{}\n",
+            "{}\t{:.2}\t{:.2}\t{busy}\t{}\t{:.2}\n",
             std::thread::current().name().unwrap_or("?"),
             self.waited.as_secs_f64(),
-            self.began.elapsed().as_secs_f64(),
-            if self.light { "shared" } else { "alone" }
+            held.as_secs_f64(),
+            self.weight.name(),
+            began.as_secs_f64(),
         );
         if let Ok(mut f) = std::fs::OpenOptions::new()
             .create(true)
@@ -168,20 +209,27 @@ impl Drop for CpuTurn {
 }
 
 thread_local! {
-    /// Set by [`light_turns`] for the rest of the test (libtest runs each test on a thread
-    /// of its own).
-    static LIGHT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Set by [`light_turns`] or [`waiting_turns`] for the rest of the test (libtest runs
+    /// each test on a thread of its own; a thread the test spawns declares it again).
+    static WEIGHT: std::cell::Cell<Weight> = const { std::cell::Cell::new(Weight::Alone) };
+}
+
+/// Declares that this test's runs are light: its turns kept the whole machine under 0.7 busy
+/// cores on average in a CI run (`STAMPEDE_TEST_TURNS`'s 4th column), and what it asserts
+/// holds beside another run (counts and bounds, no timing that a neighbour moves). They take
+/// half of the machine's shared turns ([`UNITS`]) and exclude every heavy one, so two light
+/// runs side by side stay under the one core that a heavy run alone may use, and leave the
+/// database its round trips. Nothing that measures the CPU (the generator's cost, a rate's
+/// schedule) is light. Only the calling thread's turns are concerned.
+pub fn light_turns() {
+    WEIGHT.with(|l| l.set(Weight::Light));
 }
 
 /// Declares that this test's runs mostly wait (a fault's window, a partition, a recovery, a
-/// sweep of slow cells): its turns are shared with other light tests' and exclusive of
-/// every heavy one. A test is declared light when its turns kept the whole machine under
-/// 0.6 busy cores on average in a CI run (`STAMPEDE_TEST_TURNS`'s 4th column), so two light
-/// runs side by side stay under the one core that a heavy run alone may use, and leave the
-/// database its round trips. Nothing that measures the CPU (the generator's cost, a rate's
-/// schedule) is light. Only the test's own thread's turns are concerned.
-pub fn light_turns() {
-    LIGHT.with(|l| l.set(true));
+/// sweep of slow cells): its turns kept the machine under 0.35 busy cores in a CI run, and
+/// take a quarter of the shared turns, so up to four of them run side by side.
+pub fn waiting_turns() {
+    WEIGHT.with(|l| l.set(Weight::Waiting));
 }
 
 thread_local! {
@@ -196,52 +244,94 @@ pub(crate) fn on_shared_servers() {
     ON_SHARED.with(|s| s.set(true));
 }
 
-/// `flock(mode)` on the lock file `name` in the temp dir, waited for (through EINTR); the
-/// lock lasts as long as the file.
-fn lock_file(name: &str, mode: libc::c_int) -> std::fs::File {
-    use std::os::fd::AsRawFd;
+/// The lock file `name` in the temp dir, opened (created when missing).
+fn open_lock(name: &str) -> std::fs::File {
     let path = std::env::temp_dir().join(name);
-    let file = std::fs::OpenOptions::new()
+    std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&path)
-        .unwrap_or_else(|e| panic!("opening {}: {e}", path.display()));
+        .unwrap_or_else(|e| panic!("opening {}: {e}", path.display()))
+}
+
+/// `flock(mode)` on `file`: Ok(true) when taken, Ok(false) when `LOCK_NB` found it held;
+/// retried through EINTR.
+fn flock(file: &std::fs::File, mode: libc::c_int) -> bool {
+    use std::os::fd::AsRawFd;
     loop {
-        // SAFETY: flock on a descriptor this function owns; the caller holds it.
+        // SAFETY: flock on a descriptor the caller owns and keeps.
         let rc = unsafe { libc::flock(file.as_raw_fd(), mode) };
         if rc == 0 {
-            return file;
+            return true;
         }
         let e = std::io::Error::last_os_error();
-        assert_eq!(
-            e.kind(),
-            std::io::ErrorKind::Interrupted,
-            "flock {}: {e}",
-            path.display()
-        );
+        match e.kind() {
+            std::io::ErrorKind::Interrupted => continue,
+            std::io::ErrorKind::WouldBlock if mode & libc::LOCK_NB != 0 => return false,
+            _ => panic!("flock: {e}"),
+        }
+    }
+}
+
+/// `flock(mode)` on the lock file `name` in the temp dir, waited for; the lock lasts as long
+/// as the file.
+fn lock_file(name: &str, mode: libc::c_int) -> std::fs::File {
+    let file = open_lock(name);
+    flock(&file, mode);
+    file
+}
+
+/// `n` of the [`UNITS`] share files, locked. Taken whole or not at all (a turn never waits
+/// while it holds a share, so no cycle), polled while the shares are held by others: the
+/// kernel has no counting lock on files.
+fn take_units(n: usize) -> Vec<std::fs::File> {
+    let files: Vec<std::fs::File> = (0..UNITS)
+        .map(|i| open_lock(&format!("stampede-tests-share-{i}.lock")))
+        .collect();
+    loop {
+        let mut held = Vec::with_capacity(n);
+        for (i, f) in files.iter().enumerate() {
+            if held.len() == n {
+                break;
+            }
+            if flock(f, libc::LOCK_EX | libc::LOCK_NB) {
+                held.push(i);
+            }
+        }
+        if held.len() == n {
+            let mut files: Vec<Option<std::fs::File>> = files.into_iter().map(Some).collect();
+            return held.iter().filter_map(|&i| files[i].take()).collect();
+        }
+        for &i in &held {
+            flock(&files[i], libc::LOCK_UN);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(25));
     }
 }
 
 /// Wait for this test's turn at the CPU-heavy work; the turn lasts as long as the guard.
-/// A light test's turn ([`light_turns`]) is shared with other light ones (`LOCK_SH`); any
-/// other is the machine's alone (`LOCK_EX`). A light turn on the shared servers
-/// ([`on_shared_servers`]) also holds their own lock, so it shares the machine with light
-/// runs on other servers but never the shared servers with another run (a heavy turn has
-/// them already, having everything).
+/// A light or waiting test's turn ([`light_turns`], [`waiting_turns`]) takes its share of
+/// the machine's shared turns, then the machine shared (`LOCK_SH`); any other turn is the
+/// machine's alone (`LOCK_EX`). A shared turn on the shared servers ([`on_shared_servers`])
+/// first takes their own lock, so it shares the machine with runs on other servers but
+/// never the shared servers with another run (a heavy turn has them already, having
+/// everything). Locks are taken in that order (servers, share, machine) by every turn.
 pub fn cpu_turn() -> CpuTurn {
-    let light = LIGHT.with(std::cell::Cell::get);
+    let weight = WEIGHT.with(std::cell::Cell::get);
+    let shared = weight != Weight::Alone;
     let asked = std::time::Instant::now();
-    // The servers' lock first, then the machine's, in every turn that takes both: no cycle.
-    let servers = (light && ON_SHARED.with(std::cell::Cell::get))
+    let servers = (shared && ON_SHARED.with(std::cell::Cell::get))
         .then(|| lock_file("stampede-tests-shared-servers.lock", libc::LOCK_EX));
-    let mode = if light { libc::LOCK_SH } else { libc::LOCK_EX };
+    let units = take_units(weight.units());
+    let mode = if shared { libc::LOCK_SH } else { libc::LOCK_EX };
     let file = lock_file("stampede-tests-cpu-heavy.lock", mode);
     CpuTurn {
         _file: file,
+        _units: units,
         _servers: servers,
         began: std::time::Instant::now(),
         waited: asked.elapsed(),
-        light,
+        weight,
         cpu: std::env::var_os("STAMPEDE_TEST_TURNS").and_then(|_| machine_cpu()),
     }
 }
