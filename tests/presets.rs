@@ -6,7 +6,7 @@
 //! loads it once in all (its lock is in Redis); each preset's own mechanism fired (laravel's
 //! stale reads and locked refreshes, rails' push-backs, symfony's early recomputes,
 //! caffeine's and fusion's eager refreshes, bentocache's and dogpile's stale reads refreshed
-//! behind).
+//! behind), and caffeine's entries stay in each instance's memory, out of Redis.
 
 use crate::common;
 
@@ -128,6 +128,16 @@ fn each_library_preset_shows_its_gap_by_a_count() {
         let r = result(name);
         assert!(u(&r, "/db/eager_refreshes") > 0, "{name}: {}", r["db"]);
     }
+    // Caffeine keeps its entries in each JVM: the preset's reads never reach Redis, and each
+    // instance loads the key for itself on the cold miss.
+    let caffeine = result("caffeine-refresh");
+    assert_eq!(
+        u(&caffeine, "/redis/keyspace_hits") + u(&caffeine, "/redis/keyspace_misses"),
+        0,
+        "{}",
+        caffeine["redis"]
+    );
+    assert_eq!(u(&caffeine, "/db/peak_key_herd"), 2, "{}", caffeine["db"]);
     // bentocache's grace: the old value served while one factory per instance refreshes it.
     let bento = result("bentocache");
     assert!(u(&bento, "/db/peak_key_herd") <= 2, "{}", bento["db"]);

@@ -21,6 +21,7 @@ use crate::tls::RedisTls;
 
 mod admin;
 pub mod client_model;
+pub mod local;
 
 mod memory_commands;
 pub mod nodes;
@@ -156,6 +157,9 @@ pub struct Cache {
     guarded_delete: redis::Script,
     rate: redis::Script,
     counters: Arc<Counters>,
+    /// The instance's own entries, for a library that keeps them in its process
+    /// ([`local`]): read and written there instead of Redis.
+    local: Option<local::Entries>,
 }
 
 /// The key of an entry's lease token and of its writers' version marker.
@@ -284,6 +288,7 @@ impl Cache {
             guarded_delete: redis::Script::new(GUARDED_DELETE_LUA),
             rate: redis::Script::new(GCRA_LUA),
             counters,
+            local: None,
         })
     }
 
@@ -392,12 +397,17 @@ impl Cache {
     }
 
     pub async fn get(&self, id: u64) -> Result<Option<Vec<u8>>, CacheError> {
-        let k = KeyBuf::new(&self.prefix, "", id);
-        // Sized up front: `redis::cmd` grows its buffers argument by argument (one more
-        // allocation on every read).
-        let mut cmd = redis::Cmd::with_capacity(2, 3 + k.as_bytes().len());
-        cmd.arg("GET").arg(k.as_bytes());
-        let v: Option<Vec<u8>> = self.run(&cmd).await?;
+        let v: Option<Vec<u8>> = match &self.local {
+            Some(l) => l.get(id, local::now_ms()),
+            None => {
+                let k = KeyBuf::new(&self.prefix, "", id);
+                // Sized up front: `redis::cmd` grows its buffers argument by argument (one
+                // more allocation on every read).
+                let mut cmd = redis::Cmd::with_capacity(2, 3 + k.as_bytes().len());
+                cmd.arg("GET").arg(k.as_bytes());
+                self.run(&cmd).await?
+            }
+        };
         if self.check_values
             && let Some(bytes) = &v
             && !is_its_value(id, bytes)
@@ -413,6 +423,29 @@ impl Cache {
         self
     }
 
+    /// Keep the entries in this instance's memory instead of Redis (a library preset whose
+    /// library keeps them in its process, `EntryStore::Process`).
+    pub fn in_process(mut self, on: bool) -> Cache {
+        self.local = on.then(local::Entries::default);
+        self
+    }
+
+    /// Whether the entries are this instance's own ([`Cache::in_process`]).
+    pub fn is_in_process(&self) -> bool {
+        self.local.is_some()
+    }
+
+    /// Write entries (id, encoded entry, PX ms) into this instance's own store: the warm-up of
+    /// an in-process cache, each instance filled as a warmed-up process would be.
+    pub fn warm_in_process(&self, entries: &[(u64, Vec<u8>, u64)]) {
+        if let Some(l) = &self.local {
+            let now = local::now_ms();
+            for (id, v, px) in entries {
+                l.set(*id, v, *px, now);
+            }
+        }
+    }
+
     /// Tell every instance's in-process tier that `id` changed (`--l1-invalidate pubsub`): a
     /// PUBLISH on the run's channel; how many subscribers got it.
     pub async fn publish_l1(&self, id: u64) -> Result<u64, CacheError> {
@@ -421,6 +454,10 @@ impl Cache {
     }
 
     pub async fn set(&self, id: u64, value: &[u8], px_ms: u64) -> Result<(), CacheError> {
+        if let Some(l) = &self.local {
+            l.set(id, value, px_ms, local::now_ms());
+            return Ok(());
+        }
         let k = KeyBuf::new(&self.prefix, "", id);
         self.run(
             redis::cmd("SET")
@@ -501,6 +538,10 @@ impl Cache {
         version: u64,
         check: SetCheck,
     ) -> Result<bool, CacheError> {
+        // In one process a reader's SET races no other instance's: nothing to check against.
+        if self.local.is_some() {
+            return self.set(id, value, px_ms).await.map(|()| true);
+        }
         let k = KeyBuf::new(&self.prefix, "", id);
         let lease = KeyBuf::new(&self.prefix, LEASE, id);
         let marker = KeyBuf::new(&self.prefix, MARKER, id);
@@ -524,6 +565,9 @@ impl Cache {
         version: u64,
         marker_px_ms: u64,
     ) -> Result<(), CacheError> {
+        if self.local.is_some() {
+            return self.delete(id).await;
+        }
         let k = KeyBuf::new(&self.prefix, "", id);
         let lease = KeyBuf::new(&self.prefix, LEASE, id);
         let marker = KeyBuf::new(&self.prefix, MARKER, id);
@@ -549,6 +593,9 @@ impl Cache {
         versioned: bool,
         marker_px_ms: u64,
     ) -> Result<bool, CacheError> {
+        if self.local.is_some() {
+            return self.set(id, value, px_ms).await.map(|()| true);
+        }
         let k = KeyBuf::new(&self.prefix, "", id);
         let lease = KeyBuf::new(&self.prefix, LEASE, id);
         let marker = KeyBuf::new(&self.prefix, MARKER, id);
@@ -567,6 +614,10 @@ impl Cache {
     /// A writer's delete after its commit: the entry and its outstanding lease token, in one
     /// command (so the token's holder cannot SET between the two).
     pub async fn delete(&self, id: u64) -> Result<(), CacheError> {
+        if let Some(l) = &self.local {
+            l.delete(id);
+            return Ok(());
+        }
         let k = KeyBuf::new(&self.prefix, "", id);
         let lease = KeyBuf::new(&self.prefix, LEASE, id);
         self.run::<i64>(redis::cmd("DEL").arg(k.as_bytes()).arg(lease.as_bytes()))

@@ -110,6 +110,12 @@ pub(super) async fn run(
                         recorder.record_stale_read(st);
                     }
                 }
+                // A request served from memory (an in-process tier or store) awaits nothing
+                // that is pending, and a client that never yields keeps its worker thread:
+                // the loads, refreshes and ticks of the run would wait behind it (measured:
+                // 50 ms loads taking 2.4 s, one client of 60 served). Tokio's budget makes
+                // it yield every 128 requests, and costs nothing when a request yielded.
+                tokio::task::coop::consume_budget().await;
             }
         });
     }

@@ -180,7 +180,8 @@ impl Driver {
                 sc.cluster.read_from_replicas,
             )
             .await?
-            .checking_values(sc.check_values);
+            .checking_values(sc.check_values)
+            .in_process(policy.store == crate::strategy::EntryStore::Process);
             // Shards load through the ledger: their herds are counted on the server's clock
             // (and so does a run asked to, which `conform` sets beside an app under test).
             let origin = db
@@ -506,7 +507,8 @@ fn load_tracker(sc: &Scenario, policy: &RunPolicy) -> LoadTracker {
         sc.start == crate::workload::Start::Steady,
         sc.memory_limit().is_some(),
         !caches,
-    );
+    )
+    .per_process(policy.store == crate::strategy::EntryStore::Process);
     let hot = match &sc.trace {
         Some(t) => t
             .index(sc.value_size as u32)

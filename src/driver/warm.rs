@@ -1,7 +1,8 @@
 //! The cache at the start of a run (`--start`, `--warm`): the keys a long-running service would
 //! hold (steady), none (cold), or all written at once (synchronized), with the K most popular
 //! written just now. Rows are read from Postgres in bulk on the admin connection and written to
-//! Redis pipelined: warming is not traffic, sends no load and counts as no DB call.
+//! Redis pipelined (or into each instance's own memory, for a library that keeps its entries
+//! in its process): warming is not traffic, sends no load and counts as no DB call.
 
 use std::time::Instant;
 
@@ -10,8 +11,8 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use tokio_util::sync::CancellationToken;
 
-use super::Driver;
-use crate::cache::Admin;
+use super::{Driver, Path};
+use crate::cache::{Admin, Cache};
 use crate::instance::now_ms;
 use crate::origin::Db;
 use crate::results::StartFigures;
@@ -119,6 +120,16 @@ impl Driver {
             Some(l) => Some(Budget::new(admin, l.maxmemory.0, sc.value_size).await?),
             None => None,
         };
+        // An in-process cache (Caffeine's): each instance is warmed as its own process
+        // would be, and Redis holds nothing.
+        let in_process: Vec<&Cache> = self
+            .paths
+            .iter()
+            .filter_map(|p| match p {
+                Path::Builtin(i) if i.cache().is_in_process() => Some(i.cache()),
+                _ => None,
+            })
+            .collect();
         let mut i = 0;
         while i < states.len() {
             if shutdown.is_cancelled() {
@@ -150,7 +161,13 @@ impl Driver {
                 }
                 entries.push((k.rank, meta.encode(payload.as_bytes()), px + wait));
             }
-            match admin.set_many(&entries).await {
+            let written = if in_process.is_empty() {
+                admin.set_many(&entries).await
+            } else {
+                in_process.iter().for_each(|c| c.warm_in_process(&entries));
+                Ok(())
+            };
+            match written {
                 Ok(()) => {}
                 // Noeviction refused a write: the limit is reached sooner than measured (the
                 // server's own allocations grew). What was written before it stays.
@@ -174,7 +191,14 @@ impl Driver {
             }
         }
         let left_out = states.len() as u64 - cached;
-        let budget_note = budget.as_ref().map(|b| b.note(cached, states.len() as u64));
+        let budget_note = match budget.as_ref() {
+            _ if !in_process.is_empty() => Some(format!(
+                "; in each of the {} instances' own memory, none in Redis (the library keeps its entries in its process)",
+                in_process.len()
+            )),
+            Some(b) => Some(b.note(cached, states.len() as u64)),
+            None => None,
+        };
         Ok(StartFigures {
             mode: sc.start,
             keys_cached: cached,

@@ -105,6 +105,13 @@ pub struct Instance {
     crash: Option<crash::Switch>,
 }
 
+impl Instance {
+    /// The instance's cache client (Redis, or its own entries for an in-process library).
+    pub fn cache(&self) -> &Cache {
+        &self.cache
+    }
+}
+
 pub fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

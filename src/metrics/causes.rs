@@ -124,6 +124,11 @@ pub struct CauseBook {
     evicts: bool,
     /// No cache (no-cache): every load but a herd's is `other`.
     uncached: bool,
+    /// Each instance keeps its own entries (an in-process library): a key another instance
+    /// stored is absent here until this instance loads it. The book is the run's, so such a
+    /// load counts as `first`, and so does one after this instance's own copy expired while
+    /// another's, stored later, still lives.
+    per_process: bool,
 }
 
 impl Default for CauseBook {
@@ -153,7 +158,19 @@ impl CauseBook {
             absent_is_expiry,
             evicts,
             uncached,
+            per_process: false,
         }
+    }
+
+    /// The book of a run whose instances keep their entries in their own memory.
+    pub fn per_process(mut self, on: bool) -> CauseBook {
+        self.per_process = on;
+        self
+    }
+
+    /// Whether the run's instances keep their entries in their own memory.
+    pub fn is_per_process(&self) -> bool {
+        self.per_process
     }
 
     /// The slot of `id` and the tag its word carries there.
@@ -221,7 +238,12 @@ impl CauseBook {
     }
 
     /// A fault emptied the cache (all of it or a share): entries stored before are gone early.
+    /// In a run whose instances keep their own entries nothing is lost: a drop or an outage
+    /// of Redis does not reach them.
     pub fn cache_lost(&self) {
+        if self.per_process {
+            return;
+        }
         self.lost.fetch_add(1, Relaxed);
     }
 
@@ -270,6 +292,8 @@ impl CauseBook {
         }
         if self.evicts {
             Cause::Eviction
+        } else if self.per_process {
+            Cause::First
         } else {
             Cause::Other
         }
@@ -311,6 +335,18 @@ pub struct HotKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn in_process_entries_a_key_another_instance_holds_is_a_first_load_here() {
+        let b = CauseBook::new(10, false, false, false).per_process(true);
+        let now = b.base_ms + 1000;
+        b.stored(3, now + 500);
+        assert_eq!(b.cause(3, Why::Absent, false, now), Cause::First);
+        assert_eq!(b.cause(3, Why::Absent, false, now + 500), Cause::Expiry);
+        // A drop of the Redis keys does not reach an instance's own entries.
+        b.cache_lost();
+        assert_eq!(b.cause(3, Why::Absent, false, now), Cause::First);
+    }
 
     #[test]
     fn precedence_and_history() {

@@ -396,6 +396,17 @@ pub fn summary(r: &RunResult) -> String {
         rd.errors,
         rd.timeouts
     );
+    if r.scenario
+        .strategy
+        .library
+        .is_some_and(|l| l.decl().store == crate::strategy::EntryStore::Process)
+    {
+        let _ = writeln!(
+            o,
+            "            {}: its entries are in each instance's memory, as the library keeps them; Redis serves none of its reads, and a drop or an outage of Redis does not reach them",
+            r.scenario.strategy
+        );
+    }
     super::memory::memory(&mut o, r);
     super::cluster::terminal(&mut o, r);
     let l = &r.lock;

@@ -66,6 +66,10 @@ pub fn of(sc: &Scenario, bench: Bench) -> RunPolicy {
             + MARKER_MARGIN_MS,
         track_staleness: !bench.no_staleness,
         crashable: crate::fault::FaultKind::HolderCrash.among(&sc.faults),
+        store: sc
+            .strategy
+            .library
+            .map_or(crate::strategy::EntryStore::Redis, |l| l.decl().store),
     }
 }
 
@@ -199,5 +203,10 @@ mod tests {
         assert_eq!(of_strategy("symfony-5.4").freshness.expiry, WholeSeconds);
         assert_eq!(of_strategy("symfony").freshness.expiry, Exact);
         assert_eq!(of_strategy("xfetch").freshness.expiry, Exact);
+        // Caffeine keeps its entries in each JVM; every other library and strategy in Redis.
+        use crate::strategy::EntryStore::{Process, Redis};
+        assert_eq!(of_strategy("caffeine-refresh").store, Process);
+        assert_eq!(of_strategy("spring-sync").store, Redis);
+        assert_eq!(of_strategy("cache-aside").store, Redis);
     }
 }

@@ -177,6 +177,20 @@ pub struct LibraryDecl {
     /// What its own locks coordinate across instances: what `--for` compares with what the
     /// recommendation needs, so a protection the library lacks is said, not dropped.
     pub across: adopt::Across,
+    /// Where it keeps its entries: Redis, or each instance's own memory.
+    pub store: EntryStore,
+}
+
+/// Where a library keeps its entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EntryStore {
+    /// In Redis, one copy shared by every instance.
+    Redis,
+    /// In each instance's memory (Caffeine's `LoadingCache`): one cache per process, loaded
+    /// once per instance per expiry, and out of reach of a drop of the Redis keys or an
+    /// outage of Redis.
+    Process,
 }
 
 /// The libraries, in the order docs/strategies.md lists their presets.
@@ -205,6 +219,7 @@ pub static LIBRARIES: [LibraryDecl; 9] = [
             reach: adopt::Reach::Distributed,
             how: "its Cache::lock and flexible()'s refresh lock are atomic locks in Redis (a miss under flexible() takes none)",
         },
+        store: EntryStore::Redis,
     },
     // ActiveSupport's `fetch(race_condition_ttl:)`: swr's window, but a stale read pushes the
     // expiry back and recomputes; no lock.
@@ -232,6 +247,7 @@ pub static LIBRARIES: [LibraryDecl; 9] = [
             reach: adopt::Reach::None,
             how: "Rails.cache takes no lock",
         },
+        store: EntryStore::Redis,
     },
     // Symfony Cache's `get($key, $cb, beta: 1.0)` (6.1 and later, 7 included): xfetch with its
     // machine-local lock, judged against the expiry it stores exactly.
@@ -254,6 +270,7 @@ pub static LIBRARIES: [LibraryDecl; 9] = [
             reach: adopt::Reach::Host,
             how: "its LockRegistry is an flock, local to one host",
         },
+        store: EntryStore::Redis,
     },
     // Symfony Cache 5.4 (Debian 12's): the same, but its AbstractAdapter packs the expiry its
     // readers judge by in whole seconds, rounded down (6.1 stores it exactly).
@@ -281,6 +298,7 @@ pub static LIBRARIES: [LibraryDecl; 9] = [
             reach: adopt::Reach::Host,
             how: "its LockRegistry is an flock, local to one host",
         },
+        store: EntryStore::Redis,
     },
     // Caffeine's `refreshAfterWrite(0.8 × TTL)` loading cache: eager refresh, single-flight.
     LibraryDecl {
@@ -310,6 +328,7 @@ pub static LIBRARIES: [LibraryDecl; 9] = [
             reach: adopt::Reach::Process,
             how: "a LoadingCache computes a key once per JVM, and shares nothing across JVMs",
         },
+        store: EntryStore::Process,
     },
     // Spring's `@Cacheable(sync = true)`: single-flight per instance on a miss.
     LibraryDecl {
@@ -331,6 +350,7 @@ pub static LIBRARIES: [LibraryDecl; 9] = [
             reach: adopt::Reach::Process,
             how: "@Cacheable(sync = true) synchronises a miss in one JVM",
         },
+        store: EntryStore::Redis,
     },
     // FusionCache with its production options: fail-safe, soft timeout, eager refresh.
     LibraryDecl {
@@ -358,6 +378,7 @@ pub static LIBRARIES: [LibraryDecl; 9] = [
             reach: adopt::Reach::Process,
             how: "its stampede protection is per node (its distributed locker is optional and off here)",
         },
+        store: EntryStore::Redis,
     },
     // bentocache 1.6's `getOrSet` with `grace` and the soft `timeout` 0 (its default): an
     // in-memory lock per key and process on a miss; a graced read served at once while one
@@ -386,6 +407,7 @@ pub static LIBRARIES: [LibraryDecl; 9] = [
             reach: adopt::Reach::Process,
             how: "its getOrSet lock is in memory, one per process (its bus only invalidates L1s)",
         },
+        store: EntryStore::Redis,
     },
     // dogpile.cache 1.5's Redis backend with `distributed_lock`: a Redis lock on a miss and
     // on an expiry (where the others get the old value, and the one that takes it reloads
@@ -418,6 +440,7 @@ pub static LIBRARIES: [LibraryDecl; 9] = [
             reach: adopt::Reach::Distributed,
             how: "with distributed_lock its lock is a Redis lock, one for every instance",
         },
+        store: EntryStore::Redis,
     },
 ];
 

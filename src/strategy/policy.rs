@@ -4,11 +4,11 @@
 //! instances only read it. The run's state (counters, the abort token, the writes, the
 //! in-process tiers) is apart from it, in `instance::RunState`.
 
-use super::Coordination;
 use super::failsafe;
 use super::freshness;
 use super::invalidate::Invalidate;
 use super::lock;
+use super::{Coordination, EntryStore};
 
 /// What the request path applies, fixed for the run.
 #[derive(Debug, Clone, Copy)]
@@ -42,6 +42,9 @@ pub struct RunPolicy {
     /// Whether an instance can crash holding locks (the holder-crash fault): the instances
     /// then track what they hold, and their requests can be cut off.
     pub crashable: bool,
+    /// Where the entries are kept: Redis, or each instance's memory (a library preset's
+    /// choice: see `LibraryDecl::store`).
+    pub store: EntryStore,
 }
 
 impl RunPolicy {

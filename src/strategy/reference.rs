@@ -114,7 +114,7 @@ pub fn caffeine_env(sc: &Settings) -> Vec<(String, String)> {
 
 pub fn caffeine_caveats(_: &Settings) -> Vec<String> {
     vec![
-        "Caffeine is in-process: the app keeps its entries in its own memory (no Redis), one cache per instance, and a drop-cache cannot reach them; the preset keeps its entries in Redis".to_string(),
+        "Caffeine is in-process: the app keeps its entries in its own memory (no Redis), one cache per instance, and a drop-cache cannot reach them; so does the preset, in each built-in instance".to_string(),
         "Caffeine 2.6.2 is measured (Debian 12); the current line is 3.x, with the same refreshAfterWrite".to_string(),
     ]
 }

@@ -107,6 +107,8 @@ pub(super) async fn lane(
                                 loads.book.cache_lost();
                                 if d.app && n == 0 {
                                     r.note = Some("the app had no key under CACHE_PREFIX in Redis: its cache is elsewhere (in its own memory?), which a drop-cache cannot reach".into());
+                                } else if loads.book.is_per_process() {
+                                    r.note = Some("the instances keep their entries in their own memory, as the preset's library does: a drop-cache removes Redis keys only and does not reach them".into());
                                 }
                             }
                             Err(e) => {
