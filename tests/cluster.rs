@@ -185,7 +185,6 @@ fn a_hot_key_gets_the_hot_shard_diagnosis() {
 fn a_killed_primary_is_replaced_and_the_run_recovers() {
     // Not light: the killed node has the last 3 s of the window to start again and rejoin,
     // and beside another run it did not (recovered_ms null in CI, 18 s held against 13).
-    let started = Instant::now();
     let r = run_ok(&[
         "--redis-cluster",
         "--rps",
@@ -226,7 +225,8 @@ fn a_killed_primary_is_replaced_and_the_run_recovers() {
     // The primaries' commands after the outage: the killed node came back as a replica.
     let primaries = nodes(&r).iter().filter(|n| n["role"] == "primary").count();
     assert_eq!(primaries, 3);
-    assert!(started.elapsed() < Duration::from_secs(60));
+    // The run itself, not the wait for its turn (eight tests at a time wait minutes).
+    assert!(r.took < Duration::from_secs(60), "{:?}", r.took);
     assert_nodes_gone(&r.json);
 }
 

@@ -136,6 +136,7 @@ fn outage_fails_open_within_the_deadlines_and_hits_return() {
 fn two_faults_both_reported_with_recovery_and_printed() {
     let dir = tempfile::tempdir().expect("temp dir");
     let out = dir.path().join("r.json");
+    let began = std::time::Instant::now();
     let output = stampede()
         .args([
             "run",
@@ -160,6 +161,7 @@ fn two_faults_both_reported_with_recovery_and_printed() {
         .arg(&out)
         .output()
         .expect("running stampede");
+    let took = began.elapsed();
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     assert!(
@@ -170,6 +172,7 @@ fn two_faults_both_reported_with_recovery_and_printed() {
         json: common::read_json(&out).expect("results file"),
         output,
         dir,
+        took,
     };
     assert_nothing_lost(&r);
     let f = faults(&r);

@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::*;
 
@@ -42,7 +42,6 @@ fn overload_is_shed_and_counted_not_queued_behind_the_clock() {
     // Four requests at a time, each a 50 ms load (1 ms TTL, so nearly every request loads):
     // the instance serves ~80 req/s of the 20k asked. The clock must keep its schedule and
     // shed the excess, and the run must end about when it was due to.
-    let started = Instant::now();
     let r = run_ok(&[
         "--rps",
         "20000",
@@ -57,7 +56,8 @@ fn overload_is_shed_and_counted_not_queued_behind_the_clock() {
         "--keys",
         "100000",
     ]);
-    let took = started.elapsed();
+    // The run itself, not the wait for its turn.
+    let took = r.took;
     let (scheduled, completed, shed) = (
         r.u("/requests/scheduled"),
         r.u("/requests/completed"),
@@ -113,9 +113,8 @@ fn the_result_says_what_the_generator_cost() {
 
 #[test]
 fn a_rate_beyond_the_machine_ends_on_time_and_counts_what_was_never_sent() {
-    let t = std::time::Instant::now();
     let r = run_ok(&["--rps", "1e9", "--duration", "1s", "--start", "cold"]);
-    let took = t.elapsed();
+    let took = r.took;
     // The window (1 s) plus the bounded drain (30 s) plus start-up is the promise; this machine
     // ends such a run in a few seconds.
     assert!(took < std::time::Duration::from_secs(35), "{took:?}");
