@@ -114,6 +114,9 @@ pub struct CpuTurn {
     _units: Vec<std::fs::File>,
     /// A shared turn on the shared servers: their lock, held for the turn.
     _servers: Option<std::fs::File>,
+    /// A turn alone: the quiet lock, exclusive, once the tests beside it are between turns
+    /// no more ([`wait_for_quiet`]).
+    quiet: Option<std::fs::File>,
     /// When the turn began and how long it was waited for, for `STAMPEDE_TEST_TURNS`.
     began: std::time::Instant,
     waited: std::time::Duration,
@@ -178,6 +181,10 @@ fn machine_cpu() -> Option<(u64, u64)> {
 /// start times) when no turn was held at all.
 impl Drop for CpuTurn {
     fn drop(&mut self) {
+        // Its own exclusive quiet lock goes first: the shared one below is another open file.
+        self.quiet = None;
+        IN_TURN.with(|t| t.set(false));
+        between_turns();
         let Some(path) = std::env::var_os("STAMPEDE_TEST_TURNS") else {
             return;
         };
@@ -312,6 +319,86 @@ fn take_units(n: usize) -> Vec<std::fs::File> {
     }
 }
 
+/// The lock of the work tests do between their turns (reading results, asserting, starting
+/// servers), shared by the tests doing it and taken exclusively by a turn alone before it
+/// starts: with more test threads than cores, a heavy run otherwise shared the cores with
+/// the set-ups of the tests beside it (a global rate limit's run stalled 100 ms and let 42
+/// DB calls into a 100 ms bucket against 41).
+const QUIET: &str = "stampede-tests-quiet.lock";
+
+/// How long a turn alone waits for the tests beside it to finish their work between turns,
+/// at most: a test that waits between its turns for a thread of its own to take one (runs
+/// spawned side by side) holds the lock meanwhile, and the turn then goes ahead anyway.
+const QUIET_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+thread_local! {
+    /// The quiet lock, shared, that a test's own thread holds from the end of a turn until it
+    /// asks for the next one or ends (libtest runs each test on a thread of its own, and a
+    /// thread's locals are dropped when it ends).
+    static BETWEEN: std::cell::RefCell<Option<std::fs::File>> =
+        const { std::cell::RefCell::new(None) };
+    /// This thread holds a turn: its set-up is part of it.
+    static IN_TURN: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// A test's own thread (libtest names it after the test), not one it spawned: a runtime's
+/// worker outlives the test's use of it and would hold the lock for nothing.
+fn on_a_tests_thread() -> bool {
+    std::thread::current()
+        .name()
+        .is_some_and(|n| n.contains("::"))
+}
+
+/// On a test's own thread, the quiet lock shared until its next turn. Never waited for: no
+/// turn alone holds it while this thread has just ended a turn (the machine's lock was this
+/// turn's until now).
+fn between_turns() {
+    if !on_a_tests_thread() {
+        return;
+    }
+    let file = open_lock(QUIET);
+    if flock(&file, libc::LOCK_SH | libc::LOCK_NB) {
+        BETWEEN.with(|b| *b.borrow_mut() = Some(file));
+    }
+}
+
+/// Set-up outside any turn (servers started for a test): held, the quiet lock shared, so it
+/// waits for a turn alone to end and a turn alone waits for it. On a thread a test spawned,
+/// or one already between turns, nothing to take.
+pub(crate) fn quiet_work() -> Option<std::fs::File> {
+    if !on_a_tests_thread()
+        || IN_TURN.with(std::cell::Cell::get)
+        || BETWEEN.with(|b| b.borrow().is_some())
+    {
+        return None;
+    }
+    let deadline = std::time::Instant::now() + QUIET_WAIT;
+    let file = open_lock(QUIET);
+    while !flock(&file, libc::LOCK_SH | libc::LOCK_NB) {
+        if std::time::Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Some(file)
+}
+
+/// For a turn alone, once it has the machine: the quiet lock exclusively, when the tests
+/// beside it have left their work between turns within [`QUIET_WAIT`], else none.
+fn wait_for_quiet() -> Option<std::fs::File> {
+    let deadline = std::time::Instant::now() + QUIET_WAIT;
+    let file = open_lock(QUIET);
+    loop {
+        if flock(&file, libc::LOCK_EX | libc::LOCK_NB) {
+            return Some(file);
+        }
+        if std::time::Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// Wait for this test's turn at the CPU-heavy work; the turn lasts as long as the guard.
 /// A light or waiting test's turn ([`light_turns`], [`waiting_turns`]) takes its share of
 /// the machine's shared turns, then the machine shared (`LOCK_SH`); any other turn is the
@@ -320,6 +407,8 @@ fn take_units(n: usize) -> Vec<std::fs::File> {
 /// never the shared servers with another run (a heavy turn has them already, having
 /// everything). Locks are taken in that order (servers, share, machine) by every turn.
 pub fn cpu_turn() -> CpuTurn {
+    // Waiting for a turn is not work beside one.
+    BETWEEN.with(|b| b.borrow_mut().take());
     let weight = WEIGHT.with(std::cell::Cell::get);
     let shared = weight != Weight::Alone;
     let asked = std::time::Instant::now();
@@ -328,10 +417,17 @@ pub fn cpu_turn() -> CpuTurn {
     let units = take_units(weight.units());
     let mode = if shared { libc::LOCK_SH } else { libc::LOCK_EX };
     let file = lock_file("stampede-tests-cpu-heavy.lock", mode);
+    // A turn on a thread the test spawned does not wait: the test's own thread, between
+    // turns, holds the quiet lock while it waits for this run.
+    let quiet = (!shared && on_a_tests_thread())
+        .then(wait_for_quiet)
+        .flatten();
+    IN_TURN.with(|t| t.set(true));
     CpuTurn {
         _file: file,
         _units: units,
         _servers: servers,
+        quiet,
         began: std::time::Instant::now(),
         waited: asked.elapsed(),
         weight,

@@ -20,6 +20,7 @@ pub struct Servers {
 impl Servers {
     /// Both servers, Postgres accepting `max_connections` (None: its default).
     pub async fn start(max_connections: Option<u32>) -> Servers {
+        let _quiet = super::quiet_work();
         let redis = ManagedRedis::start().await.expect("starting redis-server");
         let opts = match max_connections {
             Some(max_connections) => PgStartOptions { max_connections },
@@ -34,6 +35,7 @@ impl Servers {
     /// Both servers, each speaking TLS only when asked (certificates made for it, as `run
     /// --tls` does), Postgres with its default settings.
     pub async fn with_tls(redis_tls: bool, pg_tls: bool) -> Servers {
+        let _quiet = super::quiet_work();
         let redis = ManagedRedis::start_with(redis_tls)
             .await
             .expect("starting redis-server");
@@ -85,6 +87,7 @@ pub fn on_shared(args: &[&str]) -> (Arc<Servers>, Vec<String>) {
 
 /// A Postgres alone (TLS only when asked), stopped when dropped.
 pub async fn postgres(tls: bool) -> ManagedPostgres {
+    let _quiet = super::quiet_work();
     ManagedPostgres::start_with(PgStartOptions::default(), tls)
         .await
         .expect("starting postgres")
