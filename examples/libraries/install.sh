@@ -63,7 +63,8 @@ else
     args=()
     for pin in "${want[@]}"; do
       pkg=${pin%%=*} ver=${pin#*=}
-      if apt-cache madison "$pkg" 2>/dev/null | awk -F' [|] ' '{print $2}' | grep -qxF "$ver"; then
+      # madison pads the version column ("pkg |  2.6.2-1.1 | ..."): compare it trimmed.
+      if apt-cache madison "$pkg" 2>/dev/null | awk -F'|' '{gsub(/ /, "", $2); print $2}' | grep -qxF "$ver"; then
         args+=("$pin")
       else
         echo "note: $pkg $ver is no longer in the archive; installing its current version" >&2
