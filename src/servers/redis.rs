@@ -284,11 +284,12 @@ impl ManagedRedis {
                     LaunchError::Failed(err)
                 });
             }
-            let last_error = match ping(self.port, self.tls.as_ref().map(|c| c.ca.as_path())).await
-            {
-                Ok(()) => return Ok(()),
-                Err(e) => e,
-            };
+            let pid = self.child.as_ref().map_or(0, Child::id);
+            let last_error =
+                match ping(self.port, self.tls.as_ref().map(|c| c.ca.as_path()), pid).await {
+                    Ok(()) => return Ok(()),
+                    Err(e) => e,
+                };
             if Instant::now() >= deadline {
                 self.kill();
                 return Err(LaunchError::Failed(ServerError::NotReady {
@@ -374,37 +375,63 @@ impl Drop for ManagedRedis {
 
 /// One raw RESP PING; `Ok` on `+PONG`. A raw socket keeps readiness free of any client
 /// library's reconnect logic. With `ca`, over TLS verified against it.
-async fn ping(port: u16, ca: Option<&std::path::Path>) -> Result<(), String> {
+/// Ready when the server on `port` answers as process `pid`: a server that lost the race for
+/// its port aborts, but until it has, the port answers for whichever server holds it (another
+/// node of the same cluster, picked the same free port a moment earlier), so a PONG alone
+/// would take that one for this one.
+async fn ping(port: u16, ca: Option<&std::path::Path>, pid: u32) -> Result<(), String> {
     let exchange = async {
         match ca {
             None => {
                 let stream = TcpStream::connect(("127.0.0.1", port))
                     .await
                     .map_err(|e| e.to_string())?;
-                ping_on(stream).await
+                answers_as(stream, pid).await
             }
-            Some(ca) => ping_on(crate::tls::connect_loopback(port, ca).await?).await,
+            Some(ca) => answers_as(crate::tls::connect_loopback(port, ca).await?, pid).await,
         }
     };
     tokio::time::timeout(PING_TIMEOUT, exchange)
         .await
-        .unwrap_or_else(|_| Err(format!("PING got no answer within {PING_TIMEOUT:?}")))
+        .unwrap_or_else(|_| Err(format!("INFO server got no answer within {PING_TIMEOUT:?}")))
 }
 
-async fn ping_on(
+/// `INFO server` on `stream`: Ok when its `process_id` is `pid`.
+async fn answers_as(
     mut stream: impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    pid: u32,
 ) -> Result<(), String> {
     stream
-        .write_all(b"*1\r\n$4\r\nPING\r\n")
+        .write_all(b"*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n")
         .await
         .map_err(|e| e.to_string())?;
-    let mut reply = [0u8; 64];
-    let n = stream.read(&mut reply).await.map_err(|e| e.to_string())?;
-    let reply = String::from_utf8_lossy(&reply[..n]);
-    if reply.starts_with("+PONG") {
-        Ok(())
-    } else {
-        Err(format!("PING answered {:?}", reply.trim_end()))
+    // The section is about 1 kB; it is read until its process_id line is whole.
+    let mut reply = Vec::with_capacity(2048);
+    let mut chunk = [0u8; 1024];
+    loop {
+        let n = stream.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("the connection closed before INFO server was answered".into());
+        }
+        reply.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&reply);
+        if !text.starts_with('$') {
+            return Err(format!("INFO server answered {:?}", text.trim_end()));
+        }
+        let id = text.find("\r\nprocess_id:").and_then(|at| {
+            let rest = &text[at + "\r\nprocess_id:".len()..];
+            rest.find("\r\n").map(|end| &rest[..end])
+        });
+        if let Some(id) = id {
+            return match id.trim().parse::<u32>() {
+                Ok(p) if p == pid => Ok(()),
+                Ok(p) => Err(format!("the port answers as process {p}, not {pid}")),
+                Err(_) => Err(format!("INFO server gave the process id {id:?}")),
+            };
+        }
+        if reply.len() > 16 * 1024 {
+            return Err("INFO server has no process_id".into());
+        }
     }
 }
 
@@ -476,6 +503,22 @@ mod tests {
         drop(redis);
         assert!(!pid_alive(pid), "redis-server {pid} still alive after drop");
         assert!(!dir.exists(), "{} left behind", dir.display());
+    }
+
+    /// Two nodes of one cluster were handed the same free port: the second one's probe
+    /// reached the first and took it for itself. Readiness asks the server who it is.
+    #[tokio::test]
+    async fn a_port_that_answers_for_another_process_is_not_ready() {
+        let redis = ManagedRedis::start().await.expect("redis-server starts");
+        let pid = redis.pid().expect("running");
+        assert_eq!(ping(redis.port(), None, pid).await, Ok(()));
+        let other = ping(redis.port(), None, pid + 1)
+            .await
+            .expect_err("another pid");
+        assert!(
+            other.contains(&format!("answers as process {pid}")),
+            "{other}"
+        );
     }
 
     #[tokio::test]

@@ -258,6 +258,28 @@ impl ManagedPostgres {
         self.dir.path().join("data")
     }
 
+    /// Ok when the server `client` reached keeps its data in this server's directory: one that
+    /// lost the race for its port exits, but until it has, the port answers for whichever
+    /// server holds it (another managed Postgres with the same trusted superuser).
+    async fn serves_own_data(&self, client: &tokio_postgres::Client) -> Result<(), String> {
+        let row = client
+            .query_one("SELECT current_setting('data_directory')", &[])
+            .await
+            .map_err(|e| format!("reading data_directory: {e}"))?;
+        let theirs = PathBuf::from(row.get::<_, String>(0));
+        let ours = self.data_dir();
+        let same = |p: &std::path::Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.into());
+        if same(&theirs) == same(&ours) {
+            Ok(())
+        } else {
+            Err(format!(
+                "the port answers for the server of {}, not {}",
+                theirs.display(),
+                ours.display()
+            ))
+        }
+    }
+
     fn log_path(&self) -> PathBuf {
         self.dir.path().join("postgres.log")
     }
@@ -320,16 +342,22 @@ impl ManagedPostgres {
                     .await
                 {
                     Ok(Ok((client, connection))) => {
-                        // Up, so its pid file names its segment, which a killed postmaster
-                        // cannot release: the watchdog does it if it kills the server.
-                        if let Some((_, shm)) = postmaster_shm(&self.data_dir()) {
-                            self.watchdog.release_shm(shm);
-                        }
                         // The connection task ends when the client is dropped.
                         let task = tokio::spawn(async move {
                             let _ = connection.await;
                         });
-                        return Ok((client, task));
+                        match self.serves_own_data(&client).await {
+                            Ok(()) => {
+                                // Up, so its pid file names its segment, which a killed
+                                // postmaster cannot release: the watchdog does it if it
+                                // kills the server.
+                                if let Some((_, shm)) = postmaster_shm(&self.data_dir()) {
+                                    self.watchdog.release_shm(shm);
+                                }
+                                return Ok((client, task));
+                            }
+                            Err(e) => e,
+                        }
                     }
                     Ok(Err(e)) => e.to_string(),
                     Err(_) => format!("no connection within {CONNECT_TIMEOUT:?}"),
@@ -514,6 +542,17 @@ mod tests {
             .expect("SELECT 1")
             .get(0);
         assert_eq!(one, 1);
+        // Readiness asks which data the server serves: the first one's port, reached while
+        // the second started, is not the second.
+        assert_eq!(first.serves_own_data(&client).await, Ok(()));
+        let other = second
+            .serves_own_data(&client)
+            .await
+            .expect_err("another server");
+        assert!(
+            other.contains("the port answers for the server of"),
+            "{other}"
+        );
 
         for pg in [first, second] {
             let pid = pg.pid().expect("running");
