@@ -93,7 +93,7 @@ async fn the_steady_start_holds_what_the_rates_and_ttl_imply() {
     }
     let stderr = child.stderr.take().unwrap();
     let child = Stop(child);
-    let line = tokio::task::spawn_blocking(move || {
+    let line = spawn_blocking(move || {
         BufReader::new(stderr)
             .lines()
             .map_while(Result::ok)

@@ -25,7 +25,7 @@ async fn external_servers_keep_their_own_data() {
         .unwrap();
 
     let (ru, pu) = (redis.url(), pgs.url());
-    let r = tokio::task::spawn_blocking(move || {
+    let r = spawn_blocking(move || {
         run_ok(&[
             "--redis-url",
             &ru,
@@ -87,7 +87,7 @@ async fn without_pg_stat_statements_the_server_count_is_null_and_explained() {
         .unwrap();
     let url = pgs.url().replace("/postgres", "/nostats");
     let ru = redis.url();
-    let r = tokio::task::spawn_blocking(move || {
+    let r = spawn_blocking(move || {
         run_ok(&[
             "--redis-url",
             &ru,
@@ -117,7 +117,7 @@ async fn pools_larger_than_the_server_allows_are_refused_before_anything_is_crea
     let servers = Servers::start(Some(20)).await;
     let (redis, pgs) = (&servers.redis, &servers.pg);
     let (ru, pu) = (redis.url(), pgs.url());
-    let r = tokio::task::spawn_blocking(move || {
+    let r = spawn_blocking(move || {
         run(&[
             "--redis-url",
             &ru,
@@ -160,7 +160,7 @@ async fn a_run_that_fails_after_seeding_leaves_no_schema() {
     let pu = servers.pg.url();
     // Nothing listens there: the port was free a moment ago and is not bound again.
     let ru = format!("redis://127.0.0.1:{}", free_port());
-    let r = tokio::task::spawn_blocking(move || {
+    let r = spawn_blocking(move || {
         run(&[
             "--redis-url",
             &ru,
@@ -350,7 +350,7 @@ async fn a_stalled_postgres_does_not_let_cleanup_take_a_live_run_for_dead() {
         // Longer than the Redis heartbeat lives without a renewal.
         tokio::time::sleep(std::time::Duration::from_secs(7)).await;
         let r2 = ru.clone();
-        let (code, text) = tokio::task::spawn_blocking(move || cleanup(&["--redis-url", &r2]))
+        let (code, text) = spawn_blocking(move || cleanup(&["--redis-url", &r2]))
             .await
             .unwrap();
         assert_eq!(code, 0, "{text}");

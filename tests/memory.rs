@@ -154,7 +154,7 @@ async fn an_external_redis_is_reported_never_reconfigured_and_the_flags_are_refu
     assert_eq!(memory_config(&url).await, before);
     // Without the flags the run goes, and reports the server's own limit.
     let u = url.clone();
-    let r = tokio::task::spawn_blocking(move || {
+    let r = spawn_blocking(move || {
         run_ok(&[
             "--redis-url",
             &u,
@@ -180,7 +180,7 @@ async fn value_size_dist_seeds_each_item_with_a_size_in_its_range() {
     let servers = Servers::start(None).await;
     let (ru, pu) = servers.urls();
     let (r2, p2) = (ru.clone(), pu.clone());
-    let o = tokio::task::spawn_blocking(move || {
+    let o = spawn_blocking(move || {
         let _turn = cpu_turn();
         stampede()
             .arg("prepare")

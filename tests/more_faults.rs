@@ -432,7 +432,7 @@ async fn a_dead_lock_holder_blocks_its_keys_for_the_lease_and_no_longer() {
     let (ru, pu) = servers.urls();
     let run = move |extra: &'static [&'static str]| {
         let (ru, pu) = (ru.clone(), pu.clone());
-        tokio::task::spawn_blocking(move || {
+        crate::common::spawn_blocking(move || {
             let mut args = vec![
                 "--redis-url",
                 &ru,

@@ -58,7 +58,7 @@ async fn prometheus_scrapes_two_shards_and_sums_their_db_calls() {
     let (ru, pu) = (redis.url(), pg.url());
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_path_buf();
-    let merged = tokio::task::spawn_blocking(move || {
+    let merged = spawn_blocking(move || {
         let _turn = cpu_turn();
         let metrics = [free_port(), free_port()];
         let prom_port = free_port();

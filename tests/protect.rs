@@ -127,7 +127,7 @@ async fn db_limit_holds_the_server_side_concurrency_at_the_limit_and_rejects_the
     // Without the limit the herd fills the pools: the sampler sees more than the limit allows.
     let sampler = Sampler::start(&pgs.url()).await;
     let args = external(&[]);
-    let free = tokio::task::spawn_blocking(move || {
+    let free = spawn_blocking(move || {
         let a: Vec<&str> = args.iter().map(String::as_str).collect();
         run_ok(&a)
     })
@@ -143,7 +143,7 @@ async fn db_limit_holds_the_server_side_concurrency_at_the_limit_and_rejects_the
 
     let sampler = Sampler::start(&pgs.url()).await;
     let args = external(&["--db-limit", "3", "--threshold", "rejected_rate_max=100%"]);
-    let r = tokio::task::spawn_blocking(move || {
+    let r = spawn_blocking(move || {
         let a: Vec<&str> = args.iter().map(String::as_str).collect();
         run_ok(&a)
     })
@@ -227,7 +227,7 @@ async fn block_loads_for(url: &str, hold: Duration) -> Result<(), String> {
 async fn the_breaker_opens_on_failing_loads_and_closes_when_the_database_recovers() {
     let Servers { redis, pg: pgs } = Servers::start(None).await;
     let (ru, pu) = (redis.url(), pgs.url());
-    let run = tokio::task::spawn_blocking(move || {
+    let run = spawn_blocking(move || {
         run_ok(&[
             "--redis-url",
             &ru,

@@ -94,7 +94,7 @@ async fn shards_add_up_to_the_one_process_run(n: u32) {
         .collect();
 
     let a = args.clone();
-    let single = tokio::task::spawn_blocking(move || {
+    let single = spawn_blocking(move || {
         crate::common::light_turns();
         run_ok(&strs(&a))
     })
@@ -103,7 +103,7 @@ async fn shards_add_up_to_the_one_process_run(n: u32) {
 
     let dir = tempfile::tempdir().unwrap();
     let (d, a) = (dir.path().to_path_buf(), args.clone());
-    let ended = tokio::task::spawn_blocking(move || {
+    let ended = spawn_blocking(move || {
         crate::common::light_turns();
         let _turn = cpu_turn();
         spawn_shards(n, &strs(&a), &format!("t{n}"), &d).wait()
@@ -203,7 +203,7 @@ async fn a_shard_without_its_start_signal_exits_3() {
     let servers = Servers::start(None).await;
     let (redis, pg) = (&servers.redis, &servers.pg);
     let (ru, pu) = (redis.url(), pg.url());
-    let o = tokio::task::spawn_blocking(move || {
+    let o = spawn_blocking(move || {
         stampede()
             .args(["run", "--shard", "1/2", "--run-id", "nobody"])
             .args(["--start-timeout", "2s", "--quiet"])
@@ -262,7 +262,7 @@ async fn merge_refuses_what_is_not_one_experiment() {
     let (ru, pu) = (redis.url(), pg.url());
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_path_buf();
-    let ended = tokio::task::spawn_blocking(move || {
+    let ended = spawn_blocking(move || {
         crate::common::light_turns();
         let _turn = cpu_turn();
         spawn_shards(
@@ -349,7 +349,7 @@ async fn a_stampede_split_over_two_shards_is_one_herd() {
     let (ru, pu) = (redis.url(), pg.url());
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_path_buf();
-    let ended = tokio::task::spawn_blocking(move || {
+    let ended = spawn_blocking(move || {
         crate::common::light_turns();
         let _turn = cpu_turn();
         spawn_shards(
@@ -432,7 +432,7 @@ async fn prepare_sets_up_once_for_the_shards() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_path_buf();
     let (r2, p2) = (ru.clone(), pu.clone());
-    let (prepared, ended) = tokio::task::spawn_blocking(move || {
+    let (prepared, ended) = spawn_blocking(move || {
         crate::common::light_turns();
         let _turn = cpu_turn();
         let scenario = [
@@ -526,7 +526,7 @@ async fn under_mutex_one_process_and_two_shards_load_each_key_once() {
     ])
     .collect();
     let a = args.clone();
-    let single = tokio::task::spawn_blocking(move || {
+    let single = spawn_blocking(move || {
         crate::common::light_turns();
         run_ok(&strs(&a))
     })
@@ -537,7 +537,7 @@ async fn under_mutex_one_process_and_two_shards_load_each_key_once() {
 
     let dir = tempfile::tempdir().unwrap();
     let (d, a) = (dir.path().to_path_buf(), args.clone());
-    let ended = tokio::task::spawn_blocking(move || {
+    let ended = spawn_blocking(move || {
         crate::common::light_turns();
         let _turn = cpu_turn();
         spawn_shards(2, &strs(&a), "mx", &d).wait()
@@ -615,7 +615,7 @@ async fn a_prepared_run_outlives_cleanup_until_its_shards_start() {
     ]
     .map(str::to_string);
     let s2 = scenario.clone();
-    let prepared = tokio::task::spawn_blocking(move || {
+    let prepared = spawn_blocking(move || {
         stampede()
             .arg("prepare")
             .args(&s2)
@@ -640,17 +640,16 @@ async fn a_prepared_run_outlives_cleanup_until_its_shards_start() {
         // Past the life of a heartbeat renewed by nobody.
         tokio::time::sleep(std::time::Duration::from_secs(7)).await;
         let r2 = ru.clone();
-        let (code, text) = tokio::task::spawn_blocking(move || cleanup(&["--redis-url", &r2]))
+        let (code, text) = spawn_blocking(move || cleanup(&["--redis-url", &r2]))
             .await
             .unwrap();
         assert_eq!(code, 0, "{text}");
         assert!(text.contains("no dead run's keys"), "{text}");
     }
     let p2 = pu.clone();
-    let (code, text) =
-        tokio::task::spawn_blocking(move || cleanup(&["--pg-url", &p2, "--older-than", "5s"]))
-            .await
-            .unwrap();
+    let (code, text) = spawn_blocking(move || cleanup(&["--pg-url", &p2, "--older-than", "5s"]))
+        .await
+        .unwrap();
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("no dead run's schema"), "{text}");
     assert_eq!(redis_keys(&ru, "stampede:gap:*").await.len(), keys.len());
@@ -658,10 +657,9 @@ async fn a_prepared_run_outlives_cleanup_until_its_shards_start() {
 
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_path_buf();
-    let ended =
-        tokio::task::spawn_blocking(move || spawn_shards(2, &strs(&scenario), "gap", &d).wait())
-            .await
-            .unwrap();
+    let ended = spawn_blocking(move || spawn_shards(2, &strs(&scenario), "gap", &d).wait())
+        .await
+        .unwrap();
     for (code, err) in &ended {
         assert_eq!(*code, 0, "{err}");
     }
@@ -710,7 +708,7 @@ async fn two_shards_split_a_trace_replay_by_request() {
     .map(|s| s.to_string())
     .collect();
     let (d, a) = (dir.path().to_path_buf(), args.clone());
-    let ended = tokio::task::spawn_blocking(move || {
+    let ended = spawn_blocking(move || {
         crate::common::light_turns();
         let _turn = cpu_turn();
         spawn_shards(2, &strs(&a), "tr2", &d).wait()

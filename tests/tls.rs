@@ -53,7 +53,7 @@ async fn a_wrong_ca_or_no_tls_is_refused_with_the_reason() {
     // The right CA and a client certificate signed by it: the run goes through, over TLS.
     let certs = redis.certs().unwrap().clone();
     let (ru2, pu2) = (ru.clone(), pu.clone());
-    let r = tokio::task::spawn_blocking(move || {
+    let r = spawn_blocking(move || {
         let path = |p: &std::path::Path| p.display().to_string();
         run(&[
             "--redis-url",
@@ -80,7 +80,7 @@ async fn a_wrong_ca_or_no_tls_is_refused_with_the_reason() {
     assert_eq!(r.json["servers"]["tls"], true);
 
     let (ru2, pu2, w) = (ru.clone(), pu.clone(), wrong.clone());
-    let r = tokio::task::spawn_blocking(move || {
+    let r = spawn_blocking(move || {
         run(&[
             "--redis-url",
             &ru2,
@@ -104,7 +104,7 @@ async fn a_wrong_ca_or_no_tls_is_refused_with_the_reason() {
     // Postgres: the right Redis CA, the wrong sslrootcert.
     let bad_pg = pu.replace(&pgs.certs().unwrap().ca.display().to_string(), &wrong);
     let (ru2, c) = (ru.clone(), right_ca.clone());
-    let r = tokio::task::spawn_blocking(move || {
+    let r = spawn_blocking(move || {
         run(&[
             "--redis-url",
             &ru2,
@@ -130,7 +130,7 @@ async fn a_wrong_ca_or_no_tls_is_refused_with_the_reason() {
         pgs.port()
     );
     let (ru2, c) = (ru.clone(), right_ca.clone());
-    let r = tokio::task::spawn_blocking(move || {
+    let r = spawn_blocking(move || {
         run(&[
             "--redis-url",
             &ru2,
@@ -150,11 +150,10 @@ async fn a_wrong_ca_or_no_tls_is_refused_with_the_reason() {
     // Redis without TLS on a TLS-only port.
     let plain = format!("redis://127.0.0.1:{}/", redis.port());
     let pu2 = pu.clone();
-    let r = tokio::task::spawn_blocking(move || {
-        run(&["--redis-url", &plain, "--pg-url", &pu2, "--duration", "1s"])
-    })
-    .await
-    .unwrap();
+    let r =
+        spawn_blocking(move || run(&["--redis-url", &plain, "--pg-url", &pu2, "--duration", "1s"]))
+            .await
+            .unwrap();
     assert_eq!(r.code(), 3, "{}", r.stderr());
     assert!(
         r.stderr().contains("wants TLS and the URL has none"),
@@ -187,7 +186,7 @@ async fn an_acl_user_without_evalsha_gets_a_clear_error_under_mutex() {
     let acl_url = format!("redis://app:s3cret-pw@127.0.0.1:{port}/");
     let pu = pgs.url();
     let (u, p) = (acl_url.clone(), pu.clone());
-    let r = tokio::task::spawn_blocking(move || {
+    let r = spawn_blocking(move || {
         run(&[
             "--strategy",
             "mutex",
@@ -209,7 +208,7 @@ async fn an_acl_user_without_evalsha_gets_a_clear_error_under_mutex() {
 
     // The same user is enough for cache-aside, and the password is redacted in the result.
     let (u, p) = (acl_url.clone(), pu.clone());
-    let r = tokio::task::spawn_blocking(move || {
+    let r = spawn_blocking(move || {
         run(&[
             "--redis-url",
             &u,
@@ -253,7 +252,7 @@ async fn db_sql_with_a_read_only_role_creates_nothing() {
     let before: (String, String, String) = (before.get(0), before.get(1), before.get(2));
 
     let ro = format!("postgres://reader@127.0.0.1:{}/postgres", pgs.port());
-    let r = tokio::task::spawn_blocking(move || {
+    let r = spawn_blocking(move || {
         run(&[
             "--pg-url",
             &ro,
@@ -288,7 +287,7 @@ async fn db_sql_with_a_read_only_role_creates_nothing() {
 
     // A query that does not take exactly one parameter is refused, naming the count.
     let ro = format!("postgres://reader@127.0.0.1:{}/postgres", pgs.port());
-    let r = tokio::task::spawn_blocking(move || {
+    let r = spawn_blocking(move || {
         run(&[
             "--pg-url",
             &ro,
@@ -346,7 +345,7 @@ async fn keys_sql_and_db_sql_that_write_are_refused_by_the_server() {
     ];
     for (db_sql, keys_sql, flag) in cases {
         let u = url.clone();
-        let r = tokio::task::spawn_blocking(move || {
+        let r = spawn_blocking(move || {
             run(&[
                 "--pg-url",
                 &u,
@@ -401,11 +400,9 @@ async fn a_cluster_node_is_refused_with_that_message() {
     let node = cluster_node();
     let pgs = postgres(false).await;
     let (ru, pu) = (format!("redis://127.0.0.1:{}/", node.port), pgs.url());
-    let r = tokio::task::spawn_blocking(move || {
-        run(&["--redis-url", &ru, "--pg-url", &pu, "--duration", "1s"])
-    })
-    .await
-    .unwrap();
+    let r = spawn_blocking(move || run(&["--redis-url", &ru, "--pg-url", &pu, "--duration", "1s"]))
+        .await
+        .unwrap();
     assert_eq!(r.code(), 3, "{}", r.stderr());
     assert!(
         r.stderr().contains("is a Redis Cluster node") && r.stderr().contains("redis+cluster://"),
@@ -625,7 +622,7 @@ async fn admin_connections_follow_the_redis_tls_flags() {
     // Every case runs; the failures are reported together, each with its output.
     let mut failed = Vec::new();
     for (what, args, code) in cases {
-        let (got, out) = tokio::task::spawn_blocking(move || {
+        let (got, out) = spawn_blocking(move || {
             let _turn = cpu_turn();
             stampede_out(&args)
         })
@@ -728,7 +725,7 @@ async fn an_app_runs_sampler_connects_with_the_pg_urls_tls() {
         );
         let (ru, cmd) = (redis.url(), app_cmd.clone());
         let log = logs.path().join("app.log").display().to_string();
-        let r = tokio::task::spawn_blocking(move || {
+        let r = spawn_blocking(move || {
             run(&[
                 "--app-log",
                 &log,
@@ -856,11 +853,10 @@ async fn postgres_verify_ca_checks_the_chain_and_verify_full_the_name_too() {
                 pgs.port(),
                 ca_file.display()
             );
-            let (got, out) = tokio::task::spawn_blocking(move || {
-                stampede_out(&owned(&["cleanup", "--pg-url", &url]))
-            })
-            .await
-            .unwrap();
+            let (got, out) =
+                spawn_blocking(move || stampede_out(&owned(&["cleanup", "--pg-url", &url])))
+                    .await
+                    .unwrap();
             assert_eq!(got, code, "{what} certificate, sslmode={mode}:\n{out}");
             if code == 0 {
                 assert!(out.contains("no dead run's schema"), "{out}");

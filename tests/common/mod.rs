@@ -202,7 +202,10 @@ impl Drop for CpuTurn {
             .saturating_sub(held);
         let line = format!(
             "{}\t{:.2}\t{:.2}\t{busy}\t{}\t{:.2}\n",
-            std::thread::current().name().unwrap_or("?"),
+            TEST.with(|t| t.borrow().clone())
+                .as_deref()
+                .or(std::thread::current().name())
+                .unwrap_or("?"),
             self.waited.as_secs_f64(),
             held.as_secs_f64(),
             self.weight.name(),
@@ -240,6 +243,66 @@ pub fn light_turns() {
 /// take a quarter of the shared turns, so up to four of them run side by side.
 pub fn waiting_turns() {
     WEIGHT.with(|l| l.set(Weight::Waiting));
+}
+
+/// What a test declared of its turns ([`light_turns`], [`waiting_turns`], the shared
+/// servers) and its name, for a thread it spawns to run `stampede` while it drives servers
+/// of its own ([`spawn_blocking`]): thread locals do not cross to another thread.
+#[derive(Clone)]
+struct Declared {
+    weight: Weight,
+    on_shared: bool,
+    test: Option<String>,
+}
+
+impl Declared {
+    fn here() -> Declared {
+        Declared {
+            weight: WEIGHT.with(std::cell::Cell::get),
+            on_shared: ON_SHARED.with(std::cell::Cell::get),
+            test: TEST
+                .with(|t| t.borrow().clone())
+                .or_else(|| std::thread::current().name().map(str::to_string)),
+        }
+    }
+    fn set(self) {
+        WEIGHT.with(|w| w.set(self.weight));
+        ON_SHARED.with(|s| s.set(self.on_shared));
+        TEST.with(|t| *t.borrow_mut() = self.test);
+    }
+}
+
+thread_local! {
+    /// On a thread a test spawned ([`spawn_blocking`]), the test's name, for the turn log.
+    static TEST: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// `tokio::task::spawn_blocking(f)`, its turns weighed as the calling test declared its own
+/// and logged under the test's name: the pool's threads are reused, so the declaration
+/// lasts for `f` only.
+pub fn spawn_blocking<F, R>(f: F) -> tokio::task::JoinHandle<R>
+where
+    F: FnOnce() -> R + Send + 'static,
+    R: Send + 'static,
+{
+    /// Back to a pool thread's defaults when `f` ends, panics included.
+    struct Undeclare;
+    impl Drop for Undeclare {
+        fn drop(&mut self) {
+            Declared {
+                weight: Weight::Alone,
+                on_shared: false,
+                test: None,
+            }
+            .set();
+        }
+    }
+    let declared = Declared::here();
+    tokio::task::spawn_blocking(move || {
+        let _undeclare = Undeclare;
+        declared.set();
+        f()
+    })
 }
 
 thread_local! {
