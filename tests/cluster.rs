@@ -424,6 +424,8 @@ fn merge_dir(dir: &Path) -> Value {
 
 #[tokio::test]
 async fn shards_run_against_an_external_cluster() {
+    // Waiting: 0.14 busy cores in a CI run (two 800 req/s shards), and it asserts counts.
+    crate::common::waiting_turns();
     use stampede::cluster::{ClusterShape, ManagedCluster};
     // The user's cluster and database: started here, given to the shards by URL.
     let cluster = ManagedCluster::start(ClusterShape::default(), false)

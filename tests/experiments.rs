@@ -206,6 +206,9 @@ fn codes(r: &Run) -> Vec<String> {
 
 #[test]
 fn each_diagnosis_appears_when_its_cause_is_there() {
+    // Light: 0.49 and 0.46 busy cores in a CI run, and a slower neighbour only adds to the
+    // causes it asserts (shedding, a saturated database).
+    crate::common::light_turns();
     // The old default: a cold start, a TTL longer than the run, a small pool: no key expires,
     // xfetch never acts, and the cold start sheds at the pool.
     let r = run_ok_shared(&[

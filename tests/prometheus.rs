@@ -53,6 +53,9 @@ fn prometheus(dir: &Path, port: u16, targets: &[u16]) -> Child {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn prometheus_scrapes_two_shards_and_sums_their_db_calls() {
+    // Waiting: 0.32 busy cores in a CI run (the shards wait out their start delay and
+    // linger), and it asserts sums, with bounds of a minute on the waits.
+    crate::common::waiting_turns();
     let servers = Servers::start(Some(60)).await;
     let (redis, pg) = (&servers.redis, &servers.pg);
     let (ru, pu) = (redis.url(), pg.url());
