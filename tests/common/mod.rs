@@ -675,8 +675,19 @@ pub fn audit_app() -> &'static str {
     APP.get_or_init(|| build_example("audit_app"))
 }
 
-/// `cargo build --release --example NAME`; the path of the binary.
+/// `cargo build --profile P --example NAME`, P the profile the suite was built with (the
+/// folder of `target/` the binary is in: `scripts/test` builds with `suite`, a plain
+/// `cargo test --release` with `release`); the path of the binary.
 fn build_example(name: &str) -> String {
+    let dir = PathBuf::from(BIN)
+        .parent()
+        .expect("binary dir")
+        .to_path_buf();
+    let profile = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev".to_string(),
+        Some(p) => p.to_string(),
+        None => panic!("no profile folder in {BIN}"),
+    };
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut build = Command::new(cargo);
     // Cargo gives a test the package's CARGO_PKG_*, CARGO_MANIFEST_* and the like; build
@@ -691,16 +702,12 @@ fn build_example(name: &str) -> String {
         }
     }
     let status = build
-        .args(["build", "--release", "--example", name])
+        .args(["build", "--profile", &profile, "--example", name])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .status()
         .unwrap_or_else(|e| panic!("running cargo build --example {name}: {e}"));
     assert!(status.success(), "building the example {name} failed");
-    let bin = PathBuf::from(BIN)
-        .parent()
-        .expect("binary dir")
-        .join("examples")
-        .join(name);
+    let bin = dir.join("examples").join(name);
     assert!(bin.exists(), "{} missing", bin.display());
     bin.display().to_string()
 }
