@@ -1,8 +1,8 @@
 //! Writes, invalidation and consistency on real Redis and Postgres: what each invalidation
 //! leaves in the cache when writers race each other and when readers race writers, and the
 //! lease coordination (one load per expiry across instances; its late, stale SET refused).
-//! Counts and bounds, never timings. The runs share one Redis and one Postgres
-//! (`shared_servers`): each has its own schema and key namespace, and they take turns.
+//! Counts and bounds, never timings. The runs go to the shared servers
+//! (`on_shared`): each has its own schema and key namespace, and they take turns.
 
 use crate::common;
 

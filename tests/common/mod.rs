@@ -94,9 +94,9 @@ pub fn run_ok(args: &[&str]) -> Run {
     r
 }
 
-/// `run_ok` against the binary's shared servers ([`shared_servers`]) instead of servers of
-/// its own: for the runs whose test is about the strategies' figures, not the managed
-/// servers. A test with several runs holds a handle of its own across them.
+/// `run_ok` against the binary's shared servers ([`on_shared`]) instead of servers of its
+/// own: for the runs whose test is about the strategies' figures, not the managed servers.
+/// A test with several runs holds a handle of the pool ([`shared_servers`]) across them.
 pub fn run_ok_shared(args: &[&str]) -> Run {
     let (_servers, args) = on_shared(args);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -112,8 +112,6 @@ pub struct CpuTurn {
     _file: std::fs::File,
     /// A turn that shares the machine: the share it holds ([`UNITS`] files).
     _units: Vec<std::fs::File>,
-    /// A shared turn on the shared servers: their lock, held for the turn.
-    _servers: Option<std::fs::File>,
     /// A turn alone: the quiet lock, exclusive, once the tests beside it are between turns
     /// no more ([`wait_for_quiet`]).
     quiet: Option<std::fs::File>,
@@ -251,7 +249,6 @@ pub fn waiting_turns() {
 #[derive(Clone)]
 struct Declared {
     weight: Weight,
-    on_shared: bool,
     test: Option<String>,
 }
 
@@ -259,7 +256,6 @@ impl Declared {
     fn here() -> Declared {
         Declared {
             weight: WEIGHT.with(std::cell::Cell::get),
-            on_shared: ON_SHARED.with(std::cell::Cell::get),
             test: TEST
                 .with(|t| t.borrow().clone())
                 .or_else(|| std::thread::current().name().map(str::to_string)),
@@ -267,7 +263,6 @@ impl Declared {
     }
     fn set(self) {
         WEIGHT.with(|w| w.set(self.weight));
-        ON_SHARED.with(|s| s.set(self.on_shared));
         TEST.with(|t| *t.borrow_mut() = self.test);
     }
 }
@@ -291,7 +286,6 @@ where
         fn drop(&mut self) {
             Declared {
                 weight: Weight::Alone,
-                on_shared: false,
                 test: None,
             }
             .set();
@@ -303,18 +297,6 @@ where
         declared.set();
         f()
     })
-}
-
-thread_local! {
-    /// Set by [`servers::on_shared`] for the rest of the test.
-    static ON_SHARED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
-
-/// This test runs on the binary's shared servers: its runs go there one at a time, even
-/// when it is light, since Redis's counters that a run reads (keyspace hits and misses) are
-/// the whole server's, and another run beside it on the same server would count in them.
-pub(crate) fn on_shared_servers() {
-    ON_SHARED.with(|s| s.set(true));
 }
 
 /// The lock file `name` in the temp dir, opened (created when missing).
@@ -465,18 +447,16 @@ fn wait_for_quiet() -> Option<std::fs::File> {
 /// Wait for this test's turn at the CPU-heavy work; the turn lasts as long as the guard.
 /// A light or waiting test's turn ([`light_turns`], [`waiting_turns`]) takes its share of
 /// the machine's shared turns, then the machine shared (`LOCK_SH`); any other turn is the
-/// machine's alone (`LOCK_EX`). A shared turn on the shared servers ([`on_shared_servers`])
-/// first takes their own lock, so it shares the machine with runs on other servers but
-/// never the shared servers with another run (a heavy turn has them already, having
-/// everything). Locks are taken in that order (servers, share, machine) by every turn.
+/// machine's alone (`LOCK_EX`). A shared turn on the shared servers has claimed a pair of
+/// them before ([`on_shared`]), so it shares the machine with runs on other servers but
+/// never its servers with another run (a heavy turn has them all, having everything).
+/// Locks are taken in that order (servers, share, machine) by every turn.
 pub fn cpu_turn() -> CpuTurn {
     // Waiting for a turn is not work beside one.
     BETWEEN.with(|b| b.borrow_mut().take());
     let weight = WEIGHT.with(std::cell::Cell::get);
     let shared = weight != Weight::Alone;
     let asked = std::time::Instant::now();
-    let servers = (shared && ON_SHARED.with(std::cell::Cell::get))
-        .then(|| lock_file("stampede-tests-shared-servers.lock", libc::LOCK_EX));
     let units = take_units(weight.units());
     let mode = if shared { libc::LOCK_SH } else { libc::LOCK_EX };
     let file = lock_file("stampede-tests-cpu-heavy.lock", mode);
@@ -489,7 +469,6 @@ pub fn cpu_turn() -> CpuTurn {
     CpuTurn {
         _file: file,
         _units: units,
-        _servers: servers,
         quiet,
         began: std::time::Instant::now(),
         waited: asked.elapsed(),

@@ -5,7 +5,7 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Child;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use stampede::servers::{ManagedPostgres, ManagedRedis, postgres::PgStartOptions};
@@ -51,38 +51,113 @@ impl Servers {
     }
 }
 
+/// How many pairs of shared servers a test binary runs at most: a shared turn (a light or
+/// waiting test's) has a pair to itself, so two of them on the shared servers run side by
+/// side on two pairs (one pair held the writes file's three light tests, 65 s of turns, one
+/// after another while the machine had room for two).
+const PAIRS: usize = 2;
+
 /// The servers of the tests of one binary that are running: a test that is not about the
 /// managed servers themselves (their start, stop, kill or restart) runs the tool against these
 /// (`--redis-url`, `--pg-url`) instead of paying a redis-server and a Postgres start and stop
 /// per run. Each holder keeps them up; the last one to drop its handle stops them, pass or
-/// fail. Tests of a binary run two at a time, and a test picks up the handle another one
-/// holds, so one pair usually serves the whole binary. Each run gets its own schema and key
-/// namespace, and removes them; runs still take turns (`cpu_turn`), so what INFO counts
-/// between a run's readings is that run's.
-pub fn shared_servers() -> Arc<Servers> {
-    static SHARED: Mutex<Weak<Servers>> = Mutex::new(Weak::new());
-    let mut slot = SHARED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(s) = slot.upgrade() {
-        return s;
-    }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime to start the shared servers");
-    let s = Arc::new(rt.block_on(Servers::start(None)));
-    *slot = Arc::downgrade(&s);
-    s
+/// fail. A test picks up the handle another one holds, so one pool usually serves the whole
+/// binary; its second pair starts the first time two shared turns want one at once. Each
+/// run gets its own schema and key namespace, and removes them; runs still take turns
+/// (`cpu_turn`), and a shared turn claims a pair of its own ([`on_shared`]), so what INFO
+/// counts between a run's readings is that run's.
+pub struct Pool {
+    pairs: [OnceLock<Servers>; PAIRS],
+    /// Which pairs a shared turn has claimed.
+    claimed: Mutex<[bool; PAIRS]>,
+    freed: Condvar,
 }
 
-/// `args` with the shared servers' `--redis-url` and `--pg-url` added, for `run`, `compare`
-/// and `sweep`; the handle keeps the servers up while the caller holds it.
-pub fn on_shared(args: &[&str]) -> (Arc<Servers>, Vec<String>) {
-    super::on_shared_servers();
-    let s = shared_servers();
-    let (redis, pg) = s.urls();
+impl Pool {
+    /// Pair `i`, started on first use.
+    fn pair(&self, i: usize) -> &Servers {
+        self.pairs[i].get_or_init(|| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime to start the shared servers")
+                .block_on(Servers::start(None))
+        })
+    }
+
+    /// A pair no other shared turn has, waited for.
+    fn claim(self: &Arc<Pool>) -> Claim {
+        let mut claimed = self.claimed.lock().unwrap_or_else(|e| e.into_inner());
+        loop {
+            if let Some(i) = claimed.iter().position(|c| !c) {
+                claimed[i] = true;
+                return Claim {
+                    pool: Arc::clone(self),
+                    index: i,
+                };
+            }
+            claimed = self.freed.wait(claimed).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+}
+
+/// A pair of the pool that one shared turn uses alone, until dropped.
+struct Claim {
+    pool: Arc<Pool>,
+    index: usize,
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        let mut claimed = self.pool.claimed.lock().unwrap_or_else(|e| e.into_inner());
+        claimed[self.index] = false;
+        self.pool.freed.notify_one();
+    }
+}
+
+/// The handle of [`on_shared`]: keeps the pool up and, for a shared turn, its pair claimed.
+pub struct OnShared {
+    // Dropped first: the pair is given back before the pool may stop.
+    _claim: Option<Claim>,
+    _pool: Arc<Pool>,
+}
+
+/// The binary's pool of shared servers, started when no test holds it.
+pub fn shared_servers() -> Arc<Pool> {
+    static SHARED: Mutex<Weak<Pool>> = Mutex::new(Weak::new());
+    let mut slot = SHARED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = slot.upgrade() {
+        return p;
+    }
+    let p = Arc::new(Pool {
+        pairs: std::array::from_fn(|_| OnceLock::new()),
+        claimed: Mutex::new([false; PAIRS]),
+        freed: Condvar::new(),
+    });
+    *slot = Arc::downgrade(&p);
+    p
+}
+
+/// `args` with a shared pair's `--redis-url` and `--pg-url` added, for `run`, `compare` and
+/// `sweep`; hold the handle until the run's turn has ended. A turn alone has the machine, so
+/// it takes the first pair as it is; a light or waiting test's turn claims a pair no other
+/// shared turn has (waited for), since Redis's counters that a run reads (keyspace hits and
+/// misses) are the whole server's, and another run on the same server would count in them.
+/// Taken before the turn, as the servers' lock was: servers, share, machine.
+pub fn on_shared(args: &[&str]) -> (OnShared, Vec<String>) {
+    let pool = shared_servers();
+    let claim =
+        (super::WEIGHT.with(std::cell::Cell::get) != super::Weight::Alone).then(|| pool.claim());
+    let (redis, pg) = pool.pair(claim.as_ref().map_or(0, |c| c.index)).urls();
     let mut v: Vec<String> = args.iter().map(|a| a.to_string()).collect();
     v.extend(["--redis-url".into(), redis, "--pg-url".into(), pg]);
-    (s, v)
+    (
+        OnShared {
+            _claim: claim,
+            _pool: pool,
+        },
+        v,
+    )
 }
 
 /// A Postgres alone (TLS only when asked), stopped when dropped.
